@@ -1,0 +1,91 @@
+# pypm_verified — build, proofs, tests, examples, benchmarks.
+# Every target installs what it needs (`deps`) and is incremental.
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PKGS := coq ocaml-nox dune ocaml-findlib libctypes-ocaml-dev libffi-dev
+COQ_SRCS := $(filter theories/%.v,$(shell cat _CoqProject))
+EXTRACTED := ocaml/extracted/matcher.ml
+LIB_SO := python/pypm_verified/_lib/libpypm_verified.so
+
+.PHONY: all deps apt-deps venv proofs check-admitted check-assumptions extract lib \
+        test test-ocaml test-python example bench clean
+
+all: lib
+
+## deps: Debian packages (Coq, OCaml, dune, findlib, ctypes) and the Python venv.
+deps: apt-deps venv
+
+apt-deps:
+	@if (command -v coqc && command -v dune && command -v ocamlfind \
+	     && ocamlfind query ctypes ctypes.stubs) >/dev/null 2>&1; then \
+	  echo "deps: Coq/OCaml toolchain present"; \
+	else \
+	  echo "deps: installing $(APT_PKGS) with apt-get"; \
+	  $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends $(APT_PKGS); \
+	fi
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q -e '.[test]'
+	touch $@
+
+## proofs: check every theorem; fail on Admitted/admit/axioms; golden Print Assumptions.
+proofs: apt-deps CoqMakefile
+	$(MAKE) -f CoqMakefile
+	$(MAKE) check-admitted check-assumptions
+
+CoqMakefile: _CoqProject
+	coq_makefile -f _CoqProject -o CoqMakefile
+
+check-admitted:
+	@if grep -nE '\b(Admitted|admit|Axiom|Axioms|Parameter|Parameters|Conjecture|Hypothesis)\b' \
+	     theories/*.v extraction/*.v | grep -v '^\S*:\s*(\*'; then \
+	  echo "check-admitted: proof holes or axioms found (above)"; exit 1; \
+	else echo "check-admitted: no Admitted, admit or axiom"; fi
+
+check-assumptions: proofs-built
+	@coqc -R theories PyPM tests/coq/Assumptions.v > .assumptions.out
+	@diff -u tests/coq/assumptions.golden .assumptions.out \
+	  && echo "check-assumptions: main theorems closed under the global context"
+
+.PHONY: proofs-built
+proofs-built: CoqMakefile
+	@$(MAKE) -s -f CoqMakefile
+
+## extract: extraction/Extraction.v -> ocaml/extracted/matcher.ml (fails on axioms to realize).
+extract: $(EXTRACTED)
+$(EXTRACTED): extraction/Extraction.v $(COQ_SRCS) | apt-deps
+	$(MAKE) proofs
+	mkdir -p ocaml/extracted
+	coqc -R theories PyPM -R extraction PyPMExtraction extraction/Extraction.v 2>&1 | tee .extract.log
+	@! grep -q 'AXIOM TO BE REALIZED' $(EXTRACTED) || { echo "extract: axiom left to realize"; exit 1; }
+
+## lib: the shared library with the C API, copied into the Python package.
+lib: $(EXTRACTED) apt-deps
+	cd ocaml && dune build --profile release 2>&1
+	mkdir -p $(dir $(LIB_SO))
+	install -m 0755 ocaml/_build/default/capi/libpypm_verified.so $(LIB_SO)
+
+## test: proofs, library, OCaml/C tests and the Python test suite.
+test: deps proofs lib test-ocaml test-python
+
+test-ocaml: lib
+	cd ocaml && dune test --profile release 2>&1
+
+test-python: venv lib
+	PYPM_REQUIRE_LIB=1 $(VPY) -m pytest tests -q
+
+## example: build everything and match the bundled example.
+example: deps lib
+	$(VPY) examples/example.py
+
+clean:
+	[ ! -f CoqMakefile ] || $(MAKE) -f CoqMakefile clean
+	rm -rf ocaml/_build ocaml/extracted $(LIB_SO) CoqMakefile CoqMakefile.conf .assumptions.out .extract.log

@@ -1,0 +1,56 @@
+/* pypm_verified: C API of the verified matcher (format: doc/format.md).
+ *
+ * Every function returns an error code and never aborts the host process.
+ * Calls are serialized by an internal mutex, so any thread may call any
+ * function. Handles are positive int64 values; 0 is never a valid handle. */
+#ifndef PYPM_VERIFIED_H
+#define PYPM_VERIFIED_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define PYPM_OK                 0
+#define PYPM_E_MALFORMED        1  /* buffer failed validation (length, magic, ids, arity) */
+#define PYPM_E_BAD_HANDLE       2  /* unknown or released handle, or wrong kind */
+#define PYPM_E_OUT_OF_RANGE     3  /* root node or pattern index out of range */
+#define PYPM_E_BUFFER_TOO_SMALL 4  /* *out_len is set to the number of words needed */
+#define PYPM_E_ILL_FORMED       5  /* a guard reads a variable its pattern may not bind */
+#define PYPM_E_TOO_DEEP         6  /* nesting deeper than MAX_DEPTH */
+#define PYPM_E_NULL             7  /* a required pointer argument is NULL */
+#define PYPM_E_INTERNAL         8  /* an OCaml exception escaped (bug) */
+#define PYPM_E_INIT             9  /* the OCaml runtime could not start */
+
+#define PYPM_STATUS_MATCH       0
+#define PYPM_STATUS_NO_MATCH    1
+#define PYPM_STATUS_OUT_OF_FUEL 2
+
+/* Version of the binary format this library reads (doc/format.md). */
+int64_t pypm_format_version(void);
+
+/* Decode and validate a graph / pattern-set buffer; store a handle. */
+int pypm_graph_load(const int64_t *buf, size_t len, int64_t *handle);
+int pypm_patterns_load(const int64_t *buf, size_t len, int64_t *handle);
+/* Number of nodes of a graph handle, or of patterns of a pattern-set handle. */
+int pypm_handle_size(int64_t handle, int64_t *size);
+/* Release a graph, pattern-set or result handle. */
+int pypm_release(int64_t handle);
+
+/* Match pattern `pattern_index` of `patterns` at node `root` of `graph`,
+ * with at most `fuel` machine steps (fuel <= 0: the default, 1<<24).
+ * Writes status, n, (var, node)*n into out[0 .. *out_len). */
+int pypm_match(int64_t graph, int64_t patterns, int64_t pattern_index,
+               int64_t root, int64_t fuel,
+               int64_t *out, size_t out_cap, size_t *out_len);
+
+/* Try every pattern at every node; store the entries (doc/format.md) as a
+ * result handle whose length in words is written to *result_len. */
+int pypm_match_all(int64_t graph, int64_t patterns, int64_t fuel,
+                   int64_t *result, size_t *result_len);
+/* Copy a result handle's words into out (out_cap >= its length). */
+int pypm_result_read(int64_t result, int64_t *out, size_t out_cap);
+
+/* Static description of an error code. */
+const char *pypm_error_name(int code);
+/* Message about the calling thread's last failed call ("" if none). */
+const char *pypm_last_error(void);
+
+#endif
