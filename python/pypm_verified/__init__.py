@@ -1,0 +1,31 @@
+"""pypm_verified: pattern matching on computation graphs (PyPM, CGO'25) with a
+matcher proved correct in Coq.
+
+    import pypm_verified as pm
+
+    @pm.op
+    def MatMul(x, y): return 1
+
+    @pm.pattern
+    def MM(x, y):
+        assert x.shape.rank == 2
+        return MatMul(x, y)
+
+    g = pm.Graph()
+    m = pm.match(MM, g.apply(MatMul, g.input("a", shape=(2, 2)), g.input("b")))
+"""
+from . import core
+from .api import ENGINES, Match, match, match_all
+from .binding import available as engine_available
+from .core import DType, bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8
+from .dsl import Op, Pattern, op, pattern
+from .errors import EngineError, EngineUnavailable, GraphError, OutOfFuel, PatternError
+from .graph import Graph, Node
+
+__all__ = [
+    "core", "ENGINES", "Match", "match", "match_all", "engine_available",
+    "DType", "bf16", "bool_", "f16", "f32", "f64", "i8", "i16", "i32", "i64", "u8",
+    "Op", "Pattern", "op", "pattern",
+    "EngineError", "EngineUnavailable", "GraphError", "OutOfFuel", "PatternError",
+    "Graph", "Node",
+]

@@ -1,0 +1,39 @@
+"""Exceptions raised by pypm_verified."""
+
+
+class PatternError(Exception):
+    """A mistake in a pattern or operator definition.
+
+    Messages raised while lowering a pattern name the pattern, the source
+    location (``file:line``) and the problem.
+    """
+
+
+class GraphError(ValueError):
+    """A malformed graph construction (wrong arity, foreign node, bad shape)."""
+
+
+class OutOfFuel(Exception):
+    """The matcher ran out of fuel before deciding match or no match.
+
+    Distinct from "no match", which is reported as ``None``.
+    """
+
+
+class EngineUnavailable(RuntimeError):
+    """The verified engine (the shared library) cannot be loaded."""
+
+
+class EngineError(RuntimeError):
+    """The shared library returned a non-zero error code.
+
+    Attributes: ``code`` (int), ``name`` (``pypm_error_name(code)``) and
+    ``detail`` (``pypm_last_error()``).
+    """
+
+    def __init__(self, code: int, name: str, detail: str, call: str = ""):
+        self.code = code
+        self.name = name
+        self.detail = detail
+        where = f"{call}: " if call else ""
+        super().__init__(f"{where}{name} (code {code}): {detail}")

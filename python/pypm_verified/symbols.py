@@ -1,0 +1,77 @@
+"""The process-wide symbol interner.
+
+Operators (by identity) and constant keys are mapped to dense ints ``>= 0``;
+graphs and patterns share these ids, so a pattern's ``PApp(f, ...)`` matches a
+node whose label is ``f``.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any, Dict, List, Tuple
+
+_lock = threading.Lock()
+_ids: Dict[Any, int] = {}
+_keys: List[Any] = []
+
+
+def const_key(value) -> Tuple:
+    """Key of a constant leaf: numbers by value (``2 == 2.0``), bools, strings
+    and None separately. Raises TypeError for other types."""
+    if value is None:
+        return ("none",)
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and math.isnan(value):
+            return ("num", "nan")
+        return ("num", value)
+    if isinstance(value, str):
+        return ("str", value)
+    raise TypeError(
+        f"unsupported constant {value!r} of type {type(value).__name__} "
+        "(expected int, float, bool, str or None)")
+
+
+def is_constant(value) -> bool:
+    """True for values usable as constant leaves."""
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def intern(key) -> int:
+    """Symbol id of ``key`` (an operator object or a constant key tuple)."""
+    sid = _ids.get(key)
+    if sid is not None:
+        return sid
+    with _lock:
+        sid = _ids.get(key)
+        if sid is None:
+            sid = len(_keys)
+            _keys.append(key)
+            _ids[key] = sid
+        return sid
+
+
+def const_symbol(value) -> int:
+    """Symbol id of the constant leaf ``value``."""
+    return intern(const_key(value))
+
+
+def lookup(sid: int):
+    """The operator object or constant key interned as ``sid``."""
+    return _keys[sid]
+
+
+def describe(sid: int) -> str:
+    """Readable name of a symbol, for reprs."""
+    try:
+        key = _keys[sid]
+    except (IndexError, TypeError):
+        return f"#{sid}"
+    if isinstance(key, tuple):
+        if key[0] == "none":
+            return "None"
+        if key[0] == "input":
+            return f"input {key[1]!r}"
+        return repr(key[1]) if key[1] != "nan" else "nan"
+    return getattr(key, "name", repr(key))

@@ -1,0 +1,326 @@
+"""Lowering of the DSL to exact core terms."""
+import pytest
+
+import pypm_verified as pm
+from pypm_verified import symbols
+from pypm_verified.core import (EAdd, EAttr, EConst, EMul, ESub, GAnd, GEq, GLt, GNot, GOr,
+                                GTrue, PAlt, PApp, PGuard, PVar, DTYPE, RANK)
+
+
+@pm.op
+def MatMul(x, y):
+    return 1
+
+
+@pm.op
+def Trans(x):
+    return 1
+
+
+@pm.op
+def Div(x, y):
+    return 1
+
+
+@pm.op
+def Mul(x, y):
+    return 1
+
+
+@pm.op(op_class="unary_pointwise")
+def Relu(x):
+    return 1
+
+
+@pm.op
+def Split(x):
+    return 2
+
+
+@pm.op
+def Zero():
+    return 1
+
+
+def c(v):
+    """The constant-leaf pattern of ``v``."""
+    return PApp(symbols.const_symbol(v), ())
+
+
+MM, TR, DIV, MUL = MatMul.symbol, Trans.symbol, Div.symbol, Mul.symbol
+
+
+@pm.pattern
+def MMxyT(x, y):
+    assert x.shape.rank == 2 and y.shape.rank == 2
+    yt = Trans(y)
+    return MatMul(x, yt)
+
+
+@pm.pattern
+def Half(x):
+    return Div(x, 2)
+
+
+@pm.pattern
+def Half(x):  # noqa: F811
+    return Mul(x, 0.5)
+
+
+@pm.pattern
+def UsesLater(x):
+    return Relu(DefinedLater(x))
+
+
+@pm.pattern
+def DefinedLater(x):
+    return Trans(x)
+
+
+def test_op_declaration():
+    assert (MatMul.name, MatMul.arity, MatMul.n_outputs, MatMul.op_class) == ("MatMul", 2, 1, None)
+    assert Relu.op_class == "unary_pointwise"
+    assert Split.n_outputs == 2
+    assert Zero.arity == 0
+    assert repr(MatMul) == "<op MatMul/2>"
+    assert symbols.lookup(MatMul.symbol) is MatMul
+
+
+def test_op_errors():
+    with pytest.raises(pm.PatternError, match="return its output arity"):
+        @pm.op
+        def NoArity(x):
+            return None
+    with pytest.raises(pm.PatternError, match="plain positional"):
+        @pm.op
+        def Variadic(*xs):
+            return 1
+    with pytest.raises(pm.PatternError, match="takes 2 argument"):
+        MatMul(1)
+    with pytest.raises(pm.PatternError, match="output arity failed: TypeError"):
+        @pm.op
+        def UsesArgs(x):
+            return x + 1
+    with pytest.raises(pm.PatternError, match="op_class must be a string"):
+        pm.op(op_class=3)(lambda x: 1)
+
+
+def test_mmxyt_lowering():
+    g = GAnd(GEq(EAttr(0, RANK), EConst(2)), GEq(EAttr(1, RANK), EConst(2)))
+    assert MMxyT.core == PGuard(PApp(MM, (PVar(0), PApp(TR, (PVar(1),)))), g)
+    assert MMxyT.params == ("x", "y")
+    assert MMxyT.name == "MMxyT"
+
+
+def test_half_alternates():
+    assert len(Half.definitions) == 2
+    assert Half.alternates == (PApp(DIV, (PVar(0), c(2))), PApp(MUL, (PVar(0), c(0.5))))
+    assert Half.core == PAlt(*Half.alternates)
+
+
+def test_same_object_for_every_definition():
+    @pm.pattern
+    def P(x):
+        return Trans(x)
+    first = P
+
+    @pm.pattern
+    def P(x):  # noqa: F811
+        return Relu(x)
+
+    @pm.pattern
+    def P(x):  # noqa: F811
+        return x
+    assert P is first
+    # three alternates, right-nested in definition order
+    assert P.core == PAlt(PApp(TR, (PVar(0),)), PAlt(PApp(Relu.symbol, (PVar(0),)), PVar(0)))
+
+
+def test_redefinition_by_reexecution_replaces():
+    def make(k):
+        @pm.pattern
+        def Again(x):
+            assert x.rank == k
+            return Trans(x)
+        return Again
+    p1 = make(1)
+    p2 = make(2)
+    assert p1 is p2 and len(p2.definitions) == 1
+    assert p2.core == PGuard(PApp(TR, (PVar(0),)), GEq(EAttr(0, RANK), EConst(2)))
+
+
+def test_forward_reference_lowered_lazily():
+    assert UsesLater.core == PApp(Relu.symbol, (PApp(TR, (PVar(0),)),))
+
+
+def test_return_variable_and_constants():
+    @pm.pattern
+    def Id(x):
+        return x
+
+    @pm.pattern
+    def Consts(x):
+        return MatMul(Div(x, True), Mul(None, "s"))
+    assert Id.core == PVar(0)
+    assert Consts.core == PApp(MM, (PApp(DIV, (PVar(0), c(True))), PApp(MUL, (c(None), c("s")))))
+    assert c(2) == c(2.0) and c(True) != c(1) and c(0) != c(False)
+
+
+def test_nullary_op():
+    @pm.pattern
+    def Z(x):
+        return MatMul(x, Zero())
+    assert Z.core == PApp(MM, (PVar(0), PApp(Zero.symbol, ())))
+
+
+def test_inlining_renames_parameters():
+    @pm.pattern
+    def Inner(a, b):
+        assert a.dtype == pm.f32
+        return MatMul(a, Trans(b))
+
+    @pm.pattern
+    def Outer(x, y):
+        return Relu(Inner(y, x))
+
+    @pm.pattern
+    def Diag(x):
+        return Inner(x, x)
+
+    inner = lambda a, b: PGuard(PApp(MM, (PVar(a), PApp(TR, (PVar(b),)))),  # noqa: E731
+                                GEq(EAttr(a, DTYPE), EConst(pm.f32.code)))
+    assert Inner.core == inner(0, 1)
+    assert Outer.core == PApp(Relu.symbol, (inner(1, 0),))
+    assert Diag.core == inner(0, 0)
+
+
+def test_inlining_keyword_arguments_and_alternates():
+    @pm.pattern
+    def Outer(x):
+        return Trans(Half(x=x))
+    assert Outer.core == PApp(TR, (Half.core,))
+
+
+def test_comparison_operators():
+    @pm.pattern
+    def Cmp(x, y):
+        assert x.rank == 1
+        assert x.rank != 2
+        assert x.rank < 3
+        assert x.rank <= 4
+        assert x.rank > 5
+        assert x.rank >= 6
+        return MatMul(x, y)
+    r = EAttr(0, RANK)
+    gs = [GEq(r, EConst(1)), GNot(GEq(r, EConst(2))), GLt(r, EConst(3)),
+          GNot(GLt(EConst(4), r)), GLt(EConst(5), r), GNot(GLt(r, EConst(6)))]
+    expected = gs[-1]
+    for g in reversed(gs[:-1]):
+        expected = GAnd(g, expected)
+    assert Cmp.core == PGuard(PApp(MM, (PVar(0), PVar(1))), expected)
+
+
+def test_reflected_comparisons_and_arithmetic():
+    @pm.pattern
+    def Arith(x, y):
+        assert 2 < x.shape[0] + 1
+        assert x.shape[-1] * 2 - y.shape[1] == 3 - y.rank
+        assert -x.rank == x.rank * -1
+        return MatMul(x, y)
+    g1 = GLt(EConst(2), EAdd(EAttr(0, 100), EConst(1)))
+    g2 = GEq(ESub(EMul(EAttr(0, 200), EConst(2)), EAttr(1, 101)), ESub(EConst(3), EAttr(1, RANK)))
+    g3 = GEq(ESub(EConst(0), EAttr(0, RANK)), EMul(EAttr(0, RANK), EConst(-1)))
+    assert Arith.core == PGuard(PApp(MM, (PVar(0), PVar(1))), GAnd(g1, GAnd(g2, g3)))
+
+
+def test_boolean_connectives_and_chains():
+    @pm.pattern
+    def Bool(x, y):
+        assert (x.dtype == pm.f32 and y.dtype == pm.f32) or (x.dtype == pm.i8 and
+                                                           not y.dtype == pm.i8)
+        assert 1 <= x.rank < 4
+        return MatMul(x, y)
+    dt = lambda v, d: GEq(EAttr(v, DTYPE), EConst(d.code))  # noqa: E731
+    g1 = GOr(GAnd(dt(0, pm.f32), dt(1, pm.f32)), GAnd(dt(0, pm.i8), GNot(dt(1, pm.i8))))
+    g2 = GAnd(GNot(GLt(EAttr(0, RANK), EConst(1))), GLt(EAttr(0, RANK), EConst(4)))
+    assert Bool.core == PGuard(PApp(MM, (PVar(0), PVar(1))), GAnd(g1, g2))
+
+
+def test_shape_aliases_and_tuple_comparison():
+    @pm.pattern
+    def Shp(x):
+        assert x.rank == x.shape.rank
+        assert x.elType == x.dtype
+        assert x.shape == (4, None, 8)
+        assert x.shape != (1,)
+        return Trans(x)
+    s = lambda i: EAttr(0, 100 + i)  # noqa: E731
+    g3 = GAnd(GEq(EAttr(0, RANK), EConst(3)), GAnd(GEq(s(0), EConst(4)), GEq(s(2), EConst(8))))
+    g4 = GNot(GAnd(GEq(EAttr(0, RANK), EConst(1)), GEq(s(0), EConst(1))))
+    expected = GAnd(GEq(EAttr(0, RANK), EAttr(0, RANK)),
+                    GAnd(GEq(EAttr(0, DTYPE), EAttr(0, DTYPE)), GAnd(g3, g4)))
+    assert Shp.core == PGuard(PApp(TR, (PVar(0),)), expected)
+
+
+def test_concrete_python_values_keep_python_semantics():
+    flag, k = True, 3
+
+    @pm.pattern
+    def Conc(x):
+        assert flag
+        assert flag and x.rank == k
+        assert not flag or x.rank == 1
+        assert x.rank == 2 and flag
+        assert 1 < 2 < 3
+        return Trans(x)
+    r = EAttr(0, RANK)
+    assert Conc.core == PGuard(PApp(TR, (PVar(0),)),
+                               GAnd(GEq(r, EConst(3)), GAnd(GEq(r, EConst(1)),
+                                                            GEq(r, EConst(2)))))
+
+    @pm.pattern
+    def Never(x):
+        assert x.rank == 2 and False
+        return Trans(x)
+    assert Never.core == PGuard(PApp(TR, (PVar(0),)), GNot(GTrue()))
+
+
+def test_closure_and_globals_are_live():
+    box = {"k": 1}
+
+    @pm.pattern
+    def Live(x):
+        assert x.rank == box["k"]
+        return Trans(x)
+    box["k"] = 5
+    assert Live.core == PGuard(PApp(TR, (PVar(0),)), GEq(EAttr(0, RANK), EConst(5)))
+
+
+def test_dsl_reprs():
+    seen = {}
+
+    @pm.pattern
+    def Show(x, y):
+        seen["term"] = repr(MatMul(x, Trans(y)))
+        seen["guard"] = repr(x.shape[-1] + 1 == y.rank)
+        return x
+    Show.core
+    assert seen == {"term": "MatMul(x, Trans(y))", "guard": "(x.shape[-1] + 1) == y.rank"}
+    assert repr(Show) == "<pattern Show(x, y), 1 alternate(s)>"
+
+
+def test_guard_operators_outside_bodies():
+    @pm.pattern
+    def Ops(x):
+        assert (x.rank == 1) | ~(x.rank == 2) & (x.dtype == pm.f16)
+        return Trans(x)
+    r = EAttr(0, RANK)
+    assert Ops.core == PGuard(PApp(TR, (PVar(0),)), GOr(
+        GEq(r, EConst(1)), GAnd(GNot(GEq(r, EConst(2))), GEq(EAttr(0, DTYPE), EConst(2)))))
+
+
+def test_op_call_on_nodes_builds_graph():
+    g = pm.Graph()
+    a = g.input("a")
+    n = MatMul(a, Trans(a), shape=(2, 2))
+    assert n is g.apply(MatMul, a, g.apply(Trans, a), shape=(2, 2))

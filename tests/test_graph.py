@@ -1,0 +1,115 @@
+"""Graphs: hash-consing, inputs, constants, attributes, reprs."""
+import pytest
+
+import pypm_verified as pm
+from pypm_verified import core, symbols
+
+
+@pm.op
+def Add(x, y):
+    return 1
+
+
+@pm.op
+def Neg(x):
+    return 1
+
+
+def test_hash_consing():
+    g = pm.Graph()
+    a, b = g.input("a"), g.input("b")
+    n1 = g.apply(Add, a, b)
+    assert g.apply(Add, a, b) is n1
+    assert g.apply(Add, b, a) is not n1
+    # attributes are part of the key
+    n2 = g.apply(Add, a, b, shape=(2,), dtype=pm.f32)
+    assert n2 is not n1 and g.apply(Add, a, b, shape=[2], dtype="f32") is n2
+    assert [n.id for n in g] == list(range(len(g))) == [0, 1, 2, 3, 4]
+
+
+def test_node_identity():
+    g1, g2 = pm.Graph(), pm.Graph()
+    a1, a2 = g1.input("a"), g2.input("a")
+    assert a1.id == a2.id == 0
+    assert a1 != a2 and a1 == g1[0] and hash(a1) == hash(g1[0])
+    assert len({a1, a2, g1[0]}) == 2
+
+
+def test_inputs_unique_per_name():
+    g = pm.Graph()
+    a = g.input("a", shape=(2, 3), dtype=pm.f16)
+    assert g.input("a", shape=(2, 3), dtype=pm.f16) is a
+    with pytest.raises(pm.GraphError, match="already declared"):
+        g.input("a", shape=(3, 2), dtype=pm.f16)
+    assert g.input("b") is not a
+    assert (a.kind, a.name, a.op, a.args, a.shape, a.dtype, a.rank) == (
+        "input", "a", None, (), (2, 3), pm.f16, 2)
+
+
+def test_constants():
+    g = pm.Graph()
+    two = g.const(2)
+    assert g.const(2.0) is two
+    assert g.const(True) is not g.const(1)
+    assert g.const(False) is not g.const(0)
+    assert g.const("2") is not two and g.const(None) is g.const(None)
+    assert two.label == symbols.const_symbol(2.0) and two.args == () and two.kind == "const"
+    # Python constants in apply become constant leaves
+    n = g.apply(Add, g.input("x"), 2)
+    assert n.args[1] is two
+    assert g.const(float("nan")) is g.const(float("nan"))
+    with pytest.raises(pm.GraphError):
+        g.const([1])
+
+
+def test_attributes():
+    g = pm.Graph()
+    a = g.input("a", shape=(4, None, 8), dtype=pm.bf16)
+    assert a.attrs == {core.RANK: 3, core.DTYPE: pm.bf16.code,
+                       100: 4, 102: 8, 200: 8, 202: 4}
+    assert g.input("u").attrs == {}
+    assert g.input("s", shape=()).attrs == {core.RANK: 0}
+
+
+def test_graph_errors():
+    g, h = pm.Graph(), pm.Graph()
+    a = g.input("a")
+    with pytest.raises(pm.GraphError, match="takes 2"):
+        g.apply(Add, a)
+    with pytest.raises(pm.GraphError, match="another graph"):
+        h.apply(Neg, a)
+    with pytest.raises(pm.GraphError, match="neither a node nor a constant"):
+        g.apply(Neg, [a])
+    with pytest.raises(pm.GraphError, match="operator"):
+        g.apply("Neg", a)
+    with pytest.raises(pm.GraphError, match="maximum"):
+        g.input("big", shape=(1,) * 65)
+    with pytest.raises(pm.GraphError, match="64-bit ints"):
+        g.input("f", shape=(2.0,))
+    with pytest.raises(pm.GraphError, match="64-bit ints"):
+        g.input("h", shape=(1 << 63,))
+    with pytest.raises(ValueError, match="unknown dtype"):
+        g.input("d", dtype="f8")
+
+
+def test_reprs():
+    g = pm.Graph()
+    a = g.input("a", shape=(4, None), dtype=pm.f32)
+    n = g.apply(Add, a, 0.5)
+    assert repr(a) == "<Node %0 = input 'a' : f32[4, ?]>"
+    assert repr(n.args[1]) == "<Node %1 = const 0.5>"
+    assert repr(n) == "<Node %2 = Add(%0, %1)>"
+    assert repr(g.apply(Neg, n, dtype=pm.i8)) == "<Node %3 = Neg(%2) : i8[?]>"
+    assert repr(g) == "<Graph with 4 nodes>"
+
+
+def test_encode_cache_invalidated_by_new_nodes():
+    g = pm.Graph()
+    a = g.input("a")
+    w1 = g.encode()
+    assert g.encode() is w1
+    g.apply(Neg, a)
+    w2 = g.encode()
+    assert w2 is not w1 and w2[2] == 2
+    g.apply(Neg, a)  # hash-consed: no new node, cache kept
+    assert g.encode() is w2
