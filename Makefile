@@ -82,6 +82,10 @@ test-ocaml: lib
 test-python: venv lib
 	PYPM_REQUIRE_LIB=1 $(VPY) -m pytest tests -q
 
+## bench: matcher benchmarks (results in bench/results/); QUICK=1 for a short run.
+bench: deps lib
+	$(VPY) bench/bench_spine.py $(if $(QUICK),--quick)
+
 ## example: build everything and match the bundled example.
 example: deps lib
 	$(VPY) examples/example.py

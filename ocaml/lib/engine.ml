@@ -1,0 +1,177 @@
+(* Matching on decoded graphs and pattern sets, and the handle table.
+
+   Handles are positive ints (a counter starting at 1, never reused), mapped
+   to a graph, a pattern set or a result buffer.  Errors are reported by
+   raising [Error (code, message)] with the codes of pypm_verified.h; the
+   C-facing layer turns them into return codes. *)
+
+let e_malformed = 1
+let e_bad_handle = 2
+let e_out_of_range = 3
+let e_buffer_too_small = 4
+let e_ill_formed = 5
+let e_too_deep = 6
+let e_null = 7
+let e_internal = 8
+
+let status_match = 0
+let status_no_match = 1
+let status_out_of_fuel = 2
+
+let default_fuel = 1 lsl 24
+
+exception Error of int * string
+
+let error code fmt = Printf.ksprintf (fun s -> raise (Error (code, s))) fmt
+
+let code_of_kind = function
+  | Decode.Malformed -> e_malformed
+  | Decode.Ill_formed -> e_ill_formed
+  | Decode.Too_deep -> e_too_deep
+
+type graph = { repr : Repr.graph; mg : Matcher.graph }
+
+type entry =
+  | Graph of graph
+  | Patterns of Matcher.pattern array
+  | Result of Decode.buf
+
+let kind_name = function
+  | Graph _ -> "a graph"
+  | Patterns _ -> "a pattern set"
+  | Result _ -> "a result"
+
+(* ints hash to themselves (no generic caml_hash on every call) *)
+module Tbl = Hashtbl.Make (struct
+  type t = int
+
+  let equal = Int.equal
+
+  let hash (h : int) = h land max_int
+end)
+
+let table : entry Tbl.t = Tbl.create 64
+
+let next_handle = ref 1
+
+let add e =
+  let h = !next_handle in
+  incr next_handle;
+  Tbl.replace table h e;
+  h
+
+let find h =
+  match Tbl.find_opt table h with
+  | Some e -> e
+  | None -> error e_bad_handle "unknown or released handle %d" h
+
+let get_graph h =
+  match find h with
+  | Graph g -> g
+  | e -> error e_bad_handle "handle %d is %s, expected a graph" h (kind_name e)
+
+let get_patterns h =
+  match find h with
+  | Patterns p -> p
+  | e -> error e_bad_handle "handle %d is %s, expected a pattern set" h (kind_name e)
+
+let get_result h =
+  match find h with
+  | Result r -> r
+  | e -> error e_bad_handle "handle %d is %s, expected a result" h (kind_name e)
+
+(* ------------------------------------------------------------ loading *)
+
+let of_decoded = function
+  | Ok v -> v
+  | Error { Decode.kind; message } -> raise (Error (code_of_kind kind, message))
+
+let graph_of_buf (b : Decode.buf) : graph =
+  let repr = of_decoded (Decode.decode_graph b) in
+  { repr; mg = Repr.to_matcher repr }
+
+let graph_load (b : Decode.buf) : int = add (Graph (graph_of_buf b))
+
+let patterns_load (b : Decode.buf) : int = add (Patterns (of_decoded (Decode.decode_patterns b)))
+
+let handle_size h =
+  match find h with
+  | Graph g -> g.repr.Repr.n_nodes
+  | Patterns p -> Array.length p
+  | Result r -> Bigarray.Array1.dim r
+
+let release h =
+  ignore (find h);
+  Tbl.remove table h
+
+(* ------------------------------------------------------------ matching *)
+
+let effective_fuel fuel = if fuel <= 0 then default_fuel else fuel
+
+(* status and bindings (sorted by variable: VarMap.elements is ordered) *)
+let run (g : graph) (p : Matcher.pattern) root fuel : int * (int * int) list =
+  match Matcher.match_pattern g.mg fuel p root with
+  | Matcher.OSuccess s -> (status_match, Matcher.VarMap.elements s)
+  | Matcher.OFailure -> (status_no_match, [])
+  | Matcher.OOutOfFuel -> (status_out_of_fuel, [])
+
+let match_one ~graph ~patterns ~index ~root ~fuel =
+  let g = get_graph graph in
+  let ps = get_patterns patterns in
+  if index < 0 || index >= Array.length ps then
+    error e_out_of_range "pattern index %d out of range [0, %d)" index (Array.length ps);
+  if root < 0 || root >= g.repr.Repr.n_nodes then
+    error e_out_of_range "root node %d out of range [0, %d)" root g.repr.Repr.n_nodes;
+  run g ps.(index) root (effective_fuel fuel)
+
+(* growable int buffer *)
+type ibuf = { mutable a : int array; mutable n : int }
+
+let push b v =
+  if b.n = Array.length b.a then begin
+    let a' = Array.make (2 * Array.length b.a) 0 in
+    Array.blit b.a 0 a' 0 b.n;
+    b.a <- a'
+  end;
+  Array.unsafe_set b.a b.n v;
+  b.n <- b.n + 1
+
+(* n_entries, then entries (pattern_index, root, status, n_bindings, pairs)
+   for status match / out of fuel, roots increasing, patterns in order. *)
+let match_all_words ~graph ~patterns ~fuel : Decode.buf =
+  let g = get_graph graph in
+  let ps = get_patterns patterns in
+  let fuel = effective_fuel fuel in
+  let b = { a = Array.make 1024 0; n = 0 } in
+  push b 0;
+  let entries = ref 0 in
+  for root = 0 to g.repr.Repr.n_nodes - 1 do
+    Array.iteri
+      (fun i p ->
+        let status, binds = run g p root fuel in
+        if status <> status_no_match then begin
+          incr entries;
+          push b i;
+          push b root;
+          push b status;
+          push b (List.length binds);
+          List.iter
+            (fun (x, t) ->
+              push b x;
+              push b t)
+            binds
+        end)
+      ps
+  done;
+  b.a.(0) <- !entries;
+  let out = Bigarray.Array1.create Bigarray.int64 Bigarray.c_layout b.n in
+  for i = 0 to b.n - 1 do
+    Bigarray.Array1.unsafe_set out i (Int64.of_int (Array.unsafe_get b.a i))
+  done;
+  out
+
+let match_all ~graph ~patterns ~fuel : int * int =
+  let r = match_all_words ~graph ~patterns ~fuel in
+  (add (Result r), Bigarray.Array1.dim r)
+
+let result h = get_result h

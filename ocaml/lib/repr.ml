@@ -1,0 +1,51 @@
+(* In-memory representation of a decoded graph (doc/format.md, "Graph").
+
+   Everything the matcher reads is O(1) or O(log a) where a is the number of
+   attributes of one node:
+   - [labels.(t)] is the label of node t;
+   - [children.(t)] is the list of children of node t, precomputed once at
+     decode time so that [Matcher.graph.children] allocates nothing;
+   - the attributes of node t are [attr_ids.(i), attr_vals.(i)] for
+     [attr_off.(t) <= i < attr_off.(t+1)], sorted by id (distinct ids). *)
+
+type graph = {
+  n_nodes : int;
+  labels : int array;
+  children : int list array;
+  attr_off : int array; (* length n_nodes + 1 *)
+  attr_ids : int array;
+  attr_vals : int array;
+}
+
+let n_nodes g = g.n_nodes
+
+(* Value of attribute [a] of node [t], if present.  Binary search in the
+   node's sorted slice. *)
+let attr g a t =
+  if t < 0 || t >= g.n_nodes then None
+  else begin
+    let lo = ref (Array.unsafe_get g.attr_off t)
+    and hi = ref (Array.unsafe_get g.attr_off (t + 1)) in
+    (* invariant: the id, if present, is in [!lo, !hi) *)
+    let found = ref (-1) in
+    while !found < 0 && !lo < !hi do
+      let mid = (!lo + !hi) lsr 1 in
+      let k = g.attr_ids.(mid) in
+      if k = a then found := mid
+      else if k < a then lo := mid + 1
+      else hi := mid
+    done;
+    if !found >= 0 then Some g.attr_vals.(!found) else None
+  end
+
+(* The matcher's view of the graph.  The matcher only ever asks about the
+   root (range-checked by the engine) and children of visited nodes
+   (range-checked by the decoder), so the bound checks below never fire;
+   they are kept as a second line of defence. *)
+let to_matcher (g : graph) : Matcher.graph =
+  let labels = g.labels and children = g.children in
+  {
+    Matcher.label = (fun t -> labels.(t));
+    children = (fun t -> children.(t));
+    attr = (fun a t -> attr g a t);
+  }
