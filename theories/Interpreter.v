@@ -277,4 +277,21 @@ Section Interpreter.
     - destruct fuel' as [|n']; [inversion Hle|].
       cbn [run] in *. apply IH; auto. apply le_S_n. exact Hle.
   Qed.
+  (** [n] steps of the relation. *)
+  Inductive steps : nat -> state -> state -> Prop :=
+  | steps_0 : forall st, steps 0 st st
+  | steps_S : forall n st st' st'', step G D st st' -> steps n st' st'' -> steps (S n) st st''.
+
+  (** What [OOutOfFuel] means: after exactly [fuel] steps the (deterministic)
+      machine is still running. It is never a disguised failure. *)
+  Theorem run_out_of_fuel : forall fuel st,
+    run fuel st = OOutOfFuel ->
+    exists Θ Φ nf stk k, steps fuel st (Running Θ Φ nf stk k).
+  Proof.
+    induction fuel as [|n IH]; intros st H; destruct st as [Θ Φ nf stk k| |];
+      simpl in H; try discriminate.
+    - exists Θ, Φ, nf, stk, k. apply steps_0.
+    - destruct (IH _ H) as (Θ' & Φ' & nf' & stk' & k' & Hs).
+      exists Θ', Φ', nf', stk', k'. eapply steps_S; [apply step_fn_step | exact Hs].
+  Qed.
 End Interpreter.
