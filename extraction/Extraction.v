@@ -26,4 +26,4 @@ Extract Inlined Constant Z.eqb => "(=)".
 Extract Inlined Constant Z.ltb => "(<)".
 
 Extraction "ocaml/extracted/matcher.ml"
-  match_pattern wfb VarMap.elements VarMap.empty mkGraph.
+  match_pattern wfb wf_defs lookup VarMap.elements mkGraph mkDef.

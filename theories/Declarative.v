@@ -1,186 +1,304 @@
-(** * Declarative semantics: [p @ θ ≈ t]
+(** * Declarative semantics: [p @ ⟨θ, φ⟩ ≈ t]
 
-    The paper's Figure 6 (basic patterns) and Figure 8 (guards): a
-    nondeterministic proof system saying which terms match which patterns
-    under which substitution. *)
+    The paper's Figure 16 (all rules). A substitution here is a partial
+    function: [σ : var -> option node] for term variables (the paper's θ)
+    and [ψ : fvar -> option symbol] for operator variables (the paper's φ).
+    The executable matcher keeps finite maps ([Subst.v]); the soundness
+    theorems relate the two by [lookup]. *)
 
-From Coq Require Import ZArith List Bool.
-From PyPM Require Import Syntax Subst.
+From Coq Require Import ZArith List Bool Arith.
+From PyPM Require Import Syntax.
 Import ListNotations.
+
+Definition tsubst := var -> option node.
+Definition fsubst := fvar -> option symbol.
+
+(** [σ ∪ {x ↦ v}], read as an update: a local variable of [∃x.p] shadows
+    any [x] outside (P-EXISTS). *)
+Definition upd {A} (σ : nat -> option A) (x : nat) (v : A) : nat -> option A :=
+  fun y => if Nat.eqb x y then Some v else σ y.
+
+(** The substitution a pattern call [P(x1..xn)] gives to the body of [P]:
+    its parameter [i] is the caller's [x_i], nothing else is bound. *)
+Definition call_sub {A} (σ : nat -> option A) (xs : list nat) : nat -> option A :=
+  fun i => match nth_error xs i with Some x => σ x | None => None end.
+
+(** [θ ⊆ θ'] of Theorem 1. *)
+Definition ext {A} (σ σ' : nat -> option A) : Prop :=
+  forall x v, σ x = Some v -> σ' x = Some v.
+
+Lemma ext_refl : forall A (σ : nat -> option A), ext σ σ.
+Proof. unfold ext. auto. Qed.
+
+Lemma ext_upd : forall A (σ σ' : nat -> option A) x v,
+  ext σ σ' -> ext (upd σ x v) (upd σ' x v).
+Proof.
+  unfold ext, upd. intros A σ σ' x v H y w. destruct (Nat.eqb x y); auto.
+Qed.
+
+Lemma ext_call : forall A (σ σ' : nat -> option A) xs,
+  ext σ σ' -> ext (call_sub σ xs) (call_sub σ' xs).
+Proof.
+  unfold ext, call_sub. intros A σ σ' xs H i v. destruct (nth_error xs i); auto.
+Qed.
 
 Section Declarative.
   Variable G : graph.
+  Variable D : list pdef.
 
-  (** Figure 8's ⟦e[θ]⟧: [x.α] reads attribute α of the node θ(x). The
-      result is [None] (unknown) if [x] is unbound or the attribute missing. *)
-  Definition option_map2 (f : Z -> Z -> Z) (a b : option Z) : option Z :=
-    match a, b with Some x, Some y => Some (f x y) | _, _ => None end.
+  (** Guard arithmetic is exact and bounded: a sum or difference of
+      operands below 2^61 in magnitude, or a product of operands below 2^31,
+      is known; any other result is unknown. The extracted code computes on
+      63-bit OCaml integers, which represent every known result exactly, so
+      no overflow can make a guard lie. *)
+  Definition in_bound (b : Z) (x : Z) : bool := (Z.abs x <? b)%Z.
+  Definition add_bound : Z := (2 ^ 61)%Z.
+  Definition mul_bound : Z := (2 ^ 31)%Z.
 
-  Fixpoint eval_expr (θ : subst) (e : expr) : option Z :=
-    match e with
-    | EConst z => Some z
-    | EAttr x a =>
-        match lookup x θ with
-        | Some t => attr G a t
-        | None => None
-        end
-    | EAdd e1 e2 => option_map2 Z.add (eval_expr θ e1) (eval_expr θ e2)
-    | ESub e1 e2 => option_map2 Z.sub (eval_expr θ e1) (eval_expr θ e2)
-    | EMul e1 e2 => option_map2 Z.mul (eval_expr θ e1) (eval_expr θ e2)
+  Definition option_map2 (b : Z) (f : Z -> Z -> Z) (a c : option Z) : option Z :=
+    match a, c with
+    | Some x, Some y => if in_bound b x && in_bound b y then Some (f x y) else None
+    | _, _ => None
     end.
-
+  Definition cmp_map2 (f : Z -> Z -> bool) (a b : option Z) : option bool :=
+    match a, b with Some x, Some y => Some (f x y) | _, _ => None end.
   Definition bool_map2 (f : bool -> bool -> bool) (a b : option bool) :=
     match a, b with Some x, Some y => Some (f x y) | _, _ => None end.
-  Definition cmp_map2 (f : Z -> Z -> bool) (a b : option Z) :=
-    match a, b with Some x, Some y => Some (f x y) | _, _ => None end.
+
+  (** Figure 8's ⟦e[θ]⟧: [x.α] reads attribute α of the node σ(x), [F.α]
+      attribute α of the operator ψ(F). [None] (unknown) if a variable is
+      unbound or an attribute missing. *)
+  Fixpoint eval_expr (σ : tsubst) (ψ : fsubst) (e : expr) : option Z :=
+    match e with
+    | EConst z => Some z
+    | EAttr x a => match σ x with Some t => attr G a t | None => None end
+    | EFAttr F a => match ψ F with Some f => sym_attr G a f | None => None end
+    | EAdd e1 e2 => option_map2 add_bound Z.add (eval_expr σ ψ e1) (eval_expr σ ψ e2)
+    | ESub e1 e2 => option_map2 add_bound Z.sub (eval_expr σ ψ e1) (eval_expr σ ψ e2)
+    | EMul e1 e2 => option_map2 mul_bound Z.mul (eval_expr σ ψ e1) (eval_expr σ ψ e2)
+    end.
 
   (** Figure 8's ⟦g[θ]⟧, three-valued and strict: unknown operands make the
       whole guard unknown, and only [Some true] lets a guard pass. *)
-  Fixpoint eval_guard (θ : subst) (g : guard) : option bool :=
+  Fixpoint eval_guard (σ : tsubst) (ψ : fsubst) (g : guard) : option bool :=
     match g with
     | GTrue => Some true
-    | GEq e1 e2 => cmp_map2 Z.eqb (eval_expr θ e1) (eval_expr θ e2)
-    | GLt e1 e2 => cmp_map2 Z.ltb (eval_expr θ e1) (eval_expr θ e2)
-    | GAnd g1 g2 => bool_map2 andb (eval_guard θ g1) (eval_guard θ g2)
-    | GOr g1 g2 => bool_map2 orb (eval_guard θ g1) (eval_guard θ g2)
-    | GNot g => option_map negb (eval_guard θ g)
+    | GEq e1 e2 => cmp_map2 Z.eqb (eval_expr σ ψ e1) (eval_expr σ ψ e2)
+    | GLt e1 e2 => cmp_map2 Z.ltb (eval_expr σ ψ e1) (eval_expr σ ψ e2)
+    | GAnd g1 g2 => bool_map2 andb (eval_guard σ ψ g1) (eval_guard σ ψ g2)
+    | GOr g1 g2 => bool_map2 orb (eval_guard σ ψ g1) (eval_guard σ ψ g2)
+    | GNot g => option_map negb (eval_guard σ ψ g)
     end.
 
-  Definition guard_holds (θ : subst) (g : guard) : Prop :=
-    eval_guard θ g = Some true.
-
-  (** Figures 6 and 8. [matches_list] is P-FUN's premise "∀i. p_i @ θ ≈ t_i". *)
-  Inductive matches : pattern -> subst -> node -> Prop :=
-  | P_Var : forall x θ t,                                  (* P-VAR *)
-      lookup x θ = Some t ->
-      matches (PVar x) θ t
-  | P_Fun : forall f ps θ t,                               (* P-FUN *)
+  (** Figure 16. [matches_list] is the premise "∀i. p_i @ ⟨θ, φ⟩ ≈ t_i". *)
+  Inductive matches : tsubst -> fsubst -> pattern -> node -> Prop :=
+  | P_Var : forall σ ψ x t,                                    (* P-VAR *)
+      σ x = Some t ->
+      matches σ ψ (PVar x) t
+  | P_Fun : forall σ ψ f ps t,                                 (* P-FUN *)
       label G t = f ->
-      matches_list ps θ (children G t) ->
-      matches (PApp f ps) θ t
-  | P_Alt1 : forall p1 p2 θ t,                             (* P-ALT-1 *)
-      matches p1 θ t -> matches (PAlt p1 p2) θ t
-  | P_Alt2 : forall p1 p2 θ t,                             (* P-ALT-2 *)
-      matches p2 θ t -> matches (PAlt p1 p2) θ t
-  | P_Guard : forall p g θ t,                              (* P-GUARD *)
-      matches p θ t -> guard_holds θ g ->
-      matches (PGuard p g) θ t
-  with matches_list : list pattern -> subst -> list node -> Prop :=
-  | ML_Nil : forall θ, matches_list [] θ []
-  | ML_Cons : forall p ps θ t ts,
-      matches p θ t -> matches_list ps θ ts ->
-      matches_list (p :: ps) θ (t :: ts).
+      matches_list σ ψ ps (children G t) ->
+      matches σ ψ (PApp f ps) t
+  | P_Alt1 : forall σ ψ p1 p2 t,                               (* P-ALT-1 *)
+      matches σ ψ p1 t -> matches σ ψ (PAlt p1 p2) t
+  | P_Alt2 : forall σ ψ p1 p2 t,                               (* P-ALT-2 *)
+      matches σ ψ p2 t -> matches σ ψ (PAlt p1 p2) t
+  | P_Guard : forall σ ψ p g t,                                (* P-GUARD *)
+      matches σ ψ p t -> eval_guard σ ψ g = Some true ->
+      matches σ ψ (PGuard p g) t
+  | P_Exists : forall σ ψ x p t t',                            (* P-EXISTS *)
+      matches (upd σ x t') ψ p t ->
+      matches σ ψ (PExists x p) t
+  | P_ExistsF : forall σ ψ F p t f,                            (* ∃F.p: P-EXISTS for φ *)
+      matches σ (upd ψ F f) p t ->
+      matches σ ψ (PExistsF F p) t
+  | P_MatchConstr : forall σ ψ p p' x t t',                    (* P-MATCHCONSTR *)
+      matches σ ψ p t -> σ x = Some t' -> matches σ ψ p' t' ->
+      matches σ ψ (PConstr p p' x) t
+  | P_FunVar : forall σ ψ F ps t,                              (* P-FUN-VAR *)
+      ψ F = Some (label G t) ->
+      matches_list σ ψ ps (children G t) ->
+      matches σ ψ (PFunVar F ps) t
+  | P_Mu : forall σ ψ P xs Fs d t,                             (* P-MU *)
+      nth_error D P = Some d ->
+      length xs = nparams d -> length Fs = nfparams d ->
+      matches (call_sub σ xs) (call_sub ψ Fs) (body d) t ->
+      matches σ ψ (PCall P xs Fs) t
+  with matches_list : tsubst -> fsubst -> list pattern -> list node -> Prop :=
+  | ML_Nil : forall σ ψ, matches_list σ ψ [] []
+  | ML_Cons : forall σ ψ p ps t ts,
+      matches σ ψ p t -> matches_list σ ψ ps ts ->
+      matches_list σ ψ (p :: ps) (t :: ts).
 
   Scheme matches_mut := Induction for matches Sort Prop
   with matches_list_mut := Induction for matches_list Sort Prop.
 
-  (** ** Guards are monotone in θ *)
+  (** ** Guards are monotone in the substitutions *)
 
-  Lemma eval_expr_mono : forall θ θ' e z,
-    sub θ θ' -> eval_expr θ e = Some z -> eval_expr θ' e = Some z.
+  Lemma eval_expr_mono : forall σ σ' ψ ψ' e v,
+    ext σ σ' -> ext ψ ψ' -> eval_expr σ ψ e = Some v -> eval_expr σ' ψ' e = Some v.
   Proof.
-    intros θ θ' e. induction e; intros v Hs H; simpl in *; auto.
-    - destruct (lookup x θ) eqn:Hx; [|discriminate].
-      rewrite (Hs _ _ Hx). exact H.
-    - destruct (eval_expr θ e1) eqn:E1; destruct (eval_expr θ e2) eqn:E2;
-        simpl in H; try discriminate.
-      rewrite (IHe1 _ Hs eq_refl), (IHe2 _ Hs eq_refl). exact H.
-    - destruct (eval_expr θ e1) eqn:E1; destruct (eval_expr θ e2) eqn:E2;
-        simpl in H; try discriminate.
-      rewrite (IHe1 _ Hs eq_refl), (IHe2 _ Hs eq_refl). exact H.
-    - destruct (eval_expr θ e1) eqn:E1; destruct (eval_expr θ e2) eqn:E2;
-        simpl in H; try discriminate.
-      rewrite (IHe1 _ Hs eq_refl), (IHe2 _ Hs eq_refl). exact H.
+    intros σ σ' ψ ψ' e. induction e; intros v Hs Hf H; simpl in *; auto.
+    - destruct (σ x) eqn:Hx; [|discriminate]. rewrite (Hs _ _ Hx). exact H.
+    - destruct (ψ F) eqn:Hx; [|discriminate]. rewrite (Hf _ _ Hx). exact H.
+    - unfold option_map2 in *.
+      destruct (eval_expr σ ψ e1) eqn:E1; destruct (eval_expr σ ψ e2) eqn:E2;
+        try discriminate.
+      rewrite (IHe1 _ Hs Hf eq_refl), (IHe2 _ Hs Hf eq_refl). exact H.
+    - unfold option_map2 in *.
+      destruct (eval_expr σ ψ e1) eqn:E1; destruct (eval_expr σ ψ e2) eqn:E2;
+        try discriminate.
+      rewrite (IHe1 _ Hs Hf eq_refl), (IHe2 _ Hs Hf eq_refl). exact H.
+    - unfold option_map2 in *.
+      destruct (eval_expr σ ψ e1) eqn:E1; destruct (eval_expr σ ψ e2) eqn:E2;
+        try discriminate.
+      rewrite (IHe1 _ Hs Hf eq_refl), (IHe2 _ Hs Hf eq_refl). exact H.
   Qed.
 
-  Lemma eval_guard_mono : forall θ θ' g b,
-    sub θ θ' -> eval_guard θ g = Some b -> eval_guard θ' g = Some b.
+  Lemma eval_guard_mono : forall σ σ' ψ ψ' g b,
+    ext σ σ' -> ext ψ ψ' -> eval_guard σ ψ g = Some b -> eval_guard σ' ψ' g = Some b.
   Proof.
-    intros θ θ' g. induction g; intros b Hs H; simpl in *; auto.
+    intros σ σ' ψ ψ' g. induction g; intros b Hs Hf H; simpl in *; auto.
     - unfold cmp_map2 in *.
-      destruct (eval_expr θ e1) eqn:E1; destruct (eval_expr θ e2) eqn:E2;
+      destruct (eval_expr σ ψ e1) eqn:E1; destruct (eval_expr σ ψ e2) eqn:E2;
         try discriminate.
-      rewrite (eval_expr_mono _ _ _ _ Hs E1), (eval_expr_mono _ _ _ _ Hs E2).
+      rewrite (eval_expr_mono _ _ _ _ _ _ Hs Hf E1), (eval_expr_mono _ _ _ _ _ _ Hs Hf E2).
       exact H.
     - unfold cmp_map2 in *.
-      destruct (eval_expr θ e1) eqn:E1; destruct (eval_expr θ e2) eqn:E2;
+      destruct (eval_expr σ ψ e1) eqn:E1; destruct (eval_expr σ ψ e2) eqn:E2;
         try discriminate.
-      rewrite (eval_expr_mono _ _ _ _ Hs E1), (eval_expr_mono _ _ _ _ Hs E2).
+      rewrite (eval_expr_mono _ _ _ _ _ _ Hs Hf E1), (eval_expr_mono _ _ _ _ _ _ Hs Hf E2).
       exact H.
     - unfold bool_map2 in *.
-      destruct (eval_guard θ g1) eqn:E1; destruct (eval_guard θ g2) eqn:E2;
+      destruct (eval_guard σ ψ g1) eqn:E1; destruct (eval_guard σ ψ g2) eqn:E2;
         try discriminate.
-      rewrite (IHg1 _ Hs eq_refl), (IHg2 _ Hs eq_refl). exact H.
+      rewrite (IHg1 _ Hs Hf eq_refl), (IHg2 _ Hs Hf eq_refl). exact H.
     - unfold bool_map2 in *.
-      destruct (eval_guard θ g1) eqn:E1; destruct (eval_guard θ g2) eqn:E2;
+      destruct (eval_guard σ ψ g1) eqn:E1; destruct (eval_guard σ ψ g2) eqn:E2;
         try discriminate.
-      rewrite (IHg1 _ Hs eq_refl), (IHg2 _ Hs eq_refl). exact H.
-    - destruct (eval_guard θ g) eqn:E; try discriminate.
-      rewrite (IHg _ Hs eq_refl). exact H.
+      rewrite (IHg1 _ Hs Hf eq_refl), (IHg2 _ Hs Hf eq_refl). exact H.
+    - destruct (eval_guard σ ψ g) eqn:E; try discriminate.
+      rewrite (IHg _ Hs Hf eq_refl). exact H.
   Qed.
 
-  (** When every variable of [e] is bound in θ, extending θ changes nothing. *)
-  Lemma eval_expr_stable : forall θ θ' e,
-    (forall x, In x (expr_vars e) -> bound θ x) -> sub θ θ' ->
-    eval_expr θ' e = eval_expr θ e.
+  (** When every variable a guard reads is bound, growing the substitutions
+      does not change its value. *)
+  Lemma eval_expr_stable : forall σ σ' ψ ψ' e,
+    (forall x, In x (expr_vars e) -> σ x <> None) ->
+    (forall F, In F (expr_fvars e) -> ψ F <> None) ->
+    ext σ σ' -> ext ψ ψ' -> eval_expr σ' ψ' e = eval_expr σ ψ e.
   Proof.
-    intros θ θ' e. induction e; intros Hb Hs; simpl in *; auto.
-    - specialize (Hb x (or_introl eq_refl)). unfold bound in Hb.
-      destruct (lookup x θ) eqn:Hx; [|congruence].
-      rewrite (Hs _ _ Hx). reflexivity.
-    - rewrite IHe1, IHe2; auto; intros y Hy; apply Hb; apply in_or_app; auto.
-    - rewrite IHe1, IHe2; auto; intros y Hy; apply Hb; apply in_or_app; auto.
-    - rewrite IHe1, IHe2; auto; intros y Hy; apply Hb; apply in_or_app; auto.
+    intros σ σ' ψ ψ' e. induction e; intros Hb Hbf Hs Hf; simpl in *; auto.
+    - specialize (Hb x (or_introl eq_refl)).
+      destruct (σ x) eqn:Hx; [|congruence]. rewrite (Hs _ _ Hx). reflexivity.
+    - specialize (Hbf F (or_introl eq_refl)).
+      destruct (ψ F) eqn:Hx; [|congruence]. rewrite (Hf _ _ Hx). reflexivity.
+    - rewrite IHe1, IHe2; auto; intros y Hy;
+        first [apply Hb | apply Hbf]; apply in_or_app; auto.
+    - rewrite IHe1, IHe2; auto; intros y Hy;
+        first [apply Hb | apply Hbf]; apply in_or_app; auto.
+    - rewrite IHe1, IHe2; auto; intros y Hy;
+        first [apply Hb | apply Hbf]; apply in_or_app; auto.
   Qed.
 
-  Lemma eval_guard_stable : forall θ θ' g,
-    (forall x, In x (guard_vars g) -> bound θ x) -> sub θ θ' ->
-    eval_guard θ' g = eval_guard θ g.
+  Lemma eval_guard_stable : forall σ σ' ψ ψ' g,
+    (forall x, In x (guard_vars g) -> σ x <> None) ->
+    (forall F, In F (guard_fvars g) -> ψ F <> None) ->
+    ext σ σ' -> ext ψ ψ' -> eval_guard σ' ψ' g = eval_guard σ ψ g.
   Proof.
-    intros θ θ' g. induction g; intros Hb Hs; simpl in *; auto.
-    - rewrite !(eval_expr_stable θ θ'); auto;
-        intros y Hy; apply Hb; apply in_or_app; auto.
-    - rewrite !(eval_expr_stable θ θ'); auto;
-        intros y Hy; apply Hb; apply in_or_app; auto.
-    - rewrite IHg1, IHg2; auto; intros y Hy; apply Hb; apply in_or_app; auto.
-    - rewrite IHg1, IHg2; auto; intros y Hy; apply Hb; apply in_or_app; auto.
+    intros σ σ' ψ ψ' g. induction g; intros Hb Hbf Hs Hf; simpl in *; auto.
+    - rewrite !(eval_expr_stable σ σ' ψ ψ'); auto;
+        intros y Hy; first [apply Hb | apply Hbf]; apply in_or_app; auto.
+    - rewrite !(eval_expr_stable σ σ' ψ ψ'); auto;
+        intros y Hy; first [apply Hb | apply Hbf]; apply in_or_app; auto.
+    - rewrite IHg1, IHg2; auto;
+        intros y Hy; first [apply Hb | apply Hbf]; apply in_or_app; auto.
+    - rewrite IHg1, IHg2; auto;
+        intros y Hy; first [apply Hb | apply Hbf]; apply in_or_app; auto.
     - rewrite IHg; auto.
   Qed.
 
-  (** ** Theorem 1 (Match Weakening): [p @ θ ≈ t] and [θ ⊆ θ'] give
-      [p @ θ' ≈ t]. *)
-  Theorem match_weakening : forall p θ t θ',
-    matches p θ t -> sub θ θ' -> matches p θ' t.
+  (** ** Theorem 1 (Match Weakening): [p @ ⟨θ, φ⟩ ≈ t], [θ ⊆ θ'] and
+      [φ ⊆ φ'] give [p @ ⟨θ', φ'⟩ ≈ t]. *)
+  Theorem match_weakening : forall σ ψ p t σ' ψ',
+    matches σ ψ p t -> ext σ σ' -> ext ψ ψ' -> matches σ' ψ' p t.
   Proof.
-    intros p θ t θ' H.
+    intros σ ψ p t σ' ψ' H. revert σ' ψ'.
     induction H using matches_mut with
-      (P0 := fun ps θ ts _ => sub θ θ' -> matches_list ps θ' ts);
-      intros Hs.
+      (P0 := fun σ ψ ps ts _ => forall σ' ψ', ext σ σ' -> ext ψ ψ' ->
+                                matches_list σ' ψ' ps ts);
+      intros σ2 ψ2 Hs Hf.
     - apply P_Var. apply Hs. assumption.
     - apply P_Fun; auto.
     - apply P_Alt1; auto.
     - apply P_Alt2; auto.
     - apply P_Guard; auto. eapply eval_guard_mono; eauto.
+    - eapply P_Exists. apply IHmatches; auto. apply ext_upd. exact Hs.
+    - eapply P_ExistsF. apply IHmatches; auto. apply ext_upd. exact Hf.
+    - eapply P_MatchConstr; eauto.
+    - apply P_FunVar; auto.
+    - eapply P_Mu; eauto. apply IHmatches; apply ext_call; assumption.
     - apply ML_Nil.
     - apply ML_Cons; auto.
   Qed.
 
-  (** Every successful match binds the variables of [binds p]. *)
-  Lemma matches_binds : forall p θ t,
-    matches p θ t -> forall x, In x (binds p) -> bound θ x.
+  (** Matching only depends on the values of the substitutions. *)
+  Corollary matches_ext : forall σ ψ σ' ψ' p t,
+    (forall x, σ x = σ' x) -> (forall F, ψ F = ψ' F) ->
+    matches σ ψ p t -> matches σ' ψ' p t.
   Proof.
-    intros p θ t H.
+    intros σ ψ σ' ψ' p t Hs Hf H. eapply match_weakening; eauto.
+    - intros x v Hx. rewrite <- Hs. exact Hx.
+    - intros x v Hx. rewrite <- Hf. exact Hx.
+  Qed.
+
+  (** Every successful match binds the variables of [binds p] / [fbinds p]. *)
+  Lemma matches_binds : wf_defs D = true -> forall σ ψ p t,
+    matches σ ψ p t ->
+    (forall x, In x (binds D p) -> σ x <> None) /\
+    (forall F, In F (fbinds D p) -> ψ F <> None).
+  Proof.
+    intros Hd σ ψ p t H.
     induction H using matches_mut with
-      (P0 := fun ps θ ts _ => forall x, In x (flat_map binds ps) -> bound θ x);
-      intros y Hy; simpl in *.
-    - destruct Hy as [<-|[]]. unfold bound. congruence.
-    - auto.
-    - apply In_binds_alt in Hy. destruct Hy. auto.
-    - apply In_binds_alt in Hy. destruct Hy. auto.
-    - auto.
-    - destruct Hy.
-    - apply in_app_or in Hy. destruct Hy; auto.
+      (P0 := fun σ ψ ps ts _ =>
+         (forall x, In x (flat_map (binds D) ps) -> σ x <> None) /\
+         (forall F, In F (flat_map (fbinds D) ps) -> ψ F <> None));
+      simpl in *.
+    - split; [intros y [<-|[]]; congruence | intros _ []].
+    - exact IHmatches.
+    - destruct IHmatches as [IH1 IH2]. split; intros y Hy;
+        apply In_inter in Hy; destruct Hy; auto.
+    - destruct IHmatches as [IH1 IH2]. split; intros y Hy;
+        apply In_inter in Hy; destruct Hy; auto.
+    - exact IHmatches.
+    - destruct IHmatches as [IH1 IH2]. split.
+      + intros y Hy. apply In_remove_var in Hy. destruct Hy as [Hy Hne].
+        specialize (IH1 y Hy). unfold upd in IH1.
+        apply Nat.eqb_neq in Hne. rewrite Hne in IH1. exact IH1.
+      + exact IH2.
+    - destruct IHmatches as [IH1 IH2]. split.
+      + exact IH1.
+      + intros y Hy. apply In_remove_var in Hy. destruct Hy as [Hy Hne].
+        specialize (IH2 y Hy). unfold upd in IH2.
+        apply Nat.eqb_neq in Hne. rewrite Hne in IH2. exact IH2.
+    - destruct IHmatches1 as [IH1 IH2]. destruct IHmatches2 as [IH3 IH4].
+      split; intros y Hy; apply in_app_or in Hy; destruct Hy; auto.
+    - destruct IHmatches as [IH1 IH2]. split; auto.
+      intros y [<-|Hy]; [congruence | auto].
+    - rewrite e. destruct IHmatches as [IH1 IH2].
+      unfold wf_defs in Hd. rewrite forallb_forall in Hd.
+      assert (Hwd : wf_def D d = true) by (apply Hd; eapply nth_error_In; eauto).
+      unfold wf_def in Hwd. apply andb_true_iff in Hwd. destruct Hwd as [Hwd Hf].
+      apply andb_true_iff in Hwd. destruct Hwd as [_ Hb].
+      split.
+      + intros y Hy. apply In_args_of in Hy. destruct Hy as [i [Hi Hn]].
+        specialize (IH1 i (subset_In _ _ Hb i Hi)). unfold call_sub in IH1.
+        rewrite Hn in IH1. exact IH1.
+      + intros y Hy. apply In_args_of in Hy. destruct Hy as [i [Hi Hn]].
+        specialize (IH2 i (subset_In _ _ Hf i Hi)). unfold call_sub in IH2.
+        rewrite Hn in IH2. exact IH2.
+    - split; intros _ [].
+    - destruct IHmatches as [IH1 IH2]. destruct IHmatches0 as [IH3 IH4].
+      split; intros y Hy; apply in_app_or in Hy; destruct Hy; auto.
   Qed.
 End Declarative.
-
-Notation "p @ θ ≈ t 'in' G" := (matches G p θ t) (at level 70).

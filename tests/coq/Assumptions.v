@@ -9,3 +9,4 @@ Print Assumptions run_refines_failure.
 Print Assumptions run_complete.
 Print Assumptions match_pattern_sound.
 Print Assumptions match_pattern_fail_sound.
+Print Assumptions run_out_of_fuel.
