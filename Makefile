@@ -85,6 +85,7 @@ test-python: venv lib
 ## bench: matcher benchmarks (results in bench/results/); QUICK=1 for a short run.
 bench: deps lib
 	$(VPY) bench/bench_spine.py $(if $(QUICK),--quick)
+	$(VPY) bench/bench_calculus.py $(if $(QUICK),--quick)
 
 ## example: build everything and match the bundled example.
 example: deps lib

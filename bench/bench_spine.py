@@ -78,8 +78,10 @@ def main():
     # the bare C call through cffi, handles already loaded (no Python wrapping)
     from pypm_verified import binding
     lib = binding.load()
+    from pypm_verified.api import _Set
+    s = _Set([MMxyT])
     gh = binding.graph_handle(lib, g)
-    ph = binding.pattern_set_handle(lib, (MMxyT.core,))
+    ph = binding.pattern_set_handle(lib, s.defs, s.roots)
     out = binding.ffi.new("int64_t[]", 16)
     out_len = binding.ffi.new("size_t *")
     call = lib.pypm_match
