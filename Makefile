@@ -12,7 +12,7 @@ EXTRACTED := ocaml/extracted/matcher.ml
 LIB_SO := python/pypm_verified/_lib/libpypm_verified.so
 
 .PHONY: all deps apt-deps venv proofs check-admitted check-assumptions extract lib \
-        test test-ocaml test-python example bench clean
+        test test-ocaml test-python example bench paper clean
 
 all: lib
 
@@ -90,6 +90,10 @@ bench: deps lib
 ## example: build everything and match the bundled example.
 example: deps lib
 	$(VPY) examples/example.py
+
+## paper: paper/paper.md from paper/sections/, doc/correspondence.md and bench/results/.
+paper: venv
+	$(VPY) paper/build.py
 
 clean:
 	[ ! -f CoqMakefile ] || $(MAKE) -f CoqMakefile clean
