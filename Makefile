@@ -30,10 +30,11 @@ apt-deps:
 	fi
 
 venv: $(VENV)/.installed
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -e '.[test]'
+	$(VPY) -m pip install -q -c requirements/constraints.txt -e '.[test,torch]'
+	$(VPY) -c 'import torch, transformers; assert torch.__version__.split("+")[0] == "2.13.0", torch.__version__'
 	touch $@
 
 ## proofs: check every theorem; fail on Admitted/admit/axioms; golden Print Assumptions.
