@@ -5,7 +5,11 @@ is missing, unless ``PYPM_REQUIRE_LIB`` is set (as CI does), in which case
 they fail: they can never silently skip there.
 
 ``engine``: parametrizes a test over both engines ("reference" always,
-"verified" through ``lib``).
+"verified" through ``lib``) and over "simulated": the verified engine's code
+path (``api`` -> ``binding.match`` / ``match_all``) answered by a simulated
+engine that decodes the wire buffers independently and runs the
+``Interpreter.v`` transcription (tests/wire.py), so that path is tested even
+without the library.
 """
 import os
 
@@ -25,10 +29,15 @@ def lib():
         pytest.skip(f"verified engine library missing: {e}")
 
 
-@pytest.fixture(params=["reference", "verified"])
-def engine(request):
+@pytest.fixture(params=["reference", "verified", "simulated"])
+def engine(request, monkeypatch):
     if request.param == "verified":
         request.getfixturevalue("lib")
+    if request.param == "simulated":
+        import wire
+        monkeypatch.setattr(binding, "match", wire.match)
+        monkeypatch.setattr(binding, "match_all", wire.match_all)
+        return "verified"
     return request.param
 
 

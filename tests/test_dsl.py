@@ -3,8 +3,10 @@ import pytest
 
 import pypm_verified as pm
 from pypm_verified import symbols
-from pypm_verified.core import (EAdd, EAttr, EConst, EMul, ESub, GAnd, GEq, GLt, GNot, GOr,
-                                GTrue, PAlt, PApp, PGuard, PVar, DTYPE, RANK)
+from pypm_verified import core
+from pypm_verified.core import (EAdd, EAttr, EConst, EFAttr, EMul, ESub, GAnd, GEq, GLt, GNot,
+                                GOr, GTrue, PAlt, PApp, PCall, PConstr, PDef, PExists, PExistsF,
+                                PFunVar, PGuard, PVar, DTYPE, OPCLASS, RANK)
 
 
 @pm.op
@@ -79,7 +81,9 @@ def DefinedLater(x):
 
 def test_op_declaration():
     assert (MatMul.name, MatMul.arity, MatMul.n_outputs, MatMul.op_class) == ("MatMul", 2, 1, None)
-    assert Relu.op_class == "unary_pointwise"
+    assert Relu.op_class == "unary_pointwise" and Relu.op_class is pm.opclass("unary_pointwise")
+    assert isinstance(Relu.op_class, pm.OpClass) and Relu.op_class.code >= 1
+    assert pm.opclass("some_new_class").code != Relu.op_class.code
     assert Split.n_outputs == 2
     assert Zero.arity == 0
     assert repr(MatMul) == "<op MatMul/2>"
@@ -150,7 +154,8 @@ def test_redefinition_by_reexecution_replaces():
 
 
 def test_forward_reference_lowered_lazily():
-    assert UsesLater.core == PApp(Relu.symbol, (PApp(TR, (PVar(0),)),))
+    assert UsesLater.core == PApp(Relu.symbol, (PCall(1, (0,), ()),))
+    assert UsesLater.program.defs[1].body == PApp(TR, (PVar(0),))
 
 
 def test_return_variable_and_constants():
@@ -173,7 +178,7 @@ def test_nullary_op():
     assert Z.core == PApp(MM, (PVar(0), PApp(Zero.symbol, ())))
 
 
-def test_inlining_renames_parameters():
+def test_calls_pass_variables_in_signature_order():
     @pm.pattern
     def Inner(a, b):
         assert a.dtype == pm.f32
@@ -187,18 +192,113 @@ def test_inlining_renames_parameters():
     def Diag(x):
         return Inner(x, x)
 
-    inner = lambda a, b: PGuard(PApp(MM, (PVar(a), PApp(TR, (PVar(b),)))),  # noqa: E731
-                                GEq(EAttr(a, DTYPE), EConst(pm.f32.code)))
-    assert Inner.core == inner(0, 1)
-    assert Outer.core == PApp(Relu.symbol, (inner(1, 0),))
-    assert Diag.core == inner(0, 0)
+    inner = PGuard(PApp(MM, (PVar(0), PApp(TR, (PVar(1),)))),
+                   GEq(EAttr(0, DTYPE), EConst(pm.f32.code)))
+    assert Inner.core == inner
+    assert Outer.core == PApp(Relu.symbol, (PCall(1, (1, 0), ()),))
+    assert Outer.program.defs[1] == PDef(2, 0, inner, (0, 1), ())
+    assert Diag.core == PCall(1, (0, 0), ())
 
 
-def test_inlining_keyword_arguments_and_alternates():
+def test_call_keyword_arguments_and_alternates():
     @pm.pattern
     def Outer(x):
         return Trans(Half(x=x))
-    assert Outer.core == PApp(TR, (Half.core,))
+    assert Outer.core == PApp(TR, (PCall(1, (0,), ()),))
+    assert Outer.program.defs[1].body == Half.core
+
+
+def test_operator_parameters():
+    """A parameter applied to arguments is an operator variable; term and
+    operator parameters are numbered separately in signature order."""
+    @pm.pattern
+    def UnaryChain(x, f):
+        return f(UnaryChain(x, f))
+
+    @pm.pattern
+    def UnaryChain(x, f):  # noqa: F811
+        return f(x)
+
+    @pm.pattern
+    def Mixed(g, x, f, y):
+        assert g.op_class == pm.opclass("unary_pointwise")
+        return g(MatMul(x, UnaryChain(y, f)))
+
+    assert UnaryChain.term_params == ("x",) and UnaryChain.op_params == ("f",)
+    assert UnaryChain.definition == PDef(1, 1, PAlt(PFunVar(0, (PCall(0, (0,), (0,)),)),
+                                                    PFunVar(0, (PVar(0),))), (0,), (0,))
+    # f is only passed on: it takes UnaryChain's kind
+    assert Mixed.term_params == ("x", "y") and Mixed.op_params == ("g", "f")
+    unary = EConst(pm.opclass("unary_pointwise").code)
+    assert Mixed.core == PGuard(PFunVar(0, (PApp(MM, (PVar(0), PCall(1, (1,), (1,)))),)),
+                                GEq(EFAttr(0, OPCLASS), unary))
+    assert Mixed.var_names == {0: "x", 1: "y"}
+
+
+def test_locals_constraints_and_lowering_order():
+    """return, then each `x <= q` in statement order, then the guards, all
+    under ∃ of the alternate's locals (first declared outermost)."""
+    @pm.pattern
+    def PwChain(x, a, b):
+        UnaryOp = pm.Op(1, 1)
+        assert UnaryOp.op_class == pm.opclass("unary_pointwise")
+        y = pm.var()
+        x <= UnaryOp(PwChain(y, a, b))
+        return x
+
+    @pm.pattern
+    def PwChain(x, a, b):  # noqa: F811
+        x <= MatMul(a, b)
+        return x
+
+    unary = EConst(pm.opclass("unary_pointwise").code)
+    alt1 = PExistsF(0, PExists(3, PGuard(
+        PConstr(PVar(0), PFunVar(0, (PCall(0, (3, 1, 2), ()),)), 0),
+        GEq(EFAttr(0, OPCLASS), unary))))
+    alt2 = PConstr(PVar(0), PApp(MM, (PVar(1), PVar(2))), 0)
+    assert PwChain.alternates == (alt1, alt2)
+    assert PwChain.definition == PDef(3, 0, PAlt(alt1, alt2), (0, 1, 2), ())
+    assert core.wf_defs(PwChain.program.defs)
+
+    @pm.pattern
+    def Two(x, z):
+        p = pm.var()
+        q = pm.var()
+        x <= Trans(p)
+        p <= Relu(q)
+        assert q.rank == 1
+        return MatMul(x, z)
+    assert Two.core == PExists(2, PExists(3, PGuard(
+        PConstr(PConstr(PApp(MM, (PVar(0), PVar(1))), PApp(TR, (PVar(2),)), 0),
+                PApp(Relu.symbol, (PVar(3),)), 2),
+        GEq(EAttr(3, RANK), EConst(1)))))
+
+
+def test_locals_are_numbered_per_definition():
+    @pm.pattern
+    def Loc(x):
+        a = pm.var()
+        x <= Trans(a)
+        return x
+
+    @pm.pattern
+    def Loc(x):  # noqa: F811
+        a = pm.var()
+        F = pm.Op(2, 1)
+        x <= F(a, a)
+        return x
+    assert Loc.alternates == (
+        PExists(1, PConstr(PVar(0), PApp(TR, (PVar(1),)), 0)),
+        PExists(2, PExistsF(0, PConstr(PVar(0), PFunVar(0, (PVar(2), PVar(2))), 0))))
+
+
+def test_le_in_assert_stays_a_comparison():
+    @pm.pattern
+    def Le(x):
+        assert x.rank <= 2
+        x.rank <= 3  # a statement that is not a constraint: evaluated, discarded
+        return Trans(x)
+    assert Le.core == PGuard(PApp(TR, (PVar(0),)), GNot(GLt(EConst(2), EAttr(0, RANK))))
 
 
 def test_comparison_operators():
@@ -324,3 +424,52 @@ def test_op_call_on_nodes_builds_graph():
     a = g.input("a")
     n = MatMul(a, Trans(a), shape=(2, 2))
     assert n is g.apply(MatMul, a, g.apply(Trans, a), shape=(2, 2))
+
+
+@pm.pattern
+def Even(x):
+    return x
+
+
+@pm.pattern
+def Even(x):  # noqa: F811
+    return Relu(Odd(x))
+
+
+@pm.pattern
+def Odd(x):
+    return Relu(Even(x))
+
+
+def test_mutual_recursion():
+    assert Even.program.defs == (
+        PDef(1, 0, PAlt(PVar(0), PApp(Relu.symbol, (PCall(1, (0,), ()),))), (0,), ()),
+        PDef(1, 0, PApp(Relu.symbol, (PCall(0, (0,), ()),)), (0,), ()))
+    # each pattern is the root (index 0) of its own program
+    assert Odd.core == PApp(Relu.symbol, (PCall(1, (0,), ()),))
+
+
+def test_local_operator_passed_to_a_call():
+    @pm.pattern
+    def Chain(x, f):
+        return f(Chain(x, f))
+
+    @pm.pattern
+    def Chain(x, f):  # noqa: F811
+        return f(x)
+
+    @pm.pattern
+    def LocalOp(x, r):
+        G = pm.Op(1, 1)
+        y = pm.var()
+        r <= G(y)
+        y <= Chain(x, G)
+        return r
+    assert LocalOp.term_params == ("x", "r") and LocalOp.op_params == ()
+    assert LocalOp.core == PExistsF(0, PExists(2, PConstr(
+        PConstr(PVar(1), PFunVar(0, (PVar(2),)), 1), PCall(1, (0,), (0,)), 2)))
+    g = pm.Graph()
+    a = g.input("a")
+    t = Trans(Trans(Trans(a)))
+    m = pm.match(LocalOp, t, engine="reference")
+    assert m.bindings == {"x": a, "r": t} and m.functions == {}

@@ -226,13 +226,179 @@ def test_pattern_call_arity():
     expect(mk, "Caller2", "callarity", "takes 1 argument(s), got 2")
 
 
-def test_recursive_pattern():
+def test_recursive_pattern_is_a_call():
+    @pm.pattern
+    def Rec(x):
+        return F(Rec(x))
+    assert Rec.core == pm.core.PApp(F.symbol, (pm.core.PCall(0, (0,), ()),))
+
+
+def test_parameter_used_as_term_and_operator():
     def mk():
         @pm.pattern
-        def Rec(x):
-            return F(Rec(x))  # MARK-rec
-        return Rec
-    expect(mk, "Rec", "rec", "recursive patterns are not supported")
+        def Both(x, f):
+            y = f(x)
+            return G(f, y)  # MARK-both
+        return Both
+    expect(mk, "Both", "both", "parameter 'f' is used as a term variable here",
+           "as an operator variable on line")
+
+
+def test_call_argument_of_the_wrong_kind():
+    def mk():
+        @pm.pattern
+        def Chain(x, f):
+            return f(x)
+
+        @pm.pattern
+        def Wrong(x, y):
+            return G(y, Chain(x, y))  # MARK-wrongkind
+        return Wrong
+    expect(mk, "Wrong", "wrongkind", "argument 'y' of Chain must be an operator variable",
+           "parameter 'f' of Chain")
+
+    def mk_local():
+        @pm.pattern
+        def Chain2(x, f):
+            return f(x)
+
+        @pm.pattern
+        def WrongLocal(x):
+            z = pm.var()
+            x <= Chain2(z, z)  # MARK-wronglocal
+            return x
+        return WrongLocal
+    expect(mk_local, "WrongLocal", "wronglocal", "argument 'z' of Chain2 must be an operator")
+
+
+def test_local_kinds_are_checked_at_once():
+    def mk_apply():
+        @pm.pattern
+        def ApplyTerm(x):
+            y = pm.var()
+            return y(x)  # MARK-applyterm
+        return ApplyTerm
+
+    def mk_term():
+        @pm.pattern
+        def OpAsTerm(x):
+            U = pm.Op(1, 1)
+            return G(x, U)  # MARK-opasterm
+        return OpAsTerm
+
+    def mk_arity():
+        @pm.pattern
+        def OpArity(x):
+            U = pm.Op(1, 1)
+            return U(x, x)  # MARK-oparity
+        return OpArity
+    expect(mk_apply, "ApplyTerm", "applyterm", "y is a term variable", "cannot be applied")
+    expect(mk_term, "OpAsTerm", "opasterm", "U is an operator variable", "used as a term")
+    expect(mk_arity, "OpArity", "oparity", "operator variable U takes 1 argument(s), got 2")
+
+
+def test_constraint_before_its_variable_is_bound():
+    def mk():
+        @pm.pattern
+        def Order(x):
+            y = pm.var()
+            z = pm.var()
+            y <= F(z)  # MARK-order
+            x <= G(y, y)
+            return x
+        return Order
+    expect(mk, "Order", "order", "match constraint on 'y'", "earlier constraint")
+
+
+def test_local_never_bound():
+    def mk():
+        @pm.pattern
+        def Unused(x):
+            z = pm.var()  # MARK-unusedvar
+            return F(x)
+        return Unused
+
+    def mk_op():
+        @pm.pattern
+        def UnusedOp(x):
+            U = pm.Op(1, 1)  # MARK-unusedop
+            return F(x)
+        return UnusedOp
+
+    def mk_alt():
+        @pm.pattern
+        def Side(a, b):
+            return G(a, b)
+
+        @pm.pattern
+        def Side(a, b):  # noqa: F811
+            return F(a)
+
+        @pm.pattern
+        def UsesSide(x):
+            w = pm.var()  # MARK-side
+            x <= Side(x, w)
+            return x
+        return UsesSide
+    expect(mk, "Unused", "unusedvar", "local variable 'z' is not bound by every match")
+    expect(mk_op, "UnusedOp", "unusedop", "local operator variable 'U'")
+    expect(mk_alt, "UsesSide", "side", "local variable 'w'", "every alternate")
+
+
+def test_constraint_syntax_errors():
+    def mk_left():
+        @pm.pattern
+        def Left(x):
+            F(x) <= G(x, x)  # MARK-left
+            return x
+        return Left
+
+    def mk_expr():
+        @pm.pattern
+        def NotStmt(x):
+            c = x <= F(x)  # MARK-notstmt
+            return x
+        return NotStmt
+    expect(mk_left, "Left", "left", "left side of a match constraint must be a variable")
+    expect(mk_expr, "NotStmt", "notstmt", "must be a statement")
+
+
+def test_op_class_compared_with_a_string():
+    def mk():
+        @pm.pattern
+        def Str(x, f):
+            assert f.op_class == "unary_pointwise"  # MARK-str
+            return f(x)
+        return Str
+    expect(mk, "Str", "str", "pm.opclass('unary_pointwise')")
+
+
+def test_locals_outside_pattern_bodies():
+    with pytest.raises(pm.PatternError, match="inside a pattern body"):
+        pm.var()
+    with pytest.raises(pm.PatternError, match="inside a pattern body"):
+        pm.Op(1, 1)
+
+
+def test_rule_errors():
+    @pm.pattern
+    def Pat(x, y):
+        return G(x, y)
+    with pytest.raises(pm.PatternError, match="'z' is not a parameter of pattern 'Pat'"):
+        @pm.rule(Pat)
+        def bad(x, z):
+            return x
+    with pytest.raises(pm.PatternError, match="takes a @pm.pattern"):
+        pm.rule(F)
+
+    @pm.rule(Pat)
+    def returns_junk(x):
+        return 3
+    g = pm.Graph()
+    a = g.input("a")
+    m = pm.match(Pat, g.apply(G, a, a), engine="reference")
+    with pytest.raises(pm.PatternError, match="returned 3"):
+        returns_junk.apply(m)
 
 
 def test_unsupported_operation():

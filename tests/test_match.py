@@ -2,7 +2,7 @@
 import pytest
 
 import pypm_verified as pm
-from pypm_verified import declarative, reference
+from pypm_verified import core, declarative, reference
 from pypm_verified.core import EAttr, EConst, GEq, PAlt, PApp, PGuard, PVar
 
 
@@ -60,8 +60,8 @@ def Square(x):
 
 def valid(m):
     """Every returned match satisfies the declarative relation."""
-    assert declarative.check(m.pattern.core if isinstance(m.pattern, pm.Pattern) else m.pattern,
-                             m.substitution, m.root)
+    prog = m.pattern.program if isinstance(m.pattern, pm.Pattern) else core.as_program(m.pattern)
+    assert declarative.check(prog, m.substitution, m.root, m.fsubstitution)
     return m
 
 
@@ -308,9 +308,9 @@ def test_reference_solutions_enumerates_in_order():
     n = g.apply(Add, c1, c2)
     p = PAlt(PApp(Add.symbol, (PVar(0), PVar(1))),
              PAlt(PApp(Add.symbol, (PVar(1), PVar(0))), PVar(0)))
-    sols = list(reference.solutions(p, n, {}))
-    assert sols == [{0: c1, 1: c2}, {1: c1, 0: c2}, {0: n}]
+    sols = list(reference.solutions(p, n))
+    assert sols == [({0: c1, 1: c2}, {}), ({1: c1, 0: c2}, {}), ({0: n}, {})]
     assert list(reference.solutions(PVar(0), n, {0: c1})) == []
-    assert list(reference.solutions(PVar(0), n, {0: n})) == [{0: n}]
-    for s in sols:
-        assert declarative.check(p, s, n)
+    assert list(reference.solutions(PVar(0), n, {0: n})) == [({0: n}, {})]
+    for theta, phi in sols:
+        assert declarative.check(p, theta, n, phi)

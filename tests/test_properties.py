@@ -1,5 +1,14 @@
-"""Property tests: the reference matcher against the declarative relation and
-against a direct transcription of the algorithmic semantics (paper Fig. 7)."""
+"""Property tests of the reference matcher on random well-formed tables of the
+full calculus (tests/strategies.py):
+
+* against a direct transcription of the algorithmic semantics
+  (tests/machine.py, ``Interpreter.run``): the same result (match with the
+  same substitutions, no match, or out of fuel) for every fuel;
+* against the declarative relation (``declarative.check``): every solution
+  it yields is derivable (soundness), the first binds the root's pbinds,
+  and "no match" means no substitution of the parameters works
+  (completeness, checked exhaustively when the space is small).
+"""
 import itertools
 
 from hypothesis import HealthCheck, given, settings
@@ -7,75 +16,91 @@ from hypothesis import strategies as st
 
 import pypm_verified as pm
 from pypm_verified import core, declarative, reference
-from pypm_verified.core import PAlt, PApp, PGuard, PVar
-from strategies import graphs, patterns, patterns_for
+from machine import OUT_OF_FUEL, match_pattern
+from strategies import chain_graphs, graphs, patterns, patterns_for, programs
 
-SETTINGS = settings(max_examples=500, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=600, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUEL = 20_000
 
 
 @st.composite
 def problems(draw):
+    """(graph, root node, program)"""
+    g = draw(st.one_of(graphs(), chain_graphs()))
+    root = g.nodes[draw(st.integers(0, len(g) - 1))]
+    return g, root, draw(programs(root))
+
+
+@st.composite
+def basic_problems(draw):
     g = draw(graphs())
     root = g.nodes[draw(st.integers(0, len(g) - 1))]
-    p = draw(st.one_of(patterns, patterns_for(root)))
-    return g, root, p
+    return g, root, core.as_program(draw(st.one_of(patterns, patterns_for(root))))
 
 
-def machine(p, t):
-    """The state machine of Fig. 7 (+ guards, Fig. 17): a test oracle only."""
-    theta, stack, k = {}, [], [("match", p, t)]
-    while True:
-        if not k:
-            return theta
-        a, rest = k[0], k[1:]
-        ok = True
-        if a[0] == "guard":
-            ok = declarative.guard_holds(a[1], theta)
-            k = rest
-        else:
-            _, q, n = a
-            if isinstance(q, PVar):
-                if q.x not in theta:
-                    theta = {**theta, q.x: n}
-                else:
-                    ok = theta[q.x] == n
-                k = rest
-            elif isinstance(q, PApp):
-                ok = q.f == n.label and len(q.args) == len(n.args)
-                k = [("match", pi, ti) for pi, ti in zip(q.args, n.args)] + rest
-            elif isinstance(q, PAlt):
-                stack.append((theta, [("match", q.p2, n)] + rest))
-                k = [("match", q.p1, n)] + rest
-            elif isinstance(q, PGuard):
-                k = [("match", q.p, n), ("guard", q.g)] + rest
-        if not ok:
-            if not stack:
-                return None
-            theta, k = stack.pop()
+def ref_outcome(prog, node, fuel):
+    try:
+        return reference.first_solution(prog, node, fuel)
+    except pm.OutOfFuel:
+        return OUT_OF_FUEL
+
+
+@SETTINGS
+@given(st.one_of(problems(), basic_problems()), st.integers(1, 400))
+def test_reference_is_the_algorithm(prob, fuel):
+    """The first solution is the machine's result, and both need the same
+    number of steps (so they run out of fuel alike)."""
+    g, root, prog = prob
+    assert ref_outcome(prog, root, fuel) == match_pattern(prog, root, fuel)
+    assert ref_outcome(prog, root, FUEL) == match_pattern(prog, root, FUEL)
+
+
+def _assignments(prog, g):
+    d = prog.root_def
+    labels = sorted({n.label for n in g.nodes})
+    size = len(g.nodes) ** d.nparams * len(labels) ** d.nfparams
+    if size > 200:
+        return None
+    return ((dict(enumerate(ts)), dict(enumerate(fs)))
+            for ts in itertools.product(g.nodes, repeat=d.nparams)
+            for fs in itertools.product(labels, repeat=d.nfparams))
+
+
+@SETTINGS
+@given(st.one_of(problems(), basic_problems()))
+def test_reference_against_the_declarative_relation(prob):
+    g, root, prog = prob
+    sol = ref_outcome(prog, root, FUEL)
+    if sol == OUT_OF_FUEL:
+        return
+    if sol is not None:
+        theta, phi = sol
+        assert declarative.check(prog, theta, root, phi)
+        assert set(prog.root_def.pbinds) <= set(theta)
+        assert set(prog.root_def.pfbinds) <= set(phi)
+        # the public API reports the same
+        m = pm.match(prog, root, engine="reference", fuel=FUEL)
+        assert (m.substitution, m.fsubstitution) == sol and m.root is root
+    else:
+        assert pm.match(prog, root, engine="reference", fuel=FUEL) is None
+        space = _assignments(prog, g)
+        if space is not None:  # complete: no substitution at all
+            for theta, phi in space:
+                assert not declarative.check(prog, theta, root, phi)
 
 
 @SETTINGS
 @given(problems())
-def test_reference_matcher(prob):
-    g, root, p = prob
-    assert core.wf(p)
-    theta = reference.first_solution(p, root)
-    # the first solution is the algorithmic semantics' result
-    assert theta == machine(p, root)
-    if theta is not None:
-        # sound: the declarative relation holds, and binds(p) is bound
-        assert declarative.check(p, theta, root)
-        assert core.binds(p) <= set(theta)
-    else:
-        # complete: no substitution at all (by weakening, total ones suffice)
-        vs = sorted(core.pattern_vars(p))
-        for nodes in itertools.product(g.nodes, repeat=len(vs)):
-            assert not declarative.check(p, dict(zip(vs, nodes)), root)
-    # every solution, not only the first, is valid
-    for th in itertools.islice(reference.solutions(p, root, {}), 50):
-        assert declarative.check(p, th, root)
-    # the public API returns the same substitution
-    m = pm.match(p, root, engine="reference")
-    assert (m is None) == (theta is None)
-    assert m is None or (m.substitution == theta and m.root is root and m.pattern is p)
+def test_every_solution_is_derivable(prob):
+    g, root, prog = prob
+    budget = reference.Fuel(FUEL)
+    seen = []
+    try:
+        for theta, phi in itertools.islice(reference.solutions(prog, root, fuel=budget), 20):
+            assert declarative.check(prog, theta, root, phi)
+            seen.append((theta, phi))
+    except pm.OutOfFuel:
+        pass
+    if seen:
+        assert ref_outcome(prog, root, FUEL) == seen[0]

@@ -5,8 +5,10 @@ import pytest
 
 import pypm_verified as pm
 from pypm_verified import serialize, symbols
-from pypm_verified.core import (EAdd, EAttr, EConst, EMul, ESub, GAnd, GEq, GLt, GNot, GOr,
-                                GTrue, PAlt, PApp, PGuard, PVar)
+from pypm_verified import core
+from pypm_verified.core import (EAdd, EAttr, EConst, EFAttr, EMul, ESub, GAnd, GEq, GLt, GNot,
+                                GOr, GTrue, PAlt, PApp, PCall, PConstr, PDef, PExists, PExistsF,
+                                PFunVar, PGuard, PVar)
 
 
 @pm.op
@@ -14,91 +16,12 @@ def Add(x, y):
     return 1
 
 
-@pm.op
+@pm.op(op_class="unary_pointwise")
 def Neg(x):
     return 1
 
 
-# ---------------------------------------------------------------- decoder
-
-
-class Reader:
-    def __init__(self, words):
-        self.w, self.i = list(words), 0
-
-    def next(self):
-        v = self.w[self.i]
-        self.i += 1
-        return v
-
-    def done(self):
-        assert self.i == len(self.w), "trailing words"
-
-
-def decode_graph(words):
-    r = Reader(words)
-    assert r.next() == int.from_bytes(b"PYPMGRPH", "little")
-    assert r.next() == 1
-    nodes = []
-    for _ in range(r.next()):
-        label = r.next()
-        children = [r.next() for _ in range(r.next())]
-        attrs = {}
-        for _ in range(r.next()):
-            a = r.next()
-            assert a not in attrs
-            attrs[a] = r.next()
-        nodes.append((label, children, attrs))
-    r.done()
-    return nodes
-
-
-def read_expr(r):
-    tag = r.next()
-    if tag == 1:
-        return EConst(r.next())
-    if tag == 2:
-        return EAttr(r.next(), r.next())
-    return {3: EAdd, 4: ESub, 5: EMul}[tag](read_expr(r), read_expr(r))
-
-
-def read_guard(r):
-    tag = r.next()
-    if tag == 1:
-        return GTrue()
-    if tag in (2, 3):
-        return (GEq if tag == 2 else GLt)(read_expr(r), read_expr(r))
-    if tag in (4, 5):
-        return (GAnd if tag == 4 else GOr)(read_guard(r), read_guard(r))
-    assert tag == 6
-    return GNot(read_guard(r))
-
-
-def read_pattern(r):
-    tag = r.next()
-    if tag == 1:
-        return PVar(r.next())
-    if tag == 2:
-        f, n = r.next(), r.next()
-        return PApp(f, tuple(read_pattern(r) for _ in range(n)))
-    if tag == 3:
-        return PAlt(read_pattern(r), read_pattern(r))
-    assert tag == 4
-    return PGuard(read_pattern(r), read_guard(r))
-
-
-def decode_patterns(words):
-    r = Reader(words)
-    assert r.next() == int.from_bytes(b"PYPMPATS", "little")
-    assert r.next() == 1
-    out = []
-    for _ in range(r.next()):
-        n = r.next()
-        start = r.i
-        out.append(read_pattern(r))
-        assert r.i - start == n
-    r.done()
-    return out
+from wire import decode_graph, decode_patterns  # noqa: E402  (independent decoder)
 
 
 # ------------------------------------------------------------------ tests
@@ -116,7 +39,7 @@ def test_graph_round_trip():
     s = g.apply(Add, a, b, shape=(4, 8))
     n = g.apply(Neg, s, dtype=pm.i8)
     g.apply(Add, n, 2)
-    nodes = decode_graph(g.encode())
+    nodes, sym_attrs = decode_graph(g.encode())
     assert len(nodes) == len(g) == 6
     for node, (label, children, attrs) in zip(g, nodes):
         assert label == node.label
@@ -127,27 +50,47 @@ def test_graph_round_trip():
     assert nodes[2][1:] == ([0, 1], {0: 2, 100: 4, 101: 8, 200: 8, 201: 4})
     assert nodes[3] == (Neg.symbol, [2], {1: pm.i8.code})
     assert nodes[4] == (symbols.const_symbol(2), [], {})
+    # the class of every operator labelling a node (Add has none)
+    assert sym_attrs == {(Neg.symbol, core.OPCLASS): pm.opclass("unary_pointwise").code}
+    assert g.sym_attr(Neg.symbol, core.OPCLASS) == Neg.op_class.code
+    assert g.sym_attr(Add.symbol, core.OPCLASS) is None
+    assert g.sym_attr(Neg.symbol, core.RANK) is None
     # attributes are written in increasing id order
     raw = list(g.encode())
     assert raw[3:5] == [nodes[0][0], 0] and raw[5] == 6 and raw[6:18:2] == [0, 1, 100, 101, 200, 201]
+    assert raw[-4:] == [1, Neg.symbol, core.OPCLASS, Neg.op_class.code]
 
 
 def test_empty_graph():
-    assert list(pm.Graph().encode()) == [serialize.MAGIC_GRAPH, 1, 0]
+    assert list(pm.Graph().encode()) == [serialize.MAGIC_GRAPH, 2, 0, 0]
 
 
 def test_pattern_round_trip():
     p1 = PGuard(PAlt(PApp(3, (PVar(0), PApp(4, ()))), PVar(0)),
                 GOr(GAnd(GEq(EAttr(0, 0), EConst(-2)), GTrue()),
-                    GNot(GLt(EMul(EAdd(EConst(1), EAttr(0, 200)), ESub(EConst(1 << 62), EConst(3))),
-                             EConst(-(1 << 63))))))
-    p2 = PVar(7)
-    words = serialize.encode_patterns([p1, p2])
-    assert decode_patterns(words) == [p1, p2]
-    assert list(words[:5]) == [serialize.MAGIC_PATTERNS, 1, 2, len(serialize.encode_pattern(p1)), 4]
-    assert serialize.encode_pattern(p2) == [1, 7]
+                    GNot(GLt(EMul(EAdd(EConst(1), EAttr(0, 200)),
+                                  ESub(EConst(core.VALUE_MAX), EFAttr(1, 2))),
+                             EConst(core.VALUE_MIN)))))
+    p2 = PExists(5, PExistsF(3, PConstr(PFunVar(3, (PVar(5), PVar(0))),
+                                        PCall(0, (5, 0), (3,)), 5)))
+    defs = [PDef(1, 2, p1, (0,), ()), PDef(2, 1, p2, (0,), (0,))]
+    words = serialize.encode_patterns(defs, [1, 0, 1])
+    assert decode_patterns(words) == (defs, [1, 0, 1])
+    body1 = serialize.encode_pattern(p1)
+    assert list(words[:11]) == [serialize.MAGIC_PATTERNS, 2, 2, 1, 2, 1, 0, 0, len(body1),
+                                *body1[:2]]
+    assert serialize.encode_pattern(PVar(7)) == [1, 7]
     assert serialize.encode_pattern(PApp(5, (PVar(1), PVar(2)))) == [2, 5, 2, 1, 1, 1, 2]
-    assert list(serialize.encode_patterns([])) == [serialize.MAGIC_PATTERNS, 1, 0]
+    # the tags of doc/format.md, x of a constraint after both patterns
+    assert serialize.encode_pattern(PConstr(PVar(1), PVar(2), 3)) == [7, 1, 1, 1, 2, 3]
+    assert serialize.encode_pattern(PExists(4, PVar(4))) == [5, 4, 1, 4]
+    assert serialize.encode_pattern(PExistsF(4, PFunVar(4, ()))) == [6, 4, 8, 4, 0]
+    assert serialize.encode_pattern(PCall(2, (0, 0, 1), (5,))) == [9, 2, 3, 0, 0, 1, 1, 5]
+    assert serialize.encode_pattern(PGuard(PVar(0), GEq(EFAttr(1, 2), EConst(3)))) == \
+        [4, 1, 0, 2, 6, 1, 2, 1, 3]
+    assert list(serialize.encode_patterns([], [])) == [serialize.MAGIC_PATTERNS, 2, 0, 0]
+    prog = core.Program(tuple(defs), 1)
+    assert list(serialize.encode_program(prog)) == list(serialize.encode_patterns(defs, [1]))
 
 
 def test_dsl_pattern_round_trip():
@@ -159,16 +102,44 @@ def test_dsl_pattern_round_trip():
     @pm.pattern
     def P(x, y):  # noqa: F811
         return Add(y, 1.5)
-    assert decode_patterns(serialize.encode_patterns([P.core])) == [P.core]
+
+    @pm.pattern
+    def Chain(x, f):
+        return f(Chain(x, f))
+
+    @pm.pattern
+    def Chain(x, f):  # noqa: F811
+        r = pm.var()
+        r <= f(x)
+        assert f.op_class == pm.opclass("unary_pointwise")
+        return r
+
+    @pm.pattern
+    def Both(x, y, f):
+        return Add(P(x, y), Chain(y, f))
+    prog = Both.program
+    assert decode_patterns(serialize.encode_program(prog)) == (list(prog.defs), [0])
+    # callees follow the root; call indices are the table's
+    assert [d.body for d in prog.defs[:2]] == [Both.core, P.core]
+    assert prog.defs[2].body == core.shift_calls(Chain.core, 2)
 
 
 def test_encode_errors():
-    for bad in (PVar(-1), PVar(1 << 62), PApp(1 << 62, ()),
-                PGuard(PVar(0), GEq(EConst(1 << 63), EConst(0))),
-                PGuard(PVar(0), GEq(EAttr(0, -1), EConst(0))), "x"):
+    for bad in (PVar(-1), PVar(1 << 62), PApp(1 << 62, ()), PVar(True),
+                PGuard(PVar(0), GEq(EConst(1 << 62), EConst(0))),
+                PGuard(PVar(0), GEq(EConst(-(1 << 62) - 1), EConst(0))),
+                PGuard(PVar(0), GEq(EAttr(0, -1), EConst(0))),
+                PGuard(PVar(0), GEq(EFAttr(-1, 2), EConst(0))),
+                PExists(-1, PVar(0)), PConstr(PVar(0), PVar(0), 1 << 62),
+                PCall(0, (-1,), ()), PCall(-1, (), ()), "x"):
         with pytest.raises(serialize.EncodeError):
             serialize.encode_pattern(bad)
-    for bad in (PApp(1, (GTrue(),)), PGuard(PVar(0), EConst(1)), PGuard(PVar(0), GEq(PVar(0), EConst(1)))):
+    with pytest.raises(serialize.EncodeError, match="root"):
+        serialize.encode_patterns([PDef(0, 0, PVar(0))], [1])
+    with pytest.raises(serialize.EncodeError, match="definition"):
+        serialize.encode_patterns([PVar(0)], [0])
+    for bad in (PApp(1, (GTrue(),)), PGuard(PVar(0), EConst(1)),
+                PGuard(PVar(0), GEq(PVar(0), EConst(1))), PExists(0, GTrue())):
         with pytest.raises(serialize.EncodeError, match="expected a"):
             serialize.encode_pattern(bad)
 
@@ -203,15 +174,19 @@ def test_bytes_round_trip():
 
 
 def test_result_decoders():
-    assert serialize.decode_match([0, 2, 0, 5, 1, 6]) == (0, [(0, 5), (1, 6)])
-    assert serialize.decode_match([1, 0]) == (1, [])
-    with pytest.raises(ValueError):
-        serialize.decode_match([3, 0])
-    entries = [2, 0, 3, 0, 1, 0, 7, 1, 4, 2, 0]
-    assert serialize.decode_match_all(entries) == [(0, 3, 0, [(0, 7)]), (1, 4, 2, [])]
+    assert serialize.decode_match([0, 2, 0, 5, 1, 6, 1, 0, 9]) == \
+        (0, [(0, 5), (1, 6)], [(0, 9)])
+    assert serialize.decode_match([1, 0, 0]) == (1, [], [])
+    for bad in ([3, 0, 0], [0, 1, 0], [0, 0], [0, 0, 0, 7], []):
+        with pytest.raises(ValueError):
+            serialize.decode_match(bad)
+    entries = [2, 0, 3, 0, 1, 0, 7, 1, 2, 4, 1, 4, 2, 0, 0]
+    assert serialize.decode_match_all(entries) == [(0, 3, 0, [(0, 7)], [(2, 4)]),
+                                                   (1, 4, 2, [], [])]
     assert serialize.decode_match_all([0]) == []
-    with pytest.raises(ValueError):
-        serialize.decode_match_all([0, 1])
+    for bad in ([0, 1], [1, 0, 3, 0, 0], [1, 0, 3, 0, 1, 0]):
+        with pytest.raises(ValueError):
+            serialize.decode_match_all(bad)
 
 
 def test_large_graph_encodes_fast():

@@ -1,59 +1,118 @@
-"""Matching entry points: ``match`` and ``match_all`` on either engine."""
+"""Matching entry points: ``match`` and ``match_all`` on either engine.
+
+A pattern is a ``@pm.pattern`` (lowered with every pattern it calls), a core
+pattern without calls (its free variables are its parameters), or a
+:class:`core.Program` (a definition table and a root). The patterns of one
+call are combined into one table with one root each.
+"""
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from . import binding, core, reference
-from .dsl import Pattern
+from . import binding, core, reference, symbols
 from .errors import OutOfFuel, PatternError
 from .graph import Graph, Node
+from .patterns import Pattern, link
 
 ENGINES = ("verified", "reference")
 
-PatternLike = Union[Pattern, core.Pattern]
+PatternLike = Union[Pattern, core.Pattern, core.Program]
 
 
 class Match:
     """A successful match of ``pattern`` at ``root``.
 
-    ``bindings`` maps parameter names (variable ids for raw core patterns) to
-    nodes, in variable order; ``substitution`` maps variable ids to nodes.
+    ``substitution`` maps the root definition's term variable ids to nodes,
+    ``fsubstitution`` its operator variable ids to symbols (only the
+    parameters the match bound, never locals). ``bindings`` maps term
+    parameter names (variable ids for core patterns) to nodes and
+    ``functions`` operator parameter names (ids) to the bound operators
+    (the :class:`~pypm_verified.dsl.Op` objects).
     """
 
-    __slots__ = ("pattern", "root", "substitution", "bindings")
+    __slots__ = ("pattern", "root", "substitution", "fsubstitution", "bindings", "functions")
 
-    def __init__(self, pattern: PatternLike, root: Node, substitution: Dict[int, Node]):
+    def __init__(self, pattern: PatternLike, root: Node, substitution: Dict[int, Node],
+                 fsubstitution: Optional[Dict[int, int]] = None,
+                 names: Optional[Sequence[str]] = None,
+                 fnames: Optional[Sequence[str]] = None):
         self.pattern = pattern
         self.root = root
         self.substitution = dict(sorted(substitution.items()))
-        names = pattern.params if isinstance(pattern, Pattern) else None
-        self.bindings = {(names[v] if names else v): n for v, n in self.substitution.items()}
+        self.fsubstitution = dict(sorted((fsubstitution or {}).items()))
+        self.bindings = {(names[v] if names is not None else v): n
+                         for v, n in self.substitution.items()}
+        self.functions = {(fnames[F] if fnames is not None else F): symbols.lookup(f)
+                          for F, f in self.fsubstitution.items()}
 
     def __getitem__(self, name):
-        return self.bindings[name]
+        if name in self.bindings:
+            return self.bindings[name]
+        return self.functions[name]
 
     def __eq__(self, other):
         return (isinstance(other, Match) and self.pattern is other.pattern
-                and self.root == other.root and self.substitution == other.substitution)
+                and self.root == other.root and self.substitution == other.substitution
+                and self.fsubstitution == other.fsubstitution)
 
     __hash__ = None
 
     def __repr__(self):
         name = self.pattern.name if isinstance(self.pattern, Pattern) else "<core>"
-        binds = ", ".join(f"{k}=%{n.id}" for k, n in self.bindings.items())
-        return f"<Match {name} at %{self.root.id}: {binds}>"
+        binds = [f"{k}=%{n.id}" for k, n in self.bindings.items()]
+        binds += [f"{k}={getattr(f, 'name', f)}" for k, f in self.functions.items()]
+        return f"<Match {name} at %{self.root.id}: {', '.join(binds)}>"
 
 
-def _core(pattern: PatternLike) -> core.Pattern:
-    if isinstance(pattern, Pattern):
-        return pattern.core
-    if isinstance(pattern, (core.PVar, core.PApp, core.PAlt, core.PGuard)):
-        try:
-            core.check_wf(pattern)
-        except core.IllFormed as e:
-            raise PatternError(f"ill-formed core pattern: {e}") from None
-        return pattern
-    raise TypeError(f"expected a @pm.pattern or a core pattern, not {pattern!r}")
+class _Set:
+    """Patterns prepared for matching: one table and one root per pattern,
+    with the names to report bindings by."""
+
+    def __init__(self, items):
+        self.items = list(items)
+        for it in self.items:
+            if not isinstance(it, (Pattern, core.Program) + core.PATTERN_TYPES):
+                raise TypeError(f"expected a @pm.pattern, a core pattern or a core.Program, "
+                                f"not {it!r}")
+        dsl = list(dict.fromkeys(it for it in self.items if isinstance(it, Pattern)))
+        linked = link(dsl) if dsl else None
+        defs: List[core.PDef] = list(linked.defs) if linked else []
+        offsets: Dict[tuple, int] = {}  # a table appended once, however often it is used
+        roots, self.names = [], []
+        for it in self.items:
+            if isinstance(it, Pattern):
+                roots.append(linked.index[it])
+                self.names.append((linked.term_params[it], linked.op_params[it]))
+                continue
+            prog = _program(it)
+            off = offsets.get(prog.defs)
+            if off is None:
+                off = offsets[prog.defs] = len(defs)
+                defs.extend(core.PDef(d.nparams, d.nfparams, core.shift_calls(d.body, off),
+                                      d.pbinds, d.pfbinds) for d in prog.defs)
+            roots.append(prog.root + off)
+            self.names.append((None, None))
+        self.roots = tuple(roots)
+        # one @pm.pattern: its linked table as is, and the pattern caches the handle
+        self.owner = self.items[0] if len(dsl) == len(self.items) == 1 else None
+        self.defs = linked.defs if self.owner is not None else tuple(defs)
+
+    def match(self, i: int, node: Node, solution) -> Match:
+        theta, phi = solution
+        tn, fn = self.names[i]
+        return Match(self.items[i], node, theta, phi, tn, fn)
+
+
+def _program(p) -> core.Program:
+    try:
+        prog = core.as_program(p)
+        if not 0 <= prog.root < len(prog.defs):
+            raise core.IllFormed(f"root {prog.root} is not a definition index")
+        core.check_scoped(prog.defs)
+        core.check_defs(prog.defs)
+    except core.IllFormed as e:
+        raise PatternError(f"ill-formed core pattern: {e}") from None
+    return prog
 
 
 def _engine(engine: str) -> str:
@@ -62,33 +121,36 @@ def _engine(engine: str) -> str:
     return engine
 
 
-def _pattern_label(pattern: PatternLike) -> str:
+def _label(pattern: PatternLike) -> str:
     return pattern.name if isinstance(pattern, Pattern) else repr(pattern)
 
 
 def match(pattern: PatternLike, node: Node, engine: str = "verified",
           fuel: Optional[int] = None) -> Optional[Match]:
     """Match ``pattern`` at ``node``: a :class:`Match`, or None if it does not
-    match. Raises :class:`OutOfFuel` when ``fuel`` steps (default ``1 << 24``)
-    do not decide it. ``engine`` is "verified" (the Coq-extracted matcher) or
-    "reference" (the pure-Python matcher)."""
+    match. Raises :class:`OutOfFuel` when ``fuel`` machine steps (default
+    ``1 << 24``) do not decide it (a recursive pattern may never terminate).
+    ``engine`` is "verified" (the Coq-extracted matcher) or "reference" (the
+    pure-Python matcher)."""
     _engine(engine)
     if not isinstance(node, Node):
         raise TypeError(f"match() needs a graph node, not {node!r}")
-    p = _core(pattern)
+    s = _Set([pattern])
     if engine == "reference":
-        theta = reference.first_solution(p, node, fuel)
-    else:
-        owner = pattern if isinstance(pattern, Pattern) else None
-        status, binds = binding.match(node.graph, node.id, (p,), 0, fuel, owner)
-        if status == binding.serialize.STATUS_OUT_OF_FUEL:
-            raise OutOfFuel(f"pattern {_pattern_label(pattern)} at node %{node.id} ran out "
-                            "of fuel")
-        if status != binding.serialize.STATUS_MATCH:
-            return None
-        nodes = node.graph.nodes
-        theta = {v: nodes[n] for v, n in binds}
-    return None if theta is None else Match(pattern, node, theta)
+        try:
+            sol = reference.first_solution(core.Program(s.defs, s.roots[0]), node, fuel)
+        except OutOfFuel:
+            raise OutOfFuel(f"pattern {_label(pattern)} at node %{node.id} ran out of "
+                            "fuel") from None
+        return None if sol is None else s.match(0, node, sol)
+    status, binds, fbinds = binding.match(node.graph, node.id, s.defs, s.roots, 0, fuel,
+                                          s.owner)
+    if status == binding.serialize.STATUS_OUT_OF_FUEL:
+        raise OutOfFuel(f"pattern {_label(pattern)} at node %{node.id} ran out of fuel")
+    if status != binding.serialize.STATUS_MATCH:
+        return None
+    nodes = node.graph.nodes
+    return s.match(0, node, ({v: nodes[n] for v, n in binds}, dict(fbinds)))
 
 
 def match_all(patterns: Sequence[PatternLike], graph: Graph, engine: str = "verified",
@@ -97,28 +159,29 @@ def match_all(patterns: Sequence[PatternLike], graph: Graph, engine: str = "veri
     pattern that matches there (in the given order). Raises
     :class:`OutOfFuel` if any attempt runs out of fuel."""
     _engine(engine)
-    if isinstance(patterns, (Pattern, core.PVar, core.PApp, core.PAlt, core.PGuard)):
+    if isinstance(patterns, (Pattern, core.Program) + core.PATTERN_TYPES):
         raise TypeError("match_all() takes a sequence of patterns")
     patterns = list(patterns)
-    cores = tuple(_core(p) for p in patterns)
     out = []
-    if engine == "reference":
-        for node in graph.nodes:
-            for pat, p in zip(patterns, cores):
-                try:
-                    theta = reference.first_solution(p, node, fuel)
-                except OutOfFuel:
-                    raise OutOfFuel(f"pattern {_pattern_label(pat)} at node %{node.id} ran out "
-                                    "of fuel") from None
-                if theta is not None:
-                    out.append((pat, node, Match(pat, node, theta)))
+    if not patterns:
         return out
-    if not cores:
+    s = _Set(patterns)
+    if engine == "reference":
+        progs = [core.Program(s.defs, r) for r in s.roots]
+        for node in graph.nodes:
+            for i, prog in enumerate(progs):
+                try:
+                    sol = reference.first_solution(prog, node, fuel)
+                except OutOfFuel:
+                    raise OutOfFuel(f"pattern {_label(patterns[i])} at node %{node.id} ran out "
+                                    "of fuel") from None
+                if sol is not None:
+                    out.append((patterns[i], node, s.match(i, node, sol)))
         return out
     nodes = graph.nodes
-    for pi, root, status, binds in binding.match_all(graph, cores, fuel):
-        pat = patterns[pi]
+    for i, root, status, binds, fbinds in binding.match_all(graph, s.defs, s.roots, fuel):
         if status == binding.serialize.STATUS_OUT_OF_FUEL:
-            raise OutOfFuel(f"pattern {_pattern_label(pat)} at node %{root} ran out of fuel")
-        out.append((pat, nodes[root], Match(pat, nodes[root], {v: nodes[n] for v, n in binds})))
+            raise OutOfFuel(f"pattern {_label(patterns[i])} at node %{root} ran out of fuel")
+        m = s.match(i, nodes[root], ({v: nodes[n] for v, n in binds}, dict(fbinds)))
+        out.append((patterns[i], nodes[root], m))
     return out

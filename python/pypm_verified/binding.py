@@ -2,9 +2,10 @@
 
 The library is found through the environment variable ``PYPM_VERIFIED_LIB``,
 else at ``python/pypm_verified/_lib/libpypm_verified.so`` (built by
-``make lib``). Graph and pattern-set handles are cached on the Graph /
-Pattern objects (released by a weakref finalizer when those die), so
-matching in a loop does not re-encode anything.
+``make lib``); it must read the format version this package writes
+(``serialize.VERSION``). Graph and pattern-set handles are cached on the
+Graph / Pattern objects (released by a weakref finalizer when those die),
+so matching in a loop does not re-encode anything.
 """
 from __future__ import annotations
 
@@ -150,15 +151,20 @@ def load_graph(lib, words: Sequence[int], key=None) -> Handle:
     return Handle(lib, out[0], key)
 
 
-def load_patterns(lib, words: Sequence[int], key=None) -> Handle:
+def load_patterns(lib, words: Sequence[int], key=None, caps=None) -> Handle:
+    """Load a pattern-set buffer; ``caps`` (result words per root) sizes
+    :func:`match`'s output buffer."""
     buf = words if isinstance(words, array) else array("q", words)
     out = ffi.new("int64_t *")
     check(lib, lib.pypm_patterns_load(ffi.from_buffer("int64_t[]", buf), len(buf), out),
           "pypm_patterns_load")
     h = Handle(lib, out[0], key)
-    if key is not None:
-        h.caps = [2 + 2 * len(core.pattern_vars(p)) for p in key]
+    h.caps = caps
     return h
+
+
+def _caps(defs, roots) -> list:
+    return [3 + 2 * defs[r].nparams + 2 * defs[r].nfparams for r in roots]
 
 
 def graph_handle(lib, graph) -> Handle:
@@ -175,35 +181,43 @@ _set_cache: "OrderedDict[tuple, Handle]" = OrderedDict()
 _SET_CACHE_SIZE = 32
 
 
-def pattern_set_handle(lib, cores: Tuple[core.Pattern, ...], owner=None) -> Handle:
-    """A handle for the pattern set ``cores``; cached on ``owner`` (a Pattern)
-    when given, else in a small LRU keyed by the core terms."""
+def pattern_set_handle(lib, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...],
+                       owner=None) -> Handle:
+    """A handle for the pattern set ``(defs, roots)``; cached on ``owner`` (a
+    Pattern) when given, else in a small LRU keyed by the set."""
+    key = (defs, roots)
     with _lock:
         if owner is not None:
             h = owner._engine_cache
-            if h is not None and h.lib is lib and (h.key is cores or h.key == cores):
+            if h is not None and h.lib is lib and (
+                    (h.key[0] is defs and h.key[1] == roots) or h.key == key):
                 return h
-            h = load_patterns(lib, serialize.encode_patterns(cores), key=cores)
+        else:
+            h = _set_cache.get((id(lib), key))
+            if h is not None:
+                _set_cache.move_to_end((id(lib), key))
+                return h
+        h = load_patterns(lib, serialize.encode_patterns(defs, roots), key=key,
+                          caps=_caps(defs, roots))
+        if owner is not None:
             owner._engine_cache = h
-            return h
-        key = (id(lib), cores)
-        h = _set_cache.get(key)
-        if h is not None:
-            _set_cache.move_to_end(key)
-            return h
-        h = load_patterns(lib, serialize.encode_patterns(cores), key=cores)
-        _set_cache[key] = h
-        while len(_set_cache) > _SET_CACHE_SIZE:
-            _set_cache.popitem(last=False)
+        else:
+            _set_cache[(id(lib), key)] = h
+            while len(_set_cache) > _SET_CACHE_SIZE:
+                _set_cache.popitem(last=False)
         return h
 
 
-def match(graph, root: int, cores: Tuple[core.Pattern, ...], index: int = 0,
-          fuel: Optional[int] = None, owner=None) -> Tuple[int, List[Tuple[int, int]]]:
-    """Run ``pypm_match``: ``(status, [(var, node_id), ...])``."""
+Result = Tuple[int, List[Tuple[int, int]], List[Tuple[int, int]]]
+
+
+def match(graph, root: int, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...],
+          index: int = 0, fuel: Optional[int] = None, owner=None) -> Result:
+    """Run ``pypm_match`` for root ``index``: ``(status, [(var, node_id)],
+    [(fvar, symbol)])``."""
     lib = load()
     gh = graph_handle(lib, graph)
-    ph = pattern_set_handle(lib, cores, owner)
+    ph = pattern_set_handle(lib, defs, roots, owner)
     cap = ph.caps[index]
     out_len = ffi.new("size_t *")
     while True:
@@ -216,11 +230,13 @@ def match(graph, root: int, cores: Tuple[core.Pattern, ...], index: int = 0,
         return serialize.decode_match(ffi.unpack(out, out_len[0]))
 
 
-def match_all(graph, cores: Tuple[core.Pattern, ...], fuel: Optional[int] = None):
-    """Run ``pypm_match_all``: list of ``(pattern_index, root, status, bindings)``."""
+def match_all(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...],
+              fuel: Optional[int] = None):
+    """Run ``pypm_match_all``: list of ``(root_index, node, status, bindings,
+    function_bindings)``."""
     lib = load()
     gh = graph_handle(lib, graph)
-    ph = pattern_set_handle(lib, cores)
+    ph = pattern_set_handle(lib, defs, roots)
     result = ffi.new("int64_t *")
     length = ffi.new("size_t *")
     check(lib, lib.pypm_match_all(gh.value, ph.value, fuel or 0, result, length),

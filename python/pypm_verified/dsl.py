@@ -1,28 +1,71 @@
-"""The embedded DSL: ``@pm.op``, ``@pm.pattern`` and symbolic tracing.
+"""The embedded DSL's building blocks: ``@pm.op``, operator classes, local
+variables (``pm.var()``, ``pm.Op(n_in, n_out)``) and the symbolic values a
+traced pattern body computes with.
 
-A pattern function is lowered to a core pattern by calling its rewritten body
-(see :mod:`.rewrite`) with symbolic :class:`Var` objects: operator calls build
-``PApp`` terms, attribute reads (``x.shape[-1]``, ``x.dtype``) build
-expressions, comparisons build guards, and ``assert`` records guards, which
-wrap the returned pattern as ``PGuard(body, g1 ∧ (g2 ∧ …))``. Definitions that
-share a name are alternates, lowered to ``alt1 ‖ (alt2 ‖ …)``.
+A pattern body (see :mod:`.patterns`) runs once per alternate with symbolic
+:class:`Var` parameters. Operator calls build ``PApp`` terms, calls of a
+variable ``f(...)`` build ``PFunVar`` terms (``f`` is then an operator
+variable), pattern calls build calls, attribute reads (``x.shape[-1]``,
+``x.dtype``, ``F.op_class``) build expressions, comparisons build guards;
+``assert`` records guards and ``x <= p`` statements record match
+constraints. The result is an *IR*: core terms whose variables are
+:class:`Sym` objects, numbered by :mod:`.lowering`.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import operator
+import sys
 import threading
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Tuple
 
-from . import core, rewrite, symbols
+from . import core, symbols
 from .errors import PatternError
 from .graph import Node
+from .symbols import OpClass, opclass
 
-INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+__all__ = ["Op", "op", "opclass", "OpClass", "var", "Var", "Term", "Expr", "Cond"]
 
 
 class _Unlocated(PatternError):
     """A problem raised by a symbolic object; the tracer adds the location."""
+
+
+TERM, FUN = "term", "fun"
+
+
+# --------------------------------------------------------------------- IR
+
+
+class Sym:
+    """A variable of a traced body: parameter ``param`` (its index in the
+    signature) or a local (``param`` None, ``kind`` TERM or FUN, ``arity``
+    for a local operator). Parameters' kinds are inferred by lowering."""
+
+    __slots__ = ("name", "param", "kind", "arity", "line", "named")
+
+    def __init__(self, name: str, param: Optional[int] = None, kind: Optional[str] = None,
+                 arity: Optional[int] = None, line: int = 0):
+        self.name = name
+        self.named = param is not None  # locals are named by their first assignment
+        self.param = param
+        self.kind = kind
+        self.arity = arity
+        self.line = line
+
+    def __repr__(self):
+        return self.name
+
+
+@dataclass(frozen=True, eq=False)
+class CallIR:
+    """A call of ``pattern`` with the argument variables ``args`` (signature
+    order), before they are split into term and operator arguments."""
+    pattern: object
+    args: Tuple[Sym, ...]
+    line: int
 
 
 # ---------------------------------------------------------------- operators
@@ -32,14 +75,24 @@ class Op:
     """An operator declared with ``@pm.op``.
 
     ``name``, ``arity`` (number of parameters), ``n_outputs`` (the function's
-    return value), ``op_class`` (optional string) and ``symbol`` (interned id).
-    Calling it with pattern terms builds a pattern; with graph nodes, it adds
-    the node to their graph (like ``graph.apply``).
+    return value), ``op_class`` (an :class:`OpClass` or None) and ``symbol``
+    (interned id). Calling it with pattern terms builds a pattern; with graph
+    nodes, it adds the node to their graph (like ``graph.apply``), as it does
+    in a rule body whatever its arguments.
+
+    Inside a pattern body, ``pm.Op(n_in, n_out)`` (two ints) instead declares
+    a *local operator variable* of ``n_in`` inputs (the paper's
+    ``UnaryOp = Op(1, 1)``).
     """
+
+    def __new__(cls, fn=None, *args, **kwargs):
+        if isinstance(fn, int) and not isinstance(fn, bool):
+            return _local_op(fn, *args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, fn: Callable, op_class: Optional[str] = None):
         self.fn = fn
-        self.name = fn.__name__
+        self.name = getattr(fn, "__name__", repr(fn))
         try:
             sig = inspect.signature(fn)
         except (TypeError, ValueError) as e:
@@ -63,7 +116,7 @@ class Op:
         self.n_outputs = out
         if op_class is not None and not isinstance(op_class, str):
             raise PatternError(f"operator {self.name}: op_class must be a string")
-        self.op_class = op_class
+        self.op_class = None if op_class is None else opclass(op_class)
         self.symbol = symbols.intern(self)
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
@@ -80,9 +133,13 @@ class Op:
                 raise _Unlocated(f"operator {self.name}: cannot mix graph nodes and pattern terms")
             return args[next(i for i, a in enumerate(args) if isinstance(a, Node))].graph.apply(
                 self, *args, shape=shape, dtype=dtype)
+        graph = getattr(_tls, "rule_graph", None)
+        if graph is not None and not _stack() and not any(
+                isinstance(a, (Term, Expr, Cond, Shape)) for a in args):
+            return graph.apply(self, *args, shape=shape, dtype=dtype)  # in a rule body
         if shape is not None or dtype is not None:
             raise _Unlocated(f"operator {self.name}: shape/dtype apply to graph nodes only")
-        return Term(core.PApp(self.symbol, tuple(_as_pattern(a, self, i)
+        return Term(core.PApp(self.symbol, tuple(_as_pattern(a, self.name, i)
                                                  for i, a in enumerate(args))),
                     f"{self.name}({', '.join(map(repr, args))})")
 
@@ -91,21 +148,25 @@ def op(fn: Optional[Callable] = None, *, op_class: Optional[str] = None):
     """Declare an operator: ``@pm.op`` or ``@pm.op(op_class="...")``.
 
     The function's parameters give the arity; its return value (an int) is
-    the output arity.
+    the output arity. ``op_class`` names the operator's class (interned with
+    :func:`opclass`; guards compare ``F.op_class`` with it).
     """
     if fn is None:
         return lambda f: Op(f, op_class=op_class)
     return Op(fn, op_class=op_class)
 
 
-def _as_pattern(a, opr: Op, i: int) -> core.Pattern:
+def _as_pattern(a, where: str, i: int):
+    if isinstance(a, Var):
+        a.use(TERM)
+        return a.core
     if isinstance(a, Term):
         return a.core
     if symbols.is_constant(a):
         return core.PApp(symbols.const_symbol(a), ())
-    if isinstance(a, (Pattern, Op)):
-        raise _Unlocated(f"argument {i + 1} of {opr.name} is {a!r}: call it to build a term")
-    raise _Unlocated(f"argument {i + 1} of {opr.name} is {_show(a)}, not a pattern term "
+    if isinstance(a, Op) or getattr(a, "_is_pattern", False):
+        raise _Unlocated(f"argument {i + 1} of {where} is {a!r}: call it to build a term")
+    raise _Unlocated(f"argument {i + 1} of {where} is {_show(a)}, not a pattern term "
                      "or constant")
 
 
@@ -117,7 +178,7 @@ def _show(v) -> str:
 
 
 class Term:
-    """A pattern under construction (``core`` is a core pattern, ``text`` its
+    """A pattern under construction (``core`` is its IR, ``text`` its
     source-like rendering for messages)."""
 
     __slots__ = ("core", "text")
@@ -141,32 +202,49 @@ class Term:
     __eq__ = __ne__ = __lt__ = __gt__ = __ge__ = _no_compare
 
     def __le__(self, other):
-        raise _Unlocated("match constraints (x <= p) are not supported")
+        raise _Unlocated("a match constraint `x <= p` must be a statement of its own")
 
     def _attr_owner(self):
         raise _Unlocated(f"attributes can only be read from pattern variables, not {self!r}")
 
     shape = property(lambda self: self._attr_owner())
-    rank = dtype = elType = shape
+    rank = dtype = elType = op_class = shape
 
 
 class Var(Term):
-    """A pattern variable (a parameter of the pattern being lowered)."""
+    """A pattern variable: a parameter of the pattern being traced, a local
+    term variable (``pm.var()``) or a local operator variable
+    (``pm.Op(n_in, n_out)``). Used as a term it is a term variable; applied
+    (``f(p1..pn)``) or asked for ``.op_class`` it is an operator variable."""
 
-    __slots__ = ("name", "id", "trace")
+    __slots__ = ("sym", "trace")
 
-    def __init__(self, name: str, vid: int, trace):
-        super().__init__(core.PVar(vid), name)
-        self.name = name
-        self.id = vid
+    def __init__(self, sym: Sym, trace):
+        super().__init__(core.PVar(sym), sym.name)
+        self.sym = sym
         self.trace = trace
 
+    @property
+    def name(self) -> str:
+        return self.sym.name
+
+    def __repr__(self):
+        return self.sym.name
+
+    def use(self, kind: str) -> None:
+        """Record a use as a term (TERM) or an operator (FUN)."""
+        if self.trace is not _current(required=False):
+            raise _Unlocated(f"variable {self.name} belongs to another pattern")
+        self.trace.use(self.sym, kind)
+
     def _attr(self, attr):
-        return Expr(core.EAttr(self.id, attr), f"{self.name}.{core.attr_name(attr)}")
+        self.use(TERM)
+        return Expr(core.EAttr(self.sym, attr), f"{self.name}.{core.attr_name(attr)}")
 
     @property
     def shape(self) -> "Shape":
         """``x.shape``: ``.rank`` and ``[i]`` (negative ``i`` from the end)."""
+        self.use(TERM)
         return Shape(self)
 
     @property
@@ -178,6 +256,21 @@ class Var(Term):
         return self._attr(core.DTYPE)
 
     elType = dtype  # the paper's name
+
+    @property
+    def op_class(self) -> "Expr":
+        """``F.op_class`` of an operator variable: its class code."""
+        self.use(FUN)
+        return Expr(core.EFAttr(self.sym, core.OPCLASS), f"{self.name}.op_class")
+
+    def __call__(self, *args):
+        self.use(FUN)
+        if self.sym.arity is not None and len(args) != self.sym.arity:
+            raise _Unlocated(f"operator variable {self.name} takes {self.sym.arity} "
+                             f"argument(s), got {len(args)}")
+        return Term(core.PFunVar(self.sym, tuple(_as_pattern(a, self.name, i)
+                                                 for i, a in enumerate(args))),
+                    f"{self.name}({', '.join(map(repr, args))})")
 
 
 class Shape:
@@ -233,17 +326,22 @@ def _as_expr(v) -> core.Expr:
         return v.core
     if isinstance(v, core.DType):
         return core.EConst(v.code)
+    if isinstance(v, OpClass):
+        return core.EConst(v.code)
     if isinstance(v, int):  # bools included
         v = int(v)
-        if not INT64_MIN <= v <= INT64_MAX:
-            raise _Unlocated(f"guard constant {v} does not fit in 64 bits")
+        if not core.VALUE_MIN <= v <= core.VALUE_MAX:
+            raise _Unlocated(f"guard constant {v} is not in [-2^62, 2^62)")
         return core.EConst(v)
+    if isinstance(v, str):
+        raise _Unlocated(f"compare operator classes with pm.opclass({v!r}), not a string")
     if isinstance(v, Var):
         raise _Unlocated(f"guards compare attributes: use {v.name}.rank, {v.name}.shape[i] or "
                          f"{v.name}.dtype, not {v.name} itself")
     if isinstance(v, Shape):
         raise _Unlocated(f"{v!r} is not a number; use {v!r}.rank or {v!r}[i]")
-    raise _Unlocated(f"guard operands must be integers, dtypes or attributes, not {v!r}")
+    raise _Unlocated(f"guard operands must be integers, dtypes, operator classes or "
+                     f"attributes, not {v!r}")
 
 
 def _show_operand(v) -> str:
@@ -251,7 +349,7 @@ def _show_operand(v) -> str:
 
 
 class Expr:
-    """A symbolic integer expression over pattern-variable attributes."""
+    """A symbolic integer expression over variable attributes."""
 
     __slots__ = ("core", "text")
 
@@ -307,7 +405,7 @@ class Expr:
 
 
 class Cond:
-    """A symbolic guard (``core`` is a core guard). Combine with ``and``/``or``/
+    """A symbolic guard (``core`` is its IR). Combine with ``and``/``or``/
     ``not`` inside pattern bodies, or ``&``/``|``/``~`` anywhere."""
 
     __slots__ = ("core", "text")
@@ -387,23 +485,80 @@ def _chain(left, ops: Sequence[str], thunks: Sequence[Callable]):
 _tls = threading.local()
 
 
-def _trace_stack() -> list:
+def _stack() -> list:
     st = getattr(_tls, "stack", None)
     if st is None:
         st = _tls.stack = []
     return st
 
 
-class _Trace:
-    """State of one traced pattern definition."""
+def _current(required: bool = True):
+    st = _stack()
+    if st:
+        return st[-1]
+    if required:
+        raise PatternError("pm.var() and pm.Op(n_in, n_out) declare local variables inside "
+                           "a pattern body only")
+    return None
 
-    def __init__(self, pattern: "Pattern"):
+
+class Trace:
+    """What tracing one alternate records: guards, match constraints, locals,
+    uses of the parameters (kind and line) and pattern calls."""
+
+    def __init__(self, pattern, codes):
         self.pattern = pattern
-        self.guards: List[Tuple[core.Guard, int]] = []
+        self.codes = codes
+        self.guards: List[Tuple[object, int]] = []
+        self.constraints: List[Tuple[Sym, object, int]] = []
+        self.locals: List[Sym] = []
+        self.uses: List[Tuple[Sym, str, int]] = []
+        self.calls: List[CallIR] = []
+
+    def line(self) -> int:
+        """The line of the pattern body being executed."""
+        f = sys._getframe(1)
+        while f is not None:
+            if f.f_code in self.codes:
+                return f.f_lineno
+            f = f.f_back
+        return 0
+
+    def use(self, sym: Sym, kind: str) -> None:
+        if sym.param is None:
+            if sym.kind != kind:
+                what = "an operator variable" if sym.kind == FUN else "a term variable"
+                how = ("applied to arguments or asked for .op_class" if kind == FUN
+                       else "used as a term")
+                raise _Unlocated(f"{sym.name} is {what} (declared on line {sym.line}); it cannot "
+                                 f"be {how}")
+        else:
+            self.uses.append((sym, kind, self.line()))
+
+    def local(self, kind: str, arity: Optional[int] = None) -> Var:
+        line = self.line()
+        n = len(self.locals)
+        sym = Sym(f"var{n}" if kind == TERM else f"Op{n}", None, kind, arity, line)
+        self.locals.append(sym)
+        return Var(sym, self)
+
+
+def var() -> Var:
+    """A local term variable of the pattern body (the paper's ``var()``): the
+    body is wrapped in ``∃``, so every match must bind it."""
+    return _current().local(TERM)
+
+
+def _local_op(n_in: int, n_out: int = 1) -> Var:
+    if not isinstance(n_in, int) or isinstance(n_in, bool) or n_in < 0 \
+            or not isinstance(n_out, int) or isinstance(n_out, bool) or n_out < 1:
+        raise _Unlocated(f"pm.Op(n_in, n_out) needs ints n_in >= 0 and n_out >= 1, got "
+                         f"({n_in!r}, {n_out!r})")
+    return _current().local(FUN, n_in)
 
 
 def _assert(value, lineno: int):
-    trace = _trace_stack()[-1]
+    trace = _current()
     if isinstance(value, Cond):
         trace.guards.append((value.core, lineno))
     elif isinstance(value, (Term, Expr, Shape)):
@@ -413,6 +568,9 @@ def _assert(value, lineno: int):
 
 
 def _ret(value):
+    if isinstance(value, Var):
+        value.use(TERM)
+        return value
     if isinstance(value, Term):
         return value
     if value is None:
@@ -421,195 +579,46 @@ def _ret(value):
                      "(an operator application or a pattern variable)")
 
 
-_HELPERS = {"__pm_assert__": _assert, "__pm_and__": _and, "__pm_or__": _or,
-            "__pm_not__": _not, "__pm_chain__": _chain, "__pm_ret__": _ret}
-assert set(_HELPERS) == set(rewrite.HELPERS)
-
-# ----------------------------------------------------------------- patterns
-
-_registry: Dict[Tuple[str, str], "Pattern"] = {}
-_lower_lock = threading.RLock()
-_generation = 0  # bumped by every definition; invalidates lowered patterns
-_lowering: set = set()  # patterns being lowered (recursion detection)
-
-
-class _Definition:
-    """One alternate: the user function and its rewritten, compiled body."""
-
-    def __init__(self, fn, compiled: rewrite.Compiled):
-        self.fn = fn
-        self.compiled = compiled
-        self.made = compiled.make(_HELPERS)
+def _constrain(left, right, lineno: int):
+    """A statement ``left <= right``: a match constraint when ``left`` is a
+    pattern variable, an ordinary (discarded) comparison otherwise."""
+    if isinstance(left, Var):
+        left.use(TERM)
+        _current().constraints.append((left.sym, _as_pattern(right, "the match constraint", 1),
+                                       lineno))
+        return None
+    if isinstance(left, Term):
+        raise _Unlocated(f"the left side of a match constraint must be a variable, not {left!r}")
+    return left <= right
 
 
-class Pattern:
-    """A named pattern: one or more alternate definitions (``@pm.pattern``).
-
-    ``name``, ``params`` (parameter names; variable ``i`` is ``params[i]``),
-    ``core`` (the lowered core pattern, computed at first use) and
-    ``alternates`` (the lowered core pattern of each definition). Calling a
-    pattern inside another pattern's body inlines it.
-    """
-
-    def __init__(self, module: str, qualname: str, name: str, params: Tuple[str, ...]):
-        self.module = module
-        self.qualname = qualname
-        self.name = name
-        self.params = params
-        self.definitions: List[_Definition] = []
-        self._lowered = None  # (generation, alternates, core)
-        self._engine_cache = None  # verified-engine handle (binding.py)
-
-    def __repr__(self):
-        return f"<pattern {self.name}({', '.join(self.params)}), " \
-               f"{len(self.definitions)} alternate(s)>"
-
-    @property
-    def var_names(self) -> Dict[int, str]:
-        """Variable id -> parameter name."""
-        return dict(enumerate(self.params))
-
-    def _add(self, fn, compiled: rewrite.Compiled):
-        d = _Definition(fn, compiled)
-        global _generation
-        with _lower_lock:
-            for i, old in enumerate(self.definitions):
-                if old.fn.__code__ is fn.__code__:  # the same def re-executed
-                    self.definitions[i] = d
-                    break
-            else:
-                self.definitions.append(d)
-            _generation += 1
-
-    def _lower(self):
-        with _lower_lock:
-            cached = self._lowered
-            if cached is not None and cached[0] == _generation:
-                return cached
-            if self in _lowering:
-                raise _Unlocated(f"pattern {self.name!r} calls itself: recursive patterns are "
-                                 "not supported by the core calculus")
-            _lowering.add(self)
-            try:
-                alternates = tuple(self._trace(d) for d in self.definitions)
-            finally:
-                _lowering.discard(self)
-            result = (_generation, alternates, core.alts(alternates))
-            self._lowered = result
-            return result
-
-    @property
-    def core(self) -> core.Pattern:
-        """The lowered core pattern (alternates right-nested in definition order)."""
-        return self._lower()[2]
-
-    @property
-    def alternates(self) -> Tuple[core.Pattern, ...]:
-        """The lowered core pattern of each definition, in definition order."""
-        return self._lower()[1]
-
-    def _trace(self, d: _Definition) -> core.Pattern:
-        comp = d.compiled
-
-        def fail(line, problem):
-            raise PatternError(f"pattern {self.name!r} ({comp.filename}:{line}): {problem}") \
-                from None
-
-        trace = _Trace(self)
-        args = [Var(n, i, trace) for i, n in enumerate(self.params)]
-        stack = _trace_stack()
-        stack.append(trace)
-        try:
-            result = d.made(*args)
-        except _Unlocated as e:
-            found, line = rewrite.error_line(e.__traceback__, comp.codes)
-            fail(line if found else comp.lineno, str(e))
-        except PatternError:
-            raise  # already located (an inlined pattern's own error)
-        except NameError as e:
-            found, line = rewrite.error_line(e.__traceback__, comp.codes)
-            fail(line if found else comp.lineno, f"unknown name {e.name!r}")
-        except RecursionError:
-            fail(comp.lineno, "recursion limit reached while lowering")
-        except Exception as e:
-            found, line = rewrite.error_line(e.__traceback__, comp.codes)
-            fail(line if found else comp.lineno,
-                 f"unsupported operation in a pattern body: {type(e).__name__}: {e}")
-        finally:
-            stack.pop()
-        if not isinstance(result, Term):  # fell off the end: no return statement
-            fail(comp.lineno, "the pattern body has no return statement; it must return a "
-                              "pattern term")
-        body = result.core
-        bound = core.binds(body)
-        for g, line in trace.guards:
-            missing = core.guard_vars(g) - bound
-            if missing:
-                names = ", ".join(repr(self.params[v]) for v in sorted(missing))
-                fail(line, f"guard reads variable {names} which the pattern does not bind "
-                           "(on every alternate)")
-        p = core.PGuard(body, core.conj(g for g, _ in trace.guards)) if trace.guards else body
-        try:
-            core.check_wf(p)
-        except core.IllFormed as e:  # an inlined pattern was ill-formed after renaming
-            fail(comp.lineno, f"ill-formed pattern: {e}")
-        return p
-
-    def __call__(self, *args, **kwargs):
-        stack = _trace_stack()
-        if not stack:
-            raise PatternError(f"pattern {self.name!r} can only be called inside another "
-                               "pattern's body; use pm.match to match it")
-        trace = stack[-1]
-        if len(args) > len(self.params):
-            raise _Unlocated(f"pattern {self.name} takes {len(self.params)} argument(s), "
-                             f"got {len(args) + len(kwargs)}")
-        bound = dict(zip(self.params, args))
-        for k, v in kwargs.items():
-            if k not in self.params or k in bound:
-                raise _Unlocated(f"pattern {self.name}: unexpected or repeated argument {k!r}")
-            bound[k] = v
-        if len(bound) != len(self.params):
-            raise _Unlocated(f"pattern {self.name} takes {len(self.params)} argument(s), "
-                             f"got {len(bound)}")
-        ren = {}
-        for i, name in enumerate(self.params):
-            v = bound[name]
-            if not isinstance(v, Var):
-                raise _Unlocated(f"pattern calls take variables: argument {name!r} of "
-                                 f"{self.name} is {_show(v)}")
-            if v.trace is not trace:
-                raise _Unlocated(f"variable {v.name} belongs to another pattern")
-            ren[i] = v.id
-        return Term(core.rename(self.core, ren),
-                    f"{self.name}({', '.join(bound[n].name for n in self.params)})")
+def _name(name: str, value):
+    if isinstance(value, Var) and not value.sym.named:
+        value.sym.name = name
+        value.sym.named = True
+    return value
 
 
-def pattern(fn: Callable) -> Pattern:
-    """Define a pattern (``@pm.pattern``). Defining a name again adds an
-    alternate; every definition returns the same :class:`Pattern`. Bodies are
-    lowered lazily, at first use."""
-    if isinstance(fn, Pattern) or not inspect.isfunction(fn):
-        raise PatternError(f"@pm.pattern decorates a function, not {fn!r}")
-    compiled = rewrite.compile_pattern(fn, fn.__name__)
-    where = f"{compiled.filename}:{compiled.lineno}"
-    sig = inspect.signature(fn)
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    for p in sig.parameters.values():
-        if p.kind not in kinds:
-            raise PatternError(f"pattern {fn.__name__!r} ({where}): parameter {p.name!r} must be "
-                               "a plain positional parameter (parameters are pattern variables)")
-    params = tuple(sig.parameters)
-    key = (fn.__module__, fn.__qualname__)
-    with _lower_lock:
-        pat = _registry.get(key)
-        if pat is None:
-            pat = Pattern(fn.__module__, fn.__qualname__, fn.__name__, params)
-        elif pat.params != params:
-            raise PatternError(
-                f"pattern {fn.__name__!r} ({where}): alternates must have the same parameters; "
-                f"this definition has ({', '.join(params)}), earlier ones "
-                f"({', '.join(pat.params)})")
-        pat._add(fn, compiled)
-        _registry[key] = pat
-    return pat
+HELPERS = {"__pm_assert__": _assert, "__pm_and__": _and, "__pm_or__": _or,
+           "__pm_not__": _not, "__pm_chain__": _chain, "__pm_ret__": _ret,
+           "__pm_constrain__": _constrain, "__pm_name__": _name}
+
+
+@contextlib.contextmanager
+def building_in(graph):
+    """``with building_in(graph):`` operator calls without node arguments
+    (``Zero()``, ``Add(1, 2)``) add nodes to ``graph`` (rule bodies)."""
+    saved = getattr(_tls, "rule_graph", None)
+    _tls.rule_graph = graph
+    try:
+        yield
+    finally:
+        _tls.rule_graph = saved
+
+
+def push(trace: Trace) -> None:
+    _stack().append(trace)
+
+
+def pop() -> None:
+    _stack().pop()

@@ -4,7 +4,14 @@ Nodes are inputs (named leaves), constant leaves, or applications of an
 :class:`~pypm_verified.dsl.Op` to earlier nodes. Building the same
 ``(label, children, attributes)`` twice returns the same node. Each node
 carries the attributes guards read (doc/format.md): rank, dtype code, and
-``shape[i]`` / ``shape[-(j+1)]`` for every known dimension.
+``shape[i]`` / ``shape[-(j+1)]`` for every known dimension; each operator
+symbol its class (the OPCLASS symbol attribute).
+
+Nodes are immutable and the graph is append-only. A graph may designate
+outputs (:meth:`Graph.output`); :meth:`Graph.replace` substitutes one node
+for another in everything the outputs reach (building new nodes), which is
+how rules rewrite a graph. Nodes the outputs no longer reach stay in the
+graph but are not :meth:`live <Graph.live>`.
 """
 from __future__ import annotations
 
@@ -16,7 +23,18 @@ from .errors import GraphError
 ShapeLike = Optional[Sequence[Optional[int]]]
 
 
-def _norm_shape(shape: ShapeLike) -> Optional[Tuple[Optional[int], ...]]:
+class TensorShape(tuple):
+    """A node's shape: a tuple of dimensions (``None`` for an unknown one)
+    with ``.rank``, so rule bodies can write ``x.shape.rank``."""
+
+    __slots__ = ()
+
+    @property
+    def rank(self) -> int:
+        return len(self)
+
+
+def _norm_shape(shape: ShapeLike) -> Optional[TensorShape]:
     if shape is None:
         return None
     try:
@@ -27,9 +45,10 @@ def _norm_shape(shape: ShapeLike) -> Optional[Tuple[Optional[int], ...]]:
         raise GraphError(f"rank {len(dims)} exceeds the maximum {core.MAX_RANK}")
     for d in dims:
         if d is not None and (not isinstance(d, int) or isinstance(d, bool)
-                              or not -(1 << 63) <= d < (1 << 63)):
-            raise GraphError(f"shape dimensions must be 64-bit ints or None, not {d!r}")
-    return dims
+                              or not core.VALUE_MIN <= d <= core.VALUE_MAX):
+            raise GraphError(f"shape dimensions must be ints in [-2^62, 2^62) or None, "
+                             f"not {d!r}")
+    return TensorShape(dims)
 
 
 _attrs_cache: Dict[tuple, Tuple[Tuple[int, int], ...]] = {}
@@ -64,9 +83,11 @@ class Node:
     """A node of a :class:`Graph`.
 
     ``id`` (dense, in creation order), ``op`` (the Op, or None for inputs and
-    constants), ``args`` (child nodes), ``shape`` (tuple, None if unknown),
-    ``dtype`` (DType or None), ``kind`` ("op", "input" or "const"), ``name``
-    (inputs) and ``value`` (constants). Equal iff same graph and id.
+    constants), ``args`` (child nodes), ``shape`` (a :class:`TensorShape`,
+    None if unknown), ``rank`` (None if unknown), ``dtype`` (DType or None;
+    alias ``elType``), ``kind`` ("op", "input" or "const"), ``name`` (inputs)
+    and ``value`` (constants). Equal iff same graph and id. Calling an Op on
+    nodes adds a node (``MatMul(a, b)`` is ``graph.apply(MatMul, a, b)``).
     """
 
     __slots__ = ("graph", "id", "op", "args", "shape", "dtype", "kind", "name", "value",
@@ -100,6 +121,11 @@ class Node:
     def rank(self) -> Optional[int]:
         return None if self.shape is None else len(self.shape)
 
+    @property
+    def elType(self):
+        """The paper's name of ``dtype``."""
+        return self.dtype
+
     def _type_str(self) -> str:
         if self.shape is None and self.dtype is None:
             return ""
@@ -120,7 +146,7 @@ class Node:
 
 
 class Graph:
-    """A hash-consed computation graph (append-only)."""
+    """A hash-consed computation graph (append-only), with designated outputs."""
 
     def __init__(self):
         self.nodes: List[Node] = []
@@ -129,6 +155,7 @@ class Graph:
         self._attrs: List[Tuple[Tuple[int, int], ...]] = []
         self._index: Dict[tuple, Node] = {}
         self._inputs: Dict[str, Node] = {}
+        self._outputs: List[Node] = []
         self._encoded = None  # (n_nodes, words) cache for encode()
         self._engine_cache = None  # verified-engine handle (binding.py)
 
@@ -216,6 +243,81 @@ class Graph:
         children = tuple(children)
         key = (label, tuple(c.id for c in children), attrs)
         return self._add(key, label, "op", op, children, shape, dtype, attrs)
+
+    # --------------------------------------------------------- symbol attributes
+
+    def sym_attr(self, symbol: int, attr: int) -> Optional[int]:
+        """Attribute ``attr`` of the operator ``symbol`` (its class code for
+        OPCLASS), None when unknown."""
+        if attr != core.OPCLASS:
+            return None
+        try:
+            key = symbols.lookup(symbol)
+        except (IndexError, TypeError):
+            return None
+        cls = getattr(key, "op_class", None)
+        return getattr(cls, "code", None)
+
+    def sym_attrs(self) -> List[Tuple[int, int, int]]:
+        """``(symbol, attr_id, value)`` of the labels of this graph's nodes,
+        sorted (what the graph encoding carries)."""
+        out = []
+        for sym in sorted(set(self._labels)):
+            v = self.sym_attr(sym, core.OPCLASS)
+            if v is not None:
+                out.append((sym, core.OPCLASS, v))
+        return out
+
+    # ----------------------------------------------------- outputs, rewriting
+
+    def output(self, node: Node) -> Node:
+        """Designate ``node`` as an output (kept once, in order); returns it."""
+        self._own(node)
+        if node not in self._outputs:
+            self._outputs.append(node)
+        return node
+
+    @property
+    def outputs(self) -> Tuple[Node, ...]:
+        """The designated outputs, in order."""
+        return tuple(self._outputs)
+
+    def live(self) -> List[Node]:
+        """The nodes the outputs reach, in id order (every node when no output
+        is designated)."""
+        if not self._outputs:
+            return list(self.nodes)
+        seen = set()
+        stack = [o.id for o in self._outputs]
+        while stack:
+            i = stack.pop()
+            if i not in seen:
+                seen.add(i)
+                stack.extend(self._children[i])
+        return [self.nodes[i] for i in sorted(seen)]
+
+    def replace(self, old: Node, new: Node) -> None:
+        """Substitute ``new`` for every occurrence of ``old`` in the terms the
+        outputs denote: each live node that reaches ``old`` is rebuilt over the
+        replaced children (same operator, shape and dtype) and the outputs are
+        updated. ``new`` itself is inserted as it is (a replacement may contain
+        ``old``). Needs designated outputs."""
+        self._own(old)
+        self._own(new)
+        if not self._outputs:
+            raise GraphError("replace() needs designated outputs (graph.output(node))")
+        memo: Dict[int, Node] = {old.id: new}
+        for node in self.live():  # id order is topological: children first
+            if node.id in memo or not node.args:
+                continue
+            args = tuple(memo.get(a.id, a) for a in node.args)
+            if any(a is not b for a, b in zip(args, node.args)):
+                memo[node.id] = self.apply(node.op, *args, shape=node.shape, dtype=node.dtype)
+        self._outputs = list(dict.fromkeys(memo.get(o.id, o) for o in self._outputs))
+
+    def _own(self, node) -> None:
+        if not isinstance(node, Node) or node.graph is not self:
+            raise GraphError(f"{node!r} is not a node of this graph")
 
     def encode(self):
         """The graph as int64 words (doc/format.md), an ``array('q')``; cached

@@ -1,34 +1,47 @@
-"""The wire format of doc/format.md: graphs and pattern sets as int64 words,
-and the decoders of the engine's result buffers."""
+"""The wire format of doc/format.md (VERSION 2): graphs and pattern sets
+(definition tables with roots) as int64 words, and the decoders of the
+engine's result buffers."""
 from __future__ import annotations
 
 import sys
 from array import array
-from typing import Iterable, List, Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 from . import core
 
 MAGIC_GRAPH = 0x485052474D505950  # b"PYPMGRPH" read little-endian
 MAGIC_PATTERNS = 0x535441504D505950  # b"PYPMPATS"
-VERSION = 1
+VERSION = 2
 MAX_DEPTH = 10000
 ID_LIMIT = 1 << 62  # node, symbol, variable and attribute ids lie in [0, 2^62)
-INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 STATUS_MATCH, STATUS_NO_MATCH, STATUS_OUT_OF_FUEL = 0, 1, 2
 
 # prefix-form tags
-P_VAR, P_APP, P_ALT, P_GUARD = 1, 2, 3, 4
+P_VAR, P_APP, P_ALT, P_GUARD, P_EXISTS, P_EXISTSF, P_CONSTR, P_FUNVAR, P_CALL = range(1, 10)
 G_TRUE, G_EQ, G_LT, G_AND, G_OR, G_NOT = 1, 2, 3, 4, 5, 6
-E_CONST, E_ATTR, E_ADD, E_SUB, E_MUL = 1, 2, 3, 4, 5
+E_CONST, E_ATTR, E_ADD, E_SUB, E_MUL, E_FATTR = 1, 2, 3, 4, 5, 6
 
 
 class EncodeError(ValueError):
     """A value that the wire format cannot represent."""
 
 
+def _value(v: int, what: str) -> int:
+    if not isinstance(v, int) or not core.VALUE_MIN <= v <= core.VALUE_MAX:
+        raise EncodeError(f"{what} {v!r} is not in [-2^62, 2^62)")
+    return v
+
+
+def _id(v: int, what: str) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < ID_LIMIT:
+        raise EncodeError(f"{what} {v!r} is not in [0, 2^62)")
+    return v
+
+
 def encode_graph(graph) -> array:
-    """Encode a :class:`~pypm_verified.graph.Graph` (``MAGIC_GRAPH`` layout)."""
+    """Encode a :class:`~pypm_verified.graph.Graph` (``MAGIC_GRAPH`` layout,
+    nodes then symbol attributes)."""
     words: List[int] = [MAGIC_GRAPH, VERSION, len(graph._labels)]
     app, ext = words.append, words.extend
     for label, children, attrs in zip(graph._labels, graph._children, graph._attrs):
@@ -39,24 +52,27 @@ def encode_graph(graph) -> array:
         for a, v in attrs:
             app(a)
             app(v)
+    sym = graph.sym_attrs()
+    app(len(sym))
+    for s, a, v in sym:
+        ext((s, a, _value(v, "symbol attribute value")))
     try:
         return array("q", words)
     except OverflowError:
         raise EncodeError("a graph attribute does not fit in 64 bits") from None
 
 
-def _id(v: int, what: str) -> int:
-    if not isinstance(v, int) or not 0 <= v < ID_LIMIT:
-        raise EncodeError(f"{what} {v!r} is not in [0, 2^62)")
-    return v
-
-
-_PATTERNS = (core.PVar, core.PApp, core.PAlt, core.PGuard)
+_PATTERNS = core.PATTERN_TYPES
 _GUARDS = (core.GTrue, core.GEq, core.GLt, core.GAnd, core.GOr, core.GNot)
-_EXPRS = (core.EConst, core.EAttr, core.EAdd, core.ESub, core.EMul)
+_EXPRS = (core.EConst, core.EAttr, core.EFAttr, core.EAdd, core.ESub, core.EMul)
 _KINDS = {"pattern": _PATTERNS, "guard": _GUARDS, "expression": _EXPRS}
 _TAG = {core.GEq: G_EQ, core.GLt: G_LT, core.GAnd: G_AND, core.GOr: G_OR,
         core.EAdd: E_ADD, core.ESub: E_SUB, core.EMul: E_MUL}
+_WORD = "word"  # a stack item standing for one literal word (PConstr's x)
+
+
+def _ids(vs, what: str) -> List[int]:
+    return [_id(v, what) for v in vs]
 
 
 def _prefix(root, out: List[int]) -> None:
@@ -66,6 +82,9 @@ def _prefix(root, out: List[int]) -> None:
     pop, push = stack.pop, stack.append
     while stack:
         t, depth, kind = pop()
+        if kind is _WORD:
+            out.append(t)
+            continue
         k = type(t)
         if k not in _KINDS[kind]:
             raise EncodeError(f"expected a {kind}, found {t!r}")
@@ -74,8 +93,11 @@ def _prefix(root, out: List[int]) -> None:
         d = depth + 1
         if k is core.PVar:
             out += (P_VAR, _id(t.x, "variable id"))
-        elif k is core.PApp:
-            out += (P_APP, _id(t.f, "symbol id"), len(t.args))
+        elif k is core.PApp or k is core.PFunVar:
+            if k is core.PApp:
+                out += (P_APP, _id(t.f, "symbol id"), len(t.args))
+            else:
+                out += (P_FUNVAR, _id(t.F, "operator variable id"), len(t.args))
             for a in reversed(t.args):
                 push((a, d, "pattern"))
         elif k is core.PAlt:
@@ -86,6 +108,22 @@ def _prefix(root, out: List[int]) -> None:
             out.append(P_GUARD)
             push((t.g, d, "guard"))
             push((t.p, d, "pattern"))
+        elif k is core.PExists:
+            out += (P_EXISTS, _id(t.x, "variable id"))
+            push((t.p, d, "pattern"))
+        elif k is core.PExistsF:
+            out += (P_EXISTSF, _id(t.F, "operator variable id"))
+            push((t.p, d, "pattern"))
+        elif k is core.PConstr:
+            out.append(P_CONSTR)
+            push((_id(t.x, "variable id"), d, _WORD))
+            push((t.p2, d, "pattern"))
+            push((t.p, d, "pattern"))
+        elif k is core.PCall:
+            out += (P_CALL, _id(t.P, "definition index"), len(t.xs))
+            out += _ids(t.xs, "variable id")
+            out.append(len(t.Fs))
+            out += _ids(t.Fs, "operator variable id")
         elif k is core.GTrue:
             out.append(G_TRUE)
         elif k is core.GEq or k is core.GLt:
@@ -100,11 +138,11 @@ def _prefix(root, out: List[int]) -> None:
             out.append(G_NOT)
             push((t.g, d, "guard"))
         elif k is core.EConst:
-            if not isinstance(t.z, int) or not INT64_MIN <= t.z <= INT64_MAX:
-                raise EncodeError(f"constant {t.z!r} does not fit in 64 bits")
-            out += (E_CONST, t.z)
+            out += (E_CONST, _value(t.z, "constant"))
         elif k is core.EAttr:
             out += (E_ATTR, _id(t.x, "variable id"), _id(t.attr, "attribute id"))
+        elif k is core.EFAttr:
+            out += (E_FATTR, _id(t.F, "operator variable id"), _id(t.attr, "attribute id"))
         else:  # EAdd, ESub, EMul
             out.append(_TAG[k])
             push((t.e2, d, "expression"))
@@ -112,21 +150,41 @@ def _prefix(root, out: List[int]) -> None:
 
 
 def encode_pattern(p: core.Pattern) -> List[int]:
-    """One core pattern in prefix form (the words of one pattern entry)."""
+    """One pattern (a definition body) in prefix form."""
     out: List[int] = []
     _prefix(p, out)
     return out
 
 
-def encode_patterns(patterns: Iterable[core.Pattern]) -> array:
-    """A pattern set (``MAGIC_PATTERNS`` layout) of core patterns."""
-    patterns = list(patterns)
-    words: List[int] = [MAGIC_PATTERNS, VERSION, len(patterns)]
-    for p in patterns:
-        body = encode_pattern(p)
+def encode_patterns(defs: Sequence[core.PDef], roots: Sequence[int]) -> array:
+    """A pattern set (``MAGIC_PATTERNS`` layout): the definition table ``defs``
+    (with their ``pbinds``/``pfbinds``, written as given) and the root
+    definition indices. Encodes; does not check well-formedness."""
+    defs = list(defs)
+    words: List[int] = [MAGIC_PATTERNS, VERSION, len(defs)]
+    for d in defs:
+        if not isinstance(d, core.PDef):
+            raise EncodeError(f"expected a definition (core.PDef), found {d!r}")
+        words += (_id(d.nparams, "parameter count"), _id(d.nfparams, "parameter count"))
+        words.append(len(d.pbinds))
+        words += _ids(d.pbinds, "pbinds entry")
+        words.append(len(d.pfbinds))
+        words += _ids(d.pfbinds, "pfbinds entry")
+        body = encode_pattern(d.body)
         words.append(len(body))
         words.extend(body)
+    roots = list(roots)
+    words.append(len(roots))
+    for r in roots:
+        if not isinstance(r, int) or not 0 <= r < len(defs):
+            raise EncodeError(f"root {r!r} is not a definition index")
+        words.append(r)
     return array("q", words)
+
+
+def encode_program(program: core.Program) -> array:
+    """A one-root pattern set of a :class:`~pypm_verified.core.Program`."""
+    return encode_patterns(program.defs, [program.root])
 
 
 def to_bytes(words: Sequence[int]) -> bytes:
@@ -153,26 +211,40 @@ def from_bytes(data: bytes) -> array:
 Bindings = List[Tuple[int, int]]
 
 
-def decode_match(words: Sequence[int]) -> Tuple[int, Bindings]:
-    """``status, n, (var, node)*n`` -> ``(status, [(var, node), ...])``."""
-    status, n = words[0], words[1]
-    if status not in (STATUS_MATCH, STATUS_NO_MATCH, STATUS_OUT_OF_FUEL) or n < 0 \
-            or len(words) < 2 + 2 * n:
+def _pairs(words: Sequence[int], pos: int, what: str) -> Tuple[Bindings, int]:
+    if pos >= len(words):
+        raise ValueError(f"truncated result: missing the number of {what}")
+    n = words[pos]
+    if n < 0 or len(words) < pos + 1 + 2 * n:
+        raise ValueError(f"malformed result: {n} {what}")
+    return [(words[pos + 1 + 2 * i], words[pos + 2 + 2 * i]) for i in range(n)], pos + 1 + 2 * n
+
+
+def decode_match(words: Sequence[int]) -> Tuple[int, Bindings, Bindings]:
+    """``status, n, (var, node)*n, m, (fvar, symbol)*m`` ->
+    ``(status, [(var, node)], [(fvar, symbol)])``."""
+    if not words or words[0] not in (STATUS_MATCH, STATUS_NO_MATCH, STATUS_OUT_OF_FUEL):
         raise ValueError(f"malformed match result {list(words[:2])}")
-    return status, [(words[2 + 2 * i], words[3 + 2 * i]) for i in range(n)]
+    binds, pos = _pairs(words, 1, "bindings")
+    fbinds, pos = _pairs(words, pos, "function bindings")
+    if pos != len(words):
+        raise ValueError(f"match result has {len(words) - pos} trailing words")
+    return words[0], binds, fbinds
 
 
-def decode_match_all(words: Sequence[int]) -> List[Tuple[int, int, int, Bindings]]:
-    """``n_entries, (pattern_index, root, status, n, (var, node)*n)*`` ->
-    list of ``(pattern_index, root, status, bindings)``."""
+def decode_match_all(words: Sequence[int]) -> List[Tuple[int, int, int, Bindings, Bindings]]:
+    """``n_entries, (root_index, node, status, n, (var, node)*n, m,
+    (fvar, symbol)*m)*`` -> list of ``(root_index, node, status, bindings,
+    function_bindings)``."""
     n_entries = words[0]
     pos, out = 1, []
     for _ in range(n_entries):
-        pi, root, status, n = words[pos:pos + 4]
-        pos += 4
-        out.append((pi, root, status,
-                    [(words[pos + 2 * i], words[pos + 2 * i + 1]) for i in range(n)]))
-        pos += 2 * n
+        if len(words) < pos + 3:
+            raise ValueError("truncated match_all result")
+        pi, root, status = words[pos:pos + 3]
+        binds, pos = _pairs(words, pos + 3, "bindings")
+        fbinds, pos = _pairs(words, pos, "function bindings")
+        out.append((pi, root, status, binds, fbinds))
     if pos != len(words):
         raise ValueError(f"match_all result has {len(words) - pos} trailing words")
     return out

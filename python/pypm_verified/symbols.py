@@ -75,3 +75,35 @@ def describe(sid: int) -> str:
             return f"input {key[1]!r}"
         return repr(key[1]) if key[1] != "nan" else "nan"
     return getattr(key, "name", repr(key))
+
+
+# ------------------------------------------------------------ operator classes
+
+class OpClass(str):
+    """An operator class name (``pm.opclass("unary_pointwise")``), interned:
+    ``code`` is the value of the OPCLASS symbol attribute in graphs and the
+    constant guards compare it with. Equal to its name as a string."""
+
+    __slots__ = ("code",)
+
+    def __repr__(self) -> str:
+        return f"pm.opclass({str.__repr__(self)})"
+
+
+_classes: Dict[str, OpClass] = {}
+
+
+def opclass(name: str) -> OpClass:
+    """The interned operator class ``name`` (codes are 1, 2, … in order of
+    first use, per process)."""
+    if not isinstance(name, str):
+        raise TypeError(f"an operator class is named by a str, not {name!r}")
+    c = _classes.get(name)
+    if c is None:
+        with _lock:
+            c = _classes.get(name)
+            if c is None:
+                c = OpClass(name)
+                c.code = len(_classes) + 1
+                _classes[str(name)] = c
+    return c

@@ -1,0 +1,122 @@
+"""A direct transcription of ``theories/Interpreter.v`` (``step_fn``, ``run``,
+``match_pattern``) over Python values: a test oracle for what the verified
+engine computes, including how much fuel (machine steps) it needs.
+
+States: ``("run", Θ, Φ, nf, stk, k)``, ``("success", Θ, Φ)``, ``("failure",)``.
+Θ / Φ map slots to nodes / symbols; an environment ρ is a pair of dicts
+(variable -> slot); continuations are cons lists ``(action, rest)`` / None.
+"""
+from pypm_verified import core, declarative
+
+
+def _push_matches(ps, ts, rho, k):
+    for p, t in reversed(list(zip(ps, ts))):
+        k = (("match", p, t, rho), k)
+    return k
+
+
+def _backtrack(nf, stk):
+    if not stk:
+        return ("failure",)
+    (theta, phi, k), rest = stk
+    return ("run", theta, phi, nf, rest, k)
+
+
+def _gsub(store, env):
+    return {x: store[s] for x, s in env.items() if s in store}
+
+
+def step(defs, graph, st):
+    _, theta, phi, nf, stk, k = st
+    if k is None:
+        return ("success", theta, phi)
+    a, k = k
+    if a[0] == "match":
+        _, p, t, rho = a
+        tenv, fenv = rho
+        if isinstance(p, core.PVar):
+            s = tenv.get(p.x)
+            if s is None:
+                return _backtrack(nf, stk)
+            if s not in theta:
+                return ("run", {**theta, s: t}, phi, nf, stk, k)
+            return ("run", theta, phi, nf, stk, k) if theta[s] == t else _backtrack(nf, stk)
+        if isinstance(p, core.PApp):
+            if t.label == p.f and len(p.args) == len(t.args):
+                return ("run", theta, phi, nf, stk, _push_matches(p.args, t.args, rho, k))
+            return _backtrack(nf, stk)
+        if isinstance(p, core.PAlt):
+            frame = (theta, phi, (("match", p.p2, t, rho), k))
+            return ("run", theta, phi, nf, (frame, stk), (("match", p.p1, t, rho), k))
+        if isinstance(p, core.PGuard):
+            return ("run", theta, phi, nf, stk, (("match", p.p, t, rho), (("guard", p.g, rho), k)))
+        if isinstance(p, core.PExists):
+            rho2 = ({**tenv, p.x: nf}, fenv)
+            return ("run", theta, phi, nf + 1, stk,
+                    (("match", p.p, t, rho2), (("check", nf), k)))
+        if isinstance(p, core.PExistsF):
+            rho2 = (tenv, {**fenv, p.F: nf})
+            return ("run", theta, phi, nf + 1, stk,
+                    (("match", p.p, t, rho2), (("fcheck", nf), k)))
+        if isinstance(p, core.PConstr):
+            return ("run", theta, phi, nf, stk,
+                    (("match", p.p, t, rho), (("constr", p.p2, p.x, rho), k)))
+        if isinstance(p, core.PFunVar):
+            if len(p.args) != len(t.args):
+                return _backtrack(nf, stk)
+            s = fenv.get(p.F)
+            if s is None:
+                return _backtrack(nf, stk)
+            if s not in phi:
+                return ("run", theta, {**phi, s: t.label}, nf, stk,
+                        _push_matches(p.args, t.args, rho, k))
+            if phi[s] == t.label:
+                return ("run", theta, phi, nf, stk, _push_matches(p.args, t.args, rho, k))
+            return _backtrack(nf, stk)
+        if isinstance(p, core.PCall):
+            d = defs[p.P] if 0 <= p.P < len(defs) else None
+            if d is None or len(p.xs) != d.nparams or len(p.Fs) != d.nfparams:
+                return _backtrack(nf, stk)
+            rho2 = ({i: tenv[x] for i, x in enumerate(p.xs) if x in tenv},
+                    {i: fenv[F] for i, F in enumerate(p.Fs) if F in fenv})
+            return ("run", theta, phi, nf, stk, (("match", d.body, t, rho2), k))
+        raise TypeError(p)
+    if a[0] == "guard":
+        _, g, (tenv, fenv) = a
+        ok = declarative.guard_holds(g, _gsub(theta, tenv), _gsub(phi, fenv), graph)
+        return ("run", theta, phi, nf, stk, k) if ok else _backtrack(nf, stk)
+    if a[0] == "check":
+        return ("run", theta, phi, nf, stk, k) if a[1] in theta else _backtrack(nf, stk)
+    if a[0] == "fcheck":
+        return ("run", theta, phi, nf, stk, k) if a[1] in phi else _backtrack(nf, stk)
+    if a[0] == "constr":
+        _, p, x, rho = a
+        s = rho[0].get(x)
+        if s is None or s not in theta:
+            return _backtrack(nf, stk)
+        return ("run", theta, phi, nf, stk, (("match", p, theta[s], rho), k))
+    raise AssertionError(a)
+
+
+OUT_OF_FUEL = "out of fuel"
+
+
+def match_pattern(program: core.Program, t, fuel: int):
+    """``run fuel (init n m body t)``: ``(θ, φ)`` of the root's parameters,
+    None (failure) or OUT_OF_FUEL."""
+    defs = program.defs
+    d = defs[program.root]
+    n, m = d.nparams, d.nfparams
+    rho = ({i: i for i in range(n)}, {i: i for i in range(m)})
+    st = ("run", {}, {}, max(n, m), None, (("match", d.body, t, rho), None))
+    while True:
+        if st[0] == "success":
+            theta, phi = st[1], st[2]
+            return ({i: theta[i] for i in range(n) if i in theta},
+                    {i: phi[i] for i in range(m) if i in phi})
+        if st[0] == "failure":
+            return None
+        if fuel == 0:
+            return OUT_OF_FUEL
+        fuel -= 1
+        st = step(defs, t.graph, st)
