@@ -128,6 +128,7 @@ def test_encode_errors():
     for bad in (PVar(-1), PVar(1 << 62), PApp(1 << 62, ()), PVar(True),
                 PGuard(PVar(0), GEq(EConst(1 << 62), EConst(0))),
                 PGuard(PVar(0), GEq(EConst(-(1 << 62) - 1), EConst(0))),
+                PGuard(PVar(0), GEq(EConst(-(1 << 62)), EConst(0))),
                 PGuard(PVar(0), GEq(EAttr(0, -1), EConst(0))),
                 PGuard(PVar(0), GEq(EFAttr(-1, 2), EConst(0))),
                 PExists(-1, PVar(0)), PConstr(PVar(0), PVar(0), 1 << 62),

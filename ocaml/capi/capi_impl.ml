@@ -88,23 +88,31 @@ let match_ (graph : int64) (patterns : int64) (index : int64) (root : int64) (fu
   protect "pypm_match" (fun () ->
       let graph = to_handle graph and patterns = to_handle patterns in
       let index = to_index "pattern index" index and root = to_index "root node" root in
-      let status, binds =
+      let status, binds, fbinds =
         Engine.match_one ~graph ~patterns ~index ~root ~fuel:(to_fuel fuel)
       in
-      let n = List.length binds in
-      let need = 2 + (2 * n) in
+      let n = List.length binds and m = List.length fbinds in
+      let need = 3 + (2 * n) + (2 * m) in
       out_len <-@ Int64.of_int need;
       if need > to_len out_cap then
         Engine.error Engine.e_buffer_too_small "pypm_match: the result needs %d words, out_cap is %Ld"
           need out_cap;
       let v = view out need in
-      Bigarray.Array1.unsafe_set v 0 (Int64.of_int status);
-      Bigarray.Array1.unsafe_set v 1 (Int64.of_int n);
+      let put i x = Bigarray.Array1.unsafe_set v i (Int64.of_int x) in
+      put 0 status;
+      put 1 n;
       List.iteri
         (fun i (x, t) ->
-          Bigarray.Array1.unsafe_set v (2 + (2 * i)) (Int64.of_int x);
-          Bigarray.Array1.unsafe_set v (3 + (2 * i)) (Int64.of_int t))
+          put (2 + (2 * i)) x;
+          put (3 + (2 * i)) t)
         binds;
+      let o = 2 + (2 * n) in
+      put o m;
+      List.iteri
+        (fun i (f, s) ->
+          put (o + 1 + (2 * i)) f;
+          put (o + 2 + (2 * i)) s)
+        fbinds;
       0)
 
 let match_all (graph : int64) (patterns : int64) (fuel : int64) (result : int64 ptr)

@@ -17,9 +17,11 @@
  *  - OCaml code always runs on a private stack of OCAML_STACK_SIZE bytes
  *    (reserved, committed on use, with a guard region below), whatever the
  *    calling thread's stack size.  The extracted matcher is not
- *    tail-recursive in the arity of nodes and the size of patterns; the
- *    decoder's limits (depth <= 10000, arity <= 2^20, pattern <= 2^16 words,
- *    buffer <= 2^32 words) bound its stack use far below that size.
+ *    tail-recursive in the arity of nodes, the size of patterns and the
+ *    number of parameters; the decoder's limits (depth <= 10000, arity <=
+ *    2^20, body <= 2^16 words, parameters <= 2^16, buffer <= 2^32 words)
+ *    bound its stack use far below that size (measured at most 16 MiB).
+ *    Recursion through pattern calls runs on the machine's heap stack.
  *    Pages touched by a deep call are given back (madvise) afterwards
  *    (diagnostics: PYPM_NO_STACK_TRIM=1 keeps them, to measure stack use).
  *
@@ -62,7 +64,7 @@
 
 #define PYPM_API __attribute__((visibility("default")))
 
-#define FORMAT_VERSION 1
+#define FORMAT_VERSION 2
 #define MAX_BUFFER_WORDS ((size_t)1 << 32)
 #define OCAML_STACK_SIZE ((size_t)1 << 30)     /* reserved, not committed */
 #define OCAML_STACK_MIN ((size_t)256 << 20)    /* fallback if 1 GiB fails */

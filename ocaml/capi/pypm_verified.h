@@ -1,4 +1,5 @@
-/* pypm_verified: C API of the verified matcher (format: doc/format.md).
+/* pypm_verified: C API of the verified matcher (format: doc/format.md,
+ * VERSION 2: the full calculus, pattern sets as definition tables + roots).
  *
  * Every function returns an error code and never aborts the host process.
  * Calls are serialized by an internal mutex, so any thread may call any
@@ -8,12 +9,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Error codes. PYPM_E_MALFORMED covers every structural check of
+ * doc/format.md (magic, version, counts against the words left, ids and
+ * values in range, call targets and roots naming definitions, pbinds
+ * entries naming parameters, the size limits). PYPM_E_ILL_FORMED: the set
+ * is not well-formed (a guard reads a variable its pattern may not bind, an
+ * exists or match constraint on a variable its pattern does not bind, or a
+ * wrong pbinds/pfbinds claim). */
 #define PYPM_OK                 0
-#define PYPM_E_MALFORMED        1  /* buffer failed validation (length, magic, ids, arity) */
+#define PYPM_E_MALFORMED        1  /* buffer failed validation (length, magic, ids, limits) */
 #define PYPM_E_BAD_HANDLE       2  /* unknown or released handle, or wrong kind */
-#define PYPM_E_OUT_OF_RANGE     3  /* root node or pattern index out of range */
+#define PYPM_E_OUT_OF_RANGE     3  /* root node or pattern (root) index out of range */
 #define PYPM_E_BUFFER_TOO_SMALL 4  /* *out_len is set to the number of words needed */
-#define PYPM_E_ILL_FORMED       5  /* a guard reads a variable its pattern may not bind */
+#define PYPM_E_ILL_FORMED       5  /* not well-formed (Syntax.wf_defs, see doc/format.md) */
 #define PYPM_E_TOO_DEEP         6  /* nesting deeper than MAX_DEPTH */
 #define PYPM_E_NULL             7  /* a required pointer argument is NULL */
 #define PYPM_E_INTERNAL         8  /* an OCaml exception escaped (bug) */
@@ -29,19 +37,25 @@ int64_t pypm_format_version(void);
 /* Decode and validate a graph / pattern-set buffer; store a handle. */
 int pypm_graph_load(const int64_t *buf, size_t len, int64_t *handle);
 int pypm_patterns_load(const int64_t *buf, size_t len, int64_t *handle);
-/* Number of nodes of a graph handle, or of patterns of a pattern-set handle. */
+/* Number of nodes of a graph handle, of roots of a pattern-set handle (the
+ * valid pattern indices), or of words of a result handle. */
 int pypm_handle_size(int64_t handle, int64_t *size);
 /* Release a graph, pattern-set or result handle. */
 int pypm_release(int64_t handle);
 
-/* Match pattern `pattern_index` of `patterns` at node `root` of `graph`,
- * with at most `fuel` machine steps (fuel <= 0: the default, 1<<24).
- * Writes status, n, (var, node)*n into out[0 .. *out_len). */
+/* Match root `pattern_index` of `patterns` (the definition it names) at node
+ * `root` of `graph`, with at most `fuel` machine steps (fuel <= 0: the
+ * default, 1<<24). Fuel bounds time and memory: a definition that never
+ * terminates (P(x) = P(x)) gives PYPM_STATUS_OUT_OF_FUEL, never NO_MATCH.
+ * Writes status, n, (var, node)*n, m, (fvar, symbol)*m into
+ * out[0 .. *out_len): the bindings of the definition's term and operator
+ * parameters, sorted by variable (locals are not reported; no bindings
+ * unless the status is MATCH). */
 int pypm_match(int64_t graph, int64_t patterns, int64_t pattern_index,
                int64_t root, int64_t fuel,
                int64_t *out, size_t out_cap, size_t *out_len);
 
-/* Try every pattern at every node; store the entries (doc/format.md) as a
+/* Try every root at every node; store the entries (doc/format.md) as a
  * result handle whose length in words is written to *result_len. */
 int pypm_match_all(int64_t graph, int64_t patterns, int64_t fuel,
                    int64_t *result, size_t *result_len);

@@ -1,20 +1,30 @@
-(* Validating decoder of the binary format (doc/format.md).
+(* Validating decoder of the binary format (doc/format.md, VERSION 2).
 
    Input: a Bigarray of int64 words (on the C side a zero-copy view of the
    caller's buffer, so the words are read once, straight into the OCaml
-   structures).  Output: [Repr.graph] / [Matcher.pattern array], or an error
-   naming the problem and where it is.
+   structures).  Output: [Repr.graph] / [Repr.patterns] (the definition
+   table and the roots), or an error naming the problem and where it is.
 
    Every field is checked before it is used: magic, version, counts against
    the words that are left, ids in [0, 2^62), values in OCaml's 63-bit int
-   range, children in [0, n_nodes), distinct attribute ids per node, no
+   range, children in [0, n_nodes), distinct attribute ids per node and
+   distinct (symbol, attribute id) pairs, call targets and roots in
+   [0, n_defs), pbinds/pfbinds entries in [0, n_params)/[0, n_fparams), no
    trailing words, nesting depth <= max_depth, and well-formedness
-   ([Matcher.wfb], the extracted Coq check).
+   ([Matcher.wf_defs], the extracted Coq check, which covers every body and
+   so every root).
 
-   Limits beyond doc/format.md, which bound the stack the extracted
-   (non-tail-recursive) matcher can use on any accepted input:
+   Limits (doc/format.md, "Limits"), which bound the stack the extracted
+   (non-tail-recursive) matcher can use and the time of the checks on any
+   accepted input:
    - a graph node has at most [max_arity] children;
-   - one pattern is at most [max_pattern_words] words. *)
+   - a body is at most [max_pattern_words] words;
+   - a definition has at most [max_params] term and as many operator
+     parameters, and claims at most [max_params] entries in each of pbinds
+     and pfbinds;
+   - a set has at most [max_defs] definitions;
+   - the cost bound [wf_cost] of the well-formedness check is at most
+     [max_wf_cost]. *)
 
 type kind = Malformed | Ill_formed | Too_deep
 
@@ -26,13 +36,17 @@ let magic_graph = 0x485052474d505950L (* "PYPMGRPH" little-endian *)
 
 let magic_patterns = 0x535441504d505950L (* "PYPMPATS" *)
 
-let version = 1L
+let version = 2L
 
 let max_depth = 10_000
 
 let max_arity = 1 lsl 20
 
 let max_pattern_words = 1 lsl 16
+
+let max_params = 1 lsl 16
+
+let max_defs = 1 lsl 16
 
 let kind_name = function
   | Malformed -> "malformed"
@@ -51,8 +65,9 @@ let two62 = 0x4000000000000000L
 (* ids: [0, 2^62) *)
 let is_id (v : int64) = v >= 0L && v < two62
 
-(* values: representable as an OCaml int, [-2^62, 2^62) *)
-let is_value (v : int64) = v >= Int64.neg two62 && v < two62
+(* values: (-2^62, 2^62).  OCaml's min_int = -2^62 is excluded: [abs min_int]
+   is negative, so the extracted guard's |x| < bound test would accept it. *)
+let is_value (v : int64) = v > Int64.neg two62 && v < two62
 
 let get (b : buf) i = Bigarray.Array1.unsafe_get b i
 
@@ -101,13 +116,14 @@ let sort_slice ids vals lo hi =
 let decode_graph_exn (b : buf) : Repr.graph =
   let len = check_header "graph" b magic_graph "PYPMGRPH" in
   let n64 = get b 2 in
-  (* a node takes at least 3 words: label, n_children, n_attrs *)
-  let max_n = (len - 3) / 3 in
+  (* a node takes at least 3 words: label, n_children, n_attrs; the
+     symbol-attribute count follows the nodes *)
+  let max_n = (len - 4) / 3 in
   if n64 < 0L then fail Malformed "graph: negative node count %Ld" n64;
   if n64 > Int64.of_int max_n then
     fail Malformed
       "graph: truncated: %Ld nodes announced, but the %d words after the header hold at most %d"
-      n64 (len - 3) max_n;
+      n64 (len - 3) (max 0 max_n);
   let n = Int64.to_int n64 in
   let labels = Array.make n 0 in
   let children = Array.make n [] in
@@ -178,7 +194,7 @@ let decode_graph_exn (b : buf) : Repr.graph =
         fail Malformed "graph: node %d: attribute id %Ld out of range [0, 2^62)" t a;
       if not (is_value v) then
         fail Malformed
-          "graph: node %d: attribute %Ld: value %Ld outside the 63-bit range [-2^62, 2^62)" t
+          "graph: node %d: attribute %Ld: value %Ld outside the range (-2^62, 2^62)" t
           a v;
       ids_a.(lo + j) <- Int64.to_int a;
       vals_a.(lo + j) <- Int64.to_int v
@@ -192,8 +208,47 @@ let decode_graph_exn (b : buf) : Repr.graph =
     n_attrs := lo + na;
     attr_off.(t + 1) <- !n_attrs
   done;
+  (* symbol attributes: n_sym_attrs, (symbol, attr_id, value) * n *)
+  if !pos >= len then
+    fail Malformed "graph: truncated: buffer ends at word %d, expected the number of symbol attributes"
+      len;
+  let ns64 = get b !pos in
+  incr pos;
+  if ns64 < 0L then fail Malformed "graph: negative number of symbol attributes %Ld" ns64;
+  if ns64 > Int64.of_int ((len - !pos) / 3) then
+    fail Malformed
+      "graph: truncated: %Ld symbol attributes announced at word %d, only %d words left" ns64
+      (!pos - 1) (len - !pos);
+  let ns = Int64.to_int ns64 in
+  let p0 = !pos in
+  let triples =
+    Array.init ns (fun j ->
+        let s = get b (p0 + (3 * j))
+        and a = get b (p0 + (3 * j) + 1)
+        and v = get b (p0 + (3 * j) + 2) in
+        if not (is_id s) then
+          fail Malformed "graph: symbol attribute %d: symbol %Ld out of range [0, 2^62)" j s;
+        if not (is_id a) then
+          fail Malformed "graph: symbol attribute %d: attribute id %Ld out of range [0, 2^62)" j a;
+        if not (is_value v) then
+          fail Malformed
+            "graph: symbol attribute %d: value %Ld outside the range (-2^62, 2^62)" j v;
+        (Int64.to_int s, Int64.to_int a, Int64.to_int v))
+  in
+  pos := p0 + (3 * ns);
+  Array.stable_sort
+    (fun (s1, a1, _) (s2, a2, _) ->
+      let c = compare (s1 : int) s2 in
+      if c <> 0 then c else compare (a1 : int) a2)
+    triples;
+  for j = 1 to ns - 1 do
+    let s1, a1, _ = triples.(j - 1) and s2, a2, _ = triples.(j) in
+    if s1 = s2 && a1 = a2 then
+      fail Malformed "graph: duplicate symbol attribute (symbol %d, attribute id %d)" s2 a2
+  done;
   if !pos <> len then
-    fail Malformed "graph: %d trailing words after the last node (the graph ends at word %d of %d)"
+    fail Malformed
+      "graph: %d trailing words after the symbol attributes (the graph ends at word %d of %d)"
       (len - !pos) !pos len;
   {
     Repr.n_nodes = n;
@@ -202,6 +257,9 @@ let decode_graph_exn (b : buf) : Repr.graph =
     attr_off;
     attr_ids = Array.sub !ids 0 !n_attrs;
     attr_vals = Array.sub !vals 0 !n_attrs;
+    sym_syms = Array.map (fun (s, _, _) -> s) triples;
+    sym_ids = Array.map (fun (_, a, _) -> a) triples;
+    sym_vals = Array.map (fun (_, _, v) -> v) triples;
   }
 
 (* --------------------------------------------------------------- patterns *)
@@ -209,13 +267,14 @@ let decode_graph_exn (b : buf) : Repr.graph =
 type reader = {
   b : buf;
   mutable pos : int;
-  mutable stop : int; (* end of the current pattern *)
-  mutable index : int; (* index of the current pattern *)
+  mutable stop : int; (* end of the current body (or of the buffer) *)
+  mutable index : int; (* index of the current definition *)
+  n_defs : int;
 }
 
 let next r what =
   if r.pos >= r.stop then
-    fail Malformed "patterns: pattern %d: truncated: its words end at word %d, expected %s"
+    fail Malformed "patterns: definition %d: truncated: its words end at word %d, expected %s"
       r.index r.stop what;
   let v = get r.b r.pos in
   r.pos <- r.pos + 1;
@@ -225,15 +284,32 @@ let read_id r what =
   let at = r.pos in
   let v = next r what in
   if not (is_id v) then
-    fail Malformed "patterns: pattern %d: word %d: %s %Ld out of range [0, 2^62)" r.index at
+    fail Malformed "patterns: definition %d: word %d: %s %Ld out of range [0, 2^62)" r.index at
       what v;
   Int64.to_int v
 
+(* A count of items of at least [per_item] words each (0: no words of
+   their own), of which the words left before [stop], less [reserve], must
+   hold that many; and at most [cap]. *)
+let read_count r what ~per_item ~reserve ~cap =
+  let at = r.pos in
+  let n = next r what in
+  let left = r.stop - r.pos - reserve in
+  if n < 0L then fail Malformed "patterns: definition %d: word %d: negative %s %Ld" r.index at what n;
+  if n > Int64.of_int cap then
+    fail Malformed "patterns: definition %d: word %d: %s %Ld exceeds the limit of %d" r.index at
+      what n cap;
+  if per_item > 0 && n > Int64.of_int (max 0 left / per_item) then
+    fail Malformed "patterns: definition %d: word %d: %s %Ld impossible with %d words left" r.index
+      at what n (r.stop - r.pos);
+  Int64.to_int n
+
 let check_depth r d =
   if d > max_depth then
-    fail Too_deep "patterns: pattern %d: word %d: nesting deeper than %d" r.index r.pos max_depth
+    fail Too_deep "patterns: definition %d: word %d: nesting deeper than %d" r.index r.pos
+      max_depth
 
-(* [d] is the depth of the term about to be read; the root is at depth 1.
+(* [d] is the depth of the term about to be read; a body is at depth 1.
    Recursion depth is bounded by [max_depth] (checked before recursing). *)
 let rec read_expr r d : Matcher.expr =
   check_depth r d;
@@ -245,20 +321,25 @@ let rec read_expr r d : Matcher.expr =
       let z = next r "a constant" in
       if not (is_value z) then
         fail Malformed
-          "patterns: pattern %d: word %d: constant %Ld outside the 63-bit range [-2^62, 2^62)"
+          "patterns: definition %d: word %d: constant %Ld outside the range (-2^62, 2^62)"
           r.index at z;
       Matcher.EConst (Int64.to_int z)
   | 2L ->
       let x = read_id r "variable" in
       let a = read_id r "attribute id" in
       Matcher.EAttr (x, a)
+  | 6L ->
+      let f = read_id r "operator variable" in
+      let a = read_id r "attribute id" in
+      Matcher.EFAttr (f, a)
   | 3L | 4L | 5L ->
       let e1 = read_expr r (d + 1) in
       let e2 = read_expr r (d + 1) in
       if tag = 3L then Matcher.EAdd (e1, e2)
       else if tag = 4L then Matcher.ESub (e1, e2)
       else Matcher.EMul (e1, e2)
-  | _ -> fail Malformed "patterns: pattern %d: word %d: unknown expression tag %Ld" r.index at tag
+  | _ ->
+      fail Malformed "patterns: definition %d: word %d: unknown expression tag %Ld" r.index at tag
 
 and read_guard r d : Matcher.guard =
   check_depth r d;
@@ -275,7 +356,21 @@ and read_guard r d : Matcher.guard =
       let g2 = read_guard r (d + 1) in
       if tag = 4L then Matcher.GAnd (g1, g2) else Matcher.GOr (g1, g2)
   | 6L -> Matcher.GNot (read_guard r (d + 1))
-  | _ -> fail Malformed "patterns: pattern %d: word %d: unknown guard tag %Ld" r.index at tag
+  | _ -> fail Malformed "patterns: definition %d: word %d: unknown guard tag %Ld" r.index at tag
+
+(* [n] sub-patterns at depth [d] (every pattern takes at least 2 words) *)
+and read_args r d what : Matcher.pattern list =
+  let n = read_count r what ~per_item:2 ~reserve:0 ~cap:max_int in
+  let acc = ref [] in
+  for _ = 1 to n do
+    acc := read_pattern r d :: !acc
+  done;
+  List.rev !acc
+
+(* [n] variable ids; [reserve] words must remain after them *)
+and read_vars r what ~reserve : int list =
+  let n = read_count r ("number of " ^ what ^ "s") ~per_item:1 ~reserve ~cap:max_int in
+  List.init n (fun _ -> read_id r what)
 
 and read_pattern r d : Matcher.pattern =
   check_depth r d;
@@ -285,18 +380,7 @@ and read_pattern r d : Matcher.pattern =
   | 1L -> Matcher.PVar (read_id r "variable")
   | 2L ->
       let f = read_id r "symbol" in
-      let at_n = r.pos in
-      let n = next r "an arity" in
-      (* every argument takes at least 2 words *)
-      if n < 0L || n > Int64.of_int ((r.stop - r.pos) / 2) then
-        fail Malformed
-          "patterns: pattern %d: word %d: arity %Ld impossible with %d words left in the pattern"
-          r.index at_n n (r.stop - r.pos);
-      let acc = ref [] in
-      for _ = 1 to Int64.to_int n do
-        acc := read_pattern r (d + 1) :: !acc
-      done;
-      Matcher.PApp (f, List.rev !acc)
+      Matcher.PApp (f, read_args r (d + 1) "arity")
   | 3L ->
       let p1 = read_pattern r (d + 1) in
       let p2 = read_pattern r (d + 1) in
@@ -305,75 +389,321 @@ and read_pattern r d : Matcher.pattern =
       let p = read_pattern r (d + 1) in
       let g = read_guard r (d + 1) in
       Matcher.PGuard (p, g)
-  | 5L | 6L | 7L | 8L | 9L ->
-      fail Malformed
-        "patterns: pattern %d: word %d: reserved pattern tag %Ld (exists, match constraint, \
-         function variable, mu, call) is not supported"
-        r.index at tag
-  | _ -> fail Malformed "patterns: pattern %d: word %d: unknown pattern tag %Ld" r.index at tag
+  | 5L ->
+      let x = read_id r "variable" in
+      Matcher.PExists (x, read_pattern r (d + 1))
+  | 6L ->
+      let f = read_id r "operator variable" in
+      Matcher.PExistsF (f, read_pattern r (d + 1))
+  | 7L ->
+      let p = read_pattern r (d + 1) in
+      let p' = read_pattern r (d + 1) in
+      let x = read_id r "variable" in
+      Matcher.PConstr (p, p', x)
+  | 8L ->
+      let f = read_id r "operator variable" in
+      Matcher.PFunVar (f, read_args r (d + 1) "arity")
+  | 9L ->
+      let at_p = r.pos in
+      let p = read_id r "call target" in
+      if p >= r.n_defs then
+        fail Malformed
+          "patterns: definition %d: word %d: call target %d out of range [0, %d) (no such definition)"
+          r.index at_p p r.n_defs;
+      let xs = read_vars r "call argument" ~reserve:1 in
+      let fs = read_vars r "operator call argument" ~reserve:0 in
+      Matcher.PCall (p, xs, fs)
+  | _ -> fail Malformed "patterns: definition %d: word %d: unknown pattern tag %Ld" r.index at tag
 
-(* For the message only: the first guard (in prefix order) that reads a
-   variable its guarded pattern does not bind.  The verdict itself is
-   [Matcher.wfb]. *)
-let rec first_unbound (p : Matcher.pattern) : int option =
+(* For the message only: the first construct (in prefix order) of a body
+   that [Matcher.wfb] rejects.  The verdict itself is [Matcher.wf_defs]. *)
+let rec first_problem (defs : Matcher.pdef list) (p : Matcher.pattern) : string option =
+  let sub = first_problem defs in
+  let first_of l = List.find_map sub l in
+  let missing req have = List.find_opt (fun x -> not (List.mem x have)) req in
   match p with
-  | Matcher.PVar _ -> None
-  | Matcher.PApp (_, ps) -> List.find_map first_unbound ps
-  | Matcher.PAlt (p1, p2) -> (
-      match first_unbound p1 with None -> first_unbound p2 | r -> r)
+  | Matcher.PVar _ | Matcher.PCall _ -> None
+  | Matcher.PApp (_, ps) | Matcher.PFunVar (_, ps) -> first_of ps
+  | Matcher.PAlt (p1, p2) -> first_of [ p1; p2 ]
   | Matcher.PGuard (p0, g) -> (
-      match first_unbound p0 with
+      match sub p0 with
+      | Some _ as r -> r
+      | None -> (
+          match missing (Matcher.guard_vars g) (Matcher.binds defs p0) with
+          | Some x ->
+              Some
+                (Printf.sprintf
+                   "a guard reads variable %d, which the guarded pattern does not bind on every \
+                    match"
+                   x)
+          | None -> (
+              match missing (Matcher.guard_fvars g) (Matcher.fbinds defs p0) with
+              | Some f ->
+                  Some
+                    (Printf.sprintf
+                       "a guard reads operator variable %d, which the guarded pattern does not \
+                        bind on every match"
+                       f)
+              | None -> None)))
+  | Matcher.PExists (x, p0) -> (
+      match sub p0 with
       | Some _ as r -> r
       | None ->
-          let bs = Matcher.binds p0 in
-          List.find_opt (fun x -> not (List.mem x bs)) (Matcher.guard_vars g))
+          if List.mem x (Matcher.binds defs p0) then None
+          else
+            Some
+              (Printf.sprintf "exists %d: its body does not bind variable %d on every match" x x))
+  | Matcher.PExistsF (f, p0) -> (
+      match sub p0 with
+      | Some _ as r -> r
+      | None ->
+          if List.mem f (Matcher.fbinds defs p0) then None
+          else
+            Some
+              (Printf.sprintf
+                 "exists operator %d: its body does not bind operator variable %d on every match" f
+                 f))
+  | Matcher.PConstr (p0, p', x) -> (
+      match first_of [ p0; p' ] with
+      | Some _ as r -> r
+      | None ->
+          if List.mem x (Matcher.binds defs p0) then None
+          else
+            Some
+              (Printf.sprintf
+                 "a match constraint on variable %d, which the constrained pattern does not bind \
+                  on every match"
+                 x))
 
-let decode_patterns_exn (b : buf) : Matcher.pattern array =
-  let len = check_header "patterns" b magic_patterns "PYPMPATS" in
-  let np64 = get b 2 in
-  (* a pattern takes at least 3 words: n_words, 1, x *)
-  let max_np = (len - 3) / 3 in
-  if np64 < 0L then fail Malformed "patterns: negative pattern count %Ld" np64;
-  if np64 > Int64.of_int max_np then
-    fail Malformed
-      "patterns: truncated: %Ld patterns announced, but the %d words after the header hold at most %d"
-      np64 (len - 3) max_np;
-  let np = Int64.to_int np64 in
-  let r = { b; pos = 3; stop = len; index = 0 } in
-  let pats =
-    Array.init np (fun i ->
-        r.index <- i;
-        r.stop <- len;
-        let at = r.pos in
-        let nw = next r "the pattern's length" in
-        if nw < 0L then fail Malformed "patterns: pattern %d: word %d: negative length %Ld" i at nw;
-        if nw > Int64.of_int max_pattern_words then
-          fail Malformed "patterns: pattern %d: word %d: %Ld words exceed the limit of %d" i at nw
-            max_pattern_words;
-        if nw > Int64.of_int (len - r.pos) then
-          fail Malformed "patterns: pattern %d: truncated: %Ld words announced at word %d, only %d left"
-            i nw at (len - r.pos);
-        r.stop <- r.pos + Int64.to_int nw;
-        let p = read_pattern r 1 in
-        if r.pos <> r.stop then
-          fail Malformed "patterns: pattern %d: %d trailing words inside its %Ld words (word %d)" i
-            (r.stop - r.pos) nw r.pos;
-        if not (Matcher.wfb p) then begin
-          match first_unbound p with
-          | Some x ->
-              fail Ill_formed
-                "patterns: pattern %d: a guard reads variable %d, which the guarded pattern does \
-                 not bind on every alternate"
-                i x
-          | None -> fail Ill_formed "patterns: pattern %d: not well-formed" i
-        end;
-        p)
+let explain_ill_formed (defs : Matcher.pdef list) : string =
+  let rec go i = function
+    | [] -> "patterns: the definitions are not well-formed"
+    | (d : Matcher.pdef) :: rest ->
+        if Matcher.wf_def defs d then go (i + 1) rest
+        else begin
+          match first_problem defs d.Matcher.body with
+          | Some m -> Printf.sprintf "patterns: definition %d: %s" i m
+          | None -> (
+              let bs = Matcher.binds defs d.Matcher.body in
+              match List.find_opt (fun x -> not (List.mem x bs)) d.Matcher.pbinds with
+              | Some x ->
+                  Printf.sprintf
+                    "patterns: definition %d: pbinds claims parameter %d, which the body does not \
+                     bind on every match"
+                    i x
+              | None -> (
+                  let fbs = Matcher.fbinds defs d.Matcher.body in
+                  match List.find_opt (fun f -> not (List.mem f fbs)) d.Matcher.pfbinds with
+                  | Some f ->
+                      Printf.sprintf
+                        "patterns: definition %d: pfbinds claims operator parameter %d, which the \
+                         body does not bind on every match"
+                        i f
+                  | None -> Printf.sprintf "patterns: definition %d: not well-formed" i))
+        end
   in
-  if r.pos <> len then
+  go 0 defs
+
+(* ----------------------------------------------- cost of the wf check *)
+
+(* [Matcher.wf_defs] is the extracted Coq check, on lists: [binds] of a
+   sub-pattern is recomputed at every guard, [∃] and match constraint above
+   it, [app] copies, [inter] and [subset] are quadratic.  Its running time is
+   polynomial but can be cubic in the size of a body (a chain of 10000
+   match constraints takes hours).  Rather than replace the verified check,
+   the decoder bounds its cost first: [wf_cost] is an upper bound on the
+   number of list cells it visits, computed in linear time from the same
+   recursion structure, and a set whose bound exceeds [max_wf_cost] is
+   rejected (Malformed, "exceeds the limit") before the check runs.  Floats:
+   the bounds can exceed 2^62.  Measured: 2-6 ns per counted step, so the
+   limit of 10^8 bounds the check to well under a second; realistic
+   patterns count a few thousand steps. *)
+
+let max_wf_cost = 1e8
+
+(* bounds for one pattern: lengths of [binds]/[fbinds] and the costs of
+   computing [binds], [fbinds] and [wfb] *)
+type cost = { b : float; fb : float; cb : float; cfb : float; cw : float }
+
+(* guard/expression: number of variables read, cost of collecting them *)
+let rec expr_cost (e : Matcher.expr) : float * float * float * float =
+  match e with
+  | Matcher.EConst _ -> (0., 1., 0., 1.)
+  | Matcher.EAttr _ -> (1., 1., 0., 1.)
+  | Matcher.EFAttr _ -> (0., 1., 1., 1.)
+  | Matcher.EAdd (e1, e2) | Matcher.ESub (e1, e2) | Matcher.EMul (e1, e2) ->
+      let v1, c1, f1, d1 = expr_cost e1 and v2, c2, f2, d2 = expr_cost e2 in
+      (v1 +. v2, c1 +. c2 +. v1 +. 1., f1 +. f2, d1 +. d2 +. f1 +. 1.)
+
+let rec guard_cost (g : Matcher.guard) : float * float * float * float =
+  let pair (v1, c1, f1, d1) (v2, c2, f2, d2) =
+    (v1 +. v2, c1 +. c2 +. v1 +. 1., f1 +. f2, d1 +. d2 +. f1 +. 1.)
+  in
+  match g with
+  | Matcher.GTrue -> (0., 1., 0., 1.)
+  | Matcher.GEq (e1, e2) | Matcher.GLt (e1, e2) -> pair (expr_cost e1) (expr_cost e2)
+  | Matcher.GAnd (g1, g2) | Matcher.GOr (g1, g2) -> pair (guard_cost g1) (guard_cost g2)
+  | Matcher.GNot g ->
+      let v, c, f, d = guard_cost g in
+      (v, c +. 1., f, d +. 1.)
+
+let wf_cost (defs : Matcher.pdef array) : float =
+  let nd = float_of_int (Array.length defs) in
+  let rec pc (p : Matcher.pattern) : cost =
+    match p with
+    | Matcher.PVar _ -> { b = 1.; fb = 0.; cb = 1.; cfb = 1.; cw = 1. }
+    | Matcher.PApp (_, ps) | Matcher.PFunVar (_, ps) ->
+        let f = match p with Matcher.PFunVar _ -> 1. | _ -> 0. in
+        List.fold_left
+          (fun acc q ->
+            let c = pc q in
+            {
+              b = acc.b +. c.b;
+              fb = acc.fb +. c.fb;
+              cb = acc.cb +. c.cb +. c.b +. 1.;
+              cfb = acc.cfb +. c.cfb +. c.fb +. 1.;
+              cw = acc.cw +. c.cw +. 1.;
+            })
+          { b = 0.; fb = f; cb = 1.; cfb = 1.; cw = 1. }
+          ps
+    | Matcher.PAlt (p1, p2) ->
+        let c1 = pc p1 and c2 = pc p2 in
+        {
+          b = c1.b;
+          fb = c1.fb;
+          cb = c1.cb +. c2.cb +. (c1.b *. (c2.b +. 1.)) +. 1.;
+          cfb = c1.cfb +. c2.cfb +. (c1.fb *. (c2.fb +. 1.)) +. 1.;
+          cw = c1.cw +. c2.cw +. 1.;
+        }
+    | Matcher.PGuard (p0, g) ->
+        let c = pc p0 in
+        let v, cv, f, cf = guard_cost g in
+        {
+          c with
+          cb = c.cb +. 1.;
+          cfb = c.cfb +. 1.;
+          cw = c.cw +. cv +. c.cb +. (v *. (c.b +. 1.)) +. cf +. c.cfb +. (f *. (c.fb +. 1.)) +. 1.;
+        }
+    | Matcher.PExists (_, p0) ->
+        let c = pc p0 in
+        { c with cb = c.cb +. c.b +. 1.; cfb = c.cfb +. 1.; cw = c.cw +. c.cb +. c.b +. 1. }
+    | Matcher.PExistsF (_, p0) ->
+        let c = pc p0 in
+        { c with cb = c.cb +. 1.; cfb = c.cfb +. c.fb +. 1.; cw = c.cw +. c.cfb +. c.fb +. 1. }
+    | Matcher.PConstr (p0, p', _) ->
+        let c0 = pc p0 and c' = pc p' in
+        {
+          b = c0.b +. c'.b;
+          fb = c0.fb +. c'.fb;
+          cb = c0.cb +. c'.cb +. c0.b +. 1.;
+          cfb = c0.cfb +. c'.cfb +. c0.fb +. 1.;
+          cw = c0.cw +. c'.cw +. c0.cb +. c0.b +. 1.;
+        }
+    | Matcher.PCall (q, xs, fs) ->
+        (* nth_error of the table, then args_of: nth_error of the
+           arguments for each claimed parameter *)
+        let d = defs.(q) in
+        let pb = float_of_int (List.length d.Matcher.pbinds)
+        and pfb = float_of_int (List.length d.Matcher.pfbinds) in
+        let nx = float_of_int (List.length xs) and nf = float_of_int (List.length fs) in
+        { b = pb; fb = pfb; cb = nd +. (pb *. (nx +. 2.)) +. 1.; cfb = nd +. (pfb *. (nf +. 2.)) +. 1.; cw = 1. }
+  in
+  Array.fold_left
+    (fun acc (d : Matcher.pdef) ->
+      let c = pc d.Matcher.body in
+      let pb = float_of_int (List.length d.Matcher.pbinds)
+      and pfb = float_of_int (List.length d.Matcher.pfbinds) in
+      acc +. c.cw +. c.cb +. (pb *. (c.b +. 1.)) +. c.cfb +. (pfb *. (c.fb +. 1.)) +. 1.)
+    0. defs
+
+(* a definition takes at least 7 words: n_params, n_fparams, n_pbinds,
+   n_pfbinds, n_words, and a body of at least 2 words *)
+let min_def_words = 7
+
+let read_def r i : Matcher.pdef =
+  r.index <- i;
+  r.stop <- Bigarray.Array1.dim r.b - 1 (* the n_roots word follows the definitions *);
+  let nparams = read_count r "number of parameters" ~per_item:0 ~reserve:0 ~cap:max_params in
+  let nfparams =
+    read_count r "number of operator parameters" ~per_item:0 ~reserve:0 ~cap:max_params
+  in
+  let read_binds what n =
+    let cnt = read_count r ("number of " ^ what ^ " entries") ~per_item:1 ~reserve:1 ~cap:max_params in
+    List.init cnt (fun _ ->
+        let at = r.pos in
+        let v = next r (what ^ " entry") in
+        if v < 0L || v >= Int64.of_int n then
+          fail Malformed
+            "patterns: definition %d: word %d: %s entry %Ld is not a parameter (the definition has \
+             %d)"
+            i at what v n;
+        Int64.to_int v)
+  in
+  let pbinds = read_binds "pbinds" nparams in
+  let pfbinds = read_binds "pfbinds" nfparams in
+  let at = r.pos in
+  let nw = next r "the body's length" in
+  if nw < 0L then fail Malformed "patterns: definition %d: word %d: negative body length %Ld" i at nw;
+  if nw > Int64.of_int max_pattern_words then
+    fail Malformed "patterns: definition %d: word %d: body of %Ld words exceeds the limit of %d" i at
+      nw max_pattern_words;
+  if nw > Int64.of_int (r.stop - r.pos) then
+    fail Malformed "patterns: definition %d: truncated: body of %Ld words announced at word %d, only %d left"
+      i nw at (r.stop - r.pos);
+  r.stop <- r.pos + Int64.to_int nw;
+  let body = read_pattern r 1 in
+  if r.pos <> r.stop then
+    fail Malformed "patterns: definition %d: %d trailing words inside its body of %Ld words (word %d)"
+      i (r.stop - r.pos) nw r.pos;
+  { Matcher.nparams; nfparams; body; pbinds; pfbinds }
+
+let decode_patterns_exn (b : buf) : Repr.patterns =
+  let len = check_header "patterns" b magic_patterns "PYPMPATS" in
+  let nd64 = get b 2 in
+  let max_nd = max 0 ((len - 4) / min_def_words) in
+  if nd64 < 0L then fail Malformed "patterns: negative definition count %Ld" nd64;
+  if nd64 > Int64.of_int max_defs then
+    fail Malformed "patterns: %Ld definitions exceed the limit of %d" nd64 max_defs;
+  if nd64 > Int64.of_int max_nd then
     fail Malformed
-      "patterns: %d trailing words after the last pattern (the set ends at word %d of %d)"
-      (len - r.pos) r.pos len;
-  pats
+      "patterns: truncated: %Ld definitions announced, but the %d words after the header hold at \
+       most %d"
+      nd64 (len - 3) max_nd;
+  let nd = Int64.to_int nd64 in
+  let r = { b; pos = 3; stop = len; index = 0; n_defs = nd } in
+  let defs = Array.init nd (read_def r) in
+  (* roots *)
+  let at = r.pos in
+  if at >= len then
+    fail Malformed "patterns: truncated: buffer ends at word %d, expected the number of roots" len;
+  let nr64 = get b at in
+  if nr64 < 0L then fail Malformed "patterns: word %d: negative root count %Ld" at nr64;
+  if nr64 > Int64.of_int (len - at - 1) then
+    fail Malformed "patterns: truncated: %Ld roots announced at word %d, only %d words left" nr64 at
+      (len - at - 1);
+  let nr = Int64.to_int nr64 in
+  let roots =
+    Array.init nr (fun k ->
+        let v = get b (at + 1 + k) in
+        if v < 0L || v >= nd64 then
+          fail Malformed "patterns: root %d (word %d): definition index %Ld out of range [0, %d)" k
+            (at + 1 + k) v nd;
+        Int64.to_int v)
+  in
+  let stop = at + 1 + nr in
+  if stop <> len then
+    fail Malformed "patterns: %d trailing words after the roots (the set ends at word %d of %d)"
+      (len - stop) stop len;
+  let cost = wf_cost defs in
+  if cost > max_wf_cost then
+    fail Malformed
+      "patterns: checking well-formedness would take about %.2g list steps, which exceeds the \
+       limit of %.2g (bodies whose guards, exists or match constraints sit above large \
+       sub-patterns)"
+      cost max_wf_cost;
+  let def_list = Array.to_list defs in
+  if not (Matcher.wf_defs def_list) then fail Ill_formed "%s" (explain_ill_formed def_list);
+  { Repr.defs = def_list; def_array = defs; roots }
 
 let wrap f b =
   match f b with
@@ -382,5 +712,5 @@ let wrap f b =
 
 let decode_graph (b : buf) : (Repr.graph, error) result = wrap decode_graph_exn b
 
-let decode_patterns (b : buf) : (Matcher.pattern array, error) result =
+let decode_patterns (b : buf) : (Repr.patterns, error) result =
   wrap decode_patterns_exn b

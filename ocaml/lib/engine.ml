@@ -31,9 +31,48 @@ let code_of_kind = function
 
 type graph = { repr : Repr.graph; mg : Matcher.graph }
 
+(* A root of a loaded pattern set: its definition, and the initial
+   environment and fresh-slot counter of [Matcher.init] for it.
+
+   [Matcher.match_pattern g defs fuel n m p t] is by definition
+   [Matcher.run g defs fuel (Matcher.init n m p t)], and [Matcher.init n m p t]
+   is [Running (empty0, empty0, max n m, [], [AMatch (p, t, env)])] with
+   [env = {tenv = ident_map n; fenv = ident_map m}], which does not depend on
+   the node [t].  [start] builds that same state from [env] computed once per
+   definition ([ident_map n] is O(n log n) and was about half the time of a
+   root that fails at once); test_decode.ml checks [start r t = Matcher.init
+   ...] structurally. *)
+type root = { def : Matcher.pdef; env : Matcher.env; nf : int }
+
+type pset = { set : Repr.patterns; rts : root array }
+
+let make_roots (set : Repr.patterns) : root array =
+  let memo = Array.make (Array.length set.Repr.def_array) None in
+  Array.map
+    (fun di ->
+      match memo.(di) with
+      | Some r -> r
+      | None ->
+          let d = set.Repr.def_array.(di) in
+          let n = d.Matcher.nparams and m = d.Matcher.nfparams in
+          let r =
+            {
+              def = d;
+              env = { Matcher.tenv = Matcher.ident_map n; fenv = Matcher.ident_map m };
+              nf = (if n >= m then n else m);
+            }
+          in
+          memo.(di) <- Some r;
+          r)
+    set.Repr.roots
+
+let start (r : root) (t : int) : Matcher.state =
+  Matcher.Running
+    (Matcher.empty0, Matcher.empty0, r.nf, [], [ Matcher.AMatch (r.def.Matcher.body, t, r.env) ])
+
 type entry =
   | Graph of graph
-  | Patterns of Matcher.pattern array
+  | Patterns of pset
   | Result of Decode.buf
 
 let kind_name = function
@@ -92,12 +131,16 @@ let graph_of_buf (b : Decode.buf) : graph =
 
 let graph_load (b : Decode.buf) : int = add (Graph (graph_of_buf b))
 
-let patterns_load (b : Decode.buf) : int = add (Patterns (of_decoded (Decode.decode_patterns b)))
+let pset_of_buf (b : Decode.buf) : pset =
+  let set = of_decoded (Decode.decode_patterns b) in
+  { set; rts = make_roots set }
+
+let patterns_load (b : Decode.buf) : int = add (Patterns (pset_of_buf b))
 
 let handle_size h =
   match find h with
   | Graph g -> g.repr.Repr.n_nodes
-  | Patterns p -> Array.length p
+  | Patterns p -> Array.length p.rts
   | Result r -> Bigarray.Array1.dim r
 
 let release h =
@@ -108,21 +151,33 @@ let release h =
 
 let effective_fuel fuel = if fuel <= 0 then default_fuel else fuel
 
-(* status and bindings (sorted by variable: VarMap.elements is ordered) *)
-let run (g : graph) (p : Matcher.pattern) root fuel : int * (int * int) list =
-  match Matcher.match_pattern g.mg fuel p root with
-  | Matcher.OSuccess s -> (status_match, Matcher.VarMap.elements s)
-  | Matcher.OFailure -> (status_no_match, [])
-  | Matcher.OOutOfFuel -> (status_out_of_fuel, [])
+(* The bindings of slots [0, n) of [s], in increasing order: the root
+   definition's parameters (local variables live in slots >= max n m and are
+   not reported). *)
+let params (s : Matcher.subst) n : (int * int) list =
+  let acc = ref [] in
+  for i = n - 1 downto 0 do
+    match Matcher.lookup i s with Some v -> acc := (i, v) :: !acc | None -> ()
+  done;
+  !acc
+
+(* status, term bindings and operator bindings of root [r] matched at node
+   [node] *)
+let run (g : graph) (ps : pset) (r : root) node fuel : int * (int * int) list * (int * int) list =
+  match Matcher.run g.mg ps.set.Repr.defs fuel (start r node) with
+  | Matcher.OSuccess (theta, phi) ->
+      (status_match, params theta r.def.Matcher.nparams, params phi r.def.Matcher.nfparams)
+  | Matcher.OFailure -> (status_no_match, [], [])
+  | Matcher.OOutOfFuel -> (status_out_of_fuel, [], [])
 
 let match_one ~graph ~patterns ~index ~root ~fuel =
   let g = get_graph graph in
   let ps = get_patterns patterns in
-  if index < 0 || index >= Array.length ps then
-    error e_out_of_range "pattern index %d out of range [0, %d)" index (Array.length ps);
+  let nr = Array.length ps.rts in
+  if index < 0 || index >= nr then error e_out_of_range "pattern index %d out of range [0, %d)" index nr;
   if root < 0 || root >= g.repr.Repr.n_nodes then
     error e_out_of_range "root node %d out of range [0, %d)" root g.repr.Repr.n_nodes;
-  run g ps.(index) root (effective_fuel fuel)
+  run g ps ps.rts.(index) root (effective_fuel fuel)
 
 (* growable int buffer *)
 type ibuf = { mutable a : int array; mutable n : int }
@@ -136,8 +191,17 @@ let push b v =
   Array.unsafe_set b.a b.n v;
   b.n <- b.n + 1
 
-(* n_entries, then entries (pattern_index, root, status, n_bindings, pairs)
-   for status match / out of fuel, roots increasing, patterns in order. *)
+let push_pairs b l =
+  push b (List.length l);
+  List.iter
+    (fun (x, t) ->
+      push b x;
+      push b t)
+    l
+
+(* n_entries, then entries (pattern_index, root, status, n_bindings, pairs,
+   n_fbindings, pairs) for status match / out of fuel, roots (nodes)
+   increasing, patterns (roots of the set) in order. *)
 let match_all_words ~graph ~patterns ~fuel : Decode.buf =
   let g = get_graph graph in
   let ps = get_patterns patterns in
@@ -147,21 +211,17 @@ let match_all_words ~graph ~patterns ~fuel : Decode.buf =
   let entries = ref 0 in
   for root = 0 to g.repr.Repr.n_nodes - 1 do
     Array.iteri
-      (fun i p ->
-        let status, binds = run g p root fuel in
+      (fun i r ->
+        let status, binds, fbinds = run g ps r root fuel in
         if status <> status_no_match then begin
           incr entries;
           push b i;
           push b root;
           push b status;
-          push b (List.length binds);
-          List.iter
-            (fun (x, t) ->
-              push b x;
-              push b t)
-            binds
+          push_pairs b binds;
+          push_pairs b fbinds
         end)
-      ps
+      ps.rts
   done;
   b.a.(0) <- !entries;
   let out = Bigarray.Array1.create Bigarray.int64 Bigarray.c_layout b.n in

@@ -17,7 +17,12 @@
 #define SYM_MATMUL 1
 #define SYM_TRANS 2
 #define SYM_ADD 3
+#define SYM_NEG 4
+#define SYM_RELU 5
 #define SYM_LEAF 10
+
+/* attribute ids */
+#define ATTR_OP_CLASS 2
 
 typedef struct {
   int64_t *w;
@@ -46,11 +51,12 @@ static inline void wfree(wbuf *b) {
   b->n = b->cap = 0;
 }
 
-/* Graph builder: header, then per node label, n_children, children,
- * n_attrs, (id, value)*. */
+/* Graph builder (format VERSION 2): header, then per node label,
+ * n_children, children, n_attrs, (id, value)*; then graph_end: the symbol
+ * attributes. */
 static inline void graph_begin(wbuf *b, int64_t n_nodes) {
   put(b, MAGIC_GRAPH);
-  put(b, 1);
+  put(b, 2);
   put(b, n_nodes);
 }
 
@@ -63,21 +69,60 @@ static inline void graph_node(wbuf *b, int64_t label, int nc, const int64_t *kid
   put_all(b, attrs, 2 * (size_t)na);
 }
 
-/* Pattern set: header, then per pattern n_words, words. */
-static inline void patterns_begin(wbuf *b, int64_t n) {
+static inline void graph_end(wbuf *b, int n_sym, const int64_t *triples /* symbol, id, value */) {
+  put(b, n_sym);
+  put_all(b, triples, 3 * (size_t)n_sym);
+}
+
+/* Pattern set: header, then per definition (patterns_def), then the roots
+ * (patterns_end). */
+static inline void patterns_begin(wbuf *b, int64_t n_defs) {
   put(b, MAGIC_PATTERNS);
-  put(b, 1);
+  put(b, 2);
+  put(b, n_defs);
+}
+
+/* a definition: n term / m operator parameters, the claims pbinds (pb) and
+ * pfbinds (pfb), and the body in prefix form */
+static inline void patterns_def_words(wbuf *b, int64_t n, int64_t m, int npb, const int64_t *pb,
+                                      int npfb, const int64_t *pfb, const int64_t *body,
+                                      size_t len) {
   put(b, n);
+  put(b, m);
+  put(b, npb);
+  put_all(b, pb, (size_t)npb);
+  put(b, npfb);
+  put_all(b, pfb, (size_t)npfb);
+  put(b, (int64_t)len);
+  put_all(b, body, len);
 }
 
-static inline void patterns_add(wbuf *b, const wbuf *p) {
-  put(b, (int64_t)p->n);
-  put_all(b, p->w, p->n);
+static inline void patterns_def(wbuf *b, int64_t n, int64_t m, int npb, const int64_t *pb,
+                                int npfb, const int64_t *pfb, const wbuf *body) {
+  patterns_def_words(b, n, m, npb, pb, npfb, pfb, body->w, body->n);
 }
 
-/* MatMul(x, Trans(y)) with x = 0, y = 1 */
+static inline void patterns_end(wbuf *b, int n_roots, const int64_t *roots) {
+  put(b, n_roots);
+  put_all(b, roots, (size_t)n_roots);
+}
+
+/* roots 0 .. n-1 */
+static inline void patterns_end_all(wbuf *b, int n) {
+  put(b, n);
+  for (int i = 0; i < n; i++) put(b, i);
+}
+
+/* MatMul(x, Trans(y)) with x = 0, y = 1: parameters 0, 1, both bound */
 static const int64_t PAT_MMT[] = {2, SYM_MATMUL, 2, 1, 0, 2, SYM_TRANS, 1, 1, 1};
 #define PAT_MMT_LEN (sizeof PAT_MMT / sizeof PAT_MMT[0])
+static const int64_t PB_01[] = {0, 1};
+
+/* UnaryChain(x; F) = F(UnaryChain(x; F)) || F(x), definition `self`:
+ * 3, [8, F0, 1, [9, self, 1, x0, 1, F0]], [8, F0, 1, [1, x0]] */
+#define PAT_UNARY_CHAIN(self) {3, 8, 0, 1, 9, (self), 1, 0, 1, 0, 8, 0, 1, 1, 0}
+#define PAT_UNARY_CHAIN_LEN 15
+static const int64_t PB_0[] = {0};
 
 static inline double now_s(void) {
   struct timespec ts;
@@ -121,6 +166,7 @@ static inline int64_t build_chain_graph(wbuf *b, int64_t n_nodes) {
     matches++;
     id++;
   }
+  graph_end(b, 0, NULL);
   return matches;
 }
 

@@ -1,6 +1,11 @@
-/* End-to-end test of libpypm_verified.so through its public C API:
+/* End-to-end test of libpypm_verified.so through its public C API
+ * (format VERSION 2):
  *   1. load a graph and patterns, match (MatMul(x, Trans(y)) binds x, y),
  *      match_all and result layout, buffer-size protocol;
+ *   1b. the full calculus: a recursive definition (UnaryChain) over chains
+ *      of unary nodes, operator variables and their bindings, symbol
+ *      attributes in guards, existentials, match constraints, and a
+ *      non-terminating definition (OUT_OF_FUEL, never NO_MATCH);
  *   2. every error code that can be provoked, NULL pointers, bad handles;
  *   3. inputs at the limits (depth 10000, wide nodes, big patterns) that
  *      stress the stack of the extracted, non-tail-recursive matcher;
@@ -60,26 +65,31 @@ static void small_graph(wbuf *g) {
   graph_node(g, SYM_TRANS, 1, k2, 0, NULL);
   graph_node(g, SYM_MATMUL, 2, k3, 0, NULL);
   graph_node(g, SYM_MATMUL, 2, k4, 0, NULL);
+  int64_t sym[] = {SYM_TRANS, ATTR_OP_CLASS, 9};
+  graph_end(g, 1, sym);
 }
 
+/* three definitions with parameters x = 0, y = 1 (both claimed), roots
+ * 0, 1, 2 */
 static void small_patterns(wbuf *ps) {
   wbuf p = {0};
   patterns_begin(ps, 3);
   /* 0: MatMul(x, Trans(y)) */
   put_all(&p, PAT_MMT, PAT_MMT_LEN);
-  patterns_add(ps, &p);
+  patterns_def(ps, 2, 0, 2, PB_01, 0, NULL, &p);
   p.n = 0;
   /* 1: MatMul(x, Trans(y)) ; guard(x.shape[1] = y.shape[0] /\ x.rank = 2) */
   put(&p, 4);
   put_all(&p, PAT_MMT, PAT_MMT_LEN);
   int64_t g[] = {4, 2, 2, 0, 101, 2, 1, 100, 2, 2, 0, 0, 1, 2};
   put_all(&p, g, sizeof g / sizeof g[0]);
-  patterns_add(ps, &p);
+  patterns_def(ps, 2, 0, 2, PB_01, 0, NULL, &p);
   p.n = 0;
   /* 2: MatMul(x, Trans(y) | y) */
   int64_t alt[] = {2, SYM_MATMUL, 2, 1, 0, 3, 2, SYM_TRANS, 1, 1, 1, 1, 1};
   put_all(&p, alt, sizeof alt / sizeof alt[0]);
-  patterns_add(ps, &p);
+  patterns_def(ps, 2, 0, 2, PB_01, 0, NULL, &p);
+  patterns_end_all(ps, 3);
   wfree(&p);
 }
 
@@ -88,53 +98,53 @@ static void test_basics(void) {
   small_graph(&g);
   small_patterns(&ps);
   int64_t gh = 0, ph = 0, sz = 0;
-  CHECK(pypm_format_version() == 1, "format version");
+  CHECK(pypm_format_version() == 2, "format version");
   CHECK_RC(pypm_graph_load(g.w, g.n, &gh), PYPM_OK);
   CHECK_RC(pypm_patterns_load(ps.w, ps.n, &ph), PYPM_OK);
   CHECK(gh > 0 && ph > 0 && gh != ph, "handles %" PRId64 " %" PRId64, gh, ph);
   CHECK_RC(pypm_handle_size(gh, &sz), PYPM_OK);
   CHECK(sz == 5, "graph size %" PRId64, sz);
   CHECK_RC(pypm_handle_size(ph, &sz), PYPM_OK);
-  CHECK(sz == 3, "pattern count %" PRId64, sz);
+  CHECK(sz == 3, "root count %" PRId64, sz);
 
   int64_t out[16];
   size_t n = 0;
   /* MatMul(x, Trans(y)) at node 3: x -> 0, y -> 1 */
   CHECK_RC(pypm_match(gh, ph, 0, 3, 0, out, 16, &n), PYPM_OK);
-  CHECK(n == 6 && out[0] == PYPM_STATUS_MATCH && out[1] == 2 && out[2] == 0 && out[3] == 0 &&
-            out[4] == 1 && out[5] == 1,
+  CHECK(n == 7 && out[0] == PYPM_STATUS_MATCH && out[1] == 2 && out[2] == 0 && out[3] == 0 &&
+            out[4] == 1 && out[5] == 1 && out[6] == 0,
         "MatMul(x, Trans(y)) at 3");
   CHECK_RC(pypm_match(gh, ph, 0, 4, 0, out, 16, &n), PYPM_OK);
-  CHECK(n == 2 && out[0] == PYPM_STATUS_NO_MATCH && out[1] == 0, "no match at 4");
+  CHECK(n == 3 && out[0] == PYPM_STATUS_NO_MATCH && out[1] == 0 && out[2] == 0, "no match at 4");
   CHECK_RC(pypm_match(gh, ph, 0, 0, 0, out, 16, &n), PYPM_OK);
-  CHECK(n == 2 && out[0] == PYPM_STATUS_NO_MATCH, "no match at leaf");
+  CHECK(n == 3 && out[0] == PYPM_STATUS_NO_MATCH, "no match at leaf");
   /* guard x.shape[1] (8) = y.shape[0] (8) and x.rank = 2: holds */
   CHECK_RC(pypm_match(gh, ph, 1, 3, 0, out, 16, &n), PYPM_OK);
-  CHECK(n == 6 && out[0] == PYPM_STATUS_MATCH && out[3] == 0 && out[5] == 1, "guarded match");
+  CHECK(n == 7 && out[0] == PYPM_STATUS_MATCH && out[3] == 0 && out[5] == 1, "guarded match");
   /* alternate: matches at 3 and 4 */
   CHECK_RC(pypm_match(gh, ph, 2, 4, 0, out, 16, &n), PYPM_OK);
-  CHECK(n == 6 && out[0] == PYPM_STATUS_MATCH && out[3] == 0 && out[5] == 1, "alt at 4");
+  CHECK(n == 7 && out[0] == PYPM_STATUS_MATCH && out[3] == 0 && out[5] == 1, "alt at 4");
   /* fuel */
   CHECK_RC(pypm_match(gh, ph, 0, 3, 2, out, 16, &n), PYPM_OK);
-  CHECK(n == 2 && out[0] == PYPM_STATUS_OUT_OF_FUEL, "out of fuel");
+  CHECK(n == 3 && out[0] == PYPM_STATUS_OUT_OF_FUEL && out[1] == 0 && out[2] == 0, "out of fuel");
   CHECK_RC(pypm_match(gh, ph, 0, 3, -5, out, 16, &n), PYPM_OK);
-  CHECK(n == 6 && out[0] == PYPM_STATUS_MATCH, "negative fuel = default");
+  CHECK(n == 7 && out[0] == PYPM_STATUS_MATCH, "negative fuel = default");
   CHECK_RC(pypm_match(gh, ph, 0, 3, INT64_MAX, out, 16, &n), PYPM_OK);
-  CHECK(n == 6 && out[0] == PYPM_STATUS_MATCH, "huge fuel");
+  CHECK(n == 7 && out[0] == PYPM_STATUS_MATCH, "huge fuel");
   /* buffer-size protocol */
   n = 0;
-  CHECK_RC(pypm_match(gh, ph, 0, 3, 0, out, 5, &n), PYPM_E_BUFFER_TOO_SMALL);
-  CHECK(n == 6, "out_len on BUFFER_TOO_SMALL: %zu", n);
-  CHECK(contains(pypm_last_error(), "needs 6 words"), "message");
+  CHECK_RC(pypm_match(gh, ph, 0, 3, 0, out, 6, &n), PYPM_E_BUFFER_TOO_SMALL);
+  CHECK(n == 7, "out_len on BUFFER_TOO_SMALL: %zu", n);
+  CHECK(contains(pypm_last_error(), "needs 7 words"), "message");
   CHECK_RC(pypm_match(gh, ph, 0, 3, 0, NULL, 0, &n), PYPM_E_BUFFER_TOO_SMALL);
-  CHECK(n == 6, "size query with NULL out: %zu", n);
+  CHECK(n == 7, "size query with NULL out: %zu", n);
 
   /* match_all */
   int64_t rh = 0;
   size_t rlen = 0;
   CHECK_RC(pypm_match_all(gh, ph, 0, &rh, &rlen), PYPM_OK);
-  int64_t want[] = {4, 0, 3, 0, 2, 0, 0, 1, 1, 1, 3, 0, 2, 0, 0, 1, 1,
-                    2, 3, 0, 2, 0, 0, 1, 1, 2, 4, 0, 2, 0, 0, 1, 1};
+  int64_t want[] = {4, 0, 3, 0, 2, 0, 0, 1, 1, 0, 1, 3, 0, 2, 0, 0, 1, 1, 0,
+                    2, 3, 0, 2, 0, 0, 1, 1, 0, 2, 4, 0, 2, 0, 0, 1, 1, 0};
   size_t wn = sizeof want / sizeof want[0];
   CHECK(rlen == wn, "result length %zu, expected %zu", rlen, wn);
   CHECK_RC(pypm_handle_size(rh, &sz), PYPM_OK);
@@ -149,9 +159,10 @@ static void test_basics(void) {
   CHECK_RC(pypm_result_read(rh, rbuf, 64), PYPM_OK);
   /* fuel 1: guarded pattern 1 is out of fuel everywhere, 0 and 2 at the
    * MatMul nodes 3 and 4 (elsewhere the first step already fails) */
-  CHECK(rlen == 1 + 9 * 4 && rbuf[0] == 9, "fuel 1: 9 entries (%zu words)", rlen);
-  for (int e = 0; e < 9 && rlen == 37; e++)
-    CHECK(rbuf[1 + 4 * e + 2] == PYPM_STATUS_OUT_OF_FUEL && rbuf[1 + 4 * e + 3] == 0,
+  CHECK(rlen == 1 + 9 * 5 && rbuf[0] == 9, "fuel 1: 9 entries (%zu words)", rlen);
+  for (int e = 0; e < 9 && rlen == 46; e++)
+    CHECK(rbuf[1 + 5 * e + 2] == PYPM_STATUS_OUT_OF_FUEL && rbuf[1 + 5 * e + 3] == 0 &&
+              rbuf[1 + 5 * e + 4] == 0,
           "fuel 1: entry %d out of fuel", e);
 
   /* release */
@@ -163,6 +174,24 @@ static void test_basics(void) {
   CHECK_RC(pypm_match(gh, ph, 0, 3, 0, out, 16, &n), PYPM_E_BAD_HANDLE);
   wfree(&g);
   wfree(&ps);
+}
+
+/* A one-definition, one-root set: n term / m operator parameters, claims
+ * pb / pfb, the body's words. */
+static int load_set1(const int64_t *body, size_t len, int64_t n, int64_t m, int npb,
+                     const int64_t *pb, int npfb, const int64_t *pfb, int64_t *h) {
+  wbuf b = {0};
+  patterns_begin(&b, 1);
+  patterns_def_words(&b, n, m, npb, pb, npfb, pfb, body, len);
+  patterns_end_all(&b, 1);
+  int rc = pypm_patterns_load(b.w, b.n, h);
+  wfree(&b);
+  return rc;
+}
+
+/* the same, without claims */
+static int load_one_pattern(const wbuf *p, int64_t n, int64_t *h) {
+  return load_set1(p->w, p->n, n, 0, 0, NULL, 0, NULL, h);
 }
 
 /* ------------------------------------------------------------- errors */
@@ -236,25 +265,91 @@ static void test_errors(void) {
   }
   /* ill-formed: guard reads y, which MatMul(x, x) does not bind */
   {
-    wbuf b = {0}, p = {0};
     int64_t w[] = {4, 2, SYM_MATMUL, 2, 1, 0, 1, 0, 2, 2, 1, 0, 1, 1};
-    put_all(&p, w, sizeof w / sizeof w[0]);
+    CHECK_RC(load_set1(w, sizeof w / sizeof w[0], 2, 0, 0, NULL, 0, NULL, &h), PYPM_E_ILL_FORMED);
+    CHECK(contains(pypm_last_error(), "definition 0: a guard reads variable 1"),
+          "ill-formed message");
+    CHECK(h == 0, "handle zeroed on ILL_FORMED");
+  }
+  /* ill-formed: a wrong pbinds claim (x || MatMul(x, y) does not always bind y) */
+  {
+    int64_t w[] = {3, 1, 0, 2, SYM_MATMUL, 2, 1, 0, 1, 1};
+    CHECK_RC(load_set1(w, 10, 2, 0, 1, PB_0, 0, NULL, &h), PYPM_OK);
+    pypm_release(h);
+    CHECK_RC(load_set1(w, 10, 2, 0, 2, PB_01, 0, NULL, &h), PYPM_E_ILL_FORMED);
+    CHECK(contains(pypm_last_error(), "definition 0: pbinds claims parameter 1"),
+          "pbinds message");
+    /* pfbinds: F is not bound by x */
+    int64_t v[] = {1, 0};
+    CHECK_RC(load_set1(v, 2, 1, 1, 1, PB_0, 1, PB_0, &h), PYPM_E_ILL_FORMED);
+    CHECK(contains(pypm_last_error(), "pfbinds claims operator parameter 0"), "pfbinds message");
+    /* ∃F whose body does not bind F; guard on F.class with F unbound */
+    int64_t e[] = {6, 3, 1, 0};
+    CHECK_RC(load_set1(e, 4, 1, 0, 0, NULL, 0, NULL, &h), PYPM_E_ILL_FORMED);
+    CHECK(contains(pypm_last_error(), "exists operator 3"), "existsF message");
+    int64_t gf[] = {4, 1, 0, 2, 6, 0, ATTR_OP_CLASS, 1, 7};
+    CHECK_RC(load_set1(gf, 9, 1, 1, 0, NULL, 0, NULL, &h), PYPM_E_ILL_FORMED);
+    CHECK(contains(pypm_last_error(), "reads operator variable 0"), "F.a message");
+  }
+  /* malformed: call target out of range, pbinds entry not a parameter,
+   * root out of range, version 1 */
+  {
+    int64_t call[] = {9, 1, 1, 0, 0};
+    CHECK_RC(load_set1(call, 5, 1, 0, 0, NULL, 0, NULL, &h), PYPM_E_MALFORMED);
+    CHECK(contains(pypm_last_error(), "call target 1 out of range [0, 1)"), "call message: %s",
+          pypm_last_error());
+    int64_t self[] = {9, 0, 1, 0, 0};
+    CHECK_RC(load_set1(self, 5, 1, 0, 0, NULL, 0, NULL, &h), PYPM_OK);
+    pypm_release(h);
+    int64_t v[] = {1, 0}, pb2[] = {2};
+    CHECK_RC(load_set1(v, 2, 2, 0, 1, pb2, 0, NULL, &h), PYPM_E_MALFORMED);
+    CHECK(contains(pypm_last_error(), "pbinds entry 2 is not a parameter"), "pbinds range");
+    wbuf b = {0};
     patterns_begin(&b, 1);
-    patterns_add(&b, &p);
-    CHECK_RC(pypm_patterns_load(b.w, b.n, &h), PYPM_E_ILL_FORMED);
-    CHECK(contains(pypm_last_error(), "reads variable 1"), "ill-formed message");
+    patterns_def_words(&b, 1, 0, 1, PB_0, 0, NULL, v, 2);
+    int64_t roots[] = {0, 1};
+    patterns_end(&b, 2, roots);
+    CHECK_RC(pypm_patterns_load(b.w, b.n, &h), PYPM_E_MALFORMED);
+    CHECK(contains(pypm_last_error(), "root 1"), "root message");
+    b.w[b.n - 1] = 0;
+    CHECK_RC(pypm_patterns_load(b.w, b.n, &h), PYPM_OK);
+    CHECK_RC(pypm_handle_size(h, &sz), PYPM_OK);
+    CHECK(sz == 2, "handle size = number of roots (%" PRId64 ")", sz);
+    CHECK_RC(pypm_match(gh, h, 2, 0, 0, out, 16, &n), PYPM_E_OUT_OF_RANGE);
+    CHECK(contains(pypm_last_error(), "pattern index 2 out of range [0, 2)"), "index message");
+    pypm_release(h);
+    b.w[1] = 1;
+    CHECK_RC(pypm_patterns_load(b.w, b.n, &h), PYPM_E_MALFORMED);
+    CHECK(contains(pypm_last_error(), "unsupported format version 1"), "version message");
     wfree(&b);
-    wfree(&p);
+    int64_t g1[] = {MAGIC_GRAPH, 1, 0};
+    CHECK_RC(pypm_graph_load(g1, 3, &h), PYPM_E_MALFORMED);
+    int64_t g2[] = {MAGIC_GRAPH, 2, 0, 2, 5, 2, 1, 5, 2, 3};
+    CHECK_RC(pypm_graph_load(g2, 10, &h), PYPM_E_MALFORMED);
+    CHECK(contains(pypm_last_error(), "duplicate symbol attribute (symbol 5, attribute id 2)"),
+          "sym attr message: %s", pypm_last_error());
+    g2[3] = 1;
+    CHECK_RC(pypm_graph_load(g2, 7, &h), PYPM_OK);
+    pypm_release(h);
   }
   /* too deep: 10001 nested alternates */
   {
-    wbuf b = {0}, p = {0};
+    wbuf p = {0};
     for (int i = 0; i < 10000; i++) put(&p, 3), put(&p, 1), put(&p, 0);
     put(&p, 1), put(&p, 0);
-    patterns_begin(&b, 1);
-    patterns_add(&b, &p);
-    CHECK_RC(pypm_patterns_load(b.w, b.n, &h), PYPM_E_TOO_DEEP);
-    wfree(&b);
+    CHECK_RC(load_set1(p.w, p.n, 1, 0, 0, NULL, 0, NULL, &h), PYPM_E_TOO_DEEP);
+    /* 10001 nested ∃ */
+    p.n = 0;
+    for (int i = 0; i < 10001; i++) put(&p, 5), put(&p, 0);
+    put(&p, 1), put(&p, 0);
+    CHECK_RC(load_set1(p.w, p.n, 1, 0, 0, NULL, 0, NULL, &h), PYPM_E_TOO_DEEP);
+    /* too costly to check: 2000 nested match constraints */
+    p.n = 0;
+    for (int i = 0; i < 2000; i++) put(&p, 7);
+    put(&p, 1), put(&p, 0);
+    for (int i = 0; i < 2000; i++) put(&p, 1), put(&p, 1), put(&p, 0);
+    CHECK_RC(load_set1(p.w, p.n, 2, 0, 0, NULL, 0, NULL, &h), PYPM_E_MALFORMED);
+    CHECK(contains(pypm_last_error(), "checking well-formedness would take"), "cost message");
     wfree(&p);
   }
   /* error names */
@@ -265,6 +360,198 @@ static void test_errors(void) {
   CHECK_RC(pypm_release(ph), PYPM_OK);
   wfree(&g);
   wfree(&ps);
+}
+
+/* ------------------------------------------------------- full calculus */
+
+/* 0 leaf, 1 .. L: Neg(i-1), L+1 ReLU(L), L+2 ReLU(L+1), L+3 Add(L+2, 1),
+ * L+4 Trans(0); Neg and ReLU have operator class 7, Trans 9, Neg also
+ * attribute 0 = -1. */
+static void unary_graph(wbuf *g, int64_t L) {
+  int64_t rank[] = {0, 1};
+  graph_begin(g, L + 5);
+  graph_node(g, SYM_LEAF, 0, NULL, 1, rank);
+  for (int64_t i = 1; i <= L; i++) {
+    int64_t k = i - 1;
+    graph_node(g, SYM_NEG, 1, &k, 1, rank);
+  }
+  int64_t k1 = L, k2 = L + 1, kadd[] = {L + 2, 1}, k0 = 0;
+  graph_node(g, SYM_RELU, 1, &k1, 1, rank);
+  graph_node(g, SYM_RELU, 1, &k2, 1, rank);
+  graph_node(g, SYM_ADD, 2, kadd, 0, NULL);
+  graph_node(g, SYM_TRANS, 1, &k0, 1, rank);
+  int64_t sym[] = {SYM_RELU, ATTR_OP_CLASS, 7, SYM_TRANS, ATTR_OP_CLASS, 9,
+                   SYM_NEG,  ATTR_OP_CLASS, 7, SYM_NEG,   0,             -1};
+  graph_end(g, 4, sym);
+}
+
+/* roots 0 .. 5 = definitions 0 .. 5:
+ *   0 UnaryChain(x; F) = F(UnaryChain(x; F)) || F(x)
+ *   1 UnaryOp(x) = ∃F. F(x) ; guard(F.op_class = 7)
+ *   2 P(x) = P(x)                       (never terminates)
+ *   3 Q(x) = Q(x) || x                  (left recursion, never terminates)
+ *   4 Add(a, b) ; (UnaryChain(c; F) ≈ b)
+ *   5 Neg(∃y. y)                        (a local, not reported) */
+static void full_patterns(wbuf *ps) {
+  int64_t uc[] = PAT_UNARY_CHAIN(0);
+  int64_t uop[] = {6, 0, 4, 8, 0, 1, 1, 0, 2, 6, 0, ATTR_OP_CLASS, 1, 7};
+  int64_t loop[] = {9, 2, 1, 0, 0};
+  int64_t left[] = {3, 9, 3, 1, 0, 0, 1, 0};
+  int64_t constr[] = {7, 2, SYM_ADD, 2, 1, 0, 1, 1, 9, 0, 1, 2, 1, 0, 1};
+  int64_t local[] = {5, 0, 2, SYM_NEG, 1, 1, 0};
+  int64_t pb012[] = {0, 1, 2};
+  patterns_begin(ps, 6);
+  patterns_def_words(ps, 1, 1, 1, PB_0, 1, PB_0, uc, PAT_UNARY_CHAIN_LEN);
+  patterns_def_words(ps, 1, 0, 1, PB_0, 0, NULL, uop, sizeof uop / sizeof uop[0]);
+  patterns_def_words(ps, 1, 0, 0, NULL, 0, NULL, loop, sizeof loop / sizeof loop[0]);
+  patterns_def_words(ps, 1, 0, 1, PB_0, 0, NULL, left, sizeof left / sizeof left[0]);
+  patterns_def_words(ps, 3, 1, 3, pb012, 1, PB_0, constr, sizeof constr / sizeof constr[0]);
+  patterns_def_words(ps, 0, 0, 0, NULL, 0, NULL, local, sizeof local / sizeof local[0]);
+  patterns_end_all(ps, 6);
+}
+
+static int same(const int64_t *out, size_t n, const int64_t *want, size_t wn) {
+  return n == wn && memcmp(out, want, n * sizeof *out) == 0;
+}
+#define SAME(out, n, ...)                                                      \
+  same(out, n, (const int64_t[]){__VA_ARGS__},                                 \
+       sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+
+static void *chain_from_small_stack(void *arg) {
+  int64_t *a = arg; /* graph, patterns, root -> rc, status, x */
+  int64_t out[16];
+  size_t n = 0;
+  int rc = pypm_match(a[0], a[1], 0, a[2], 0, out, 16, &n);
+  a[3] = rc;
+  a[4] = n >= 3 ? out[0] : -1;
+  a[5] = n >= 4 ? out[3] : -1;
+  return NULL;
+}
+
+static void test_full(void) {
+  const int64_t L = 100000;
+  wbuf g = {0}, ps = {0};
+  unary_graph(&g, L);
+  full_patterns(&ps);
+  int64_t gh, ph, sz, out[16];
+  size_t n;
+  double t0 = now_s();
+  CHECK_RC(pypm_graph_load(g.w, g.n, &gh), PYPM_OK);
+  CHECK_RC(pypm_patterns_load(ps.w, ps.n, &ph), PYPM_OK);
+  CHECK_RC(pypm_handle_size(ph, &sz), PYPM_OK);
+  CHECK(sz == 6, "6 roots");
+
+  /* UnaryChain over the 100000 Negs: x = the leaf, F = Neg */
+  CHECK_RC(pypm_match(gh, ph, 0, L, 0, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, PYPM_STATUS_MATCH, 1, 0, 0, 1, 0, SYM_NEG), "UnaryChain at the top");
+  CHECK_RC(pypm_match(gh, ph, 0, 1, 0, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, PYPM_STATUS_MATCH, 1, 0, 0, 1, 0, SYM_NEG), "UnaryChain at 1");
+  /* ReLU(ReLU(Neg ..)): the ReLU chain ends at node L */
+  CHECK_RC(pypm_match(gh, ph, 0, L + 2, 0, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, PYPM_STATUS_MATCH, 1, 0, L, 1, 0, SYM_RELU), "UnaryChain of ReLUs");
+  CHECK_RC(pypm_match(gh, ph, 0, L + 4, 0, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, PYPM_STATUS_MATCH, 1, 0, 0, 1, 0, SYM_TRANS), "UnaryChain at Trans");
+  CHECK_RC(pypm_match(gh, ph, 0, 0, 0, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, PYPM_STATUS_NO_MATCH, 0, 0), "UnaryChain at the leaf");
+  CHECK_RC(pypm_match(gh, ph, 0, L + 3, 0, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, PYPM_STATUS_NO_MATCH, 0, 0), "UnaryChain at Add");
+  /* not enough fuel for 100000 unfoldings */
+  CHECK_RC(pypm_match(gh, ph, 0, L, 1000, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, PYPM_STATUS_OUT_OF_FUEL, 0, 0), "UnaryChain, fuel 1000");
+  /* the machine keeps its stack on the heap: fine from a 64 KiB thread */
+  {
+    int64_t a[6] = {gh, ph, L, -1, -1, -1};
+    pthread_attr_t attr;
+    pthread_t t;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    CHECK(pthread_create(&t, &attr, chain_from_small_stack, a) == 0, "pthread_create");
+    pthread_join(t, NULL);
+    pthread_attr_destroy(&attr);
+    CHECK(a[3] == PYPM_OK && a[4] == PYPM_STATUS_MATCH && a[5] == 0,
+          "UnaryChain from a 64 KiB thread (rc %" PRId64 ")", a[3]);
+  }
+  /* UnaryOp: ∃F local, guard on the operator class (a symbol attribute) */
+  CHECK_RC(pypm_match(gh, ph, 1, L + 1, 0, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, PYPM_STATUS_MATCH, 1, 0, L, 0), "UnaryOp at ReLU");
+  CHECK_RC(pypm_match(gh, ph, 1, 5, 0, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, PYPM_STATUS_MATCH, 1, 0, 4, 0), "UnaryOp at Neg");
+  CHECK_RC(pypm_match(gh, ph, 1, L + 4, 0, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, PYPM_STATUS_NO_MATCH, 0, 0), "UnaryOp at Trans (class 9)");
+  /* P(x) = P(x): out of fuel, with any fuel, never no-match */
+  long long fuels[] = {1, 2, 1000, 100000, 0};
+  for (int i = 0; i < 5; i++) {
+    CHECK_RC(pypm_match(gh, ph, 2, 0, fuels[i], out, 16, &n), PYPM_OK);
+    CHECK(SAME(out, n, PYPM_STATUS_OUT_OF_FUEL, 0, 0), "P = P(x), fuel %lld: status %" PRId64,
+          fuels[i], out[0]);
+  }
+  CHECK_RC(pypm_match(gh, ph, 3, 7, 100000, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, PYPM_STATUS_OUT_OF_FUEL, 0, 0), "Q = Q(x) || x: out of fuel");
+  /* Add(L+2, 1) ; (UnaryChain(c; F) ≈ 1): 1 = Neg(0) */
+  CHECK_RC(pypm_match(gh, ph, 4, L + 3, 0, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, PYPM_STATUS_MATCH, 3, 0, L + 2, 1, 1, 2, 0, 1, 0, SYM_NEG),
+        "match constraint");
+  CHECK_RC(pypm_match(gh, ph, 4, L, 0, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, PYPM_STATUS_NO_MATCH, 0, 0), "match constraint at Neg");
+  /* local variables are not reported */
+  CHECK_RC(pypm_match(gh, ph, 5, 1, 0, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, PYPM_STATUS_MATCH, 0, 0), "local not reported");
+  /* size protocol with operator bindings */
+  CHECK_RC(pypm_match(gh, ph, 4, L + 3, 0, out, 10, &n), PYPM_E_BUFFER_TOO_SMALL);
+  CHECK(n == 11, "needs 11 words: %zu", n);
+  CHECK_RC(pypm_match(gh, ph, 6, 0, 0, out, 16, &n), PYPM_E_OUT_OF_RANGE);
+  pypm_release(gh);
+
+  /* match_all on a short chain (L = 3): every entry agrees with pypm_match,
+   * the loops are out of fuel everywhere */
+  g.n = 0;
+  unary_graph(&g, 3);
+  CHECK_RC(pypm_graph_load(g.w, g.n, &gh), PYPM_OK);
+  int64_t rh;
+  size_t rlen;
+  CHECK_RC(pypm_match_all(gh, ph, 5000, &rh, &rlen), PYPM_OK);
+  int64_t *r = malloc(rlen * sizeof *r);
+  CHECK_RC(pypm_result_read(rh, r, rlen), PYPM_OK);
+  size_t pos = 1;
+  int64_t entries = 0, fuel_out = 0, prev = -1;
+  int chain_seen = 0;
+  for (int64_t e = 0; e < r[0] && pos + 5 <= rlen; e++) {
+    int64_t pi = r[pos], root = r[pos + 1], st = r[pos + 2];
+    size_t start = pos;
+    pos += 3;
+    int64_t nb = r[pos];
+    pos += 1 + 2 * (size_t)nb;
+    int64_t nf = r[pos];
+    pos += 1 + 2 * (size_t)nf;
+    CHECK(root * 8 + pi > prev, "match_all order");
+    prev = root * 8 + pi;
+    entries++;
+    fuel_out += st == PYPM_STATUS_OUT_OF_FUEL;
+    CHECK_RC(pypm_match(gh, ph, pi, root, 5000, out, 16, &n), PYPM_OK);
+    CHECK(n == pos - start - 2 && memcmp(out, r + start + 2, n * sizeof *out) == 0,
+          "match_all entry (%" PRId64 ", %" PRId64 ") = pypm_match", pi, root);
+    if (pi == 0 && root == 3)
+      chain_seen = SAME(r + start, pos - start, 0, 3, 0, 1, 0, 0, 1, 0, SYM_NEG);
+  }
+  CHECK(pos == rlen && entries == r[0], "match_all: %" PRId64 " entries, %zu of %zu words",
+        entries, pos, rlen);
+  CHECK(fuel_out == 2 * 8, "loops out of fuel at all 8 nodes: %" PRId64, fuel_out);
+  CHECK(chain_seen, "match_all: UnaryChain entry at node 3");
+  long listed = 0;
+  for (int pi = 0; pi < 6; pi++)
+    for (int root = 0; root < 8; root++) {
+      CHECK_RC(pypm_match(gh, ph, pi, root, 5000, out, 16, &n), PYPM_OK);
+      listed += out[0] != PYPM_STATUS_NO_MATCH;
+    }
+  CHECK(listed == entries, "every match / out of fuel listed (%ld vs %" PRId64 ")", listed,
+        entries);
+  free(r);
+  pypm_release(rh);
+  pypm_release(gh);
+  pypm_release(ph);
+  wfree(&g);
+  wfree(&ps);
+  printf("  full calculus: %.2f s\n", now_s() - t0);
 }
 
 /* ------------------------------------------------ limits / stack depth */
@@ -318,14 +605,6 @@ static int run_on_small_stack(small_stack_arg *a) {
   return e;
 }
 
-static int load_one_pattern(const wbuf *p, int64_t *h) {
-  wbuf b = {0};
-  patterns_begin(&b, 1);
-  patterns_add(&b, p);
-  int rc = pypm_patterns_load(b.w, b.n, h);
-  wfree(&b);
-  return rc;
-}
 
 static void test_limits(void) {
   int64_t gh, ph, out[8];
@@ -346,19 +625,22 @@ static void test_limits(void) {
   put(&g, SYM_ADD), put(&g, wide2);
   for (int64_t i = 0; i < wide2; i++) put(&g, i % 3);
   put(&g, 0);
+  graph_end(&g, 0, NULL);
   CHECK_RC(pypm_graph_load(g.w, g.n, &gh), PYPM_OK);
   report_stack("wide graph load");
 
-  /* Add(x0 .. x32765) at node 4: 32766 bindings (65535 words) */
+  /* Add(x0 .. x32765) at node 4: 32766 parameters, 32766 bindings (65535
+   * words). (No pbinds claim: checking a claim of all 32766 parameters is
+   * quadratic, over the limit of Decode.max_wf_cost.) */
   wbuf p = {0};
   put(&p, 2), put(&p, SYM_ADD), put(&p, wide2);
   for (int64_t i = 0; i < wide2; i++) put(&p, 1), put(&p, i);
-  CHECK_RC(load_one_pattern(&p, &ph), PYPM_OK);
-  size_t cap = 2 + 2 * (size_t)wide2;
+  CHECK_RC(load_one_pattern(&p, wide2, &ph), PYPM_OK);
+  size_t cap = 3 + 2 * (size_t)wide2;
   int64_t *big = malloc(cap * sizeof *big);
   CHECK_RC(pypm_match(gh, ph, 0, 4, 0, big, cap, &n), PYPM_OK);
   CHECK(n == cap && big[0] == PYPM_STATUS_MATCH && big[1] == wide2 && big[2 + 2 * 100] == 100 &&
-            big[3 + 2 * 100] == 100 % 3,
+            big[3 + 2 * 100] == 100 % 3 && big[cap - 1] == 0,
         "32766 bindings");
   report_stack("32766-ary pattern match");
   pypm_release(ph);
@@ -375,7 +657,7 @@ static void test_limits(void) {
   for (int i = 0; i < nr; i++)
     put(&p, 2), put(&p, 2), put(&p, i % nv), put(&p, 0), put(&p, 1), put(&p, 0);
   /* the conjunctions nest 6999 deep on the left: fine (< 10000) */
-  CHECK_RC(load_one_pattern(&p, &ph), PYPM_OK);
+  CHECK_RC(load_one_pattern(&p, nv, &ph), PYPM_OK);
   report_stack("load of a guard with 7000 reads");
   pypm_release(ph);
 
@@ -383,31 +665,31 @@ static void test_limits(void) {
   p.n = 0;
   for (int i = 0; i < 9999; i++) put(&p, 3), put(&p, 2), put(&p, 99), put(&p, 0);
   put(&p, 1), put(&p, 0);
-  CHECK_RC(load_one_pattern(&p, &ph), PYPM_OK);
+  CHECK_RC(load_one_pattern(&p, 1, &ph), PYPM_OK);
   CHECK_RC(pypm_match(gh, ph, 0, 0, 0, out, 8, &n), PYPM_OK);
-  CHECK(n == 4 && out[0] == PYPM_STATUS_MATCH, "9999 failing alternates then x");
+  CHECK(n == 5 && out[0] == PYPM_STATUS_MATCH, "9999 failing alternates then x");
   pypm_release(ph);
   p.n = 0;
   put(&p, 4), put(&p, 1), put(&p, 0);
   for (int i = 0; i < 9997; i++) put(&p, 6);
   put(&p, 2), put(&p, 1), put(&p, 0), put(&p, 1), put(&p, 0); /* 0 = 0 under 9997 nots */
-  CHECK_RC(load_one_pattern(&p, &ph), PYPM_OK);
+  CHECK_RC(load_one_pattern(&p, 1, &ph), PYPM_OK);
   CHECK_RC(pypm_match(gh, ph, 0, 0, 0, out, 8, &n), PYPM_OK);
-  CHECK(n == 2 && out[0] == PYPM_STATUS_NO_MATCH, "odd number of nots: %" PRId64, out[0]);
+  CHECK(n == 3 && out[0] == PYPM_STATUS_NO_MATCH, "odd number of nots: %" PRId64, out[0]);
   pypm_release(ph);
   p.n = 0;
   put(&p, 4), put(&p, 1), put(&p, 0), put(&p, 2);
   for (int i = 0; i < 9996; i++) put(&p, 3), put(&p, 1), put(&p, 1); /* 1 + (1 + ...) */
   put(&p, 1), put(&p, 0), put(&p, 1), put(&p, 9996);
-  CHECK_RC(load_one_pattern(&p, &ph), PYPM_OK);
+  CHECK_RC(load_one_pattern(&p, 1, &ph), PYPM_OK);
   CHECK_RC(pypm_match(gh, ph, 0, 0, 0, out, 8, &n), PYPM_OK);
-  CHECK(n == 4 && out[0] == PYPM_STATUS_MATCH, "deep sum = 9996");
+  CHECK(n == 5 && out[0] == PYPM_STATUS_MATCH, "deep sum = 9996");
   report_stack("depth-10000 patterns");
   pypm_release(ph);
   /* MatMul(x, Trans(y)) at the 2^20-ary MatMul: length of its children */
   p.n = 0;
   put_all(&p, PAT_MMT, PAT_MMT_LEN);
-  CHECK_RC(load_one_pattern(&p, &ph), PYPM_OK);
+  CHECK_RC(load_one_pattern(&p, 2, &ph), PYPM_OK);
   CHECK_RC(pypm_match(gh, ph, 0, 3, 0, out, 8, &n), PYPM_OK);
   CHECK(out[0] == PYPM_STATUS_NO_MATCH, "wide node: no match");
   CHECK_RC(pypm_match(gh, ph, 0, 2, 0, out, 8, &n), PYPM_OK);
@@ -419,6 +701,38 @@ static void test_limits(void) {
     CHECK(a.rc == PYPM_OK && a.status == PYPM_STATUS_NO_MATCH, "2^20-ary node from a 64 KiB thread");
   }
   pypm_release(ph);
+
+  /* 2^16 term and operator parameters (the matcher builds an identity map
+   * of each, recursively), and a call with 30000 arguments */
+  {
+    wbuf b = {0};
+    int64_t x0[] = {1, 0};
+    patterns_begin(&b, 3);
+    patterns_def_words(&b, (int64_t)1 << 16, (int64_t)1 << 16, 1, PB_0, 0, NULL, x0, 2);
+    patterns_def_words(&b, 30000, 0, 1, PB_0, 0, NULL, x0, 2);
+    p.n = 0;
+    put(&p, 9), put(&p, 1), put(&p, 30000);
+    for (int i = 0; i < 30000; i++) put(&p, 0);
+    put(&p, 0);
+    patterns_def(&b, 1, 0, 1, PB_0, 0, NULL, &p);
+    int64_t roots[] = {0, 2};
+    patterns_end(&b, 2, roots);
+    CHECK_RC(pypm_patterns_load(b.w, b.n, &ph), PYPM_OK);
+    CHECK_RC(pypm_match(gh, ph, 0, 2, 0, out, 8, &n), PYPM_OK);
+    CHECK(n == 5 && out[0] == PYPM_STATUS_MATCH && out[3] == 2, "2^16 parameters");
+    CHECK_RC(pypm_match(gh, ph, 1, 1, 0, out, 8, &n), PYPM_OK);
+    CHECK(n == 5 && out[0] == PYPM_STATUS_MATCH && out[3] == 1, "call with 30000 arguments");
+    report_stack("2^16 parameters, call with 30000 args");
+    pypm_release(ph);
+    /* 2^16 + 1 parameters: over the limit */
+    b.n = 0;
+    patterns_begin(&b, 1);
+    patterns_def_words(&b, ((int64_t)1 << 16) + 1, 0, 0, NULL, 0, NULL, x0, 2);
+    patterns_end_all(&b, 1);
+    CHECK_RC(pypm_patterns_load(b.w, b.n, &ph), PYPM_E_MALFORMED);
+    CHECK(contains(pypm_last_error(), "exceeds the limit of 65536"), "params limit message");
+    wfree(&b);
+  }
 
   pypm_release(gh);
   wfree(&p);
@@ -439,12 +753,13 @@ static int64_t fuzz_word(uint64_t *s) {
   }
 }
 
-/* a random valid-ish pattern (may be ill-formed), prefix words into p */
+/* a random valid-ish pattern (may be ill-formed, may call a definition
+ * that does not exist), prefix words into p */
 static void gen_expr(wbuf *p, uint64_t *s, int d) {
-  int t = d > 4 ? 1 + (int)rng_below(s, 2) : 1 + (int)rng_below(s, 5);
+  int t = d > 4 ? 1 + (int)rng_below(s, 2) : 1 + (int)rng_below(s, 6);
   put(p, t);
   if (t == 1) put(p, (int64_t)rng_below(s, 5) - 2);
-  else if (t == 2) put(p, (int64_t)rng_below(s, 4)), put(p, (int64_t)rng_below(s, 3));
+  else if (t == 2 || t == 6) put(p, (int64_t)rng_below(s, 4)), put(p, (int64_t)rng_below(s, 3));
   else gen_expr(p, s, d + 1), gen_expr(p, s, d + 1);
 }
 static void gen_guard(wbuf *p, uint64_t *s, int d) {
@@ -454,23 +769,46 @@ static void gen_guard(wbuf *p, uint64_t *s, int d) {
   else if (t == 4 || t == 5) gen_guard(p, s, d + 1), gen_guard(p, s, d + 1);
   else if (t == 6) gen_guard(p, s, d + 1);
 }
-static void gen_pattern(wbuf *p, uint64_t *s, int d) {
-  int t = d > 4 ? 1 : 1 + (int)rng_below(s, 4);
+static void gen_pattern(wbuf *p, uint64_t *s, int d, int n_defs) {
+  int t = d > 4 ? (rng_below(s, 4) ? 1 : 9) : 1 + (int)rng_below(s, 9);
   put(p, t);
-  if (t == 1) put(p, (int64_t)rng_below(s, 4));
-  else if (t == 2) {
-    int n = (int)rng_below(s, 3);
-    put(p, 1 + (int64_t)rng_below(s, 3)), put(p, n);
-    for (int i = 0; i < n; i++) gen_pattern(p, s, d + 1);
-  } else if (t == 3) gen_pattern(p, s, d + 1), gen_pattern(p, s, d + 1);
-  else gen_pattern(p, s, d + 1), gen_guard(p, s, d + 1);
+  switch (t) {
+    case 1: put(p, (int64_t)rng_below(s, 4)); break;
+    case 2:
+    case 8: {
+      int n = (int)rng_below(s, 3);
+      put(p, t == 2 ? 1 + (int64_t)rng_below(s, 5) : (int64_t)rng_below(s, 3)), put(p, n);
+      for (int i = 0; i < n; i++) gen_pattern(p, s, d + 1, n_defs);
+      break;
+    }
+    case 3: gen_pattern(p, s, d + 1, n_defs), gen_pattern(p, s, d + 1, n_defs); break;
+    case 4: gen_pattern(p, s, d + 1, n_defs), gen_guard(p, s, d + 1); break;
+    case 5:
+    case 6:
+      put(p, (int64_t)rng_below(s, t == 5 ? 4 : 3));
+      gen_pattern(p, s, d + 1, n_defs);
+      break;
+    case 7:
+      gen_pattern(p, s, d + 1, n_defs), gen_pattern(p, s, d + 1, n_defs);
+      put(p, (int64_t)rng_below(s, 4));
+      break;
+    default: { /* call: the target is out of range one time in 8 */
+      int nx = (int)rng_below(s, 3), nf = (int)rng_below(s, 2);
+      put(p, rng_below(s, 8) ? (int64_t)rng_below(s, (uint64_t)(n_defs ? n_defs : 1))
+                             : (int64_t)n_defs);
+      put(p, nx);
+      for (int i = 0; i < nx; i++) put(p, (int64_t)rng_below(s, 4));
+      put(p, nf);
+      for (int i = 0; i < nf; i++) put(p, (int64_t)rng_below(s, 3));
+    }
+  }
 }
 
 static void gen_graph(wbuf *g, uint64_t *s) {
   int n = 1 + (int)rng_below(s, 12);
   graph_begin(g, n);
   for (int i = 0; i < n; i++) {
-    put(g, 1 + (int64_t)rng_below(s, 3));
+    put(g, 1 + (int64_t)rng_below(s, 5));
     int nc = (int)rng_below(s, 3);
     put(g, nc);
     for (int j = 0; j < nc; j++) put(g, (int64_t)rng_below(s, (uint64_t)n));
@@ -478,17 +816,33 @@ static void gen_graph(wbuf *g, uint64_t *s) {
     put(g, na);
     for (int j = 0; j < na; j++) put(g, j), put(g, (int64_t)rng_below(s, 5) - 2);
   }
+  int ns = (int)rng_below(s, 4);
+  put(g, ns);
+  for (int j = 0; j < ns; j++)
+    put(g, 1 + j), put(g, (int64_t)rng_below(s, 3)), put(g, (int64_t)rng_below(s, 5) - 2);
 }
 
+/* 0-3 definitions (parameters; random claims one time in 4: often wrong,
+ * then the set is ill-formed), 0-3 roots (out of range one time in 16) */
 static void gen_patterns(wbuf *b, uint64_t *s) {
-  int n = (int)rng_below(s, 4);
+  int nd = (int)rng_below(s, 4);
   wbuf p = {0};
-  patterns_begin(b, n);
-  for (int i = 0; i < n; i++) {
+  patterns_begin(b, nd);
+  for (int i = 0; i < nd; i++) {
     p.n = 0;
-    gen_pattern(&p, s, 0);
-    patterns_add(b, &p);
+    gen_pattern(&p, s, 0, nd);
+    int64_t n = (int64_t)rng_below(s, 4), m = (int64_t)rng_below(s, 3), pb[4], pfb[3];
+    int npb = 0, npfb = 0, claim = rng_below(s, 4) == 0; /* else no claims */
+    for (int64_t x = 0; x < n; x++)
+      if (claim && rng_below(s, 3) == 0) pb[npb++] = x;
+    for (int64_t f = 0; f < m; f++)
+      if (claim && rng_below(s, 3) == 0) pfb[npfb++] = f;
+    patterns_def(b, n, m, npb, pb, npfb, pfb, &p);
   }
+  int nr = (int)rng_below(s, 4);
+  put(b, nr);
+  for (int i = 0; i < nr; i++)
+    put(b, rng_below(s, 16) ? (int64_t)rng_below(s, (uint64_t)(nd ? nd : 1)) : (int64_t)nd);
   wfree(&p);
 }
 
@@ -511,6 +865,7 @@ static void mutate(wbuf *b, uint64_t *s) {
 }
 
 static long codes[16];
+static long statuses[3], sets_accepted, sets_with_roots;
 
 static int valid_code(int rc) { return rc >= 0 && rc <= 9; }
 
@@ -526,6 +881,19 @@ static void exercise(int64_t gh, int64_t ph, uint64_t *s) {
       int64_t *r = malloc((rlen + 1) * sizeof *r);
       CHECK_RC(pypm_result_read(rh, r, rlen), PYPM_OK);
       CHECK(r[0] <= gsz * psz, "entry count");
+      /* walk the entries: layout, statuses */
+      size_t pos = 1;
+      for (int64_t e = 0; e < r[0] && pos + 5 <= rlen; e++) {
+        int64_t st = r[pos + 2];
+        CHECK(r[pos] >= 0 && r[pos] < psz && r[pos + 1] >= 0 && r[pos + 1] < gsz &&
+                  (st == PYPM_STATUS_MATCH || st == PYPM_STATUS_OUT_OF_FUEL),
+              "entry %" PRId64, e);
+        if (st >= 0 && st <= 2) statuses[st]++;
+        pos += 3;
+        pos += 1 + 2 * (size_t)r[pos];
+        if (pos < rlen) pos += 1 + 2 * (size_t)r[pos];
+      }
+      CHECK(pos == rlen, "match_all layout: %zu of %zu words", pos, rlen);
       free(r);
       CHECK_RC(pypm_handle_size(rh, &sz), PYPM_OK);
       CHECK_RC(pypm_release(rh), PYPM_OK);
@@ -533,7 +901,9 @@ static void exercise(int64_t gh, int64_t ph, uint64_t *s) {
     for (int k = 0; k < 4; k++) {
       int64_t root = (int64_t)rng_below(s, (uint64_t)gsz + 2) - 1;
       int64_t idx = (int64_t)rng_below(s, (uint64_t)psz + 2) - 1;
-      int rc2 = pypm_match(gh, ph, idx, root, (int64_t)rng_below(s, 50) - 5, out,
+      /* always a positive fuel: with recursive definitions the default
+       * (2^24 steps) would dominate the run */
+      int rc2 = pypm_match(gh, ph, idx, root, 1 + (int64_t)rng_below(s, 500), out,
                            (size_t)rng_below(s, 65), &n);
       int in_range = root >= 0 && root < gsz && idx >= 0 && idx < psz;
       CHECK(in_range ? (rc2 == PYPM_OK || rc2 == PYPM_E_BUFFER_TOO_SMALL)
@@ -556,10 +926,10 @@ static void test_fuzz(int rounds) {
     int kind = (int)rng_below(&s, 4);
     if (kind == 0) { /* pure random words */
       int n = (int)rng_below(&s, 40);
-      if (rng_below(&s, 2)) put(&g, MAGIC_GRAPH), put(&g, 1);
+      if (rng_below(&s, 2)) put(&g, MAGIC_GRAPH), put(&g, 2);
       for (int i = 0; i < n; i++) put(&g, fuzz_word(&s));
       n = (int)rng_below(&s, 40);
-      if (rng_below(&s, 2)) put(&ps, MAGIC_PATTERNS), put(&ps, 1);
+      if (rng_below(&s, 2)) put(&ps, MAGIC_PATTERNS), put(&ps, 2);
       for (int i = 0; i < n; i++) put(&ps, fuzz_word(&s));
     } else { /* generated, then maybe mutated */
       gen_graph(&g, &s);
@@ -581,6 +951,19 @@ static void test_fuzz(int rounds) {
     CHECK((rc1 == PYPM_OK) == (gh > 0) && (rc2 == PYPM_OK) == (ph > 0), "handle iff OK");
     if (rc1 != PYPM_OK) CHECK(pypm_last_error()[0] != 0, "message on failure");
     accepted += (rc1 == PYPM_OK) + (rc2 == PYPM_OK);
+    if (rc2 == PYPM_OK) {
+      int64_t nr = 0;
+      pypm_handle_size(ph, &nr);
+      sets_accepted++;
+      sets_with_roots += nr > 0;
+    }
+    if (rc2 == PYPM_OK && rng_below(&s, 8) == 0) {
+      for (size_t k = 0; k < ps.n; k++) {
+        int64_t h2;
+        int rc = pypm_patterns_load(ps.w, k, &h2);
+        CHECK(rc == PYPM_E_MALFORMED, "patterns prefix %zu/%zu accepted (rc %d)", k, ps.n, rc);
+      }
+    }
     /* all prefixes of accepted buffers must be rejected */
     if (rc1 == PYPM_OK && rng_below(&s, 8) == 0) {
       for (size_t k = 0; k < g.n; k++) {
@@ -599,16 +982,24 @@ static void test_fuzz(int rounds) {
   for (int i = 0; i < 10; i++)
     if (codes[i]) printf(" %s=%ld", pypm_error_name(i), codes[i]);
   printf(", %.2f s\n", now_s() - t0);
+  printf("  fuzz: %ld pattern sets accepted (%ld with roots); match_all entries: %ld match, "
+         "%ld out of fuel\n",
+         sets_accepted, sets_with_roots, statuses[PYPM_STATUS_MATCH],
+         statuses[PYPM_STATUS_OUT_OF_FUEL]);
+  CHECK(statuses[PYPM_STATUS_MATCH] > 0 && statuses[PYPM_STATUS_OUT_OF_FUEL] > 0,
+        "fuzz reaches matches and out-of-fuel");
 }
 
 /* ------------------------------------------------------------ threads */
 
 #define T_NODES 3000
-#define T_PATS 3
+#define T_PATS 4
+#define T_OUT 16
 #define N_THREADS 8
 
 static int64_t t_graph, t_pats;
-static int64_t expected[T_PATS][T_NODES][8]; /* status, n, pairs (<= 3 pairs) */
+/* status, n, pairs (<= 2), m, pairs (<= 1) */
+static int64_t expected[T_PATS][T_NODES][T_OUT];
 static size_t expected_len[T_PATS][T_NODES];
 
 typedef struct {
@@ -620,12 +1011,12 @@ typedef struct {
 static void *hammer(void *arg) {
   targ *a = arg;
   uint64_t s = 0x1234567ULL * (uint64_t)(a->id + 1);
-  int64_t out[8];
+  int64_t out[T_OUT];
   size_t n;
   char want[64];
   for (int i = 0; i < a->iters; i++) {
     int64_t root = (int64_t)rng_below(&s, T_NODES), idx = (int64_t)rng_below(&s, T_PATS);
-    int rc = pypm_match(t_graph, t_pats, idx, root, 0, out, 8, &n);
+    int rc = pypm_match(t_graph, t_pats, idx, root, 0, out, T_OUT, &n);
     int good = rc == PYPM_OK && n == expected_len[idx][root] &&
                memcmp(out, expected[idx][root], n * sizeof *out) == 0;
     CHECK(good, "thread %d: match(%" PRId64 ", %" PRId64 ") rc %d", a->id, idx, root, rc);
@@ -633,7 +1024,7 @@ static void *hammer(void *arg) {
     if (i % 97 == 0) {
       /* a thread-specific error: the message must be this thread's */
       int64_t bad_root = T_NODES + 1000 * a->id + (i % 1000);
-      rc = pypm_match(t_graph, t_pats, 0, bad_root, 0, out, 8, &n);
+      rc = pypm_match(t_graph, t_pats, 0, bad_root, 0, out, T_OUT, &n);
       snprintf(want, sizeof want, "root node %" PRId64 " out of range", bad_root);
       CHECK(rc == PYPM_E_OUT_OF_RANGE && contains(pypm_last_error(), want),
             "thread %d: own last error (%s)", a->id, want);
@@ -665,13 +1056,14 @@ static void *forker(void *arg) {
   for (int k = 0; k < 20; k++) {
     pid_t pid = fork();
     if (pid == 0) {
-      int64_t out[8];
+      int64_t out[T_OUT];
       size_t n;
       int ok = 1;
       for (int r = 0; r < T_NODES; r += 7) {
-        int rc = pypm_match(t_graph, t_pats, 0, r, 0, out, 8, &n);
-        ok &= rc == PYPM_OK && n == expected_len[0][r] &&
-              memcmp(out, expected[0][r], n * sizeof *out) == 0;
+        int k = r % T_PATS;
+        int rc = pypm_match(t_graph, t_pats, k, r, 0, out, T_OUT, &n);
+        ok &= rc == PYPM_OK && n == expected_len[k][r] &&
+              memcmp(out, expected[k][r], n * sizeof *out) == 0;
       }
       _exit(ok ? 0 : 1);
     }
@@ -686,7 +1078,7 @@ static void *forker(void *arg) {
 static void test_threads(int iters) {
   wbuf g = {0}, ps = {0}, p = {0};
   uint64_t s = 42;
-  /* random DAG over MatMul/Trans/Add/leaves */
+  /* random DAG over MatMul/Trans/Add/Neg/ReLU/leaves */
   graph_begin(&g, T_NODES);
   for (int i = 0; i < T_NODES; i++) {
     int64_t attrs[] = {0, (int64_t)rng_below(&s, 3) + 1};
@@ -694,34 +1086,46 @@ static void test_threads(int iters) {
       graph_node(&g, SYM_LEAF, 0, NULL, 1, attrs);
       continue;
     }
-    int k = (int)rng_below(&s, 4);
-    int64_t a = (int64_t)rng_below(&s, (uint64_t)i), b = (int64_t)rng_below(&s, (uint64_t)i);
+    int k = (int)rng_below(&s, 6);
+    /* unary nodes mostly over the previous node: long chains */
+    int64_t a = k >= 4 && rng_below(&s, 4) ? i - 1 : (int64_t)rng_below(&s, (uint64_t)i);
+    int64_t b = (int64_t)rng_below(&s, (uint64_t)i);
     int64_t kids[2] = {a, b};
     if (k == 0) graph_node(&g, SYM_LEAF, 0, NULL, 1, attrs);
     else if (k == 1) graph_node(&g, SYM_TRANS, 1, kids, 1, attrs);
+    else if (k >= 4) graph_node(&g, k == 4 ? SYM_NEG : SYM_RELU, 1, kids, 1, attrs);
     else graph_node(&g, k == 2 ? SYM_MATMUL : SYM_ADD, 2, kids, 1, attrs);
   }
+  int64_t sym[] = {SYM_NEG, ATTR_OP_CLASS, 7, SYM_RELU, ATTR_OP_CLASS, 7};
+  graph_end(&g, 2, sym);
   patterns_begin(&ps, T_PATS);
   put_all(&p, PAT_MMT, PAT_MMT_LEN);
-  patterns_add(&ps, &p);
+  patterns_def(&ps, 2, 0, 2, PB_01, 0, NULL, &p);
   p.n = 0; /* Add(x, x) */
   int64_t addxx[] = {2, SYM_ADD, 2, 1, 0, 1, 0};
   put_all(&p, addxx, 7);
-  patterns_add(&ps, &p);
+  patterns_def(&ps, 1, 0, 1, PB_0, 0, NULL, &p);
   p.n = 0; /* MatMul(x, y) | Trans(x) ; x.rank < 3 */
   int64_t alt[] = {4, 3, 2, SYM_MATMUL, 2, 1, 0, 1, 1, 2, SYM_TRANS, 1, 1, 0,
                    3, 2, 0, 0, 1, 3};
   put_all(&p, alt, sizeof alt / sizeof alt[0]);
-  patterns_add(&ps, &p);
+  patterns_def(&ps, 2, 0, 1, PB_0, 0, NULL, &p);
+  p.n = 0; /* UnaryChain(x; F), recursive (definition 3) */
+  int64_t uc[] = PAT_UNARY_CHAIN(3);
+  put_all(&p, uc, PAT_UNARY_CHAIN_LEN);
+  patterns_def(&ps, 1, 1, 1, PB_0, 1, PB_0, &p);
+  patterns_end_all(&ps, T_PATS);
   CHECK_RC(pypm_graph_load(g.w, g.n, &t_graph), PYPM_OK);
   CHECK_RC(pypm_patterns_load(ps.w, ps.n, &t_pats), PYPM_OK);
-  long matches = 0;
+  long matches = 0, chains = 0;
   for (int i = 0; i < T_PATS; i++)
     for (int r = 0; r < T_NODES; r++) {
-      CHECK_RC(pypm_match(t_graph, t_pats, i, r, 0, expected[i][r], 8, &expected_len[i][r]),
+      CHECK_RC(pypm_match(t_graph, t_pats, i, r, 0, expected[i][r], T_OUT, &expected_len[i][r]),
                PYPM_OK);
       matches += expected[i][r][0] == PYPM_STATUS_MATCH;
+      chains += i == 3 && expected[i][r][0] == PYPM_STATUS_MATCH;
     }
+  CHECK(chains > T_NODES / 10, "UnaryChain matches at %ld nodes", chains);
   double t0 = now_s();
   pthread_t th[N_THREADS];
   targ args[N_THREADS];
@@ -766,11 +1170,11 @@ static void test_signals_preserved(void) {
   mine.ss_size = sizeof altstack;
   sigaltstack(&mine, NULL);
   sigaltstack(NULL, &before);
-  CHECK(pypm_format_version() == 1, "version");
+  CHECK(pypm_format_version() == 2, "version");
   int64_t h;
   CHECK_RC(pypm_graph_load(NULL, 0, &h), PYPM_E_NULL); /* no runtime start yet */
-  int64_t buf[3] = {MAGIC_GRAPH, 1, 0};
-  CHECK_RC(pypm_graph_load(buf, 3, &h), PYPM_OK);      /* starts the runtime */
+  int64_t buf[4] = {MAGIC_GRAPH, 2, 0, 0};
+  CHECK_RC(pypm_graph_load(buf, 4, &h), PYPM_OK);      /* starts the runtime */
   CHECK_RC(pypm_release(h), PYPM_OK);
   sigaction(SIGSEGV, NULL, &now);
   CHECK(now.sa_handler == host_segv, "host SIGSEGV handler restored");
@@ -792,6 +1196,7 @@ int main(int argc, char **argv) {
   printf("test_capi\n");
   test_signals_preserved();
   test_basics();
+  test_full();
   test_errors();
   test_limits();
   test_fuzz(rounds);

@@ -1,6 +1,7 @@
 (* Tests of the decoder (and of the engine on decoded values), plain OCaml.
    Valid buffers decode to the expected values; each class of malformed
-   buffer is rejected with the right kind and a precise message. *)
+   buffer is rejected with the right kind and a precise message; the engine
+   matches every form of the full calculus (format VERSION 2). *)
 
 open Pypm_core
 module M = Matcher
@@ -24,8 +25,8 @@ let contains s sub =
 
 let i = Int64.of_int
 
-let graph_words (nodes : (int * int list * (int * int) list) list) : int64 list =
-  [ Decode.magic_graph; 1L; i (List.length nodes) ]
+let graph_words ?(sym = []) (nodes : (int * int list * (int * int) list) list) : int64 list =
+  [ Decode.magic_graph; 2L; i (List.length nodes) ]
   @ List.concat_map
       (fun (l, kids, attrs) ->
         [ i l; i (List.length kids) ]
@@ -33,33 +34,97 @@ let graph_words (nodes : (int * int list * (int * int) list) list) : int64 list 
         @ [ i (List.length attrs) ]
         @ List.concat_map (fun (a, v) -> [ i a; i v ]) attrs)
       nodes
+  @ [ i (List.length sym) ]
+  @ List.concat_map (fun (s, a, v) -> [ i s; i a; i v ]) sym
 
-let rec expr_words = function
-  | M.EConst z -> [ 1L; i z ]
-  | M.EAttr (x, a) -> [ 2L; i x; i a ]
-  | M.EAdd (a, b) -> (3L :: expr_words a) @ expr_words b
-  | M.ESub (a, b) -> (4L :: expr_words a) @ expr_words b
-  | M.EMul (a, b) -> (5L :: expr_words a) @ expr_words b
+(* Prefix form.  The encoders push words onto a reversed accumulator, so
+   that they are linear also on deep left-nested terms. *)
+let rec expr_rev acc = function
+  | M.EConst z -> i z :: 1L :: acc
+  | M.EAttr (x, a) -> i a :: i x :: 2L :: acc
+  | M.EAdd (a, b) -> expr_rev (expr_rev (3L :: acc) a) b
+  | M.ESub (a, b) -> expr_rev (expr_rev (4L :: acc) a) b
+  | M.EMul (a, b) -> expr_rev (expr_rev (5L :: acc) a) b
+  | M.EFAttr (f, a) -> i a :: i f :: 6L :: acc
 
-let rec guard_words = function
-  | M.GTrue -> [ 1L ]
-  | M.GEq (a, b) -> (2L :: expr_words a) @ expr_words b
-  | M.GLt (a, b) -> (3L :: expr_words a) @ expr_words b
-  | M.GAnd (a, b) -> (4L :: guard_words a) @ guard_words b
-  | M.GOr (a, b) -> (5L :: guard_words a) @ guard_words b
-  | M.GNot a -> 6L :: guard_words a
+let rec guard_rev acc = function
+  | M.GTrue -> 1L :: acc
+  | M.GEq (a, b) -> expr_rev (expr_rev (2L :: acc) a) b
+  | M.GLt (a, b) -> expr_rev (expr_rev (3L :: acc) a) b
+  | M.GAnd (a, b) -> guard_rev (guard_rev (4L :: acc) a) b
+  | M.GOr (a, b) -> guard_rev (guard_rev (5L :: acc) a) b
+  | M.GNot a -> guard_rev (6L :: acc) a
 
-let rec pattern_words = function
-  | M.PVar x -> [ 1L; i x ]
-  | M.PApp (f, ps) -> [ 2L; i f; i (List.length ps) ] @ List.concat_map pattern_words ps
-  | M.PAlt (a, b) -> (3L :: pattern_words a) @ pattern_words b
-  | M.PGuard (p, g) -> (4L :: pattern_words p) @ guard_words g
+let rev_ints acc l = List.fold_left (fun acc v -> i v :: acc) acc l
 
-let patterns_words_raw (ps : int64 list list) : int64 list =
-  [ Decode.magic_patterns; 1L; i (List.length ps) ]
-  @ List.concat_map (fun w -> i (List.length w) :: w) ps
+let rec pattern_rev acc = function
+  | M.PVar x -> i x :: 1L :: acc
+  | M.PApp (f, ps) -> List.fold_left pattern_rev (i (List.length ps) :: i f :: 2L :: acc) ps
+  | M.PAlt (a, b) -> pattern_rev (pattern_rev (3L :: acc) a) b
+  | M.PGuard (p, g) -> guard_rev (pattern_rev (4L :: acc) p) g
+  | M.PExists (x, p) -> pattern_rev (i x :: 5L :: acc) p
+  | M.PExistsF (f, p) -> pattern_rev (i f :: 6L :: acc) p
+  | M.PConstr (p, p', x) -> i x :: pattern_rev (pattern_rev (7L :: acc) p) p'
+  | M.PFunVar (f, ps) -> List.fold_left pattern_rev (i (List.length ps) :: i f :: 8L :: acc) ps
+  | M.PCall (p, xs, fs) ->
+      rev_ints (i (List.length fs) :: rev_ints (i (List.length xs) :: i p :: 9L :: acc) xs) fs
 
-let patterns_words ps = patterns_words_raw (List.map pattern_words ps)
+let pattern_words p = List.rev (pattern_rev [] p)
+
+(* a definition with an already encoded body *)
+let def_words_raw ~n ~m ?(pb = []) ?(pfb = []) (body : int64 list) : int64 list =
+  [ i n; i m; i (List.length pb) ]
+  @ List.map i pb
+  @ [ i (List.length pfb) ]
+  @ List.map i pfb
+  @ [ i (List.length body) ]
+  @ body
+
+let def_words (d : M.pdef) =
+  def_words_raw ~n:d.M.nparams ~m:d.M.nfparams ~pb:d.M.pbinds ~pfb:d.M.pfbinds
+    (pattern_words d.M.body)
+
+let set_words_raw (defs : int64 list list) (roots : int list) : int64 list =
+  [ Decode.magic_patterns; 2L; i (List.length defs) ]
+  @ List.concat defs
+  @ [ i (List.length roots) ]
+  @ List.map i roots
+
+let set_words (defs : M.pdef list) roots = set_words_raw (List.map def_words defs) roots
+
+(* A call-free pattern as a one-definition root: its parameters are its
+   variables 0 .. max, pbinds/pfbinds what the body binds (the extracted
+   [binds] on an empty table, so the claim is right). *)
+let rec max_var = function
+  | M.PVar x -> x
+  | M.PApp (_, ps) | M.PFunVar (_, ps) -> List.fold_left (fun a p -> max a (max_var p)) (-1) ps
+  | M.PAlt (a, b) | M.PConstr (a, b, _) -> max (max_var a) (max_var b)
+  | M.PGuard (p, _) | M.PExists (_, p) | M.PExistsF (_, p) -> max_var p
+  | M.PCall (_, xs, _) -> List.fold_left max (-1) xs
+
+let rec max_fvar = function
+  | M.PVar _ -> -1
+  | M.PApp (_, ps) -> List.fold_left (fun a p -> max a (max_fvar p)) (-1) ps
+  | M.PFunVar (f, ps) -> List.fold_left (fun a p -> max a (max_fvar p)) f ps
+  | M.PAlt (a, b) | M.PConstr (a, b, _) -> max (max_fvar a) (max_fvar b)
+  | M.PGuard (p, _) | M.PExists (_, p) | M.PExistsF (_, p) -> max_fvar p
+  | M.PCall (_, _, fs) -> List.fold_left max (-1) fs
+
+let sort_uniq l = List.sort_uniq compare l
+
+let auto_def ?n ?m p : M.pdef =
+  let n = match n with Some n -> n | None -> max_var p + 1 in
+  let m = match m with Some m -> m | None -> max_fvar p + 1 in
+  {
+    M.nparams = n;
+    nfparams = m;
+    body = p;
+    pbinds = List.filter (fun x -> x < n) (sort_uniq (M.binds [] p));
+    pfbinds = List.filter (fun f -> f < m) (sort_uniq (M.fbinds [] p));
+  }
+
+(* each pattern its own root *)
+let patterns_words ps = set_words (List.map auto_def ps) (List.mapi (fun k _ -> k) ps)
 
 let buf l = Decode.of_array (Array.of_list l)
 
@@ -68,7 +133,12 @@ let buf l = Decode.of_array (Array.of_list l)
 (* symbols *)
 let matmul = 1
 let trans = 2
+let neg = 3
+let relu = 4
 let leaf = 10
+
+(* attribute ids *)
+let op_class = 2
 
 (* x(0), y(1), Trans(y)(2), MatMul(x, Trans y)(3), MatMul(x, y)(4) *)
 let g_nodes =
@@ -79,6 +149,9 @@ let g_nodes =
     (matmul, [ 0; 2 ], []);
     (matmul, [ 0; 1 ], [ (1, 1) ]);
   ]
+
+(* operator classes: Neg and ReLU are class 7 (unary elementwise), Trans 9 *)
+let g_sym = [ (relu, op_class, 7); (neg, op_class, 7); (trans, op_class, 9); (neg, 0, -1) ]
 
 let x = 0
 let y = 1
@@ -92,6 +165,19 @@ let p_guarded = M.PGuard (p_mmt, M.GEq (M.EAttr (x, 101), M.EAttr (y, 101)))
 (* MatMul(x, Trans(y) | y) *)
 let p_alt = M.PApp (matmul, [ M.PVar x; M.PAlt (M.PApp (trans, [ M.PVar y ]), M.PVar y) ])
 
+(* UnaryChain(x; F) = F(UnaryChain(x; F)) ‖ F(x)  (definition 0) *)
+let unary_chain =
+  {
+    M.nparams = 1;
+    nfparams = 1;
+    body = M.PAlt (M.PFunVar (0, [ M.PCall (0, [ 0 ], [ 0 ]) ]), M.PFunVar (0, [ M.PVar 0 ]));
+    pbinds = [ 0 ];
+    pfbinds = [ 0 ];
+  }
+
+(* P(x) = P(x) (definition 0): never terminates *)
+let loop_def = { M.nparams = 1; nfparams = 0; body = M.PCall (0, [ 0 ], []); pbinds = []; pfbinds = [] }
+
 let expect_error what kind sub = function
   | Ok _ -> check (what ^ ": expected an error") false
   | Error { Decode.kind = k; message } ->
@@ -104,7 +190,7 @@ let expect_error what kind sub = function
 (* ------------------------------------------------------------ graph tests *)
 
 let test_graph_valid () =
-  match Decode.decode_graph (buf (graph_words g_nodes)) with
+  match Decode.decode_graph (buf (graph_words ~sym:g_sym g_nodes)) with
   | Error e -> check ("valid graph: " ^ e.Decode.message) false
   | Ok g ->
       check "n_nodes" (g.Repr.n_nodes = 5);
@@ -115,24 +201,39 @@ let test_graph_valid () =
       check "attr absent" (Repr.attr g 102 0 = None);
       check "attr on node without attrs" (Repr.attr g 0 3 = None);
       check "attr out-of-range node" (Repr.attr g 0 99 = None);
+      check "sym attr" (Repr.sym_attr g op_class neg = Some 7 && Repr.sym_attr g op_class relu = Some 7);
+      check "sym attr (other id)" (Repr.sym_attr g 0 neg = Some (-1) && Repr.sym_attr g 0 relu = None);
+      check "sym attr trans" (Repr.sym_attr g op_class trans = Some 9);
+      check "sym attr absent symbol" (Repr.sym_attr g op_class matmul = None);
+      check "sym attr absent id" (Repr.sym_attr g 5 neg = None);
+      let mg = Repr.to_matcher g in
+      check "matcher view" (mg.M.sym_attr op_class neg = Some 7 && mg.M.attr 101 0 = Some 8);
       (* many attributes (sorted with Array.sort) *)
       let attrs = List.init 40 (fun k -> ((k * 7919) mod 1000, k)) in
-      (match Decode.decode_graph (buf (graph_words [ (5, [], attrs) ])) with
+      let sym = List.init 300 (fun k -> ((k * 31) mod 17, (k * 7919) mod 1009, k)) in
+      (match Decode.decode_graph (buf (graph_words ~sym [ (5, [], attrs) ])) with
       | Ok g2 ->
           check "40 attributes"
             (List.for_all (fun (a, v) -> Repr.attr g2 a 0 = Some v) attrs
-            && Repr.attr g2 1001 0 = None)
+            && Repr.attr g2 1001 0 = None);
+          check "300 symbol attributes"
+            (List.for_all (fun (s, a, v) -> Repr.sym_attr g2 a s = Some v) sym
+            && Repr.sym_attr g2 1010 0 = None
+            && Repr.sym_attr g2 0 17 = None)
       | Error e -> check ("40 attributes: " ^ e.Decode.message) false);
       (* empty graph, cycles, self loops are legal *)
       check "empty graph" (Result.is_ok (Decode.decode_graph (buf (graph_words []))));
+      check "symbol attributes without nodes"
+        (Result.is_ok (Decode.decode_graph (buf (graph_words ~sym:[ (1, 2, 3) ] []))));
       check "cycle"
         (Result.is_ok (Decode.decode_graph (buf (graph_words [ (1, [ 1 ], []); (1, [ 0; 0 ], []) ]))));
       check "extreme values"
         (Result.is_ok
            (Decode.decode_graph
               (buf
-                 ([ Decode.magic_graph; 1L; 1L; 0x3FFFFFFFFFFFFFFFL; 0L; 2L ]
-                 @ [ 0x3FFFFFFFFFFFFFFFL; 0x3FFFFFFFFFFFFFFFL; 0L; Int64.neg 0x4000000000000000L ]))))
+                 ([ Decode.magic_graph; 2L; 1L; 0x3FFFFFFFFFFFFFFFL; 0L; 2L ]
+                 @ [ 0x3FFFFFFFFFFFFFFFL; 0x3FFFFFFFFFFFFFFFL; 0L; Int64.neg 0x3FFFFFFFFFFFFFFFL ]
+                 @ [ 1L; 0x3FFFFFFFFFFFFFFFL; 0x3FFFFFFFFFFFFFFFL; Int64.neg 0x3FFFFFFFFFFFFFFFL ]))))
 
 let test_graph_malformed () =
   let g = graph_words g_nodes in
@@ -144,13 +245,18 @@ let test_graph_malformed () =
   let dg = Decode.decode_graph in
   let mal what sub b = expect_error what Decode.Malformed sub (dg b) in
   mal "empty" "buffer has 0 words" (buf []);
-  mal "short header" "header needs 3" (buf [ Decode.magic_graph; 1L ]);
+  mal "short header" "header needs 3" (buf [ Decode.magic_graph; 2L ]);
   mal "bad magic" "bad magic" (with_words (set 0 0x1234L));
   mal "pattern magic in graph" "bad magic" (with_words (set 0 Decode.magic_patterns));
-  mal "bad version" "unsupported format version 2" (with_words (set 1 2L));
+  mal "version 1" "unsupported format version 1 (this library reads version 2)" (with_words (set 1 1L));
+  mal "version 3" "unsupported format version 3" (with_words (set 1 3L));
   mal "negative n" "negative node count -1" (with_words (set 2 (-1L)));
   mal "n too large" "truncated: 1000 nodes announced" (with_words (set 2 1000L));
   mal "huge n" "nodes announced" (with_words (set 2 Int64.max_int));
+  mal "no symbol-attribute count" "expected the number of symbol attributes"
+    (buf [ Decode.magic_graph; 2L; 0L ]);
+  mal "node without symbol-attribute count" "truncated: 1 nodes announced"
+    (buf [ Decode.magic_graph; 2L; 1L; 5L; 0L; 0L ]);
   (* node 0 starts at word 3: label, n_children *)
   mal "negative label" "graph: node 0: label -1 out of range [0, 2^62)" (with_words (set 3 (-1L)));
   mal "label 2^62" "label 4611686018427387904 out of range" (with_words (set 3 0x4000000000000000L));
@@ -165,29 +271,54 @@ let test_graph_malformed () =
     (buf (graph_words [ (leaf, [], []); (leaf, [ -1 ], []) ]));
   mal "child = n" "child 2 out of range [0, 2)" (buf (graph_words [ (leaf, [ 2 ], []); (leaf, [], []) ]));
   mal "negative n_attrs" "graph: node 0: negative number of attributes -1"
-    (buf [ Decode.magic_graph; 1L; 1L; 5L; 0L; -1L ]);
+    (buf [ Decode.magic_graph; 2L; 1L; 5L; 0L; -1L; 0L ]);
   mal "n_attrs beyond buffer" "truncated: 2 attributes announced"
-    (buf [ Decode.magic_graph; 1L; 1L; 5L; 0L; 2L; 0L; 1L; 1L ]);
+    (buf [ Decode.magic_graph; 2L; 1L; 5L; 0L; 2L; 0L; 1L; 1L ]);
   mal "attr id out of range" "graph: node 0: attribute id -4 out of range"
-    (buf [ Decode.magic_graph; 1L; 1L; 5L; 0L; 1L; -4L; 1L ]);
-  mal "attr value out of range" "value 4611686018427387904 outside the 63-bit range"
-    (buf [ Decode.magic_graph; 1L; 1L; 5L; 0L; 1L; 4L; 0x4000000000000000L ]);
-  mal "attr value min_int64" "outside the 63-bit range"
-    (buf [ Decode.magic_graph; 1L; 1L; 5L; 0L; 1L; 4L; Int64.min_int ]);
+    (buf [ Decode.magic_graph; 2L; 1L; 5L; 0L; 1L; -4L; 1L; 0L ]);
+  mal "attr value out of range" "value 4611686018427387904 outside the range (-2^62, 2^62)"
+    (buf [ Decode.magic_graph; 2L; 1L; 5L; 0L; 1L; 4L; 0x4000000000000000L; 0L ]);
+  mal "attr value -2^62 (OCaml's min_int)" "value -4611686018427387904 outside the range"
+    (buf [ Decode.magic_graph; 2L; 1L; 5L; 0L; 1L; 4L; -0x4000000000000000L; 0L ]);
+  mal "attr value min_int64" "outside the range (-2^62, 2^62)"
+    (buf [ Decode.magic_graph; 2L; 1L; 5L; 0L; 1L; 4L; Int64.min_int; 0L ]);
   mal "duplicate attr" "graph: node 1: duplicate attribute id 100"
     (buf (graph_words [ (leaf, [], []); (leaf, [], [ (100, 1); (0, 2); (100, 3) ]) ]));
   mal "duplicate attr (large node)" "graph: node 0: duplicate attribute id 7"
     (buf (graph_words [ (leaf, [], List.init 30 (fun k -> (k, k)) @ [ (7, 0) ]) ]));
-  mal "trailing word" "graph: 1 trailing words after the last node" (buf (g @ [ 0L ]));
+  (* symbol attributes *)
+  let gs sym = buf (graph_words ~sym [ (leaf, [], []) ]) in
+  let ends_with_sym l = buf ([ Decode.magic_graph; 2L; 1L; 5L; 0L; 0L ] @ l) in
+  mal "negative sym count" "graph: negative number of symbol attributes -1" (ends_with_sym [ -1L ]);
+  mal "sym count beyond buffer" "graph: truncated: 2 symbol attributes announced at word 6"
+    (ends_with_sym [ 2L; 1L; 2L; 3L; 1L; 2L ]);
+  mal "sym count huge" "symbol attributes announced" (ends_with_sym [ Int64.max_int ]);
+  mal "sym symbol out of range" "graph: symbol attribute 1: symbol -2 out of range"
+    (ends_with_sym [ 2L; 1L; 2L; 3L; -2L; 2L; 3L ]);
+  mal "sym symbol 2^62" "symbol 4611686018427387904 out of range"
+    (ends_with_sym [ 1L; 0x4000000000000000L; 2L; 3L ]);
+  mal "sym attr id out of range" "graph: symbol attribute 0: attribute id -1 out of range"
+    (ends_with_sym [ 1L; 1L; -1L; 3L ]);
+  mal "sym value out of range" "graph: symbol attribute 0: value -4611686018427387905 outside"
+    (ends_with_sym [ 1L; 1L; 2L; -0x4000000000000001L ]);
+  mal "duplicate sym attr" "graph: duplicate symbol attribute (symbol 3, attribute id 2)"
+    (gs [ (3, 2, 1); (4, 2, 1); (3, 1, 0); (3, 2, 5) ]);
+  check "same attr id on two symbols" (Result.is_ok (dg (gs [ (3, 2, 1); (4, 2, 1) ])));
+  mal "trailing word" "graph: 1 trailing words after the symbol attributes" (buf (g @ [ 0L ]));
   mal "trailing words (n too small)" "trailing words" (with_words (set 2 4L));
+  mal "trailing after sym attrs" "graph: 2 trailing words after the symbol attributes"
+    (ends_with_sym [ 1L; 1L; 2L; 3L; 0L; 0L ]);
   (* arity limit (arrays: these buffers are too long for non-tail-recursive list code) *)
-  let star n = Array.concat [ [| Decode.magic_graph; 1L; 1L; 5L; i n |]; Array.make n 0L; [| 0L |] ] in
+  let star n =
+    Array.concat [ [| Decode.magic_graph; 2L; 1L; 5L; i n |]; Array.make n 0L; [| 0L; 0L |] ]
+  in
   let big = Decode.max_arity + 1 in
   mal "arity limit" (Printf.sprintf "%d children exceed the limit of %d" big Decode.max_arity)
     (Decode.of_array (star big));
   check "arity at the limit" (Result.is_ok (dg (Decode.of_array (star Decode.max_arity))));
   (* every proper prefix of a valid buffer is malformed *)
-  let a = Array.of_list g in
+  let a = Array.of_list (graph_words ~sym:g_sym g_nodes) in
+  check "full buffer accepted" (Result.is_ok (dg (Decode.of_array a)));
   for k = 0 to Array.length a - 1 do
     match dg (Decode.of_array (Array.sub a 0 k)) with
     | Ok _ -> check (Printf.sprintf "graph prefix %d accepted" k) false
@@ -195,6 +326,53 @@ let test_graph_malformed () =
   done
 
 (* --------------------------------------------------------- pattern tests *)
+
+(* every form of the calculus *)
+let full_defs =
+  [
+    (* 0: UnaryChain(x; F) *)
+    unary_chain;
+    (* 1: MatMul(x, ∃y. Trans(y)) ; (Trans(z) ≈ x), parameters x = 0, z = 1,
+       local y = 5 *)
+    {
+      M.nparams = 2;
+      nfparams = 0;
+      body =
+        M.PConstr
+          ( M.PApp (matmul, [ M.PVar 0; M.PExists (5, M.PApp (trans, [ M.PVar 5 ])) ]),
+            M.PApp (trans, [ M.PVar 1 ]),
+            0 );
+      pbinds = [ 0; 1 ];
+      pfbinds = [];
+    };
+    (* 2: ∃F. F(x) ; guard(F.op_class = 7 ∧ x.rank - 1 < 2 * 3) *)
+    {
+      M.nparams = 1;
+      nfparams = 0;
+      body =
+        M.PExistsF
+          ( 4,
+            M.PGuard
+              ( M.PFunVar (4, [ M.PVar 0 ]),
+                M.GAnd
+                  ( M.GEq (M.EFAttr (4, op_class), M.EConst 7),
+                    M.GLt (M.ESub (M.EAttr (0, 0), M.EConst 1), M.EMul (M.EConst 2, M.EConst 3)) ) ) );
+      pbinds = [ 0 ];
+      pfbinds = [];
+    };
+    (* 3: calls of 0 and 2, no arguments of some kinds *)
+    {
+      M.nparams = 2;
+      nfparams = 1;
+      body = M.PAlt (M.PCall (0, [ 1 ], [ 0 ]), M.PApp (neg, [ M.PCall (2, [ 1 ], []) ]));
+      pbinds = [ 1 ];
+      pfbinds = [];
+    };
+    (* 4: the loop *)
+    loop_def;
+    (* 5: call with arities that do not match the callee (allowed, fails) *)
+    { M.nparams = 0; nfparams = 0; body = M.PCall (0, [], [ 0; 1; 2 ]); pbinds = []; pfbinds = [] };
+  ]
 
 let test_patterns_valid () =
   let ps =
@@ -212,69 +390,209 @@ let test_patterns_valid () =
             ) );
       (* guard under an alternate, variables bound on both sides *)
       M.PGuard (M.PAlt (M.PVar 1, M.PApp (2, [ M.PVar 1 ])), M.GEq (M.EAttr (1, 0), M.EConst 2));
+      M.PGuard (M.PVar 0, M.GLt (M.EConst (-4611686018427387903), M.EConst 4611686018427387903));
     ]
   in
-  match Decode.decode_patterns (buf (patterns_words ps)) with
+  (match Decode.decode_patterns (buf (patterns_words ps)) with
   | Error e -> check ("valid patterns: " ^ e.Decode.message) false
-  | Ok a -> check "patterns round-trip" (Array.to_list a = ps)
+  | Ok s ->
+      check "patterns round-trip" (List.map (fun d -> d.M.body) s.Repr.defs = ps);
+      check "roots" (s.Repr.roots = Array.init (List.length ps) Fun.id);
+      check "def array" (Array.to_list s.Repr.def_array = s.Repr.defs));
+  let roots = [ 3; 0; 0; 5; 1; 2; 4 ] in
+  (match Decode.decode_patterns (buf (set_words full_defs roots)) with
+  | Error e -> check ("full calculus: " ^ e.Decode.message) false
+  | Ok s ->
+      check "full calculus round-trip" (s.Repr.defs = full_defs);
+      check "full calculus roots" (Array.to_list s.Repr.roots = roots));
+  (* no definitions, no roots; definitions without roots *)
+  check "empty set" (Result.is_ok (Decode.decode_patterns (buf (set_words [] []))));
+  check "no roots" (Result.is_ok (Decode.decode_patterns (buf (set_words full_defs []))));
+  (* weaker (even empty) pbinds claims are fine: only wrong claims are not *)
+  check "weaker claim"
+    (Result.is_ok
+       (Decode.decode_patterns (buf (set_words [ { unary_chain with M.pbinds = []; pfbinds = [] } ] [ 0 ]))));
+  check "duplicate claim"
+    (Result.is_ok
+       (Decode.decode_patterns (buf (set_words [ { unary_chain with M.pbinds = [ 0; 0 ] } ] [ 0 ]))));
+  (* a claim through a call: Q(a, b) = UnaryChain(b; F) binds b only *)
+  let q pb = { M.nparams = 2; nfparams = 1; body = M.PCall (0, [ 1 ], [ 0 ]); pbinds = pb; pfbinds = [ 0 ] } in
+  check "claim through a call"
+    (Result.is_ok (Decode.decode_patterns (buf (set_words [ unary_chain; q [ 1 ] ] [ 1 ]))));
+  expect_error "wrong claim through a call" Decode.Ill_formed
+    "definition 1: pbinds claims parameter 0, which the body does not bind"
+    (Decode.decode_patterns (buf (set_words [ unary_chain; q [ 0; 1 ] ] [ 1 ])));
+  (* limits: parameters *)
+  let wide_params = { M.nparams = Decode.max_params; nfparams = Decode.max_params; body = M.PVar 0; pbinds = [ 0 ]; pfbinds = [] } in
+  check "2^16 parameters" (Result.is_ok (Decode.decode_patterns (buf (set_words [ wide_params ] [ 0 ]))))
 
 let test_patterns_malformed () =
   let dp = Decode.decode_patterns in
   let mal what sub b = expect_error what Decode.Malformed sub (dp b) in
+  (* words: 0-2 header | 3 n_params = 2, 4 n_fparams = 0, 5 n_pbinds = 2,
+     6-7 pbinds, 8 n_pfbinds = 0, 9 n_words = 10, 10-19 body | 20 n_roots = 1,
+     21 root *)
   let pw = patterns_words [ p_mmt ] in
+  check "fixture accepted" (Result.is_ok (dp (buf pw)));
   let with_words f = buf (f (Array.of_list pw) |> Array.to_list) in
   let set k v a =
     a.(k) <- v;
     a
   in
-  let one ws = buf (patterns_words_raw [ ws ]) in
+  (* one definition with the given body words, parameters 0..3 / 0..1, one root *)
+  let one ws = buf (set_words_raw [ def_words_raw ~n:4 ~m:2 ws ] [ 0 ]) in
+  let with_def ?(n = 1) ?(m = 1) ?(pb = []) ?(pfb = []) ws =
+    buf (set_words_raw [ def_words_raw ~n ~m ~pb ~pfb ws ] [ 0 ])
+  in
   mal "empty" "buffer has 0 words" (buf []);
   mal "bad magic" "bad magic" (with_words (set 0 Decode.magic_graph));
+  mal "version 1" "unsupported format version 1" (with_words (set 1 1L));
   mal "bad version" "unsupported format version 0" (with_words (set 1 0L));
-  mal "negative count" "negative pattern count -2" (with_words (set 2 (-2L)));
-  mal "count too large" "truncated: 9 patterns announced" (with_words (set 2 9L));
-  mal "negative length" "pattern 0: word 3: negative length -1" (with_words (set 3 (-1L)));
-  mal "length beyond buffer" "pattern 0: truncated: 11 words announced" (with_words (set 3 11L));
-  mal "length over limit" "exceed the limit of 65536"
-    (buf [ Decode.magic_patterns; 1L; 1L; i (Decode.max_pattern_words + 1); 1L; 0L ]);
-  mal "length too short" "pattern 0: word 11: arity 1 impossible with 1 words left"
-    (with_words (set 3 9L));
-  mal "pattern ends early" "pattern 0: truncated: its words end at word 5, expected variable"
-    (buf (patterns_words_raw [ [ 1L ] ] @ [ 0L ]));
-  mal "trailing inside pattern" "pattern 0: 1 trailing words inside its 11 words"
-    (buf (patterns_words_raw [ pattern_words p_mmt @ [ 0L ] ]));
-  mal "trailing after patterns" "1 trailing words after the last pattern" (buf (pw @ [ 1L ]));
-  mal "unknown pattern tag 0" "pattern 0: word 4: unknown pattern tag 0" (one [ 0L; 1L ]);
+  mal "negative count" "negative definition count -2" (with_words (set 2 (-2L)));
+  mal "count too large" "truncated: 9 definitions announced" (with_words (set 2 9L));
+  mal "count over the limit" "definitions exceed the limit of 65536"
+    (with_words (set 2 (i (Decode.max_defs + 1))));
+  mal "no roots word" "expected the number of roots" (buf [ Decode.magic_patterns; 2L; 0L ]);
+  (* with definitions, the last body may not reach the end of the buffer *)
+  mal "no roots word after a definition" "truncated: body of 10 words announced at word 9, only 9 left"
+    (buf (List.filteri (fun k _ -> k < List.length pw - 2) pw));
+  (* definition header: n_params at word 3 *)
+  mal "negative n_params" "definition 0: word 3: negative number of parameters -1"
+    (with_words (set 3 (-1L)));
+  mal "n_params over the limit" "word 3: number of parameters 65537 exceeds the limit of 65536"
+    (with_words (set 3 (i (Decode.max_params + 1))));
+  mal "negative n_fparams" "word 4: negative number of operator parameters -5"
+    (with_words (set 4 (-5L)));
+  mal "n_fparams over the limit" "number of operator parameters 4611686018427387904 exceeds"
+    (with_words (set 4 0x4000000000000000L));
+  mal "negative n_pbinds" "word 5: negative number of pbinds entries -1" (with_words (set 5 (-1L)));
+  mal "n_pbinds beyond buffer" "word 5: number of pbinds entries 20 impossible"
+    (with_words (set 5 20L));
+  mal "n_pbinds over the limit" "number of pbinds entries 65537 exceeds the limit"
+    (with_words (set 5 (i (Decode.max_params + 1))));
+  mal "pbinds entry not a parameter" "definition 0: word 6: pbinds entry 2 is not a parameter (the definition has 2)"
+    (with_def ~n:2 ~pb:[ 2 ] [ 1L; 0L ]);
+  mal "negative pbinds entry" "pbinds entry -1 is not a parameter"
+    (with_def ~n:2 ~pb:[ 0; -1 ] [ 1L; 0L ]);
+  mal "pfbinds entry not a parameter" "word 7: pfbinds entry 1 is not a parameter (the definition has 1)"
+    (with_def ~pfb:[ 1 ] [ 1L; 0L ]);
+  mal "pfbinds entry without operator parameters" "pfbinds entry 0 is not a parameter (the definition has 0)"
+    (with_def ~m:0 ~pfb:[ 0 ] [ 1L; 0L ]);
+  mal "negative n_pfbinds" "word 8: negative number of pfbinds entries -3" (with_words (set 8 (-3L)));
+  mal "negative body length" "definition 0: word 9: negative body length -1" (with_words (set 9 (-1L)));
+  mal "body length beyond buffer" "definition 0: truncated: body of 12 words announced at word 9, only 11 left"
+    (with_words (set 9 12L));
+  mal "body length over limit" "body of 65537 words exceeds the limit of 65536"
+    (buf [ Decode.magic_patterns; 2L; 1L; 0L; 0L; 0L; 0L; i (Decode.max_pattern_words + 1); 1L; 0L; 1L; 0L ]);
+  mal "body too short" "definition 0: word 17: arity 1 impossible with 1 words left"
+    (with_words (set 9 9L));
+  mal "body ends early" "definition 0: truncated: its words end at word 9, expected variable"
+    (buf (set_words_raw [ def_words_raw ~n:1 ~m:0 [ 1L ] ] [] @ [ 0L ]));
+  mal "trailing inside body" "definition 0: 1 trailing words inside its body of 11 words"
+    (buf (set_words_raw [ def_words_raw ~n:2 ~m:0 (pattern_words p_mmt @ [ 0L ]) ] [ 0 ]));
+  mal "trailing after roots" "patterns: 1 trailing words after the roots" (buf (pw @ [ 1L ]));
+  (* roots *)
+  let rw roots = buf (set_words [ auto_def p_mmt; auto_def p_alt ] roots) in
+  check "roots in range" (Result.is_ok (dp (rw [ 1; 0; 1 ])));
+  mal "root out of range" "patterns: root 2 (word" (rw [ 1; 0; 2 ]);
+  mal "root = n_defs" "definition index 2 out of range [0, 2)" (rw [ 2 ]);
+  mal "negative root" "root 0 (word" (rw [ -1 ]);
+  mal "root without definitions" "definition index 0 out of range [0, 0)"
+    (buf (set_words [] [ 0 ]));
+  mal "negative root count" "negative root count -1"
+    (buf (set_words [ auto_def p_mmt ] [] |> List.rev |> List.tl |> List.rev |> fun l -> l @ [ -1L ]));
+  mal "root count beyond buffer" "truncated: 3 roots announced"
+    (buf (set_words [ auto_def p_mmt ] [] |> List.rev |> List.tl |> List.rev |> fun l -> l @ [ 3L; 0L ]));
+  (* tags *)
+  mal "unknown pattern tag 0" "definition 0: word 8: unknown pattern tag 0" (one [ 0L; 1L ]);
   mal "unknown pattern tag 10" "unknown pattern tag 10" (one [ 10L; 1L ]);
-  for t = 5 to 9 do
-    mal (Printf.sprintf "reserved tag %d" t) (Printf.sprintf "reserved pattern tag %d" t)
-      (one [ i t; 1L; 1L ])
-  done;
-  mal "negative variable" "pattern 0: word 5: variable -1 out of range" (one [ 1L; -1L ]);
+  mal "negative variable" "definition 0: word 9: variable -1 out of range" (one [ 1L; -1L ]);
   mal "variable 2^62" "variable 4611686018427387904 out of range" (one [ 1L; 0x4000000000000000L ]);
+  check "variable 2^62 - 1"
+    (Result.is_ok (dp (with_def ~n:0 ~m:0 [ 1L; 0x3FFFFFFFFFFFFFFFL ])));
   mal "negative symbol" "symbol -7 out of range" (one [ 2L; -7L; 0L ]);
-  mal "negative arity" "arity -1 impossible" (one [ 2L; 1L; -1L ]);
+  mal "negative arity" "negative arity -1" (one [ 2L; 1L; -1L ]);
   mal "arity too large" "arity 3 impossible with 4 words left" (one [ 2L; 1L; 3L; 1L; 0L; 1L; 1L ]);
   mal "unknown guard tag" "unknown guard tag 7" (one [ 4L; 1L; 0L; 7L ]);
   mal "guard tag 0" "unknown guard tag 0" (one [ 4L; 1L; 0L; 0L ]);
-  mal "unknown expr tag" "unknown expression tag 6" (one [ 4L; 1L; 0L; 2L; 6L; 1L; 1L ]);
-  mal "constant out of range" "constant -4611686018427387905 outside the 63-bit range"
+  mal "unknown expr tag" "unknown expression tag 7" (one [ 4L; 1L; 0L; 2L; 7L; 1L; 1L ]);
+  mal "constant out of range" "constant -4611686018427387905 outside the range (-2^62, 2^62)"
     (one [ 4L; 1L; 0L; 2L; 1L; -0x4000000000000001L; 1L; 0L ]);
+  (* -2^62 is OCaml's min_int: abs min_int < 0 would pass the guard's bound test *)
+  mal "constant -2^62 (min_int)" "constant -4611686018427387904 outside the range (-2^62, 2^62)"
+    (one [ 4L; 1L; 0L; 2L; 1L; -0x4000000000000000L; 1L; 0L ]);
   mal "attribute id out of range" "attribute id -1 out of range"
     (one [ 4L; 1L; 0L; 2L; 2L; 0L; -1L; 1L; 0L ]);
   mal "guard truncated" "expected an expression tag" (one [ 4L; 1L; 0L; 2L; 1L; 5L ]);
+  (* new forms *)
+  mal "F.a: operator variable out of range" "operator variable -1 out of range"
+    (one [ 4L; 8L; 0L; 1L; 1L; 0L; 2L; 6L; -1L; 2L; 1L; 0L ]);
+  mal "F.a: attribute id out of range" "attribute id 4611686018427387904 out of range"
+    (one [ 4L; 8L; 0L; 1L; 1L; 0L; 2L; 6L; 0L; 0x4000000000000000L; 1L; 0L ]);
+  mal "F.a truncated" "expected attribute id" (one [ 4L; 8L; 0L; 1L; 1L; 0L; 2L; 6L; 0L ]);
+  mal "exists: variable out of range" "word 9: variable -3 out of range" (one [ 5L; -3L; 1L; 0L ]);
+  mal "exists truncated" "expected a pattern tag" (one [ 5L; 4L ]);
+  mal "existsF: operator variable out of range" "operator variable -1 out of range"
+    (one [ 6L; -1L; 8L; 0L; 0L ]);
+  mal "constraint: variable out of range" "word 13: variable -1 out of range"
+    (one [ 7L; 1L; 0L; 1L; 1L; -1L ]);
+  mal "constraint without its variable" "expected variable" (one [ 7L; 1L; 0L; 1L; 1L ]);
+  mal "funvar: operator variable out of range" "operator variable 4611686018427387904 out of range"
+    (one [ 8L; 0x4000000000000000L; 0L ]);
+  mal "funvar: negative arity" "negative arity -2" (one [ 8L; 0L; -2L ]);
+  mal "funvar: arity too large" "arity 2 impossible with 2 words left" (one [ 8L; 0L; 2L; 1L; 0L ]);
+  mal "call target = n_defs" "definition 0: word 9: call target 1 out of range [0, 1) (no such definition)"
+    (one [ 9L; 1L; 0L; 0L ]);
+  mal "call target huge" "call target 4611686018427387903 out of range [0, 1)"
+    (one [ 9L; 0x3FFFFFFFFFFFFFFFL; 0L; 0L ]);
+  mal "negative call target" "call target -1 out of range [0, 2^62)" (one [ 9L; -1L; 0L; 0L ]);
+  mal "call: negative argument count" "negative number of call arguments -1" (one [ 9L; 0L; -1L; 0L ]);
+  mal "call: argument count beyond the body" "number of call arguments 3 impossible with 3 words left"
+    (one [ 9L; 0L; 3L; 0L; 1L; 0L ]);
+  mal "call: argument count leaves no room for m" "number of call arguments 2 impossible"
+    (one [ 9L; 0L; 2L; 0L; 1L ]);
+  mal "call: argument out of range" "call argument -1 out of range" (one [ 9L; 0L; 2L; 0L; -1L; 0L ]);
+  mal "call: operator argument count beyond the body" "number of operator call arguments 2 impossible"
+    (one [ 9L; 0L; 0L; 2L; 0L ]);
+  mal "call: negative operator argument count" "negative number of operator call arguments -1"
+    (one [ 9L; 0L; 0L; -1L ]);
+  mal "call: operator argument out of range" "operator call argument 4611686018427387904 out of range"
+    (one [ 9L; 0L; 0L; 1L; 0x4000000000000000L ]);
+  mal "call: missing m" "expected number of operator call arguments" (one [ 9L; 0L; 0L ]);
+  check "call with big arities"
+    (Result.is_ok (dp (one ([ 9L; 0L; 1000L ] @ List.init 1000 (fun _ -> 3L) @ [ 500L ] @ List.init 500 (fun _ -> 1L)))));
+  (* a call target is checked against the whole table, also forward *)
+  check "forward call"
+    (Result.is_ok
+       (dp (buf (set_words_raw [ def_words_raw ~n:0 ~m:0 [ 9L; 1L; 0L; 0L ]; def_words_raw ~n:0 ~m:0 [ 1L; 0L ] ] [ 0 ]))));
+  mal "call target in the second definition" "definition 1: word"
+    (buf (set_words_raw [ def_words_raw ~n:0 ~m:0 [ 1L; 0L ]; def_words_raw ~n:0 ~m:0 [ 9L; 2L; 0L; 0L ] ] [ 0 ]));
   (* every proper prefix of valid pattern sets is malformed *)
-  let pw2 = Array.of_list (patterns_words [ p_mmt; p_guarded; p_alt ]) in
+  let pw2 = Array.of_list (set_words full_defs [ 0; 3; 2 ]) in
+  check "full set accepted" (Result.is_ok (dp (Decode.of_array pw2)));
   for k = 0 to Array.length pw2 - 1 do
     match dp (Decode.of_array (Array.sub pw2 0 k)) with
     | Ok _ -> check (Printf.sprintf "patterns prefix %d accepted" k) false
     | Error e ->
-        check (Printf.sprintf "patterns prefix %d kind" k) (e.Decode.kind = Decode.Malformed)
+        check (Printf.sprintf "patterns prefix %d kind %s" k e.Decode.message) (e.Decode.kind = Decode.Malformed)
   done
 
 let rec nest_alt d = if d <= 1 then M.PVar 0 else M.PAlt (M.PVar 0, nest_alt (d - 1))
 
 let rec nest_not d = if d <= 0 then M.GTrue else M.GNot (nest_not (d - 1))
+
+(* 2(2(...)) with an F(...), an ∃, an ∃F and a match constraint every 500 levels (more
+   would make the well-formedness check itself too costly, see
+   Decode.wf_cost) *)
+let rec nest_new d =
+  if d <= 1 then M.PVar 0
+  else
+    match d mod 500 with
+    | 0 -> M.PExists (1, M.PApp (1, [ M.PVar 1; nest_new (d - 2) ]))
+    | 1 -> M.PExistsF (1, M.PFunVar (1, [ nest_new (d - 2) ]))
+    | 2 -> M.PConstr (nest_new (d - 1), M.PVar 0, 0)
+    | 3 -> M.PFunVar (0, [ nest_new (d - 1) ])
+    | _ -> M.PApp (2, [ nest_new (d - 1) ])
 
 let test_depth () =
   let dp ps = Decode.decode_patterns (buf (patterns_words ps)) in
@@ -291,64 +609,406 @@ let test_depth () =
     (Result.is_ok (dp [ M.PGuard (M.PVar 0, M.GEq (M.EConst 0, nest_add (md - 2))) ]));
   expect_error "depth = max + 1 (expr)" Decode.Too_deep "nesting deeper"
     (dp [ M.PGuard (M.PVar 0, M.GEq (M.EConst 0, nest_add (md - 1))) ]);
+  (* the new forms count like the others *)
+  let rec depth = function
+    | M.PVar _ | M.PCall _ -> 1
+    | M.PApp (_, ps) | M.PFunVar (_, ps) -> 1 + List.fold_left (fun a p -> max a (depth p)) 0 ps
+    | M.PAlt (a, b) | M.PConstr (a, b, _) -> 1 + max (depth a) (depth b)
+    | M.PGuard (p, _) | M.PExists (_, p) | M.PExistsF (_, p) -> 1 + depth p
+  in
+  let deep = nest_new md and deeper = nest_new (md + 4) in
+  check "new forms: depth computed" (depth deep <= md && depth deeper > md);
+  (match dp [ deep ] with
+  | Ok _ -> check "new forms at max depth" true
+  | Error e -> check ("new forms at max depth: " ^ e.Decode.message) false);
+  expect_error "new forms too deep" Decode.Too_deep "nesting deeper" (dp [ deeper ]);
+  let constr_chain k = List.fold_left (fun p _ -> M.PConstr (p, M.PVar 1, 0)) (M.PVar 0) (List.init k Fun.id) in
+  expect_error "constraint chain too deep" Decode.Too_deep "nesting deeper" (dp [ constr_chain md ]);
+  check "constraint chain of 500" (Result.is_ok (dp [ constr_chain 500 ]));
+  (* depth 9999 is fine for the decoder, but the cubic well-formedness
+     check of such a chain is refused up front *)
+  expect_error "constraint chain of 9999: cost" Decode.Malformed
+    "checking well-formedness would take about" (dp [ constr_chain (md - 1) ]);
+  (* F.a at the bottom of a deep expression *)
+  let rec nest_fadd d = if d <= 1 then M.EFAttr (0, 2) else M.ESub (M.EConst 1, nest_fadd (d - 1)) in
+  let fp d = M.PGuard (M.PFunVar (0, []), M.GLt (M.EConst 0, nest_fadd d)) in
+  check "F.a at max depth" (Result.is_ok (dp [ fp (md - 2) ]));
+  expect_error "F.a too deep" Decode.Too_deep "nesting deeper" (dp [ fp (md - 1) ]);
   (* a truncated over-deep buffer: depth is checked before reading on *)
   let w = pattern_words (nest_alt (md + 5)) in
   expect_error "too deep, truncated" Decode.Too_deep "nesting deeper"
     (Decode.decode_patterns
-       (buf (patterns_words_raw [ List.filteri (fun k _ -> k < List.length w - 2) w ])))
+       (buf (set_words_raw [ def_words_raw ~n:1 ~m:0 (List.filteri (fun k _ -> k < List.length w - 2) w) ] [ 0 ])))
+
+(* claims parameter 1, which the body never binds *)
+let bad_claim = { M.nparams = 2; nfparams = 0; body = M.PVar 0; pbinds = [ 0; 1 ]; pfbinds = [] }
+
+let test_wf_cost () =
+  let dp defs = Decode.decode_patterns (buf (set_words defs [])) in
+  let app m = M.PApp (1, List.init m (fun k -> M.PVar k)) in
+  let plain n p = { M.nparams = n; nfparams = 0; body = p; pbinds = []; pfbinds = [] } in
+  let alt m = plain m (M.PAlt (app m, app m)) in
+  check "alt of two 5000-ary applications" (Result.is_ok (dp [ alt 5000 ]));
+  expect_error "alt of two 15000-ary applications" Decode.Malformed "exceeds the limit of 1e+08"
+    (dp [ alt 15000 ]);
+  (* the limit is for the whole set *)
+  expect_error "five 5000-ary alternates" Decode.Malformed "exceeds the limit" (dp (List.init 5 (fun _ -> alt 5000)));
+  let guard_chain k m =
+    plain m
+      (List.fold_left (fun p _ -> M.PGuard (p, M.GEq (M.EAttr (0, 0), M.EConst 0))) (app m) (List.init k Fun.id))
+  in
+  check "guard chain 1000 over 1000" (Result.is_ok (dp [ guard_chain 1000 1000 ]));
+  expect_error "guard chain 3000 over 20000" Decode.Malformed "exceeds the limit" (dp [ guard_chain 3000 20000 ]);
+  (* calls: args_of over big pbinds *)
+  let m = 15000 in
+  let callee = { M.nparams = m; nfparams = 0; body = app m; pbinds = List.init m Fun.id; pfbinds = [] } in
+  expect_error "call with 15000 claimed parameters" Decode.Malformed "exceeds the limit"
+    (dp [ callee; { callee with M.body = M.PCall (0, List.init m Fun.id, []) } ]);
+  (* the estimate bounds the actual time of Matcher.wf_defs *)
+  let defs = [ alt 5000; guard_chain 1000 1000 ] in
+  let t0 = Sys.time () in
+  check "wf" (M.wf_defs defs);
+  let dt = Sys.time () -. t0 in
+  let est = Decode.wf_cost (Array.of_list defs) in
+  Printf.printf "  wf_defs: %.3g counted steps in %.3f s (%.1f ns/step)\n" est dt (1e9 *. dt /. est)
 
 let test_ill_formed () =
   let dp ps = Decode.decode_patterns (buf (patterns_words ps)) in
   let ill what sub ps = expect_error what Decode.Ill_formed sub (dp ps) in
+  let ill_set what sub defs roots =
+    expect_error what Decode.Ill_formed sub (Decode.decode_patterns (buf (set_words defs roots)))
+  in
   ill "guard reads unbound variable"
-    "pattern 1: a guard reads variable 9, which the guarded pattern does not bind"
+    "definition 1: a guard reads variable 9, which the guarded pattern does not bind"
     [ p_mmt; M.PGuard (p_mmt, M.GEq (M.EAttr (9, 0), M.EConst 1)) ];
   ill "variable bound on one alternate only" "reads variable 1"
     [ M.PGuard (M.PAlt (M.PVar 1, M.PVar 2), M.GLt (M.EAttr (1, 0), M.EConst 3)) ];
   ill "nested guard" "reads variable 5"
     [ M.PApp (1, [ M.PVar 5; M.PGuard (M.PVar 6, M.GEq (M.EAttr (5, 0), M.EAttr (6, 0))) ]) ];
   check "guard reading its own variables"
-    (Result.is_ok (dp [ M.PApp (1, [ M.PVar 5; M.PGuard (M.PVar 6, M.GEq (M.EAttr (6, 0), M.EConst 0)) ]) ]))
+    (Result.is_ok (dp [ M.PApp (1, [ M.PVar 5; M.PGuard (M.PVar 6, M.GEq (M.EAttr (6, 0), M.EConst 0)) ]) ]));
+  ill "guard reads unbound operator variable"
+    "definition 0: a guard reads operator variable 3, which the guarded pattern does not bind"
+    [ M.PGuard (M.PFunVar (0, [ M.PVar 0 ]), M.GEq (M.EFAttr (3, 2), M.EConst 1)) ];
+  ill "operator variable bound on one alternate only" "reads operator variable 0"
+    [ M.PGuard (M.PAlt (M.PFunVar (0, []), M.PApp (1, [])), M.GEq (M.EFAttr (0, 2), M.EConst 1)) ];
+  check "guard reading a bound operator variable"
+    (Result.is_ok (dp [ M.PGuard (M.PFunVar (0, [ M.PVar 0 ]), M.GEq (M.EFAttr (0, 2), M.EAttr (0, 2))) ]));
+  ill "exists whose body does not bind its variable"
+    "definition 0: exists 1: its body does not bind variable 1 on every match"
+    [ M.PExists (1, M.PAlt (M.PVar 1, M.PVar 0)) ];
+  ill "existsF whose body does not bind its variable"
+    "exists operator 2: its body does not bind operator variable 2"
+    [ M.PExistsF (2, M.PApp (1, [ M.PVar 0 ])) ];
+  ill "guard outside the exists reads the local"
+    "a guard reads variable 1"
+    [ M.PGuard (M.PApp (1, [ M.PExists (1, M.PVar 1); M.PVar 0 ]), M.GEq (M.EAttr (1, 0), M.EConst 0)) ];
+  ill "constraint on an unbound variable"
+    "a match constraint on variable 3, which the constrained pattern does not bind"
+    [ M.PConstr (M.PVar 0, M.PVar 1, 3) ];
+  ill "constraint variable bound by p' only" "match constraint on variable 1"
+    [ M.PConstr (M.PVar 0, M.PVar 1, 1) ];
+  check "constraint on a bound variable" (Result.is_ok (dp [ M.PConstr (M.PApp (1, [ M.PVar 0; M.PVar 1 ]), M.PVar 2, 1) ]));
+  ill "problem inside p'" "reads variable 7"
+    [ M.PConstr (M.PVar 0, M.PGuard (M.PVar 1, M.GEq (M.EAttr (7, 0), M.EConst 0)), 0) ];
+  (* wrong pbinds / pfbinds claims *)
+  ill_set "pbinds claims a parameter bound on one alternate only"
+    "definition 0: pbinds claims parameter 1, which the body does not bind on every match"
+    [ { M.nparams = 2; nfparams = 0; body = M.PAlt (M.PVar 0, M.PApp (1, [ M.PVar 0; M.PVar 1 ])); pbinds = [ 0; 1 ]; pfbinds = [] } ]
+    [ 0 ];
+  ill_set "pfbinds claims an unbound operator parameter"
+    "definition 0: pfbinds claims operator parameter 0, which the body does not bind"
+    [ { M.nparams = 1; nfparams = 1; body = M.PVar 0; pbinds = [ 0 ]; pfbinds = [ 0 ] } ]
+    [ 0 ];
+  (* claims are checked as a greatest fixpoint: a definition that never
+     matches may claim anything it passes on (vacuously true) *)
+  let ok_set defs roots = Result.is_ok (Decode.decode_patterns (buf (set_words defs roots))) in
+  check "the loop may claim its parameter" (ok_set [ { loop_def with M.pbinds = [ 0 ] } ] [ 0 ]);
+  check "a claim through a call with the wrong arity (never matches)"
+    (ok_set
+       [ unary_chain; { M.nparams = 1; nfparams = 0; body = M.PCall (0, [ 0 ], []); pbinds = [ 0 ]; pfbinds = [] } ]
+       [ 1 ]);
+  ill_set "mutual recursion does not justify an unbound parameter"
+    "definition 1: pbinds claims parameter 1"
+    [
+      { M.nparams = 2; nfparams = 0; body = M.PAlt (M.PCall (1, [ 0; 1 ], []), M.PVar 0); pbinds = [ 0 ]; pfbinds = [] };
+      { M.nparams = 2; nfparams = 0; body = M.PApp (neg, [ M.PCall (0, [ 0; 1 ], []) ]); pbinds = [ 0; 1 ]; pfbinds = [] };
+    ]
+    [ 0 ];
+  (* a definition that is not a root is checked too *)
+  ill_set "ill-formed non-root definition" "definition 1: a guard reads variable 4"
+    [ auto_def p_mmt; auto_def (M.PGuard (M.PVar 0, M.GEq (M.EAttr (4, 0), M.EConst 0))) ]
+    [ 0 ];
+  (* guards see through calls: UnaryChain binds x and F *)
+  check "guard after a call"
+    (Result.is_ok
+       (Decode.decode_patterns
+          (buf
+             (set_words
+                [
+                  unary_chain;
+                  {
+                    M.nparams = 1;
+                    nfparams = 1;
+                    body = M.PGuard (M.PCall (0, [ 0 ], [ 0 ]), M.GEq (M.EAttr (0, 0), M.EFAttr (0, 2)));
+                    pbinds = [ 0 ];
+                    pfbinds = [ 0 ];
+                  };
+                ]
+                [ 1 ]))));
+  ill_set "guard after a call that binds less"
+    "definition 1: a guard reads operator variable 0"
+    [
+      { unary_chain with M.pfbinds = [] };
+      {
+        M.nparams = 1;
+        nfparams = 1;
+        body = M.PGuard (M.PCall (0, [ 0 ], [ 0 ]), M.GEq (M.EFAttr (0, 2), M.EConst 7));
+        pbinds = [];
+        pfbinds = [];
+      };
+    ]
+    [ 1 ];
+  (* malformed takes precedence over ill-formed *)
+  expect_error "malformed before ill-formed" Decode.Malformed "root 0"
+    (Decode.decode_patterns (buf (set_words [ bad_claim ] [ 1 ])))
 
 (* ------------------------------------------------------------ engine *)
 
+let code f =
+  try
+    f ();
+    0
+  with Engine.Error (c, _) -> c
+
 let test_engine () =
-  let gh = Engine.graph_load (buf (graph_words g_nodes)) in
+  let gh = Engine.graph_load (buf (graph_words ~sym:g_sym g_nodes)) in
   let ph = Engine.patterns_load (buf (patterns_words [ p_mmt; p_guarded; p_alt ])) in
   let m index root = Engine.match_one ~graph:gh ~patterns:ph ~index ~root ~fuel:0 in
-  check "mmt at 3" (m 0 3 = (0, [ (x, 0); (y, 1) ]));
-  check "mmt at 4" (m 0 4 = (1, []));
-  check "mmt at 0" (m 0 0 = (1, []));
+  check "mmt at 3" (m 0 3 = (0, [ (x, 0); (y, 1) ], []));
+  check "mmt at 4" (m 0 4 = (1, [], []));
+  check "mmt at 0" (m 0 0 = (1, [], []));
   (* x.shape[1] = 8, y.shape[1] = 4 -> the guard fails *)
-  check "guarded at 3" (m 1 3 = (1, []));
-  check "alt at 3" (m 2 3 = (0, [ (x, 0); (y, 1) ]));
-  check "alt at 4" (m 2 4 = (0, [ (x, 0); (y, 1) ]));
-  check "out of fuel"
-    (Engine.match_one ~graph:gh ~patterns:ph ~index:0 ~root:3 ~fuel:2 = (2, []));
+  check "guarded at 3" (m 1 3 = (1, [], []));
+  check "alt at 3" (m 2 3 = (0, [ (x, 0); (y, 1) ], []));
+  check "alt at 4" (m 2 4 = (0, [ (x, 0); (y, 1) ], []));
+  check "out of fuel" (Engine.match_one ~graph:gh ~patterns:ph ~index:0 ~root:3 ~fuel:2 = (2, [], []));
   check "handle sizes" (Engine.handle_size gh = 5 && Engine.handle_size ph = 3);
   let r = Engine.match_all_words ~graph:gh ~patterns:ph ~fuel:0 in
   let words = Array.init (Bigarray.Array1.dim r) (fun k -> Int64.to_int r.{k}) in
   check "match_all layout"
-    (words = [| 3; 0; 3; 0; 2; 0; 0; 1; 1; 2; 3; 0; 2; 0; 0; 1; 1; 2; 4; 0; 2; 0; 0; 1; 1 |]);
-  let code f = try f (); 0 with Engine.Error (c, _) -> c in
+    (words
+    = [| 3; 0; 3; 0; 2; 0; 0; 1; 1; 0; 2; 3; 0; 2; 0; 0; 1; 1; 0; 2; 4; 0; 2; 0; 0; 1; 1; 0 |]);
   check "bad handle" (code (fun () -> ignore (Engine.handle_size 999)) = Engine.e_bad_handle);
   check "wrong kind"
     (code (fun () -> ignore (Engine.match_one ~graph:ph ~patterns:ph ~index:0 ~root:0 ~fuel:0))
     = Engine.e_bad_handle);
   check "root out of range" (code (fun () -> ignore (m 0 5)) = Engine.e_out_of_range);
   check "index out of range" (code (fun () -> ignore (m 3 0)) = Engine.e_out_of_range);
+  check "negative index" (code (fun () -> ignore (m (-1) 0)) = Engine.e_out_of_range);
   check "malformed load" (code (fun () -> ignore (Engine.graph_load (buf [ 1L ]))) = Engine.e_malformed);
+  check "ill-formed load"
+    (code (fun () ->
+         ignore (Engine.patterns_load (buf (set_words [ bad_claim ] [ 0 ]))))
+    = Engine.e_ill_formed);
+  check "too deep load"
+    (code (fun () -> ignore (Engine.patterns_load (buf (patterns_words [ nest_alt 10001 ])))) = Engine.e_too_deep);
   Engine.release gh;
   check "released" (code (fun () -> ignore (Engine.handle_size gh)) = Engine.e_bad_handle);
-  check "double release" (code (fun () -> Engine.release gh) = Engine.e_bad_handle)
+  check "double release" (code (fun () -> Engine.release gh) = Engine.e_bad_handle);
+  Engine.release ph
+
+(* A graph of unary chains:
+   0 leaf, 1 Neg(0), 2 Neg(1), 3 Neg(2), 4 ReLU(3), 5 ReLU(4), 6 Neg(5),
+   7 Add(3, 6), 8 Trans(0) *)
+let chain_nodes =
+  [
+    (leaf, [], [ (0, 1) ]);
+    (neg, [ 0 ], [ (0, 1) ]);
+    (neg, [ 1 ], [ (0, 1) ]);
+    (neg, [ 2 ], [ (0, 1) ]);
+    (relu, [ 3 ], [ (0, 1) ]);
+    (relu, [ 4 ], [ (0, 1) ]);
+    (neg, [ 5 ], [ (0, 1) ]);
+    (5, [ 3; 6 ], []);
+    (trans, [ 0 ], [ (0, 1) ]);
+  ]
+
+let test_engine_full () =
+  let gh = Engine.graph_load (buf (graph_words ~sym:g_sym chain_nodes)) in
+  let defs =
+    [
+      (* 0 *) unary_chain;
+      (* 1: UnaryOp(x) = ∃F. F(x) ; guard(F.op_class = 7) *)
+      {
+        M.nparams = 1;
+        nfparams = 0;
+        body =
+          M.PExistsF (0, M.PGuard (M.PFunVar (0, [ M.PVar 0 ]), M.GEq (M.EFAttr (0, op_class), M.EConst 7)));
+        pbinds = [ 0 ];
+        pfbinds = [];
+      };
+      (* 2: Add(a, b) ; (UnaryChain(a; F) ≈ b) -- b is a chain of F over a?
+         no: the constraint matches UnaryChain(c; F) at the node bound to b,
+         with c, F parameters 2 and 0 *)
+      {
+        M.nparams = 3;
+        nfparams = 1;
+        body = M.PConstr (M.PApp (5, [ M.PVar 0; M.PVar 1 ]), M.PCall (0, [ 2 ], [ 0 ]), 1);
+        pbinds = [ 0; 1; 2 ];
+        pfbinds = [ 0 ];
+      };
+      (* 3: the loop P(x) = P(x) *)
+      { loop_def with M.body = M.PCall (3, [ 0 ], []) };
+      (* 4: Neg(∃y. y) — a local variable, not reported *)
+      { M.nparams = 0; nfparams = 0; body = M.PApp (neg, [ M.PExists (0, M.PVar 0) ]); pbinds = []; pfbinds = [] };
+      (* 5: UnaryChain called with the wrong arity: fails, never an error *)
+      { M.nparams = 1; nfparams = 0; body = M.PCall (0, [ 0 ], []); pbinds = []; pfbinds = [] };
+      (* 6: F(F(x)) with F.rank... F read through a sym attr of another id *)
+      {
+        M.nparams = 1;
+        nfparams = 1;
+        body = M.PGuard (M.PFunVar (0, [ M.PFunVar (0, [ M.PVar 0 ]) ]), M.GLt (M.EFAttr (0, 0), M.EConst 0));
+        pbinds = [ 0 ];
+        pfbinds = [ 0 ];
+      };
+      (* 7: P(x) = P(x) ‖ x : left recursion, runs out of fuel *)
+      { M.nparams = 1; nfparams = 0; body = M.PAlt (M.PCall (7, [ 0 ], []), M.PVar 0); pbinds = [ 0 ]; pfbinds = [] };
+    ]
+  in
+  let ph = Engine.patterns_load (buf (set_words defs [ 0; 1; 2; 3; 4; 5; 6; 7; 0 ])) in
+  check "size = number of roots" (Engine.handle_size ph = 9);
+  let m ?(fuel = 0) index root = Engine.match_one ~graph:gh ~patterns:ph ~index ~root ~fuel in
+  (* UnaryChain at 3: Neg(Neg(Neg(leaf))): x = leaf, F = Neg *)
+  check "chain at 3" (m 0 3 = (0, [ (0, 0) ], [ (0, neg) ]));
+  check "chain at 1" (m 0 1 = (0, [ (0, 0) ], [ (0, neg) ]));
+  (* at 5: ReLU(ReLU(Neg ..)): the chain of ReLUs ends at 3 *)
+  check "chain at 5" (m 0 5 = (0, [ (0, 3) ], [ (0, relu) ]));
+  check "chain at 6" (m 0 6 = (0, [ (0, 5) ], [ (0, neg) ]));
+  check "chain at a leaf" (m 0 0 = (1, [], []));
+  check "chain at a binary node" (m 0 7 = (1, [], []));
+  check "chain at Trans" (m 0 8 = (0, [ (0, 0) ], [ (0, trans) ]));
+  (* root 8 is definition 0 again *)
+  check "second root of the same definition" (m 8 3 = m 0 3);
+  (* UnaryOp: class 7 (Neg, ReLU), not Trans (class 9) nor a leaf (no class) *)
+  check "unary op at 4" (m 1 4 = (0, [ (0, 3) ], []));
+  check "unary op at 8 (class 9)" (m 1 8 = (1, [], []));
+  check "unary op at 0" (m 1 0 = (1, [], []));
+  (* Add(3, 6) ; (UnaryChain(c; F) ≈ 6): 6 = Neg(5) with 5 a ReLU: c = 5 *)
+  check "constraint at 7" (m 2 7 = (0, [ (0, 3); (1, 6); (2, 5) ], [ (0, neg) ]));
+  check "constraint at 3" (m 2 3 = (1, [], []));
+  (* the loop: out of fuel, never no-match *)
+  check "loop, fuel 1000" (m ~fuel:1000 3 0 = (2, [], []));
+  check "loop, fuel 1" (m ~fuel:1 3 5 = (2, [], []));
+  (* local variable not reported *)
+  check "local not reported" (m 4 2 = (0, [], []));
+  check "local: no match" (m 4 4 = (1, [], []));
+  check "wrong arity call" (m 5 3 = (1, [], []));
+  (* F(F(x)) ; F.attr0 < 0: Neg has attribute 0 = -1 *)
+  check "F(F(x)) at 3" (m 6 3 = (0, [ (0, 1) ], [ (0, neg) ]));
+  check "F(F(x)) at 5 (ReLU has no attribute 0)" (m 6 5 = (1, [], []));
+  check "F(F(x)) at 4 (different operators)" (m 6 4 = (1, [], []));
+  check "left recursion, fuel 10000" (m ~fuel:10000 7 0 = (2, [], []));
+  (* match_all: entries for matches and out-of-fuel, with operator bindings *)
+  let r = Engine.match_all_words ~graph:gh ~patterns:ph ~fuel:5000 in
+  let words = Array.init (Bigarray.Array1.dim r) (fun k -> Int64.to_int r.{k}) in
+  (* decode the entries *)
+  let entries = ref [] and pos = ref 1 in
+  let pairs () =
+    let n = words.(!pos) in
+    let l = List.init n (fun k -> (words.(!pos + 1 + (2 * k)), words.(!pos + 2 + (2 * k)))) in
+    pos := !pos + 1 + (2 * n);
+    l
+  in
+  for _ = 1 to words.(0) do
+    let pi = words.(!pos) and root = words.(!pos + 1) and st = words.(!pos + 2) in
+    pos := !pos + 3;
+    let b = pairs () in
+    let fb = pairs () in
+    entries := (pi, root, st, b, fb) :: !entries
+  done;
+  let entries = List.rev !entries in
+  check "match_all: whole buffer" (!pos = Array.length words);
+  check "match_all: order"
+    (List.sort compare (List.map (fun (pi, root, _, _, _) -> (root, pi)) entries)
+    = List.map (fun (pi, root, _, _, _) -> (root, pi)) entries);
+  let agrees =
+    List.for_all
+      (fun (pi, root, st, b, fb) ->
+        let st', b', fb' = Engine.match_one ~graph:gh ~patterns:ph ~index:pi ~root ~fuel:5000 in
+        st <> 1 && (st, b, fb) = (st', b', fb'))
+      entries
+  in
+  check "match_all agrees with match" agrees;
+  let count = ref 0 in
+  for root = 0 to 8 do
+    for pi = 0 to 8 do
+      let st, _, _ = Engine.match_one ~graph:gh ~patterns:ph ~index:pi ~root ~fuel:5000 in
+      if st <> 1 then incr count
+    done
+  done;
+  check "match_all: every non-failure listed" (List.length entries = !count);
+  check "match_all: loop out of fuel at every node"
+    (List.length (List.filter (fun (pi, _, st, _, _) -> pi = 3 && st = 2) entries) = 9);
+  check "match_all: chain entry"
+    (List.mem (0, 5, 0, [ (0, 3) ], [ (0, relu) ]) entries);
+  Engine.release ph;
+  Engine.release gh;
+  (* the engine's start state is Matcher.init's, and running it is
+     Matcher.match_pattern, for every root at every node *)
+  let mg =
+    match Decode.decode_graph (buf (graph_words ~sym:g_sym chain_nodes)) with
+    | Ok g -> Repr.to_matcher g
+    | Error e -> failwith e.Decode.message
+  in
+  let ps = Engine.pset_of_buf (buf (set_words defs [ 0; 1; 2; 3; 4; 5; 6; 7; 0 ])) in
+  let same_init = ref true and same_run = ref true in
+  Array.iter
+    (fun (r : Engine.root) ->
+      let d = r.Engine.def in
+      for t = 0 to 8 do
+        if Engine.start r t <> M.init d.M.nparams d.M.nfparams d.M.body t then same_init := false;
+        List.iter
+          (fun fuel ->
+            if
+              M.run mg defs fuel (Engine.start r t)
+              <> M.match_pattern mg defs fuel d.M.nparams d.M.nfparams d.M.body t
+            then same_run := false)
+          [ 1; 3; 10; 5000 ]
+      done)
+    ps.Engine.rts;
+  check "Engine.start = Matcher.init" !same_init;
+  check "Matcher.run of Engine.start = Matcher.match_pattern" !same_run;
+  let wide = { M.nparams = 300; nfparams = 70; body = M.PVar 0; pbinds = []; pfbinds = [] } in
+  let ps = Engine.pset_of_buf (buf (set_words [ wide ] [ 0 ])) in
+  check "Engine.start = Matcher.init (300, 70 parameters)"
+    (Engine.start ps.Engine.rts.(0) 5 = M.init 300 70 (M.PVar 0) 5)
+
+(* The loop P(x) = P(x) at the default fuel terminates (steps, not time) *)
+let test_default_fuel () =
+  let gh = Engine.graph_load (buf (graph_words [ (leaf, [], []) ])) in
+  let ph = Engine.patterns_load (buf (set_words [ loop_def ] [ 0 ])) in
+  let t0 = Sys.time () in
+  check "default fuel: out of fuel" (Engine.match_one ~graph:gh ~patterns:ph ~index:0 ~root:0 ~fuel:0 = (2, [], []));
+  Printf.printf "  P(x) = P(x) at the default fuel (2^24 steps): %.2f s\n" (Sys.time () -. t0);
+  Engine.release ph;
+  Engine.release gh
+
+let timed name f =
+  let t0 = Sys.time () in
+  f ();
+  Printf.printf "  %-22s %.2f s\n%!" name (Sys.time () -. t0)
 
 let () =
-  test_graph_valid ();
-  test_graph_malformed ();
-  test_patterns_valid ();
-  test_patterns_malformed ();
-  test_depth ();
-  test_ill_formed ();
-  test_engine ();
+  timed "graph_valid" test_graph_valid;
+  timed "graph_malformed" test_graph_malformed;
+  timed "patterns_valid" test_patterns_valid;
+  timed "patterns_malformed" test_patterns_malformed;
+  timed "depth" test_depth;
+  timed "wf_cost" test_wf_cost;
+  timed "ill_formed" test_ill_formed;
+  timed "engine" test_engine;
+  timed "engine_full" test_engine_full;
+  timed "default_fuel" test_default_fuel;
   Printf.printf "test_decode: %d checks, %d failures\n" !checks !failures;
   if !failures > 0 then exit 1

@@ -33,7 +33,7 @@ MAX_RANK = 64
 # arithmetic is exact and bounded (Declarative.option_map2): + and - are
 # known only when both operands are below ADD_BOUND in magnitude, * only when
 # both are below MUL_BOUND.
-VALUE_MIN, VALUE_MAX = -(1 << 62), (1 << 62) - 1
+VALUE_MIN, VALUE_MAX = -(1 << 62) + 1, (1 << 62) - 1
 ADD_BOUND = 1 << 61
 MUL_BOUND = 1 << 31
 

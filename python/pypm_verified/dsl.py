@@ -331,7 +331,7 @@ def _as_expr(v) -> core.Expr:
     if isinstance(v, int):  # bools included
         v = int(v)
         if not core.VALUE_MIN <= v <= core.VALUE_MAX:
-            raise _Unlocated(f"guard constant {v} is not in [-2^62, 2^62)")
+            raise _Unlocated(f"guard constant {v} is not in (-2^62, 2^62)")
         return core.EConst(v)
     if isinstance(v, str):
         raise _Unlocated(f"compare operator classes with pm.opclass({v!r}), not a string")

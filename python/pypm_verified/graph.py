@@ -46,7 +46,7 @@ def _norm_shape(shape: ShapeLike) -> Optional[TensorShape]:
     for d in dims:
         if d is not None and (not isinstance(d, int) or isinstance(d, bool)
                               or not core.VALUE_MIN <= d <= core.VALUE_MAX):
-            raise GraphError(f"shape dimensions must be ints in [-2^62, 2^62) or None, "
+            raise GraphError(f"shape dimensions must be ints in (-2^62, 2^62) or None, "
                              f"not {d!r}")
     return TensorShape(dims)
 

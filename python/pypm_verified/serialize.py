@@ -29,7 +29,7 @@ class EncodeError(ValueError):
 
 def _value(v: int, what: str) -> int:
     if not isinstance(v, int) or not core.VALUE_MIN <= v <= core.VALUE_MAX:
-        raise EncodeError(f"{what} {v!r} is not in [-2^62, 2^62)")
+        raise EncodeError(f"{what} {v!r} is not in (-2^62, 2^62)")
     return v
 
 
