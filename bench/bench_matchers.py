@@ -58,9 +58,9 @@ SIZE = "base"
 
 def run_pypm(ep, engine: str):
     """Rewrite ``ep`` (an ExportedProgram, already a private copy) with the pypm
-    rule library to a fixpoint. Returns ``(graph_module, report)``: the
-    rewritten ``torch.fx.GraphModule`` (its placeholders in
-    ``ep.graph_signature`` order) and the driver's report (anything
+    rule library to a fixpoint. Returns ``(program, report)``: the rewritten
+    ExportedProgram (or a ``torch.fx.GraphModule`` whose placeholders follow
+    ``ep.graph_signature``) and the driver's report (anything
     JSON-serialisable, or None).
 
     Expected API (issue 4): ``pypm_verified.torch.rewrite_program(ep,
@@ -72,8 +72,7 @@ def run_pypm(ep, engine: str):
     """
     from pypm_verified.torch import rewrite_program  # noqa: WPS433 (lazy on purpose)
     out, report = rewrite_program(ep, target="cpu", engine=engine)
-    gm = out.graph_module if hasattr(out, "graph_module") else out
-    return gm, report
+    return out, report
 
 
 def _pypm_available():
@@ -162,12 +161,15 @@ def bench_one(model, layers, systems, repeats, log):
         if name == "bare_walk":
             entry.update(roots=out, nodes_after=row["nodes"])
         else:
-            gm = out[0] if kind == "ep" else arg
+            inputs = flat
+            gm = arg
             if kind == "ep":
-                entry["report"] = _jsonable(out[1])
-                inputs = C.flat_inputs(ep)  # same parameters and inputs
-            else:
-                inputs = flat
+                prog, report = out
+                entry["report"] = _jsonable(report)
+                if hasattr(prog, "graph_signature"):  # an ExportedProgram: its own inputs
+                    gm, inputs = prog.graph_module, C.flat_inputs(prog)
+                else:
+                    gm = prog
             got = C.count_rewrites(gm)
             outs = C.run_graph(gm, inputs)
             entry.update(rewrites=got, rewrites_ok=(got == expected),
