@@ -30,11 +30,16 @@ SIZES = {
 VOCAB = 1000
 
 
-def _dims(size: str):
+def _dims(size: str, layers=None):
     try:
-        return SIZES[size]
+        dims = SIZES[size]
     except KeyError:
         raise ValueError(f"unknown size {size!r}; expected one of {sorted(SIZES)}") from None
+    if layers is not None:  # override the number of layers (benchmarks: 1..32)
+        if int(layers) < 1:
+            raise ValueError(f"layers must be >= 1, got {layers!r}")
+        dims = (dims[0], int(layers)) + dims[2:]
+    return dims
 
 
 def _ids(batch, seq, seed=0):
@@ -53,18 +58,18 @@ def _build(cls, cfg, seed=0):
     return m.eval()
 
 
-def bert(size: str = "small"):
+def bert(size: str = "small", layers=None):
     import transformers as T
-    h, n, heads, _, inter, seq, b = _dims(size)
+    h, n, heads, _, inter, seq, b = _dims(size, layers)
     cfg = T.BertConfig(vocab_size=VOCAB, hidden_size=h, num_hidden_layers=n,
                        num_attention_heads=heads, intermediate_size=inter,
                        max_position_embeddings=max(seq, 64), attn_implementation="eager")
     return _build(T.BertModel, cfg), _ids(b, seq)
 
 
-def roberta(size: str = "small"):
+def roberta(size: str = "small", layers=None):
     import transformers as T
-    h, n, heads, _, inter, seq, b = _dims(size)
+    h, n, heads, _, inter, seq, b = _dims(size, layers)
     cfg = T.RobertaConfig(vocab_size=VOCAB, hidden_size=h, num_hidden_layers=n,
                           num_attention_heads=heads, intermediate_size=inter,
                           max_position_embeddings=max(seq, 64) + 2,
@@ -72,27 +77,27 @@ def roberta(size: str = "small"):
     return _build(T.RobertaModel, cfg), _ids(b, seq)
 
 
-def distilbert(size: str = "small"):
+def distilbert(size: str = "small", layers=None):
     import transformers as T
-    h, n, heads, _, inter, seq, b = _dims(size)
+    h, n, heads, _, inter, seq, b = _dims(size, layers)
     cfg = T.DistilBertConfig(vocab_size=VOCAB, dim=h, n_layers=n, n_heads=heads,
                              hidden_dim=inter, max_position_embeddings=max(seq, 64),
                              attn_implementation="eager")
     return _build(T.DistilBertModel, cfg), _ids(b, seq)
 
 
-def gpt2(size: str = "small"):
+def gpt2(size: str = "small", layers=None):
     import transformers as T
-    h, n, heads, _, inter, seq, b = _dims(size)
+    h, n, heads, _, inter, seq, b = _dims(size, layers)
     cfg = T.GPT2Config(vocab_size=VOCAB, n_embd=h, n_layer=n, n_head=heads, n_inner=inter,
                        n_positions=max(seq, 64), use_cache=False,
                        attn_implementation="eager")
     return _build(T.GPT2Model, cfg), _ids(b, seq)
 
 
-def llama(size: str = "small"):
+def llama(size: str = "small", layers=None):
     import transformers as T
-    h, n, heads, kv, inter, seq, b = _dims(size)
+    h, n, heads, kv, inter, seq, b = _dims(size, layers)
     cfg = T.LlamaConfig(vocab_size=VOCAB, hidden_size=h, num_hidden_layers=n,
                         num_attention_heads=heads, num_key_value_heads=kv,
                         intermediate_size=inter, max_position_embeddings=max(seq, 64),
@@ -100,9 +105,9 @@ def llama(size: str = "small"):
     return _build(T.LlamaModel, cfg), _ids(b, seq)
 
 
-def qwen2(size: str = "small"):
+def qwen2(size: str = "small", layers=None):
     import transformers as T
-    h, n, heads, kv, inter, seq, b = _dims(size)
+    h, n, heads, kv, inter, seq, b = _dims(size, layers)
     cfg = T.Qwen2Config(vocab_size=VOCAB, hidden_size=h, num_hidden_layers=n,
                         num_attention_heads=heads, num_key_value_heads=kv,
                         intermediate_size=inter, max_position_embeddings=max(seq, 64),
@@ -115,26 +120,37 @@ MODELS: Dict[str, Callable] = {
     "gpt2": gpt2, "llama": llama, "qwen2": qwen2,
 }
 # Attention blocks per model = layers; the tests check every one is rewritten.
-def layers(size: str = "small") -> int:
-    return _dims(size)[1]
+def layers(size: str = "small", layers=None) -> int:
+    return _dims(size, layers)[1]
 
 
-def build(name: str, size: str = "small"):
-    """``(model, example_inputs)`` for ``name`` (a key of MODELS)."""
+def build(name: str, size: str = "small", layers=None):
+    """``(model, example_inputs)`` for ``name`` (a key of MODELS); ``layers``
+    overrides the size's number of layers."""
     try:
         fn = MODELS[name]
     except KeyError:
         raise ValueError(f"unknown model {name!r}; expected one of {sorted(MODELS)}") from None
-    return fn(size)
+    return fn(size, layers)
 
 
-def export(name: str, size: str = "small"):
+def input_kwargs(inputs) -> dict:
+    """The example inputs as keyword arguments. Pass them by name: GPT-2's
+    ``forward`` takes ``past_key_values`` second, so a positional mask would
+    land there (export fails with 'FakeTensor' has no 'get_seq_length')."""
+    ids, mask = inputs
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def export(name: str, size: str = "small", layers=None):
     """The model exported (``torch.export.export``, then
-    ``run_decompositions({})``: the IR the rewriter works on)."""
+    ``run_decompositions({})``: the IR the rewriter works on). Inputs are
+    passed by keyword (see ``input_kwargs``); ``layers`` overrides the size's
+    number of layers."""
     import torch
-    m, inputs = build(name, size)
+    m, inputs = build(name, size, layers)
     with torch.no_grad():
-        ep = torch.export.export(m, inputs)
+        ep = torch.export.export(m, (), input_kwargs(inputs))
     return ep.run_decompositions({})
 
 
