@@ -234,6 +234,15 @@ class Driver:
             from torch._subclasses.fake_tensor import FakeTensorMode
             self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
         self.report = Report(engine=engine, target=target)
+        self.renamed: Dict[str, fx.Node] = {}  # replaced root's name -> its replacement
+
+    def replacement_name(self, name: str) -> str:
+        """The current name of what the node once called ``name`` became."""
+        seen = set()
+        while name in self.renamed and name not in seen:
+            seen.add(name)
+            name = self.renamed[name].name
+        return name
 
     # ----------------------------------------------------------- helpers
 
@@ -335,6 +344,7 @@ class Driver:
                 f"rule {rule.name!r} ({rule.where}) replaced {root.name} "
                 f"({_desc(old_val)}) with a value of {_desc(new_val)}")
         root.replace_all_uses_with(new, delete_user_cb=lambda u: u is not new)
+        self.renamed[root.name] = new
         created = [n for n in b.created if n.graph is self.gm.graph and n in self.tg.term]
         self._dce([root])
         changed = self.tg.refresh(list(new.users))

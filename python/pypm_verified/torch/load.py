@@ -23,8 +23,11 @@ export gets a :class:`LoadError` that says what is wrong.
 """
 from __future__ import annotations
 
+import importlib
+import logging
 import os
 import pickle
+import re
 import zipfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
@@ -104,6 +107,68 @@ def _describe_state_dict(obj) -> Optional[str]:
     return None
 
 
+_UNREGISTERED = re.compile(r"Deserializing ([\w.]+)\.(\w+) in pytree is not registered")
+
+
+def _load_pt2(path: str):
+    """``torch.export.load``; when the program's input/output types are
+    pytree nodes registered by a package (e.g. ``transformers``' model
+    outputs), that installed module is imported and the load retried."""
+    log = logging.getLogger("torch.export")
+    tried = set()
+    while True:
+        level = log.level
+        log.setLevel(logging.ERROR)
+        try:
+            return torch.export.load(path)
+        except Exception as e:
+            cause = e
+            while cause.__cause__ is not None or cause.__context__ is not None:
+                nxt = cause.__cause__ or cause.__context__
+                if _UNREGISTERED.search(str(cause)):
+                    break
+                cause = nxt
+            m = _UNREGISTERED.search(str(cause)) or _UNREGISTERED.search(_last_error(path))
+            if m and m.group(1) not in tried:
+                tried.add(m.group(1))
+                try:
+                    importlib.import_module(m.group(1))
+                    continue
+                except ImportError:
+                    raise LoadError(f"{path}: the program's inputs/outputs use "
+                                    f"{m.group(1)}.{m.group(2)}; install the package that "
+                                    "defines it") from None
+            text = str(cause).strip().splitlines()
+            raise LoadError(f"{path}: torch.export.load failed: {type(cause).__name__}: "
+                            f"{text[0] if text else ''}") from None
+        finally:
+            log.setLevel(level)
+
+
+def _last_error(path: str) -> str:
+    """torch.export.load logs the deserializer's error and raises a generic
+    one; re-run the deserializer's pytree step to read the real reason."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            for n in z.namelist():
+                if n.endswith("models/model.json"):
+                    return _scan_types(z.read(n))
+    except Exception:
+        pass
+    return ""
+
+
+def _scan_types(raw: bytes) -> str:
+    # the serialized treespecs name their types; report the first unregistered one
+    import torch.utils._pytree as pytree
+    text = raw.decode("utf-8", "replace")
+    for m in re.finditer(r'\\"type\\": \\"([\w.]+)\.(\w+)\\"', text):
+        full = f"{m.group(1)}.{m.group(2)}"
+        if full not in pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE:
+            return f"Deserializing {full} in pytree is not registered"
+    return ""
+
+
 def load_file(path: str, example_inputs: Optional[Tuple] = None) -> Program:
     """Load ``path`` (see the module docs); raises LoadError."""
     if not os.path.exists(path):
@@ -112,12 +177,7 @@ def load_file(path: str, example_inputs: Optional[Tuple] = None) -> Program:
         raise LoadError(f"{path}: is a directory, expected a model file")
     kind = _kind(path)
     if kind == "pt2":
-        try:
-            ep = torch.export.load(path)
-        except Exception as e:
-            raise LoadError(f"{path}: torch.export.load failed: {type(e).__name__}: "
-                            f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") \
-                from None
+        ep = _load_pt2(path)
         if example_inputs is not None:
             args, kwargs = example_inputs, {}
         elif ep.example_inputs is not None:

@@ -44,8 +44,13 @@ def rewrite_program(prog: Program, patterns: Optional[Sequence] = None, engine: 
         from ..rules import default_patterns
         patterns = default_patterns()
     ep = copy_program(prog.ep)
-    report = Driver(ep.graph_module, patterns, engine=engine, target=target,
-                    max_iterations=max_iterations, progress=progress).run()
+    driver = Driver(ep.graph_module, patterns, engine=engine, target=target,
+                    max_iterations=max_iterations, progress=progress)
+    report = driver.run()
+    for spec in ep.graph_signature.output_specs:  # outputs that were rewritten
+        arg = getattr(spec, "arg", None)
+        if hasattr(arg, "name"):
+            arg.name = driver.replacement_name(arg.name)
     ep.validate() if hasattr(ep, "validate") else ep._validate()
     num = compare(prog.ep, ep, prog.args, prog.kwargs, n_random=n_random) if check else None
     return Result(ep, report, num)
