@@ -9,7 +9,7 @@ Guards: ``y`` is 2-D and the transpose swaps its two axes (any spelling),
 from __future__ import annotations
 
 import pypm_verified as pm
-from pypm_verified.ops import Linear, MatMul, Transpose
+from pypm_verified.ops import Linear, MatMul, T, Transpose
 
 from ..torch.driver import current_target
 from .profitability import profitable
@@ -38,6 +38,13 @@ def YT(y):  # noqa: F811
 def YT(y):  # noqa: F811
     assert y.rank == 2
     return Transpose(y, -2, -1)
+
+
+@pm.pattern
+def YT(y):  # noqa: F811
+    """``y.t()``."""
+    assert y.rank == 2
+    return T(y)
 
 
 @pm.pattern

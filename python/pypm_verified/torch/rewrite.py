@@ -2,6 +2,7 @@
 check numerics, save atomically."""
 from __future__ import annotations
 
+import copy
 import os
 import tempfile
 import time
@@ -32,7 +33,7 @@ def copy_program(ep):
     out = g.graph_copy(ep.graph_module.graph, {})
     g.output(out)
     gm = fx.GraphModule(ep.graph_module, g)
-    return ep._update(gm, ep.graph_signature)
+    return ep._update(gm, copy.deepcopy(ep.graph_signature))
 
 
 def rewrite_program(prog: Program, patterns: Optional[Sequence] = None, engine: str = "verified",
