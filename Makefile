@@ -81,16 +81,23 @@ test-ocaml: lib
 	cd ocaml && dune test --profile release 2>&1
 
 test-python: venv lib
-	PYPM_REQUIRE_LIB=1 $(VPY) -m pytest tests -q
+	PYPM_REQUIRE_LIB=1 TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/build/inductor $(VPY) -m pytest tests -q
 
 ## bench: matcher benchmarks (results in bench/results/); QUICK=1 for a short run.
 bench: deps lib
 	$(VPY) bench/bench_spine.py $(if $(QUICK),--quick)
 
-## example: build everything and match the bundled example.
+## example: build everything, match the bundled example, then rewrite a
+## generated 2-layer BERT (.pt2) end to end with the CLI.
+EXAMPLE_DIR := build/example
 example: deps lib
 	$(VPY) examples/example.py
+	mkdir -p $(EXAMPLE_DIR)
+	$(VPY) examples/models.py bert --size small -o $(EXAMPLE_DIR)/bert.pt2
+	TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/build/inductor $(VPY) -m pypm_verified rewrite \
+	  $(EXAMPLE_DIR)/bert.pt2 -o $(EXAMPLE_DIR)/bert.rewritten.pt2 \
+	  --report $(EXAMPLE_DIR)/report.json --benchmark
 
 clean:
 	[ ! -f CoqMakefile ] || $(MAKE) -f CoqMakefile clean
-	rm -rf ocaml/_build ocaml/extracted $(LIB_SO) CoqMakefile CoqMakefile.conf .assumptions.out .extract.log
+	rm -rf build ocaml/_build ocaml/extracted $(LIB_SO) CoqMakefile CoqMakefile.conf .assumptions.out .extract.log

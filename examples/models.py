@@ -92,7 +92,9 @@ def gpt2(size: str = "small", layers=None):
     cfg = T.GPT2Config(vocab_size=VOCAB, n_embd=h, n_layer=n, n_head=heads, n_inner=inter,
                        n_positions=max(seq, 64), use_cache=False,
                        attn_implementation="eager")
-    return _build(T.GPT2Model, cfg), _ids(b, seq)
+    ids, mask = _ids(b, seq)
+    # GPT2Model.forward(input_ids, past_key_values, attention_mask, ...)
+    return _build(T.GPT2Model, cfg), (ids, None, mask)
 
 
 def llama(size: str = "small", layers=None):
