@@ -140,7 +140,7 @@ def input_kwargs(inputs) -> dict:
     """The example inputs as keyword arguments. Pass them by name: GPT-2's
     ``forward`` takes ``past_key_values`` second, so a positional mask would
     land there (export fails with 'FakeTensor' has no 'get_seq_length')."""
-    ids, mask = inputs
+    ids, mask = inputs[0], inputs[-1]  # GPT-2's positional form is (ids, None, mask)
     return {"input_ids": ids, "attention_mask": mask}
 
 
