@@ -30,10 +30,11 @@ apt-deps:
 	fi
 
 venv: $(VENV)/.installed
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -e '.[test]'
+	$(VPY) -m pip install -q -c requirements/constraints.txt -e '.[test,torch]'
+	$(VPY) -c 'import torch, transformers; assert torch.__version__.split("+")[0] == "2.13.0", torch.__version__'
 	touch $@
 
 ## proofs: check every theorem; fail on Admitted/admit/axioms; golden Print Assumptions.
@@ -80,16 +81,23 @@ test-ocaml: lib
 	cd ocaml && dune test --profile release 2>&1
 
 test-python: venv lib
-	PYPM_REQUIRE_LIB=1 $(VPY) -m pytest tests -q
+	PYPM_REQUIRE_LIB=1 TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/build/inductor $(VPY) -m pytest tests -q
 
 ## bench: matcher benchmarks (results in bench/results/); QUICK=1 for a short run.
 bench: deps lib
 	$(VPY) bench/bench_spine.py $(if $(QUICK),--quick)
 	$(VPY) bench/bench_calculus.py $(if $(QUICK),--quick)
 
-## example: build everything and match the bundled example.
+## example: build everything, match the bundled example, then rewrite a
+## generated 2-layer BERT (.pt2) end to end with the CLI.
+EXAMPLE_DIR := build/example
 example: deps lib
 	$(VPY) examples/example.py
+	mkdir -p $(EXAMPLE_DIR)
+	$(VPY) examples/models.py bert --size small -o $(EXAMPLE_DIR)/bert.pt2
+	TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/build/inductor $(VPY) -m pypm_verified rewrite \
+	  $(EXAMPLE_DIR)/bert.pt2 -o $(EXAMPLE_DIR)/bert.rewritten.pt2 \
+	  --report $(EXAMPLE_DIR)/report.json --benchmark
 
 ## paper: paper/paper.md from paper/sections/, doc/correspondence.md and bench/results/.
 paper: venv
@@ -97,4 +105,4 @@ paper: venv
 
 clean:
 	[ ! -f CoqMakefile ] || $(MAKE) -f CoqMakefile clean
-	rm -rf ocaml/_build ocaml/extracted $(LIB_SO) CoqMakefile CoqMakefile.conf .assumptions.out .extract.log
+	rm -rf build ocaml/_build ocaml/extracted $(LIB_SO) CoqMakefile CoqMakefile.conf .assumptions.out .extract.log

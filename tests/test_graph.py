@@ -58,8 +58,14 @@ def test_constants():
     n = g.apply(Add, g.input("x"), 2)
     assert n.args[1] is two
     assert g.const(float("nan")) is g.const(float("nan"))
+    # lists/tuples of constants are one leaf, by their elements (the torch importer's
+    # size lists); other objects are rejected
+    assert g.const([1, 2]) is g.const((1, 2.0)) and g.const([1]) is not g.const([True])
+    assert g.const(pm.f32) is g.const(pm.f32) and g.const(pm.f32) is not g.const(pm.f16)
     with pytest.raises(pm.GraphError):
-        g.const([1])
+        g.const([object()])
+    with pytest.raises(pm.GraphError):
+        g.const({1: 2})
 
 
 def test_attributes():

@@ -28,7 +28,7 @@ from .errors import EngineError, EngineUnavailable, GraphError, OutOfFuel, Patte
 from .graph import Graph, Node, TensorShape
 from .patterns import Pattern, pattern
 from .rewriter import RewriteReport, rewrite
-from .rules import Rule, rule
+from .rule import Rule, rule
 from .symbols import OpClass, opclass
 
 __all__ = [

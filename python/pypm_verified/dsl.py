@@ -118,6 +118,8 @@ class Op:
             raise PatternError(f"operator {self.name}: op_class must be a string")
         self.op_class = None if op_class is None else opclass(op_class)
         self.symbol = symbols.intern(self)
+        self.torch_targets = ()
+        self.torch_auto = False
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -144,16 +146,74 @@ class Op:
                     f"{self.name}({', '.join(map(repr, args))})")
 
 
-def op(fn: Optional[Callable] = None, *, op_class: Optional[str] = None):
-    """Declare an operator: ``@pm.op`` or ``@pm.op(op_class="...")``.
+def op(fn: Optional[Callable] = None, *, op_class: Optional[str] = None, torch=None):
+    """Declare an operator: ``@pm.op``, ``@pm.op(op_class="...")`` or
+    ``@pm.op(torch=[torch.ops.aten.matmul.default, ...])``.
 
     The function's parameters give the arity; its return value (an int) is
     the output arity. ``op_class`` names the operator's class (interned with
-    :func:`opclass`; guards compare ``F.op_class`` with it).
+    :func:`opclass`; guards compare ``F.op_class`` with it). ``torch`` binds
+    the operator to PyTorch targets (op overloads, or ``operator.getitem``):
+    the importer (:mod:`pypm_verified.torch`) labels FX nodes calling them
+    with this operator, and replacements call the first target. The arity
+    must be the schema's argument count (calls are imported in full
+    positional form). A target belongs to one operator: declaring the same
+    targets again returns the operator already bound to them.
     """
+    def make(f):
+        if torch is None:
+            return Op(f, op_class=op_class)
+        return bind_torch(f, torch, op_class)
     if fn is None:
-        return lambda f: Op(f, op_class=op_class)
-    return Op(fn, op_class=op_class)
+        return make
+    return make(fn)
+
+
+# torch target -> Op (filled by @pm.op(torch=...); the importer adds ops for
+# targets nobody declared, marked ``auto``)
+TORCH_OPS: dict = {}
+_torch_lock = threading.RLock()
+
+
+def _schema_arity(target) -> Optional[int]:
+    schema = getattr(target, "_schema", None)
+    return None if schema is None else len(schema.arguments)
+
+
+def bind_torch(fn: Callable, targets, op_class: Optional[str] = None, auto: bool = False) -> Op:
+    """The operator ``fn`` bound to the torch ``targets`` (see :func:`op`)."""
+    if not isinstance(targets, (list, tuple)):
+        targets = [targets]
+    targets = tuple(targets)
+    if not targets:
+        raise PatternError(f"operator {getattr(fn, '__name__', fn)}: torch= needs at least "
+                           "one target")
+    with _torch_lock:
+        bound = [TORCH_OPS.get(t) for t in targets]
+        live = [b for b in bound if b is not None and not getattr(b, "torch_auto", False)]
+        if live:
+            first = live[0]
+            if len(live) == len(targets) and all(b is first for b in live) \
+                    and set(first.torch_targets) == set(targets):
+                return first  # the same declaration again (a re-imported module)
+            t = next(t for t, b in zip(targets, bound) if b in live)
+            raise PatternError(
+                f"operator {getattr(fn, '__name__', fn)}: torch target {t} is already bound to "
+                f"operator {TORCH_OPS[t].name} (declared in "
+                f"{getattr(TORCH_OPS[t].fn, '__module__', '?')}); use that operator")
+    o = Op(fn, op_class=op_class)
+    for t in targets:
+        n = _schema_arity(t)
+        if n is not None and n != o.arity:
+            raise PatternError(
+                f"operator {o.name}: torch target {t} takes {n} argument(s) in full positional "
+                f"form ({t._schema}), but the operator has {o.arity} parameter(s)")
+    o.torch_targets = targets
+    o.torch_auto = auto
+    with _torch_lock:
+        for t in targets:
+            TORCH_OPS[t] = o
+    return o
 
 
 def _as_pattern(a, where: str, i: int):

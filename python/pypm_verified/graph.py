@@ -218,9 +218,12 @@ class Graph:
         return self._add((label, (), attrs), label, "const", None, (), shape, dtype, attrs,
                          value=value)
 
-    def apply(self, op, *args, shape: ShapeLike = None, dtype=None) -> Node:
+    def apply(self, op, *args, shape: ShapeLike = None, dtype=None,
+              distinct: bool = False) -> Node:
         """The node ``op(*args)``; args are nodes of this graph or Python
-        constants (which become constant leaves)."""
+        constants (which become constant leaves). ``distinct=True`` adds a
+        node that is never shared (an impure operation: two calls are two
+        nodes even when their structure is equal)."""
         arity = getattr(op, "arity", None)
         if arity is None or getattr(op, "symbol", None) is None:
             raise GraphError(f"apply() needs an @pm.op operator, not {op!r}")
@@ -242,6 +245,8 @@ class Graph:
         label = op.symbol
         children = tuple(children)
         key = (label, tuple(c.id for c in children), attrs)
+        if distinct:
+            key = ("distinct", len(self.nodes))
         return self._add(key, label, "op", op, children, shape, dtype, attrs)
 
     # --------------------------------------------------------- symbol attributes

@@ -17,7 +17,10 @@ _keys: List[Any] = []
 
 def const_key(value) -> Tuple:
     """Key of a constant leaf: numbers by value (``2 == 2.0``), bools, strings
-    and None separately. Raises TypeError for other types."""
+    and None separately; lists and tuples of constants by their elements (a
+    list and a tuple with equal elements are one key); dtypes
+    (:class:`~pypm_verified.core.DType`) by code. Raises TypeError for other
+    types."""
     if value is None:
         return ("none",)
     if isinstance(value, bool):
@@ -28,14 +31,22 @@ def const_key(value) -> Tuple:
         return ("num", value)
     if isinstance(value, str):
         return ("str", value)
+    if isinstance(value, (list, tuple)):
+        return ("seq", tuple(const_key(v) for v in value))
+    if type(value).__name__ == "DType" and hasattr(value, "code"):
+        return ("dtype", value.code)
     raise TypeError(
         f"unsupported constant {value!r} of type {type(value).__name__} "
-        "(expected int, float, bool, str or None)")
+        "(expected int, float, bool, str, None, a dtype, or a list/tuple of these)")
 
 
 def is_constant(value) -> bool:
     """True for values usable as constant leaves."""
-    return value is None or isinstance(value, (bool, int, float, str))
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(is_constant(v) for v in value)
+    return type(value).__name__ == "DType" and hasattr(value, "code")
 
 
 def intern(key) -> int:
@@ -73,6 +84,8 @@ def describe(sid: int) -> str:
             return "None"
         if key[0] == "input":
             return f"input {key[1]!r}"
+        if key[0] in ("seq", "dtype"):
+            return repr(key)
         return repr(key[1]) if key[1] != "nan" else "nan"
     return getattr(key, "name", repr(key))
 

@@ -1,0 +1,398 @@
+"""The rewrite driver on FX graphs (the paper's §2.4).
+
+Walk the nodes in graph order; at each, try the patterns in the given order
+(:func:`pypm_verified.match` on the term graph, either engine); on a match,
+run the pattern's rules in order. The first rule whose assertions pass
+fires: it is called with the bindings as :class:`Value`\\ s (FX values with
+their shape, dtype, device and, for constants, ``.value``), and the
+operators it calls build new FX nodes in front of the matched root. The
+result replaces the root's uses, and what became dead is removed. The next
+pass re-matches only where the graph changed (new nodes and everything that
+uses them); passes repeat until none fires, at most ``max_iterations``
+(reported, never a hang).
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+import torch
+import torch.fx as fx
+
+from .. import api, dsl
+from ..errors import PatternError
+from ..graph import TensorShape
+from ..patterns import Pattern
+from .importer import DTYPES, TermGraph, is_pure
+
+ASSERT_METADATA = torch.ops.aten._assert_tensor_metadata.default
+TARGETS = ("cuda", "cpu")
+
+_ctx = threading.local()
+
+
+class RewriteError(RuntimeError):
+    """A rule built an invalid replacement (wrong shape or dtype, an operator
+    without a torch target, a call torch rejects)."""
+
+
+def current_target() -> str:
+    """The device the running rewrite optimizes for ("cuda" or "cpu"); rules
+    read it in their guards."""
+    return getattr(_ctx, "target", "cuda")
+
+
+@contextlib.contextmanager
+def _targeting(target: str):
+    saved = getattr(_ctx, "target", None)
+    _ctx.target = target
+    try:
+        yield
+    finally:
+        _ctx.target = saved
+
+
+class Value:
+    """A bound value in a rule body: an FX value or a constant.
+
+    ``fx`` (the FX node, None for constants), ``is_const``, ``value`` (the
+    constant's Python/torch value; None for tensors), ``shape`` (a
+    :class:`TensorShape`, None when unknown; symbolic sizes are None),
+    ``rank``, ``dtype`` (``pm.f32`` ...), ``torch_dtype``, ``device``.
+    """
+
+    __slots__ = ("fx", "term", "is_const", "value", "meta")
+
+    def __init__(self, term, fx_node: Optional[fx.Node], value=None, is_const=False):
+        self.term = term
+        self.fx = fx_node
+        self.is_const = is_const
+        self.value = value
+        self.meta = fx_node.meta.get("val") if fx_node is not None else None
+
+    @property
+    def shape(self) -> Optional[TensorShape]:
+        return self.term.shape
+
+    @property
+    def rank(self) -> Optional[int]:
+        return self.term.rank
+
+    @property
+    def dtype(self):
+        return self.term.dtype
+
+    @property
+    def torch_dtype(self) -> Optional[torch.dtype]:
+        return getattr(self.meta, "dtype", None)
+
+    @property
+    def device(self) -> Optional[torch.device]:
+        return getattr(self.meta, "device", None)
+
+    def __repr__(self):
+        if self.is_const:
+            return f"<const {self.value!r}>"
+        return f"<value {self.fx.name if self.fx is not None else '?'}{self.term._type_str()}>"
+
+
+class _Builder:
+    """What operator calls in a rule body build on: FX nodes in front of the
+    root (set as the rule-building graph, see :func:`dsl.building_in`)."""
+
+    def __init__(self, driver: "Driver", root: fx.Node, rule):
+        self.driver = driver
+        self.root = root
+        self.rule = rule
+        self.created: List[fx.Node] = []
+
+    def _fx_arg(self, a):
+        if isinstance(a, Value):
+            return a.value if a.is_const else a.fx
+        if isinstance(a, (list, tuple)):
+            return type(a)(self._fx_arg(e) for e in a)
+        if isinstance(a, fx.Node):
+            return a
+        return a
+
+    def apply(self, op, *args, shape=None, dtype=None):
+        targets = getattr(op, "torch_targets", ())
+        if not targets:
+            raise RewriteError(f"rule {self.rule.name}: operator {op.name} has no torch target "
+                               "(declare it with @pm.op(torch=[...]))")
+        target = targets[0]
+        vals = [self._fx_arg(a) for a in args]
+        schema = getattr(target, "_schema", None)
+        pos, kw = [], {}
+        if schema is None:
+            pos = vals
+        else:
+            for a, v in zip(schema.arguments, vals):
+                if a.kwarg_only:
+                    kw[a.name] = v
+                else:
+                    pos.append(v)
+        fake = fx.node.map_arg((tuple(pos), kw), lambda n: n.meta["val"])
+        try:
+            with self.driver.fake_mode:
+                val = target(*fake[0], **fake[1])
+        except Exception as e:
+            raise RewriteError(f"rule {self.rule.name}: {target} rejects the arguments "
+                               f"it built ({type(e).__name__}: {e})") from None
+        g = self.driver.gm.graph
+        with g.inserting_before(self.root):
+            node = g.call_function(target, tuple(pos), kw)
+        node.meta["val"] = val
+        for k in ("nn_module_stack", "stack_trace", "source_fn_stack"):
+            if k in self.root.meta:
+                node.meta[k] = self.root.meta[k]
+        self.created.append(node)
+        t = self.driver.tg.import_node(node)
+        first = self.driver.tg.fx_of.get(t.id)
+        if first is not node and first is not None and first.graph is g and is_pure(node):
+            # hash-consing: an equal node exists; keep one
+            order = self.driver._order()
+            if order.get(first, 1 << 62) < order[node]:
+                g.erase_node(node)
+                self.created.pop()
+                self.driver.tg.term.pop(node, None)
+                return self.driver.value(first)
+            first.replace_all_uses_with(node)
+            self.driver.tg.fx_of[t.id] = node
+            self.driver._erase(first)
+        self.driver.tg.fx_of[t.id] = node
+        return self.driver.value(node)
+
+
+@dataclass
+class Report:
+    """What :meth:`Driver.run` did. ``firings``/``matches`` per rule/pattern,
+    ``iterations`` (passes), ``cap_hit`` (the last allowed pass still fired),
+    ``nodes_before``/``nodes_after`` (call nodes), ``merged`` (duplicate pure
+    nodes merged by hash-consing), ``match_s`` (time in the matcher),
+    ``total_s`` (time in the driver), ``attempts`` (match calls)."""
+
+    firings: Dict[str, int] = field(default_factory=dict)
+    matches: Dict[str, int] = field(default_factory=dict)
+    iterations: int = 0
+    cap_hit: bool = False
+    nodes_before: int = 0
+    nodes_after: int = 0
+    merged: int = 0
+    match_s: float = 0.0
+    total_s: float = 0.0
+    attempts: int = 0
+    engine: str = "verified"
+    target: str = "cuda"
+
+    @property
+    def total(self) -> int:
+        """Number of rewrites."""
+        return sum(self.firings.values())
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in (
+            "engine", "target", "firings", "matches", "iterations", "cap_hit", "nodes_before",
+            "nodes_after", "merged", "match_s", "total_s", "attempts")}
+
+
+def count_calls(g: fx.Graph) -> int:
+    """Number of call nodes (what node counts report)."""
+    return sum(1 for n in g.nodes if n.op.startswith("call"))
+
+
+class Driver:
+    """Rewrites the FX graph of ``gm`` (in place) with ``patterns``' rules.
+
+    ``engine`` is "verified" (the Coq-extracted matcher) or "reference";
+    ``target`` is "cuda" or "cpu" (read by rules through
+    :func:`current_target`)."""
+
+    def __init__(self, gm: fx.GraphModule, patterns: Sequence[Pattern], engine: str = "verified",
+                 target: str = "cuda", max_iterations: int = 20, progress=None):
+        api._engine(engine)
+        if target not in TARGETS:
+            raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
+        if not isinstance(max_iterations, int) or max_iterations < 1:
+            raise ValueError("max_iterations must be a positive int")
+        self.patterns = [p for p in patterns if p.rules]
+        for p in patterns:
+            if not isinstance(p, Pattern):
+                raise TypeError(f"expected @pm.pattern patterns, not {p!r}")
+        self.gm = gm
+        self.engine = engine
+        self.target = target
+        self.max_iterations = max_iterations
+        self.progress = progress
+        vals = [n.meta.get("val") for n in gm.graph.nodes]
+        self.fake_mode = torch._guards.detect_fake_mode(
+            [v for v in vals if isinstance(v, torch.Tensor)])
+        if self.fake_mode is None:
+            from torch._subclasses.fake_tensor import FakeTensorMode
+            self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        self.report = Report(engine=engine, target=target)
+        self.renamed: Dict[str, fx.Node] = {}  # replaced root's name -> its replacement
+
+    def replacement_name(self, name: str) -> str:
+        """The current name of what the node once called ``name`` became."""
+        seen = set()
+        while name in self.renamed and name not in seen:
+            seen.add(name)
+            name = self.renamed[name].name
+        return name
+
+    # ----------------------------------------------------------- helpers
+
+    def _order(self) -> Dict[fx.Node, int]:
+        return {n: i for i, n in enumerate(self.gm.graph.nodes)}
+
+    def value(self, node: fx.Node) -> Value:
+        return Value(self.tg.term[node], node)
+
+    def _bound(self, term) -> object:
+        if term.kind == "const":
+            return Value(term, None, self.tg.const_values.get(term.id, term.value), True)
+        node = self.tg.fx_of.get(term.id)
+        if node is None:
+            raise RewriteError(f"term %{term.id} has no FX node")
+        return Value(term, node)
+
+    def _erase(self, node: fx.Node) -> None:
+        t = self.tg.term.pop(node, None)
+        if t is not None and self.tg.fx_of.get(t.id) is node:
+            del self.tg.fx_of[t.id]
+        self.gm.graph.erase_node(node)
+
+    def _dce(self, start: List[fx.Node]) -> None:
+        """Remove what became dead from ``start`` on: pure nodes without
+        users, and the metadata asserts on them."""
+        stack = list(start)
+        while stack:
+            n = stack.pop()
+            if n.graph is not self.gm.graph or n not in self.tg.term:
+                continue
+            if n.op != "call_function" or not is_pure(n):
+                continue
+            users = list(n.users)
+            if any(u.target is not ASSERT_METADATA for u in users):
+                continue
+            for u in users:
+                self._erase(u)
+            ins = [a for a in n.all_input_nodes]
+            self._erase(n)
+            stack.extend(ins)
+
+    # --------------------------------------------------------------- run
+
+    def _try(self, node: fx.Node) -> Optional[List[fx.Node]]:
+        """Try every pattern at ``node``; the nodes a firing changed, or None."""
+        term = self.tg.term.get(node)
+        if term is None:
+            return None
+        for pattern in self.patterns:
+            t0 = time.perf_counter()
+            m = api.match(pattern, term, engine=self.engine)
+            self.report.match_s += time.perf_counter() - t0
+            self.report.attempts += 1
+            if m is None:
+                continue
+            self.report.matches[pattern.name] = self.report.matches.get(pattern.name, 0) + 1
+            for rule in pattern.rules:
+                changed = self._fire(rule, m, node)
+                if changed is not None:
+                    self.report.firings[rule.name] = self.report.firings.get(rule.name, 0) + 1
+                    return changed
+        return None
+
+    def _fire(self, rule, m, root: fx.Node) -> Optional[List[fx.Node]]:
+        values = {k: self._bound(t) for k, t in m.bindings.items()}
+        values.update(m.functions)
+        if getattr(rule, "_var_kw", False):
+            kwargs = values
+        else:
+            kwargs = {n: values[n] for n in rule.params if n in values}
+            kwargs.update({n: None for n in rule.params
+                           if n not in values and n not in rule._defaults})
+        b = _Builder(self, root, rule)
+        try:
+            with dsl.building_in(b), _targeting(self.target):
+                out = rule._run(**kwargs)
+        except AssertionError:
+            out = None
+        except Exception:
+            for n in reversed(b.created):
+                if n.graph is self.gm.graph and not n.users:
+                    self._erase(n)
+            raise
+        if out is None or (isinstance(out, Value) and out.fx is root):
+            for n in reversed(b.created):
+                if not n.users:
+                    self._erase(n)
+            return None
+        if not isinstance(out, Value) or out.fx is None:
+            raise PatternError(f"rule {rule.name!r} ({rule.where}) returned {out!r}; a torch "
+                               "rule returns a tensor built by calling operators")
+        new = out.fx
+        old_val, new_val = root.meta.get("val"), new.meta.get("val")
+        if isinstance(old_val, torch.Tensor) and (
+                not isinstance(new_val, torch.Tensor) or old_val.shape != new_val.shape
+                or old_val.dtype != new_val.dtype):
+            raise RewriteError(
+                f"rule {rule.name!r} ({rule.where}) replaced {root.name} "
+                f"({_desc(old_val)}) with a value of {_desc(new_val)}")
+        root.replace_all_uses_with(new, delete_user_cb=lambda u: u is not new)
+        self.renamed[root.name] = new
+        created = [n for n in b.created if n.graph is self.gm.graph and n in self.tg.term]
+        self._dce([root])
+        changed = self.tg.refresh(list(new.users))
+        return created + changed
+
+    def run(self) -> Report:
+        """Rewrite to a fixpoint (or the iteration cap); returns the report."""
+        t_start = time.perf_counter()
+        g = self.gm.graph
+        self.report.nodes_before = count_calls(g)
+        self.tg = TermGraph(g).build()
+        self.report.merged = self.tg.merged
+        work = [n for n in g.nodes if n.op == "call_function"]
+        with _targeting(self.target):
+            while work and self.report.iterations < self.max_iterations:
+                self.report.iterations += 1
+                dirty: List[fx.Node] = []
+                pending = set(work)
+                for node in list(g.nodes):
+                    if node not in pending or node not in self.tg.term:
+                        continue
+                    changed = self._try(node)
+                    if changed:
+                        dirty.extend(changed)
+                    if self.progress is not None:
+                        self.progress()
+                order = self._order()
+                work = sorted({n for n in dirty if n in order}, key=order.__getitem__)
+            self.report.cap_hit = bool(work)
+        g.lint()
+        self.gm.recompile()
+        self.report.nodes_after = count_calls(g)
+        self.report.total_s = time.perf_counter() - t_start
+        return self.report
+
+
+def _desc(v) -> str:
+    if isinstance(v, torch.Tensor):
+        return f"shape {tuple(v.shape)}, dtype {v.dtype}"
+    return type(v).__name__
+
+
+def rewrite_graph_module(gm: fx.GraphModule, patterns: Sequence[Pattern],
+                         engine: str = "verified", target: str = "cuda",
+                         max_iterations: int = 20) -> Report:
+    """Rewrite ``gm`` in place with the rules of ``patterns``; the report."""
+    return Driver(gm, patterns, engine, target, max_iterations).run()
+
+
+__all__ = ["Driver", "Report", "RewriteError", "Value", "current_target",
+           "rewrite_graph_module", "count_calls", "DTYPES"]

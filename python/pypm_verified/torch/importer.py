@@ -1,0 +1,290 @@
+"""FX graph -> PyPM term graph (hash-consed), kept in step with the FX graph.
+
+* One operator per torch target (op overload, or ``operator.getitem``): the
+  one declared with ``@pm.op(torch=[...])`` (:mod:`pypm_verified.ops`), else
+  an operator made on first sight and named after the overload.
+* Calls in full positional form: every schema argument in order, defaults
+  filled in, keyword-only ones included, so kwargs and defaults match alike.
+* Non-tensor arguments (ints, floats, bools, strings, None, dtypes and lists
+  of these) are constant leaves; patterns match them by literal, rules read
+  their ``.value``. A list holding tensors is a ``list<n>`` node over its
+  elements. Devices, layouts and memory formats are constants named by
+  ``repr``; the original objects are kept for rebuilding.
+* Pure nodes are hash-consed: a node equal in structure to an earlier one
+  *is* that node (the FX duplicate is merged into it, common-subexpression
+  elimination). Impure or random nodes (``node.is_impure()``, ops tagged
+  ``nondeterministic_seeded``, unknown callables) are never shared.
+* Attributes from ``node.meta["val"]``: rank, dtype and the static sizes; a
+  symbolic size is left unknown so a guard reading it fails rather than lies.
+* A node with several outputs (a tuple) has no tensor attributes; its
+  ``operator.getitem`` users are ``GetItem(t, i)`` nodes, as in FX.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any, Dict, List, Optional
+
+import torch
+import torch.fx as fx
+
+from .. import core
+from ..dsl import TORCH_OPS, Op, bind_torch
+from ..graph import Graph, Node, TensorShape
+
+DTYPES = {
+    torch.float32: core.f32, torch.float16: core.f16, torch.bfloat16: core.bf16,
+    torch.float64: core.f64, torch.int8: core.i8, torch.int16: core.i16,
+    torch.int32: core.i32, torch.int64: core.i64, torch.uint8: core.u8,
+    torch.bool: core.bool_,
+}
+TORCH_DTYPES = {v: k for k, v in DTYPES.items()}
+
+_list_ops: Dict[int, Op] = {}
+_opaque_ops: Dict[tuple, Op] = {}
+
+
+def _make_fn(name: str, n: int):
+    params = ", ".join(f"a{i}" for i in range(n))
+    ns: dict = {}
+    exec(f"def f({params}):\n    return 1\n", ns)  # noqa: S102 -- a function of arity n
+    fn = ns["f"]
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+def list_op(n: int) -> Op:
+    """The operator of lists of ``n`` elements some of which are tensors."""
+    op = _list_ops.get(n)
+    if op is None:
+        op = _list_ops[n] = Op(_make_fn(f"list{n}", n))
+    return op
+
+
+def op_for(target) -> Op:
+    """The operator bound to the torch target ``target`` (made on first use
+    when nobody declared one)."""
+    op = TORCH_OPS.get(target)
+    if op is None:
+        schema = getattr(target, "_schema", None)
+        if schema is None:
+            raise TypeError(f"{target!r} has no schema")
+        op = bind_torch(_make_fn(str(target), len(schema.arguments)), [target], auto=True)
+    return op
+
+
+def _opaque_op(target, n: int) -> Op:
+    key = (target, n)
+    op = _opaque_ops.get(key)
+    if op is None:
+        name = getattr(target, "__name__", None) or repr(target)
+        op = _opaque_ops[key] = Op(_make_fn(f"opaque:{name}", n))
+    return op
+
+
+def positional_args(node: fx.Node) -> List[Any]:
+    """The call's arguments in full positional form (schema order, defaults
+    filled in). Raises TypeError for a call that does not fit the schema."""
+    target = node.target
+    if target is operator.getitem:
+        return list(node.args)
+    schema = target._schema
+    args, kwargs = list(node.args), dict(node.kwargs)
+    out = []
+    for i, a in enumerate(schema.arguments):
+        if not a.kwarg_only and i < len(args):
+            out.append(args[i])
+        elif a.name in kwargs:
+            out.append(kwargs.pop(a.name))
+        elif a.has_default_value():
+            out.append(a.default_value)
+        else:
+            raise TypeError(f"{node.name}: {target} is missing argument {a.name!r}")
+    n_pos = sum(1 for a in schema.arguments if not a.kwarg_only)
+    if len(args) > n_pos or kwargs:
+        raise TypeError(f"{node.name}: arguments {args[n_pos:]} {sorted(kwargs)} do not fit "
+                        f"{schema}")
+    return out
+
+
+def tensor_info(val):
+    """``(shape, dtype)`` for guards from a ``meta["val"]`` (None, None when
+    it is not a tensor; symbolic sizes None)."""
+    if not isinstance(val, torch.Tensor):
+        return None, None
+    dims = []
+    for d in val.shape:
+        dims.append(d if isinstance(d, int) else None)
+    if len(dims) > core.MAX_RANK:
+        return None, DTYPES.get(val.dtype)
+    return tuple(dims), DTYPES.get(val.dtype)
+
+
+def is_pure(node: fx.Node) -> bool:
+    """Whether ``node`` may be shared with an equal node (hash-consing)."""
+    t = node.target
+    if t is operator.getitem:
+        return True
+    if not isinstance(t, torch._ops.OpOverload):
+        return False
+    if torch.Tag.nondeterministic_seeded in t.tags:
+        return False
+    return not node.is_impure()
+
+
+class TermGraph:
+    """The term graph of an FX graph: ``graph`` (a :class:`pm.Graph`),
+    ``term`` (FX node -> term node) and ``fx_of`` (term id -> FX node),
+    ``const_values`` (term id of a constant leaf -> the original value).
+
+    Built by :meth:`build`, which merges duplicate pure FX nodes into the
+    first (``merged`` counts them); :meth:`refresh` re-imports FX nodes whose
+    arguments changed (the driver calls it after each rewrite).
+    """
+
+    def __init__(self, fx_graph: fx.Graph):
+        self.fx_graph = fx_graph
+        self.graph = Graph()
+        self.term: Dict[fx.Node, Node] = {}
+        self.fx_of: Dict[int, fx.Node] = {}
+        self.const_values: Dict[int, Any] = {}
+        self.merged = 0
+
+    # ------------------------------------------------------------- constants
+
+    def _const(self, v) -> Node:
+        key = v
+        if isinstance(v, torch.dtype):
+            key = DTYPES.get(v) or repr(v)
+        elif isinstance(v, (torch.device, torch.layout, torch.memory_format)):
+            key = repr(v)
+        elif isinstance(v, (list, tuple)):
+            key = [self._const_key(e) for e in v]
+        n = self.graph.const(key)
+        self.const_values.setdefault(n.id, v)
+        return n
+
+    def _const_key(self, v):
+        if isinstance(v, torch.dtype):
+            return DTYPES.get(v) or repr(v)
+        if isinstance(v, (torch.device, torch.layout, torch.memory_format)):
+            return repr(v)
+        if isinstance(v, (list, tuple)):
+            return [self._const_key(e) for e in v]
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return v
+        raise TypeError(f"unsupported constant {v!r}")
+
+    def arg(self, a) -> Node:
+        """The term node of an FX argument (a node, a constant, a list)."""
+        if isinstance(a, fx.Node):
+            return self.term[a]
+        if isinstance(a, (list, tuple)) and any(isinstance(e, fx.Node) for e in
+                                                 _flatten(a)):
+            kids = [self.arg(e) for e in a]
+            return self.graph.apply(list_op(len(kids)), *kids)
+        try:
+            return self._const(a)
+        except TypeError:
+            # an argument with no constant form (e.g. a tensor constant): opaque
+            return self.graph.input(f"opaque:{id(a)}")
+
+    # ----------------------------------------------------------------- nodes
+
+    def import_node(self, node: fx.Node) -> Node:
+        """(Re-)import ``node`` from its current arguments; returns its term."""
+        g = self.graph
+        shape, dtype = tensor_info(node.meta.get("val"))
+        if node.op in ("placeholder", "get_attr"):
+            t = g.input(f"{node.op}:{node.name}", shape=shape, dtype=dtype)
+        elif node.op == "call_function" and (node.target is operator.getitem or isinstance(
+                node.target, torch._ops.OpOverload)):
+            try:
+                args = positional_args(node)
+            except TypeError:
+                args = None
+            if args is None:
+                kids = [self.arg(a) for a in node.args] + [self.arg(v) for v in
+                                                          node.kwargs.values()]
+                t = g.apply(_opaque_op(node.target, len(kids)), *kids, shape=shape,
+                            dtype=dtype, distinct=True)
+            else:
+                kids = [self.arg(a) for a in args]
+                t = g.apply(op_for(node.target), *kids, shape=shape, dtype=dtype,
+                            distinct=not is_pure(node))
+        elif node.op in ("call_function", "call_method", "call_module"):
+            kids = [self.arg(a) for a in node.args] + [self.arg(v) for v in
+                                                      node.kwargs.values()]
+            t = g.apply(_opaque_op(node.target, len(kids)), *kids, shape=shape, dtype=dtype,
+                        distinct=True)
+        else:  # output
+            kids = [self.arg(a) for a in _flatten(node.args)]
+            t = g.apply(_opaque_op("output", len(kids)), *kids, distinct=True)
+        self.term[node] = t
+        self.fx_of.setdefault(t.id, node)
+        return t
+
+    def build(self) -> "TermGraph":
+        """Import every node in order, merging duplicate pure nodes."""
+        dups = []
+        for node in list(self.fx_graph.nodes):
+            t = self.import_node(node)
+            first = self.fx_of[t.id]
+            if first is not node:
+                node.replace_all_uses_with(first)
+                self.term[node] = t
+                dups.append(node)
+        for node in reversed(dups):
+            self.fx_graph.erase_node(node)
+            del self.term[node]
+        self.merged = len(dups)
+        return self
+
+    def refresh(self, nodes) -> List[fx.Node]:
+        """Re-import ``nodes`` and, transitively, their users (in graph
+        order); a node whose new term already belongs to an earlier FX node
+        is merged into it. Returns the FX nodes whose term changed."""
+        order = {n: i for i, n in enumerate(self.fx_graph.nodes)}
+        todo = set(n for n in nodes if n in order)
+        changed = []
+        while todo:
+            node = min(todo, key=order.__getitem__)
+            todo.discard(node)
+            if node not in order:
+                continue
+            old = self.term.get(node)
+            t = self.import_node(node)
+            if old is not None and old is t:
+                continue
+            first = self.fx_of.get(t.id)
+            if first is not node and first in order and order[first] < order[node]:
+                node.replace_all_uses_with(first)
+                todo.update(first.users)
+                self.fx_graph.erase_node(node)
+                del order[node]
+                del self.term[node]
+                self.merged += 1
+                continue
+            self.fx_of[t.id] = node
+            changed.append(node)
+            todo.update(node.users)
+        return changed
+
+
+def _flatten(a):
+    if isinstance(a, (list, tuple)):
+        for e in a:
+            yield from _flatten(e)
+    elif isinstance(a, dict):
+        for e in a.values():
+            yield from _flatten(e)
+    else:
+        yield a
+
+
+def import_graph(fx_graph: fx.Graph) -> TermGraph:
+    """The term graph of ``fx_graph`` (merging its duplicate pure nodes)."""
+    return TermGraph(fx_graph).build()
+
+
+def shape_of(t: Node) -> Optional[TensorShape]:
+    return t.shape
