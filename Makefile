@@ -33,7 +33,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -c requirements/constraints.txt -e '.[test,torch]'
+	$(VPY) -m pip install -q -c requirements/constraints.txt -e '.[test,torch,bench]'
 	$(VPY) -c 'import torch, transformers; assert torch.__version__.split("+")[0] == "2.13.0", torch.__version__'
 	touch $@
 
@@ -87,6 +87,8 @@ test-python: venv lib
 bench: deps lib
 	$(VPY) bench/bench_spine.py $(if $(QUICK),--quick)
 	$(VPY) bench/bench_calculus.py $(if $(QUICK),--quick)
+	$(VPY) bench/bench_kernels.py $(if $(QUICK),--quick)
+	$(VPY) bench/bench_matchers.py $(if $(QUICK),--quick)
 
 ## example: build everything, match the bundled example, then rewrite a
 ## generated 2-layer BERT (.pt2) end to end with the CLI.
