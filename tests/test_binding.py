@@ -77,15 +77,13 @@ def test_handles_are_cached(lib):
     for _ in range(3):
         assert pm.match(AddRelu, n) == m
     assert g._engine_cache is gh and AddRelu._engine_cache is ph
-    # a new node invalidates the graph handle and releases the old one
+    # new nodes extend the loaded graph in place (pypm_graph_extend)
     n2 = g.apply(Relu, n)
     assert pm.match(AddRelu, n2) is None
-    assert g._engine_cache is not gh and g._engine_cache.size() == len(g)
-    old = gh.value
-    del gh
-    gc.collect()
-    code = lib.pypm_handle_size(old, ffi.new("int64_t *"))
-    assert code == lib.PYPM_E_BAD_HANDLE
+    y = g.input("y", shape=(4,))
+    n3 = g.apply(Add, g.apply(Relu, y), n2)
+    assert pm.match(AddRelu, n3).bindings == {"x": y, "y": n2}
+    assert g._engine_cache is gh and gh.size() == len(g) == gh.key
 
 
 def test_graph_handle_released_with_graph(lib):
@@ -400,3 +398,59 @@ def test_deep_recursion(lib):
     m = pm.match(Chain, n)
     assert m.bindings == {"x": g.nodes[0]} and m.functions == {"f": U1}
     assert pm.match(Chain, n, engine="reference") == m
+
+
+def _replay(g, into, node):
+    """Add ``node`` of ``g`` to ``into`` (nodes replayed in id order get the
+    same ids)."""
+    if node.kind == "input":
+        return into.input(node.name, shape=node.shape, dtype=node.dtype)
+    if node.kind == "const":
+        return into.const(node.value, shape=node.shape, dtype=node.dtype)
+    return into.apply(node.op, *[into.nodes[a.id] for a in node.args], shape=node.shape,
+                      dtype=node.dtype)
+
+
+@diff(120)
+@given(match_all_problems(), st.lists(st.integers(0, 12), max_size=4))
+def test_grown_graph_matches_like_a_fresh_one(lib, prob, cuts):
+    """A graph handle extended batch by batch (the driver's case) answers
+    like the graph loaded whole, and like the reference engine."""
+    g, items = prob
+    try:
+        ref = pm.match_all(items, g, engine="reference", fuel=FUEL)
+    except pm.OutOfFuel:
+        return
+    grown = pm.Graph()
+    handle = None
+    for node in g.nodes:
+        assert _replay(g, grown, node).id == node.id
+        if len(grown) in cuts:  # load, or extend by the nodes added since
+            pm.match_all(items, grown, engine="verified", fuel=1 << 22)
+            handle = handle or grown._engine_cache
+            assert grown._engine_cache is handle and handle.size() == len(grown)
+    ver = pm.match_all(items, grown, engine="verified", fuel=1 << 22)
+    assert grown._engine_cache.size() == len(g)
+
+    def ids(results):  # nodes of different graphs never compare equal
+        return [(p, r.id, {v: n.id for v, n in m.substitution.items()}, m.fsubstitution)
+                for p, r, m in results]
+    assert ids(ver) == ids(ref)
+
+
+def test_graph_extension_errors(lib):
+    g = pm.Graph()
+    n = g.apply(Relu, g.input("x"))
+    h = binding.graph_handle(lib, g)
+    g.apply(Relu, n)
+    words = serialize.encode_graph_extension(g, 2)
+    with pytest.raises(pm.EngineError, match="starts at node 1, but graph .* has 2 nodes") as e:
+        binding.extend_graph(lib, h, serialize.encode_graph_extension(g, 1))
+    assert e.value.name == "PYPM_E_OUT_OF_RANGE"
+    binding.extend_graph(lib, h, words)
+    assert h.size() == 3
+    with pytest.raises(pm.EngineError, match="PYPM_E_MALFORMED"):
+        binding.extend_graph(lib, h, list(words)[:-1])
+    assert h.size() == 3
+    with pytest.raises(serialize.EncodeError):
+        serialize.encode_graph_extension(g, 4)

@@ -15,6 +15,11 @@ module Make (I : Cstubs_inverted.INTERNAL) = struct
       Capi_impl.graph_load
 
   let () =
+    I.internal "pypmi_graph_extend"
+      (int64_t @-> ptr int64_t @-> int64_t @-> returning int)
+      Capi_impl.graph_extend
+
+  let () =
     I.internal "pypmi_patterns_load"
       (ptr int64_t @-> int64_t @-> ptr int64_t @-> returning int)
       Capi_impl.patterns_load

@@ -67,6 +67,11 @@ let graph_load (buf : int64 ptr) (len : int64) (handle : int64 ptr) : int =
       handle <-@ Int64.of_int h;
       0)
 
+let graph_extend (h : int64) (buf : int64 ptr) (len : int64) : int =
+  protect "pypm_graph_extend" (fun () ->
+      Engine.graph_extend (to_handle h) (view buf (to_len len));
+      0)
+
 let patterns_load (buf : int64 ptr) (len : int64) (handle : int64 ptr) : int =
   protect "pypm_patterns_load" (fun () ->
       let h = Engine.patterns_load (view buf (to_len len)) in

@@ -280,7 +280,7 @@ static int ensure_init(void) {
 
 /* ----------------------------------------------------------- dispatching */
 
-enum op { OP_GRAPH_LOAD, OP_PATTERNS_LOAD, OP_HANDLE_SIZE, OP_RELEASE,
+enum op { OP_GRAPH_LOAD, OP_GRAPH_EXTEND, OP_PATTERNS_LOAD, OP_HANDLE_SIZE, OP_RELEASE,
           OP_MATCH, OP_MATCH_ALL, OP_RESULT_READ };
 
 typedef struct {
@@ -303,6 +303,7 @@ static void dispatch(void *arg) {
   fatal_jmp = &jb;
   switch (c->op) {
     case OP_GRAPH_LOAD: c->rc = pypmi_graph_load(c->p[0], c->a[0], c->p[1]); break;
+    case OP_GRAPH_EXTEND: c->rc = pypmi_graph_extend(c->a[0], c->p[0], c->a[1]); break;
     case OP_PATTERNS_LOAD: c->rc = pypmi_patterns_load(c->p[0], c->a[0], c->p[1]); break;
     case OP_HANDLE_SIZE: c->rc = pypmi_handle_size(c->a[0], c->p[0]); break;
     case OP_RELEASE: c->rc = pypmi_release(c->a[0]); break;
@@ -352,6 +353,16 @@ static int load(enum op op, const char *name, const int64_t *buf, size_t len, in
 
 PYPM_API int pypm_graph_load(const int64_t *buf, size_t len, int64_t *handle) {
   return load(OP_GRAPH_LOAD, "pypm_graph_load", buf, len, handle);
+}
+
+PYPM_API int pypm_graph_extend(int64_t graph, const int64_t *buf, size_t len) {
+  if (buf == NULL) return set_error(PYPM_E_NULL, "pypm_graph_extend: buf is NULL");
+  if (len > MAX_BUFFER_WORDS)
+    return set_error(PYPM_E_MALFORMED,
+                     "pypm_graph_extend: buffer of %zu words exceeds the limit of %zu words", len,
+                     MAX_BUFFER_WORDS);
+  call_t c = {.op = OP_GRAPH_EXTEND, .a = {graph, (int64_t)len}, .p = {(int64_t *)buf}};
+  return run_call(&c);
 }
 
 PYPM_API int pypm_patterns_load(const int64_t *buf, size_t len, int64_t *handle) {

@@ -37,6 +37,11 @@ int64_t pypm_format_version(void);
 /* Decode and validate a graph / pattern-set buffer; store a handle. */
 int pypm_graph_load(const int64_t *buf, size_t len, int64_t *handle);
 int pypm_patterns_load(const int64_t *buf, size_t len, int64_t *handle);
+/* Append nodes to a loaded graph in place (doc/format.md, "Graph
+ * extension"): the buffer's base must equal the graph's node count; new
+ * nodes may refer to any node of the grown graph.  Nodes are only added, so
+ * earlier results stay valid.  On error the graph is unchanged. */
+int pypm_graph_extend(int64_t graph, const int64_t *buf, size_t len);
 /* Number of nodes of a graph handle, of roots of a pattern-set handle (the
  * valid pattern indices), or of words of a result handle. */
 int pypm_handle_size(int64_t handle, int64_t *size);

@@ -36,6 +36,8 @@ let magic_graph = 0x485052474d505950L (* "PYPMGRPH" little-endian *)
 
 let magic_patterns = 0x535441504d505950L (* "PYPMPATS" *)
 
+let magic_extension = 0x545845474d505950L (* "PYPMGEXT" *)
+
 let version = 2L
 
 let max_depth = 10_000
@@ -113,69 +115,67 @@ let sort_slice ids vals lo hi =
       pairs
   end
 
-let decode_graph_exn (b : buf) : Repr.graph =
-  let len = check_header "graph" b magic_graph "PYPMGRPH" in
-  let n64 = get b 2 in
-  (* a node takes at least 3 words: label, n_children, n_attrs; the
-     symbol-attribute count follows the nodes *)
-  let max_n = (len - 4) / 3 in
-  if n64 < 0L then fail Malformed "graph: negative node count %Ld" n64;
-  if n64 > Int64.of_int max_n then
-    fail Malformed
-      "graph: truncated: %Ld nodes announced, but the %d words after the header hold at most %d"
-      n64 (len - 3) (max 0 max_n);
-  let n = Int64.to_int n64 in
+(* The node records and the symbol attributes of a graph buffer (or of a
+   graph extension, which adds nodes [base, base + n)), from word [pos] to
+   the end of the buffer.  [what] names the buffer in messages; children must
+   lie in [0, base + n).  The node numbers in messages are the global ones. *)
+let decode_nodes_exn what (b : buf) ~len ~pos:pos0 ~base ~n : Repr.graph =
+  let total = base + n in
+  let total64 = Int64.of_int total in
   let labels = Array.make n 0 in
   let children = Array.make n [] in
   let attr_off = Array.make (n + 1) 0 in
   let ids = ref (Array.make 64 0) and vals = ref (Array.make 64 0) in
   let n_attrs = ref 0 in
-  let pos = ref 3 in
-  let need node k what =
+  let pos = ref pos0 in
+  let need node k expected =
     if len - !pos < k then
-      fail Malformed "graph: node %d: truncated: buffer ends at word %d, expected %s" node
-        len what
+      fail Malformed "%s: node %d: truncated: buffer ends at word %d, expected %s" what node
+        len expected
   in
-  for t = 0 to n - 1 do
+  for i = 0 to n - 1 do
+    let t = base + i in
     (* label *)
     need t 1 "the label";
     let l = get b !pos in
     if not (is_id l) then
-      fail Malformed "graph: node %d: label %Ld out of range [0, 2^62)" t l;
-    labels.(t) <- Int64.to_int l;
+      fail Malformed "%s: node %d: label %Ld out of range [0, 2^62)" what t l;
+    labels.(i) <- Int64.to_int l;
     incr pos;
     (* children *)
     need t 1 "the number of children";
     let nc64 = get b !pos in
     incr pos;
-    if nc64 < 0L then fail Malformed "graph: node %d: negative number of children %Ld" t nc64;
+    if nc64 < 0L then
+      fail Malformed "%s: node %d: negative number of children %Ld" what t nc64;
     if nc64 > Int64.of_int max_arity then
-      fail Malformed "graph: node %d: %Ld children exceed the limit of %d" t nc64 max_arity;
+      fail Malformed "%s: node %d: %Ld children exceed the limit of %d" what t nc64 max_arity;
     (* the children and the n_attrs word must fit *)
     if nc64 > Int64.of_int (len - !pos - 1) then
       fail Malformed
-        "graph: node %d: truncated: %Ld children announced at word %d, only %d words left"
+        "%s: node %d: truncated: %Ld children announced at word %d, only %d words left" what
         t nc64 (!pos - 1) (len - !pos);
     let nc = Int64.to_int nc64 in
     let p0 = !pos in
     for j = 0 to nc - 1 do
       let c = get b (p0 + j) in
-      if c < 0L || c >= n64 then
-        fail Malformed "graph: node %d: child %Ld out of range [0, %d)" t c n
+      if c < 0L || c >= total64 then
+        fail Malformed "%s: node %d: child %Ld out of range [0, %d)" what t c total
     done;
     let l = ref [] in
     for j = nc - 1 downto 0 do
       l := Int64.to_int (get b (p0 + j)) :: !l
     done;
-    children.(t) <- !l;
+    children.(i) <- !l;
     pos := p0 + nc;
     (* attributes *)
     let na64 = get b !pos in
     incr pos;
-    if na64 < 0L then fail Malformed "graph: node %d: negative number of attributes %Ld" t na64;
+    if na64 < 0L then
+      fail Malformed "%s: node %d: negative number of attributes %Ld" what t na64;
     if na64 > Int64.of_int ((len - !pos) / 2) then
       fail Malformed
-        "graph: node %d: truncated: %Ld attributes announced at word %d, only %d words left"
+        "%s: node %d: truncated: %Ld attributes announced at word %d, only %d words left" what
         t na64 (!pos - 1) (len - !pos);
     let na = Int64.to_int na64 in
     let lo = !n_attrs in
@@ -191,11 +191,10 @@ let decode_graph_exn (b : buf) : Repr.graph =
     for j = 0 to na - 1 do
       let a = get b (!pos + (2 * j)) and v = get b (!pos + (2 * j) + 1) in
       if not (is_id a) then
-        fail Malformed "graph: node %d: attribute id %Ld out of range [0, 2^62)" t a;
+        fail Malformed "%s: node %d: attribute id %Ld out of range [0, 2^62)" what t a;
       if not (is_value v) then
         fail Malformed
-          "graph: node %d: attribute %Ld: value %Ld outside the range (-2^62, 2^62)" t
-          a v;
+          "%s: node %d: attribute %Ld: value %Ld outside the range (-2^62, 2^62)" what t a v;
       ids_a.(lo + j) <- Int64.to_int a;
       vals_a.(lo + j) <- Int64.to_int v
     done;
@@ -203,22 +202,23 @@ let decode_graph_exn (b : buf) : Repr.graph =
     sort_slice ids_a vals_a lo (lo + na);
     for j = lo + 1 to lo + na - 1 do
       if ids_a.(j) = ids_a.(j - 1) then
-        fail Malformed "graph: node %d: duplicate attribute id %d" t ids_a.(j)
+        fail Malformed "%s: node %d: duplicate attribute id %d" what t ids_a.(j)
     done;
     n_attrs := lo + na;
-    attr_off.(t + 1) <- !n_attrs
+    attr_off.(i + 1) <- !n_attrs
   done;
   (* symbol attributes: n_sym_attrs, (symbol, attr_id, value) * n *)
   if !pos >= len then
-    fail Malformed "graph: truncated: buffer ends at word %d, expected the number of symbol attributes"
+    fail Malformed
+      "%s: truncated: buffer ends at word %d, expected the number of symbol attributes" what
       len;
   let ns64 = get b !pos in
   incr pos;
-  if ns64 < 0L then fail Malformed "graph: negative number of symbol attributes %Ld" ns64;
+  if ns64 < 0L then fail Malformed "%s: negative number of symbol attributes %Ld" what ns64;
   if ns64 > Int64.of_int ((len - !pos) / 3) then
     fail Malformed
-      "graph: truncated: %Ld symbol attributes announced at word %d, only %d words left" ns64
-      (!pos - 1) (len - !pos);
+      "%s: truncated: %Ld symbol attributes announced at word %d, only %d words left" what
+      ns64 (!pos - 1) (len - !pos);
   let ns = Int64.to_int ns64 in
   let p0 = !pos in
   let triples =
@@ -227,12 +227,13 @@ let decode_graph_exn (b : buf) : Repr.graph =
         and a = get b (p0 + (3 * j) + 1)
         and v = get b (p0 + (3 * j) + 2) in
         if not (is_id s) then
-          fail Malformed "graph: symbol attribute %d: symbol %Ld out of range [0, 2^62)" j s;
+          fail Malformed "%s: symbol attribute %d: symbol %Ld out of range [0, 2^62)" what j s;
         if not (is_id a) then
-          fail Malformed "graph: symbol attribute %d: attribute id %Ld out of range [0, 2^62)" j a;
+          fail Malformed "%s: symbol attribute %d: attribute id %Ld out of range [0, 2^62)"
+            what j a;
         if not (is_value v) then
-          fail Malformed
-            "graph: symbol attribute %d: value %Ld outside the range (-2^62, 2^62)" j v;
+          fail Malformed "%s: symbol attribute %d: value %Ld outside the range (-2^62, 2^62)"
+            what j v;
         (Int64.to_int s, Int64.to_int a, Int64.to_int v))
   in
   pos := p0 + (3 * ns);
@@ -244,12 +245,12 @@ let decode_graph_exn (b : buf) : Repr.graph =
   for j = 1 to ns - 1 do
     let s1, a1, _ = triples.(j - 1) and s2, a2, _ = triples.(j) in
     if s1 = s2 && a1 = a2 then
-      fail Malformed "graph: duplicate symbol attribute (symbol %d, attribute id %d)" s2 a2
+      fail Malformed "%s: duplicate symbol attribute (symbol %d, attribute id %d)" what s2 a2
   done;
   if !pos <> len then
     fail Malformed
-      "graph: %d trailing words after the symbol attributes (the graph ends at word %d of %d)"
-      (len - !pos) !pos len;
+      "%s: %d trailing words after the symbol attributes (the buffer ends at word %d of %d)"
+      what (len - !pos) !pos len;
   {
     Repr.n_nodes = n;
     labels;
@@ -261,6 +262,40 @@ let decode_graph_exn (b : buf) : Repr.graph =
     sym_ids = Array.map (fun (_, a, _) -> a) triples;
     sym_vals = Array.map (fun (_, _, v) -> v) triples;
   }
+
+(* a node takes at least 3 words (label, n_children, n_attrs) and the
+   symbol-attribute count follows the nodes: a node count must fit *)
+let node_count what (b : buf) ~len ~at =
+  let n64 = get b at in
+  let max_n = (len - at - 2) / 3 in
+  if n64 < 0L then fail Malformed "%s: negative node count %Ld" what n64;
+  if n64 > Int64.of_int max_n then
+    fail Malformed
+      "%s: truncated: %Ld nodes announced, but the %d words after the header hold at most %d"
+      what n64 (len - at - 1) (max 0 max_n);
+  Int64.to_int n64
+
+let decode_graph_exn (b : buf) : Repr.graph =
+  let len = check_header "graph" b magic_graph "PYPMGRPH" in
+  let n = node_count "graph" b ~len ~at:2 in
+  decode_nodes_exn "graph" b ~len ~pos:3 ~base:0 ~n
+
+(* A graph extension (doc/format.md, "Graph extension"): MAGIC_EXTENSION,
+   VERSION, base, n_new, then node records and symbol attributes as in a
+   graph.  Returns [(base, nodes)] where [nodes] describes the new nodes
+   only (its [n_nodes] is n_new); [Engine.graph_extend] checks [base]
+   against the loaded graph and merges. *)
+let decode_extension_exn (b : buf) : int * Repr.graph =
+  let len = check_header "graph extension" b magic_extension "PYPMGEXT" in
+  if len < 4 then
+    fail Malformed "graph extension: buffer has %d words, the header needs 4" len;
+  let base64 = get b 2 in
+  if not (is_id base64) then
+    fail Malformed "graph extension: base node count %Ld out of range [0, 2^62)" base64;
+  let base = Int64.to_int base64 in
+  let n = node_count "graph extension" b ~len ~at:3 in
+  if n > max_int - base then fail Malformed "graph extension: node count overflows";
+  (base, decode_nodes_exn "graph extension" b ~len ~pos:4 ~base ~n)
 
 (* --------------------------------------------------------------- patterns *)
 
@@ -711,6 +746,9 @@ let wrap f b =
   | exception Fail (kind, message) -> Error { kind; message }
 
 let decode_graph (b : buf) : (Repr.graph, error) result = wrap decode_graph_exn b
+
+let decode_extension (b : buf) : (int * Repr.graph, error) result =
+  wrap decode_extension_exn b
 
 let decode_patterns (b : buf) : (Repr.patterns, error) result =
   wrap decode_patterns_exn b

@@ -131,6 +131,108 @@ let graph_of_buf (b : Decode.buf) : graph =
 
 let graph_load (b : Decode.buf) : int = add (Graph (graph_of_buf b))
 
+(* [a] with room for [need] elements, the first [used] kept: [a] itself when
+   it is long enough, else a copy of at least twice the length (so that
+   appending k nodes costs O(k) amortized). *)
+let grow a ~used ~need fill =
+  if Array.length a >= need then a
+  else begin
+    let a' = Array.make (max need (2 * Array.length a)) fill in
+    Array.blit a 0 a' 0 used;
+    a'
+  end
+
+(* Append the nodes of a decoded extension to [g] (the new nodes' ids are
+   [g.n_nodes, ...)).  Symbol attributes are merged: a (symbol, attribute)
+   pair the graph already has must come with the same value.  The node arrays
+   may be longer than [n_nodes] (spare capacity) and are shared with [g]:
+   only their slots past [g]'s contents are written, after every check, and
+   [g] is dropped by the caller. *)
+let append_nodes (g : Repr.graph) (x : Repr.graph) : Repr.graph =
+  let n = g.Repr.n_nodes and k = x.Repr.n_nodes in
+  let total_attrs = g.Repr.attr_off.(n) and x_attrs = x.Repr.attr_off.(k) in
+  (* merge the two sorted symbol-attribute arrays *)
+  let ns = Array.length g.Repr.sym_syms and nx = Array.length x.Repr.sym_syms in
+  let syms = Array.make (ns + nx) 0
+  and ids = Array.make (ns + nx) 0
+  and vals = Array.make (ns + nx) 0 in
+  let i = ref 0 and j = ref 0 and o = ref 0 in
+  let put s a v =
+    syms.(!o) <- s;
+    ids.(!o) <- a;
+    vals.(!o) <- v;
+    incr o
+  in
+  while !i < ns || !j < nx do
+    if !j >= nx then begin
+      put g.Repr.sym_syms.(!i) g.Repr.sym_ids.(!i) g.Repr.sym_vals.(!i);
+      incr i
+    end
+    else if !i >= ns then begin
+      put x.Repr.sym_syms.(!j) x.Repr.sym_ids.(!j) x.Repr.sym_vals.(!j);
+      incr j
+    end
+    else begin
+      let s1 = g.Repr.sym_syms.(!i) and a1 = g.Repr.sym_ids.(!i) in
+      let s2 = x.Repr.sym_syms.(!j) and a2 = x.Repr.sym_ids.(!j) in
+      let c = if s1 = s2 then compare (a1 : int) a2 else compare (s1 : int) s2 in
+      if c < 0 then begin
+        put s1 a1 g.Repr.sym_vals.(!i);
+        incr i
+      end
+      else if c > 0 then begin
+        put s2 a2 x.Repr.sym_vals.(!j);
+        incr j
+      end
+      else begin
+        let v1 = g.Repr.sym_vals.(!i) and v2 = x.Repr.sym_vals.(!j) in
+        if v1 <> v2 then
+          error e_malformed
+            "graph extension: symbol %d attribute %d is %d in the loaded graph, the extension says %d"
+            s1 a1 v1 v2;
+        put s1 a1 v1;
+        incr i;
+        incr j
+      end
+    end
+  done;
+  let labels = grow g.Repr.labels ~used:n ~need:(n + k) 0 in
+  Array.blit x.Repr.labels 0 labels n k;
+  let children = grow g.Repr.children ~used:n ~need:(n + k) [] in
+  Array.blit x.Repr.children 0 children n k;
+  let attr_off = grow g.Repr.attr_off ~used:(n + 1) ~need:(n + k + 1) 0 in
+  for i = 1 to k do
+    attr_off.(n + i) <- total_attrs + x.Repr.attr_off.(i)
+  done;
+  let need = total_attrs + x_attrs in
+  let attr_ids = grow g.Repr.attr_ids ~used:total_attrs ~need 0 in
+  let attr_vals = grow g.Repr.attr_vals ~used:total_attrs ~need 0 in
+  Array.blit x.Repr.attr_ids 0 attr_ids total_attrs x_attrs;
+  Array.blit x.Repr.attr_vals 0 attr_vals total_attrs x_attrs;
+  {
+    Repr.n_nodes = n + k;
+    labels;
+    children;
+    attr_off;
+    attr_ids;
+    attr_vals;
+    sym_syms = Array.sub syms 0 !o;
+    sym_ids = Array.sub ids 0 !o;
+    sym_vals = Array.sub vals 0 !o;
+  }
+
+(* Extend the graph of handle [h] in place with the nodes of [b].  Nodes are
+   only added (a node's label, children and attributes never change), so a
+   match result obtained before stays valid.  Nothing changes on error. *)
+let graph_extend h (b : Decode.buf) : unit =
+  let g = get_graph h in
+  let base, x = of_decoded (Decode.decode_extension b) in
+  let n = g.repr.Repr.n_nodes in
+  if base <> n then
+    error e_out_of_range "graph extension starts at node %d, but graph %d has %d nodes" base h n;
+  let repr = append_nodes g.repr x in
+  Tbl.replace table h (Graph { repr; mg = Repr.to_matcher repr })
+
 let pset_of_buf (b : Decode.buf) : pset =
   let set = of_decoded (Decode.decode_patterns b) in
   { set; rts = make_roots set }

@@ -2,6 +2,9 @@
 
    Everything the matcher reads is O(1) or O(log a) where a is the number of
    attributes of one node:
+   - node arrays may be longer than [n_nodes] (spare capacity left by
+     [Engine.graph_extend]); only the first [n_nodes] entries (and
+     [attr_off.(n_nodes)] attribute slots) are meaningful;
    - [labels.(t)] is the label of node t;
    - [children.(t)] is the list of children of node t, precomputed once at
      decode time so that [Matcher.graph.children] allocates nothing;
@@ -15,7 +18,7 @@ type graph = {
   n_nodes : int;
   labels : int array;
   children : int list array;
-  attr_off : int array; (* length n_nodes + 1 *)
+  attr_off : int array; (* at least n_nodes + 1 entries *)
   attr_ids : int array;
   attr_vals : int array;
   sym_syms : int array;

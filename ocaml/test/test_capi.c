@@ -972,6 +972,27 @@ static void test_fuzz(int rounds) {
         CHECK(rc == PYPM_E_MALFORMED, "graph prefix %zu/%zu accepted (rc %d)", k, g.n, rc);
       }
     }
+    /* the graph again as an extension of itself (a stale or wrong base
+     * sometimes, mutated sometimes): accepted iff well-formed, and then the
+     * graph grows by its node count; else it is unchanged */
+    if (rc1 == PYPM_OK && rng_below(&s, 2) == 0) {
+      wbuf x = {0};
+      int64_t before = 0, after = 0;
+      pypm_handle_size(gh, &before);
+      put(&x, 0x545845474d505950LL); /* "PYPMGEXT" */
+      put(&x, 2);
+      put(&x, rng_below(&s, 4) ? before : before + (int64_t)rng_below(&s, 3) - 1);
+      for (size_t k = 2; k < g.n; k++) put(&x, g.w[k]);
+      if (rng_below(&s, 2)) mutate(&x, &s);
+      int rc = pypm_graph_extend(gh, x.w, x.n);
+      codes[rc & 15]++;
+      CHECK(rc == PYPM_OK || rc == PYPM_E_MALFORMED || rc == PYPM_E_OUT_OF_RANGE,
+            "graph extend rc %d", rc);
+      pypm_handle_size(gh, &after);
+      CHECK(rc == PYPM_OK ? x.n > 3 && after == before + x.w[3] : after == before,
+            "graph extend size %" PRId64 " -> %" PRId64 " (rc %d)", before, after, rc);
+      wfree(&x);
+    }
     exercise(gh, ph, &s);
     if (gh) CHECK_RC(pypm_release(gh), PYPM_OK);
     if (ph) CHECK_RC(pypm_release(ph), PYPM_OK);
@@ -1190,12 +1211,60 @@ static void test_signals_preserved(void) {
   sigaltstack(&mine, NULL);
 }
 
+/* pypm_graph_extend: a graph grown in place matches like one loaded whole;
+ * errors leave it unchanged. */
+static void test_extend(void) {
+  wbuf g = {0}, ps = {0}, x = {0};
+  small_graph(&g);
+  small_patterns(&ps);
+  int64_t gh = 0, ph = 0, sz = 0;
+  CHECK_RC(pypm_graph_load(g.w, g.n, &gh), PYPM_OK);
+  CHECK_RC(pypm_patterns_load(ps.w, ps.n, &ph), PYPM_OK);
+  /* node 5 = Trans(0), node 6 = MatMul(1, 5): MatMul(x, Trans(y)) with x = 1, y = 0 */
+  int64_t k5[] = {0}, k6[] = {1, 5};
+  put(&x, 0x545845474d505950LL); /* "PYPMGEXT" */
+  put(&x, 2);
+  put(&x, 5);
+  put(&x, 2);
+  graph_node(&x, SYM_TRANS, 1, k5, 0, NULL);
+  graph_node(&x, SYM_MATMUL, 2, k6, 0, NULL);
+  int64_t sym[] = {SYM_TRANS, ATTR_OP_CLASS, 9};
+  graph_end(&x, 1, sym);
+  CHECK_RC(pypm_graph_extend(gh, NULL, x.n), PYPM_E_NULL);
+  CHECK_RC(pypm_graph_extend(ph, x.w, x.n), PYPM_E_BAD_HANDLE);
+  CHECK_RC(pypm_graph_extend(987654321, x.w, x.n), PYPM_E_BAD_HANDLE);
+  CHECK_RC(pypm_graph_extend(gh, x.w, x.n - 1), PYPM_E_MALFORMED);
+  CHECK_RC(pypm_graph_extend(gh, g.w, g.n), PYPM_E_MALFORMED); /* a graph, not an extension */
+  CHECK_RC(pypm_graph_extend(gh, x.w, ((size_t)1 << 32) + 1), PYPM_E_MALFORMED);
+  CHECK_RC(pypm_handle_size(gh, &sz), PYPM_OK);
+  CHECK(sz == 5, "size after failed extensions %" PRId64, sz);
+  int64_t out[16];
+  size_t n = 0;
+  CHECK_RC(pypm_match(gh, ph, 0, 6, 0, out, 16, &n), PYPM_E_OUT_OF_RANGE);
+  CHECK_RC(pypm_graph_extend(gh, x.w, x.n), PYPM_OK);
+  CHECK_RC(pypm_handle_size(gh, &sz), PYPM_OK);
+  CHECK(sz == 7, "size after the extension %" PRId64, sz);
+  CHECK_RC(pypm_match(gh, ph, 0, 6, 0, out, 16, &n), PYPM_OK);
+  CHECK(n == 7 && out[0] == PYPM_STATUS_MATCH && out[2] == 0 && out[3] == 1 && out[4] == 1 &&
+            out[5] == 0,
+        "match at the new node");
+  /* the same extension again: its base (5) is stale now */
+  CHECK_RC(pypm_graph_extend(gh, x.w, x.n), PYPM_E_OUT_OF_RANGE);
+  CHECK(strstr(pypm_last_error(), "starts at node 5") != NULL, "message: %s", pypm_last_error());
+  CHECK_RC(pypm_release(gh), PYPM_OK);
+  CHECK_RC(pypm_release(ph), PYPM_OK);
+  wfree(&g);
+  wfree(&ps);
+  wfree(&x);
+}
+
 int main(int argc, char **argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 100000;
   setvbuf(stdout, NULL, _IOLBF, 0);
   printf("test_capi\n");
   test_signals_preserved();
   test_basics();
+  test_extend();
   test_full();
   test_errors();
   test_limits();

@@ -994,6 +994,102 @@ let test_default_fuel () =
   Engine.release ph;
   Engine.release gh
 
+(* ------------------------------------------------------ graph extension *)
+
+let ext_words ?(sym = []) ?(magic = Decode.magic_extension) base
+    (nodes : (int * int list * (int * int) list) list) : int64 list =
+  match graph_words ~sym nodes with
+  | _ :: _ :: rest -> [ magic; 2L; i base ] @ rest
+  | _ -> assert false
+
+let rec take k = function x :: r when k > 0 -> x :: take (k - 1) r | _ -> []
+
+let rec drop k = function _ :: r when k > 0 -> drop (k - 1) r | l -> l
+
+(* Loading the first [s] nodes and extending with the rest (in one piece or
+   node by node, with the symbol attributes in the base, the extension, or
+   both) gives the same graph, to the matcher, as loading it whole. *)
+let test_extend () =
+  let unary_op =
+    {
+      M.nparams = 1;
+      nfparams = 0;
+      body =
+        M.PExistsF (0, M.PGuard (M.PFunVar (0, [ M.PVar 0 ]), M.GEq (M.EFAttr (0, op_class), M.EConst 7)));
+      pbinds = [ 0 ];
+      pfbinds = [];
+    }
+  in
+  let ph = Engine.patterns_load (buf (set_words [ unary_chain; unary_op ] [ 0; 1 ])) in
+  let all gh =
+    let r = Engine.match_all_words ~graph:gh ~patterns:ph ~fuel:0 in
+    Array.init (Bigarray.Array1.dim r) (fun k -> r.{k})
+  in
+  let whole = Engine.graph_load (buf (graph_words ~sym:g_sym chain_nodes)) in
+  let expected = all whole in
+  check "extend: the reference finds matches" (Array.length expected > 1 && expected.(0) > 0L);
+  let n = List.length chain_nodes in
+  for s = 0 to n do
+    List.iter
+      (fun (how, base_sym, ext_sym, piecewise) ->
+        (* node by node with nothing left to add: the attributes go in the base *)
+        let base_sym = if piecewise && s = n then g_sym else base_sym in
+        let gh = Engine.graph_load (buf (graph_words ~sym:base_sym (take s chain_nodes))) in
+        let rest = drop s chain_nodes in
+        if piecewise then
+          List.iteri
+            (fun k node -> Engine.graph_extend gh (buf (ext_words ~sym:ext_sym (s + k) [ node ])))
+            rest
+        else Engine.graph_extend gh (buf (ext_words ~sym:ext_sym s rest));
+        check (Printf.sprintf "extend at %d (%s): size" s how) (Engine.handle_size gh = n);
+        check (Printf.sprintf "extend at %d (%s): same matches" s how) (all gh = expected);
+        Engine.release gh)
+      [
+        ("sym in base", g_sym, [], false);
+        ("sym in extension", [], g_sym, false);
+        ("sym in both", g_sym, g_sym, false);
+        ("node by node", [], g_sym, true);
+      ]
+  done;
+  (* errors leave the graph as it was *)
+  let gh = Engine.graph_load (buf (graph_words ~sym:g_sym (take 5 chain_nodes))) in
+  let before = all gh in
+  let rest = drop 5 chain_nodes in
+  let err name c b =
+    check ("extend error: " ^ name) (code (fun () -> Engine.graph_extend gh (buf b)) = c);
+    check ("extend error leaves the graph: " ^ name) (Engine.handle_size gh = 5 && all gh = before)
+  in
+  err "base too small" Engine.e_out_of_range (ext_words 4 rest);
+  err "base too large" Engine.e_out_of_range (ext_words 6 rest);
+  err "child out of range" Engine.e_malformed (ext_words 5 [ (neg, [ 6 ], []) ]);
+  err "negative child" Engine.e_malformed (ext_words 5 [ (neg, [ -1 ], []) ]);
+  err "conflicting symbol attribute" Engine.e_malformed
+    (ext_words ~sym:[ (neg, op_class, 8) ] 5 [ (neg, [ 4 ], []) ]);
+  err "a graph buffer" Engine.e_malformed (graph_words rest);
+  err "bad magic" Engine.e_malformed (ext_words ~magic:Decode.magic_patterns 5 rest);
+  err "truncated" Engine.e_malformed (take 10 (ext_words 5 rest));
+  err "trailing word" Engine.e_malformed (ext_words 5 rest @ [ 0L ]);
+  err "header only" Engine.e_malformed [ Decode.magic_extension; 2L; 5L ];
+  err "duplicate attribute" Engine.e_malformed (ext_words 5 [ (neg, [ 4 ], [ (0, 1); (0, 1) ]) ]);
+  check "extend error: pattern handle"
+    (code (fun () -> Engine.graph_extend ph (buf (ext_words 5 rest))) = Engine.e_bad_handle);
+  (* an empty extension is fine; then the rest *)
+  Engine.graph_extend gh (buf (ext_words 5 []));
+  Engine.graph_extend gh (buf (ext_words ~sym:g_sym 5 rest));
+  check "extend after errors: same matches" (all gh = expected);
+  (* many small extensions (spare capacity reused): a chain of 2000 Negs *)
+  let big = Engine.graph_load (buf (graph_words ~sym:g_sym [ (leaf, [], [ (0, 1) ]) ])) in
+  for t = 1 to 2000 do
+    Engine.graph_extend big (buf (ext_words t [ (neg, [ t - 1 ], [ (0, 1) ]) ]))
+  done;
+  check "2000 extensions: size" (Engine.handle_size big = 2001);
+  check "2000 extensions: chain from the top"
+    (Engine.match_one ~graph:big ~patterns:ph ~index:0 ~root:2000 ~fuel:0 = (0, [ (0, 0) ], [ (0, neg) ]));
+  Engine.release big;
+  Engine.release gh;
+  Engine.release whole;
+  Engine.release ph
+
 let timed name f =
   let t0 = Sys.time () in
   f ();
@@ -1010,5 +1106,6 @@ let () =
   timed "engine" test_engine;
   timed "engine_full" test_engine_full;
   timed "default_fuel" test_default_fuel;
+  timed "extend" test_extend;
   Printf.printf "test_decode: %d checks, %d failures\n" !checks !failures;
   if !failures > 0 then exit 1

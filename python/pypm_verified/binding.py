@@ -41,6 +41,7 @@ CDEF = """
 int64_t pypm_format_version(void);
 int pypm_graph_load(const int64_t *buf, size_t len, int64_t *handle);
 int pypm_patterns_load(const int64_t *buf, size_t len, int64_t *handle);
+int pypm_graph_extend(int64_t graph, const int64_t *buf, size_t len);
 int pypm_handle_size(int64_t handle, int64_t *size);
 int pypm_release(int64_t handle);
 int pypm_match(int64_t graph, int64_t patterns, int64_t pattern_index,
@@ -167,13 +168,26 @@ def _caps(defs, roots) -> list:
     return [3 + 2 * defs[r].nparams + 2 * defs[r].nfparams for r in roots]
 
 
+def extend_graph(lib, h: Handle, words: Sequence[int]) -> None:
+    """``pypm_graph_extend``: append the extension ``words`` to ``h``."""
+    buf = words if isinstance(words, array) else array("q", words)
+    check(lib, lib.pypm_graph_extend(h.value, ffi.from_buffer("int64_t[]", buf), len(buf)),
+          "pypm_graph_extend")
+
+
 def graph_handle(lib, graph) -> Handle:
-    """The cached handle of ``graph`` (reloaded after nodes were added)."""
+    """The cached handle of ``graph``. A graph only grows (nodes never
+    change), so after nodes were added the handle is extended with the new
+    ones (O(new nodes) to encode) instead of reloaded."""
     with _lock:
         h = graph._engine_cache
-        if h is None or h.lib is not lib or h.key != len(graph):
-            h = load_graph(lib, graph.encode(), key=len(graph))
+        n = len(graph)
+        if h is None or h.lib is not lib:
+            h = load_graph(lib, graph.encode(), key=n)
             graph._engine_cache = h
+        elif h.key != n:
+            extend_graph(lib, h, serialize.encode_graph_extension(graph, h.key))
+            h.key = n
         return h
 
 

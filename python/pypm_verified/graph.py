@@ -263,11 +263,11 @@ class Graph:
         cls = getattr(key, "op_class", None)
         return getattr(cls, "code", None)
 
-    def sym_attrs(self) -> List[Tuple[int, int, int]]:
-        """``(symbol, attr_id, value)`` of the labels of this graph's nodes,
-        sorted (what the graph encoding carries)."""
+    def sym_attrs(self, labels=None) -> List[Tuple[int, int, int]]:
+        """``(symbol, attr_id, value)`` of the labels of this graph's nodes
+        (or of ``labels``), sorted (what the graph encoding carries)."""
         out = []
-        for sym in sorted(set(self._labels)):
+        for sym in sorted(set(self._labels if labels is None else labels)):
             v = self.sym_attr(sym, core.OPCLASS)
             if v is not None:
                 out.append((sym, core.OPCLASS, v))

@@ -11,6 +11,7 @@ from . import core
 
 MAGIC_GRAPH = 0x485052474D505950  # b"PYPMGRPH" read little-endian
 MAGIC_PATTERNS = 0x535441504D505950  # b"PYPMPATS"
+MAGIC_EXTENSION = 0x545845474D505950  # b"PYPMGEXT"
 VERSION = 2
 MAX_DEPTH = 10000
 ID_LIMIT = 1 << 62  # node, symbol, variable and attribute ids lie in [0, 2^62)
@@ -42,9 +43,23 @@ def _id(v: int, what: str) -> int:
 def encode_graph(graph) -> array:
     """Encode a :class:`~pypm_verified.graph.Graph` (``MAGIC_GRAPH`` layout,
     nodes then symbol attributes)."""
-    words: List[int] = [MAGIC_GRAPH, VERSION, len(graph._labels)]
+    return _encode_nodes(graph, [MAGIC_GRAPH, VERSION, len(graph._labels)], 0)
+
+
+def encode_graph_extension(graph, base: int) -> array:
+    """Encode the nodes ``base ..`` of ``graph`` as a graph extension
+    (``MAGIC_EXTENSION`` layout), for ``pypm_graph_extend`` on a handle that
+    holds the first ``base`` nodes."""
+    n = len(graph._labels)
+    if not 0 <= base <= n:
+        raise EncodeError(f"extension base {base} outside [0, {n}]")
+    return _encode_nodes(graph, [MAGIC_EXTENSION, VERSION, base, n - base], base)
+
+
+def _encode_nodes(graph, words: List[int], base: int) -> array:
     app, ext = words.append, words.extend
-    for label, children, attrs in zip(graph._labels, graph._children, graph._attrs):
+    labels = graph._labels if base == 0 else graph._labels[base:]
+    for label, children, attrs in zip(labels, graph._children[base:], graph._attrs[base:]):
         app(label)
         app(len(children))
         ext(children)
@@ -52,7 +67,7 @@ def encode_graph(graph) -> array:
         for a, v in attrs:
             app(a)
             app(v)
-    sym = graph.sym_attrs()
+    sym = graph.sym_attrs(labels if base else None)
     app(len(sym))
     for s, a, v in sym:
         ext((s, a, _value(v, "symbol attribute value")))
