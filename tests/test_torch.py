@@ -315,6 +315,49 @@ def test_bad_rule_is_refused_by_numerics(lib, tmp_path):
     assert p.returncode == 0 and out.exists()
 
 
+@pm.pattern
+def NegNeg(x):
+    return ops.Neg(ops.Neg(x))
+
+
+@pm.rule(NegNeg)
+def drop_negs(x):
+    return x
+
+
+@pm.pattern
+def AddSame(x):
+    return ops.Add(x, x, 1)
+
+
+@pm.rule(AddSame)
+def never(x):
+    assert x.rank == 99
+    return x
+
+
+class Twins(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) + torch.relu(-(-x))
+
+
+@pytest.mark.parametrize("engine", ["verified", "reference"])
+def test_driver_refreshes_users_lazily(lib, engine):
+    """After a firing, the root's users are re-imported when the walk reaches
+    them: relu(-(-x)) becomes relu(x), is merged with the first relu, and the
+    add, now add(r, r), matches the nonlinear pattern in the same pass."""
+    g = copy_program(_ep(Twins(), torch.randn(5))).graph_module
+    report = Driver(g, [NegNeg, AddSame], engine=engine).run()
+    calls = [n for n in g.graph.nodes if n.op == "call_function"]
+    assert report.firings == {"drop_negs": 1} and report.matches == {"NegNeg": 1, "AddSame": 1}
+    assert report.merged == 1 and report.iterations == 1 and not report.cap_hit
+    relu, add = [n for n in calls if n.target in (torch.ops.aten.relu.default,
+                                                   torch.ops.aten.add.Tensor)]
+    assert add.args[:2] == (relu, relu)
+    x = torch.randn(5)
+    assert torch.equal(g(x)[0], 2 * torch.relu(x))
+
+
 # ------------------------------------------------------------------ loading
 
 def _cli(*args):

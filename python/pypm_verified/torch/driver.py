@@ -6,10 +6,12 @@ run the pattern's rules in order. The first rule whose assertions pass
 fires: it is called with the bindings as :class:`Value`\\ s (FX values with
 their shape, dtype, device and, for constants, ``.value``), and the
 operators it calls build new FX nodes in front of the matched root. The
-result replaces the root's uses, and what became dead is removed. The next
-pass re-matches only where the graph changed (new nodes and everything that
-uses them); passes repeat until none fires, at most ``max_iterations``
-(reported, never a hang).
+result replaces the root's uses, and what became dead is removed. The
+root's users are re-imported into the term graph lazily, when the walk
+reaches them (each node at most once per pass, so a pass stays linear in
+the graph), and matched again in the same pass if their term changed. The
+next pass re-matches only the nodes the rules created; passes repeat until
+none fires, at most ``max_iterations`` (reported, never a hang).
 """
 from __future__ import annotations
 
@@ -154,8 +156,7 @@ class _Builder:
         first = self.driver.tg.fx_of.get(t.id)
         if first is not node and first is not None and first.graph is g and is_pure(node):
             # hash-consing: an equal node exists; keep one
-            order = self.driver._order()
-            if order.get(first, 1 << 62) < order[node]:
+            if first < node:
                 g.erase_node(node)
                 self.created.pop()
                 self.driver.tg.term.pop(node, None)
@@ -235,6 +236,7 @@ class Driver:
             self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
         self.report = Report(engine=engine, target=target)
         self.renamed: Dict[str, fx.Node] = {}  # replaced root's name -> its replacement
+        self._stale: set = set()  # FX nodes whose arguments' terms changed
 
     def replacement_name(self, name: str) -> str:
         """The current name of what the node once called ``name`` became."""
@@ -245,9 +247,6 @@ class Driver:
         return name
 
     # ----------------------------------------------------------- helpers
-
-    def _order(self) -> Dict[fx.Node, int]:
-        return {n: i for i, n in enumerate(self.gm.graph.nodes)}
 
     def value(self, node: fx.Node) -> Value:
         return Value(self.tg.term[node], node)
@@ -347,8 +346,9 @@ class Driver:
         self.renamed[root.name] = new
         created = [n for n in b.created if n.graph is self.gm.graph and n in self.tg.term]
         self._dce([root])
-        changed = self.tg.refresh(list(new.users))
-        return created + changed
+        # the users' terms are stale: re-imported when the walk reaches them
+        self._stale.update(new.users)
+        return created
 
     def run(self) -> Report:
         """Rewrite to a fixpoint (or the iteration cap); returns the report."""
@@ -358,22 +358,38 @@ class Driver:
         self.tg = TermGraph(g).build()
         self.report.merged = self.tg.merged
         work = [n for n in g.nodes if n.op == "call_function"]
+        term = self.tg.term
         with _targeting(self.target):
             while work and self.report.iterations < self.max_iterations:
                 self.report.iterations += 1
                 dirty: List[fx.Node] = []
                 pending = set(work)
                 for node in list(g.nodes):
-                    if node not in pending or node not in self.tg.term:
+                    if node not in term:
+                        continue  # erased by an earlier firing
+                    if node in self._stale:
+                        # Lazy refresh: a firing replaced one of its arguments.
+                        # Its arguments come earlier, so they are current now.
+                        self._stale.discard(node)
+                        kind, users = self.tg.reimport(node)
+                        self._stale.update(users)
+                        if kind == "merged":
+                            continue
+                        if kind == "changed":
+                            pending.add(node)
+                    if node not in pending:
                         continue
                     changed = self._try(node)
                     if changed:
                         dirty.extend(changed)
                     if self.progress is not None:
                         self.progress()
-                order = self._order()
-                work = sorted({n for n in dirty if n in order}, key=order.__getitem__)
+                if self._stale:  # users of nodes created after the walk passed
+                    dirty.extend(self.tg.refresh(list(self._stale)))
+                    self._stale.clear()
+                work = sorted({n for n in dirty if n in term})
             self.report.cap_hit = bool(work)
+        self.report.merged = self.tg.merged  # at import and after firings
         g.lint()
         self.gm.recompile()
         self.report.nodes_after = count_calls(g)

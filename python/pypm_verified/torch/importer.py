@@ -21,8 +21,9 @@
 """
 from __future__ import annotations
 
+import heapq
 import operator
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 import torch.fx as fx
@@ -137,8 +138,9 @@ class TermGraph:
     ``const_values`` (term id of a constant leaf -> the original value).
 
     Built by :meth:`build`, which merges duplicate pure FX nodes into the
-    first (``merged`` counts them); :meth:`refresh` re-imports FX nodes whose
-    arguments changed (the driver calls it after each rewrite).
+    first (``merged`` counts them); :meth:`reimport` and :meth:`refresh`
+    re-import FX nodes whose arguments changed (the driver does it lazily,
+    when its walk reaches them).
     """
 
     def __init__(self, fx_graph: fx.Graph):
@@ -239,34 +241,45 @@ class TermGraph:
         self.merged = len(dups)
         return self
 
+    def reimport(self, node: fx.Node) -> Tuple[Optional[str], List[fx.Node]]:
+        """Re-import ``node`` from its current arguments. Returns ``(kind,
+        users)``: kind None when its term is unchanged, "changed" when it
+        changed, "merged" when it now equals an earlier FX node, which takes
+        over its uses (``node`` is erased); ``users`` are the nodes whose
+        arguments' terms changed (empty when kind is None)."""
+        old = self.term.get(node)
+        t = self.import_node(node)
+        if old is not None and old is t:
+            return None, []
+        users = list(node.users)
+        first = self.fx_of.get(t.id)
+        if first is not node and first in self.term and first < node:
+            node.replace_all_uses_with(first)
+            self.fx_graph.erase_node(node)
+            del self.term[node]
+            self.merged += 1
+            return "merged", users
+        self.fx_of[t.id] = node
+        return "changed", users
+
     def refresh(self, nodes) -> List[fx.Node]:
-        """Re-import ``nodes`` and, transitively, their users (in graph
-        order); a node whose new term already belongs to an earlier FX node
-        is merged into it. Returns the FX nodes whose term changed."""
-        order = {n: i for i, n in enumerate(self.fx_graph.nodes)}
-        todo = set(n for n in nodes if n in order)
-        changed = []
-        while todo:
-            node = min(todo, key=order.__getitem__)
-            todo.discard(node)
-            if node not in order:
+        """Re-import ``nodes`` and, transitively, the users of those whose
+        term changed (in graph order; see :meth:`reimport`). Returns the FX
+        nodes whose term changed."""
+        heap = [(n._sort_key, i, n) for i, n in enumerate(nodes) if n in self.term]
+        heapq.heapify(heap)
+        seen, changed, k = set(), [], len(heap)
+        while heap:
+            node = heapq.heappop(heap)[2]
+            if node in seen or node not in self.term:
                 continue
-            old = self.term.get(node)
-            t = self.import_node(node)
-            if old is not None and old is t:
-                continue
-            first = self.fx_of.get(t.id)
-            if first is not node and first in order and order[first] < order[node]:
-                node.replace_all_uses_with(first)
-                todo.update(first.users)
-                self.fx_graph.erase_node(node)
-                del order[node]
-                del self.term[node]
-                self.merged += 1
-                continue
-            self.fx_of[t.id] = node
-            changed.append(node)
-            todo.update(node.users)
+            seen.add(node)
+            kind, users = self.reimport(node)
+            if kind == "changed":
+                changed.append(node)
+            for u in users:
+                k += 1
+                heapq.heappush(heap, (u._sort_key, k, u))
         return changed
 
 
