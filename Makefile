@@ -12,7 +12,7 @@ EXTRACTED := ocaml/extracted/matcher.ml
 LIB_SO := python/pypm_verified/_lib/libpypm_verified.so
 
 .PHONY: all deps apt-deps venv proofs check-admitted check-assumptions extract lib \
-        test test-ocaml test-python example bench paper clean
+        test test-ocaml test-python example bench bench-gpu paper clean
 
 all: lib
 
@@ -83,12 +83,25 @@ test-ocaml: lib
 test-python: venv lib
 	PYPM_REQUIRE_LIB=1 TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/build/inductor $(VPY) -m pytest tests -q
 
-## bench: matcher benchmarks (results in bench/results/); QUICK=1 for a short run.
+## bench: every benchmark (JSON, Markdown and PNG in bench/results/; under
+## 30 min on 2 cores); QUICK=1 for a few minutes (*_quick.* files). Then `make paper`.
+BENCH_ENV := TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/build/inductor
 bench: deps lib
-	$(VPY) bench/bench_spine.py $(if $(QUICK),--quick)
-	$(VPY) bench/bench_calculus.py $(if $(QUICK),--quick)
-	$(VPY) bench/bench_kernels.py $(if $(QUICK),--quick)
-	$(VPY) bench/bench_matchers.py $(if $(QUICK),--quick)
+	$(BENCH_ENV) $(VPY) bench/bench_spine.py $(if $(QUICK),--quick)
+	$(BENCH_ENV) $(VPY) bench/bench_calculus.py $(if $(QUICK),--quick)
+	$(BENCH_ENV) $(VPY) bench/bench_forms.py $(if $(QUICK),--quick)
+	$(BENCH_ENV) $(VPY) bench/bench_kernels.py $(if $(QUICK),--quick)
+	$(BENCH_ENV) $(VPY) bench/bench_matchers.py $(if $(QUICK),--quick)
+	$(BENCH_ENV) $(VPY) bench/bench_models.py $(if $(QUICK),--quick)
+
+## bench-gpu: on a machine with a CUDA GPU: kernel profitability in float16 and
+## bfloat16, and model speed eager and under torch.compile (results suffixed _cuda_*).
+bench-gpu: deps lib
+	$(BENCH_ENV) $(VPY) bench/bench_kernels.py --device cuda --out bench/results/kernels_cuda
+	for dt in float16 bfloat16; do \
+	  $(BENCH_ENV) $(VPY) bench/bench_models.py --device cuda --dtype $$dt || exit 1; \
+	  $(BENCH_ENV) $(VPY) bench/bench_models.py --device cuda --dtype $$dt --compile || exit 1; \
+	done
 
 ## example: build everything, match the bundled example, then rewrite a
 ## generated 2-layer BERT (.pt2) end to end with the CLI.

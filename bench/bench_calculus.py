@@ -3,7 +3,8 @@ operator variable with an op-class guard, a local term variable, match
 constraints) and UnaryChain (an operator-variable parameter) over a graph of
 MatMul → pointwise chains, verified vs reference engine, side by side.
 
-Writes bench/results/calculus.json and bench/results/calculus.md.
+Writes bench/results/calculus.json and bench/results/calculus.md (calculus_quick.*
+with --quick).
 Usage: python bench/bench_calculus.py [--quick] [--nodes N]
 """
 import argparse
@@ -126,7 +127,8 @@ def main():
     out = {"nodes": len(g), "repeat": repeat, "patterns": rows}
     results = Path(__file__).parent / "results"
     results.mkdir(exist_ok=True)
-    (results / "calculus.json").write_text(json.dumps(out, indent=2))
+    suffix = "_quick" if args.quick else ""
+    (results / f"calculus{suffix}.json").write_text(json.dumps(out, indent=2))
     md = [f"# Full-calculus benchmark: match_all over {len(g)} nodes of MatMul → pointwise "
           f"chains (medians of {repeat} runs, one process)", "",
           "| pattern | matches | verified (ms) | reference (ms) | reference / verified |",
@@ -135,7 +137,7 @@ def main():
         md.append(f"| {name} | {r['matches']} | {r['verified_ms']:.1f} | {r['reference_ms']:.1f} "
                   f"| {r['speedup']:.2f}x |")
     md += ["", "Both engines return the same matches with the same bindings (checked)."]
-    (results / "calculus.md").write_text("\n".join(md) + "\n")
+    (results / f"calculus{suffix}.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 
 

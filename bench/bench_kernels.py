@@ -311,7 +311,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=os.cpu_count(),
                     help="torch.set_num_threads (default: the machine's cores)")
     ap.add_argument("--rules", default=None, help="comma-separated subset of rules")
-    ap.add_argument("--out", default=None, help="results stem (default bench/results/kernels)")
+    ap.add_argument("--out", default=None, help="results stem (default bench/results/kernels, kernels_quick with --quick)")
     ap.add_argument("--write-table", action="store_true",
                     help="regenerate pypm_verified/profitability.json for this device from the results")
     ap.add_argument("--from-json", default=None,
@@ -370,7 +370,8 @@ def main(argv=None):
     meta["loadavg_end"] = _loadavg()
 
     RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = Path(args.out).resolve() if args.out else RESULTS / "kernels"
+    stem = Path(args.out).resolve() if args.out else RESULTS / (
+        "kernels_quick" if args.quick else "kernels")
     try:
         meta["results"] = str(stem.with_suffix(".json").relative_to(ROOT))
     except ValueError:

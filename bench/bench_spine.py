@@ -1,7 +1,8 @@
 """Spine benchmarks: cost of one call through cffi, and match_all throughput
 on a 100k-node graph, verified vs reference engine, measured side by side.
 
-Writes bench/results/spine.json and bench/results/spine.md.
+Writes bench/results/spine.json and bench/results/spine.md (spine_quick.*
+with --quick).
 Usage: python bench/bench_spine.py [--quick]
 """
 import argparse
@@ -107,7 +108,8 @@ def main():
     }
     results = Path(__file__).parent / "results"
     results.mkdir(exist_ok=True)
-    (results / "spine.json").write_text(json.dumps(out, indent=2))
+    suffix = "_quick" if args.quick else ""
+    (results / f"spine{suffix}.json").write_text(json.dumps(out, indent=2))
     md = [f"# Spine benchmark ({len(g)} nodes, medians of {repeat} runs, one process)", "",
           "| measure | verified | reference |", "|---|---|---|",
           f"| `pm.match` per call (µs) | {per_call['verified']:.1f} | {per_call['reference']:.1f} |",
@@ -115,7 +117,7 @@ def main():
           f"| `match_all` time (ms) | {res['verified']['seconds']*1e3:.1f} | {res['reference']['seconds']*1e3:.1f} |",
           f"| `match_all` matches/s | {res['verified']['matches_per_s']:,.0f} | {res['reference']['matches_per_s']:,.0f} |",
           "", f"verified/reference speedup on match_all: {out['match_all_speedup_verified_over_reference']:.1f}x"]
-    (results / "spine.md").write_text("\n".join(md) + "\n")
+    (results / f"spine{suffix}.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 
 

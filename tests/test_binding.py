@@ -17,8 +17,8 @@ import pypm_verified as pm
 import wire
 from pypm_verified import api, binding, core, declarative, serialize
 from pypm_verified.binding import ffi
-from pypm_verified.core import (EAttr, EConst, EFAttr, GEq, GTrue, PApp, PCall, PDef, PExists,
-                                PFunVar, PGuard, PVar, Program)
+from pypm_verified.core import (EAttr, EConst, EFAttr, GEq, GTrue, PAlt, PApp, PCall, PDef,
+                                PExists, PFunVar, PGuard, PVar, Program)
 from strategies import B2, U1, chain_graphs, graphs, patterns, patterns_for, programs
 
 
@@ -454,3 +454,35 @@ def test_graph_extension_errors(lib):
     assert h.size() == 3
     with pytest.raises(serialize.EncodeError):
         serialize.encode_graph_extension(g, 4)
+
+
+@diff(150)
+@given(match_all_problems())
+def test_root_symbols_never_exclude_a_match(lib, prob):
+    """The driver's index (core.root_symbols via PatternSet.candidates) skips
+    only patterns that cannot match: every match the reference engine finds
+    is at a candidate, and PatternSet.match answers as pm.match."""
+    g, items = prob
+    pset = pm.api.PatternSet(items, engine="verified", fuel=1 << 22)
+    for node in g.nodes:
+        cands = pset.candidates(node.label)
+        for i, it in enumerate(items):
+            try:
+                m = pm.match(it, node, engine="reference", fuel=FUEL)
+            except pm.OutOfFuel:
+                continue
+            if m is not None:
+                assert i in cands
+            assert pset.match(i, node) == m
+
+
+def test_root_symbols_of_calls_and_alternates():
+    r, a, m = Relu.symbol, Add.symbol, B2.symbol
+    defs = (
+        # P0 = Relu(x) || P1(x); P1 = P1(x) || B2(x, x); P2 = F(x); P3 = P3(x) || Add(x, x)
+        core.PDef(1, 0, PAlt(PApp(r, (PVar(0),)), PCall(1, (0,)))),
+        core.PDef(1, 0, PAlt(PCall(1, (0,)), PApp(m, (PVar(0), PVar(0))))),
+        core.PDef(1, 1, PFunVar(0, (PVar(0),))),
+        core.PDef(1, 0, PAlt(PCall(3, (0,)), PGuard(PApp(a, (PVar(0), PVar(0))), core.GTrue()))),
+    )
+    assert core.root_symbols(defs) == (frozenset({r, m}), frozenset({m}), None, frozenset({a}))

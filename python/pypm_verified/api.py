@@ -185,3 +185,68 @@ def match_all(patterns: Sequence[PatternLike], graph: Graph, engine: str = "veri
         m = s.match(i, nodes[root], ({v: nodes[n] for v, n in binds}, dict(fbinds)))
         out.append((patterns[i], nodes[root], m))
     return out
+
+
+class _Owner:
+    """Holds the engine's handle of a :class:`PatternSet`'s table."""
+    __slots__ = ("_engine_cache",)
+
+    def __init__(self):
+        self._engine_cache = None
+
+
+class PatternSet:
+    """``patterns`` prepared once for many matches with one ``engine`` (what
+    the rewrite driver uses): linked, serialized and loaded into the engine
+    once, where :func:`match` does it per call.
+
+    ``match(i, node)`` matches pattern ``i`` at ``node`` (as :func:`match`);
+    ``candidates(label)`` are the patterns worth trying at a node with that
+    label (the others' roots are other operators). One ``match_all`` over
+    the whole term graph instead of per-node calls measured slower in the
+    driver (it re-matches dead terms and decodes their matches)."""
+
+    def __init__(self, patterns: Sequence[PatternLike], engine: str = "verified",
+                 fuel: Optional[int] = None):
+        self.engine = _engine(engine)
+        self.patterns = list(patterns)
+        self.fuel = fuel
+        self._s = _Set(self.patterns)
+        self._owner = _Owner()
+        self._progs = [core.Program(self._s.defs, r) for r in self._s.roots]
+        syms = core.root_symbols(self._s.defs)
+        self._root_syms = [syms[r] for r in self._s.roots]
+        self._by_label: Dict[int, Tuple[int, ...]] = {}
+
+    def candidates(self, label: int) -> Tuple[int, ...]:
+        """Indices of the patterns that can match a node labelled ``label``
+        (by :func:`core.root_symbols`): the others cannot, so are not tried."""
+        c = self._by_label.get(label)
+        if c is None:
+            c = self._by_label[label] = tuple(
+                i for i, r in enumerate(self._root_syms) if r is None or label in r)
+        return c
+
+    def __len__(self):
+        return len(self.patterns)
+
+    def match(self, i: int, node: Node) -> Optional[Match]:
+        """Pattern ``i`` at ``node``: a :class:`Match` or None; raises
+        :class:`OutOfFuel` as :func:`match` does."""
+        s = self._s
+        if self.engine == "reference":
+            try:
+                sol = reference.first_solution(self._progs[i], node, self.fuel)
+            except OutOfFuel:
+                raise OutOfFuel(f"pattern {_label(self.patterns[i])} at node %{node.id} ran "
+                                "out of fuel") from None
+            return None if sol is None else s.match(i, node, sol)
+        status, binds, fbinds = binding.match(node.graph, node.id, s.defs, s.roots, i,
+                                              self.fuel, self._owner)
+        if status == binding.serialize.STATUS_OUT_OF_FUEL:
+            raise OutOfFuel(f"pattern {_label(self.patterns[i])} at node %{node.id} ran out "
+                            "of fuel")
+        if status != binding.serialize.STATUS_MATCH:
+            return None
+        nodes = node.graph.nodes
+        return s.match(i, node, ({v: nodes[n] for v, n in binds}, dict(fbinds)))

@@ -18,7 +18,7 @@ check (every variable is a parameter or bound by an enclosing ∃).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import FrozenSet, Iterable, Mapping, Optional, Sequence, Tuple, Union
+from typing import FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 # ---------------------------------------------------------------- attributes
 
@@ -478,6 +478,37 @@ def has_calls(p: Pattern) -> bool:
             return True
         stack.extend(_children(q))
     return False
+
+
+def root_symbols(defs: Sequence[PDef]) -> Tuple[Optional[FrozenSet[int]], ...]:
+    """For each definition, the labels a node it matches can have: a set of
+    symbols, or None for any label (a variable or an operator variable at the
+    root). Derivations are finite, so a call's labels are the least fixpoint
+    over the table (a cycle of calls at the root adds nothing). An index the
+    rewrite driver uses to skip patterns that cannot match at a node; not
+    part of the proved matcher (the differential tests check it)."""
+    roots: List[Optional[FrozenSet[int]]] = [frozenset()] * len(defs)
+
+    def of(p: Pattern) -> Optional[FrozenSet[int]]:
+        while isinstance(p, (PGuard, PExists, PExistsF, PConstr)):
+            p = p.p
+        if isinstance(p, PApp):
+            return frozenset((p.f,))
+        if isinstance(p, PAlt):
+            a, b = of(p.p1), of(p.p2)
+            return None if a is None or b is None else a | b
+        if isinstance(p, PCall):
+            return roots[p.P] if 0 <= p.P < len(defs) else None
+        return None  # PVar, PFunVar
+
+    changed = True
+    while changed:  # monotone in a finite lattice (sets, then None): terminates
+        changed = False
+        for i, d in enumerate(defs):
+            r = of(d.body)
+            if r != roots[i]:
+                roots[i], changed = r, True
+    return tuple(roots)
 
 
 # ----------------------------------------------------------- well-formedness

@@ -1,7 +1,9 @@
 """The rewrite driver on FX graphs (the paper's §2.4).
 
 Walk the nodes in graph order; at each, try the patterns in the given order
-(:func:`pypm_verified.match` on the term graph, either engine); on a match,
+(on the term graph, either engine, skipping patterns whose root operator
+differs from the node's: :meth:`pypm_verified.api.PatternSet.candidates`);
+on a match,
 run the pattern's rules in order. The first rule whose assertions pass
 fires: it is called with the bindings as :class:`Value`\\ s (FX values with
 their shape, dtype, device and, for constants, ``.value``), and the
@@ -9,9 +11,11 @@ operators it calls build new FX nodes in front of the matched root. The
 result replaces the root's uses, and what became dead is removed. The
 root's users are re-imported into the term graph lazily, when the walk
 reaches them (each node at most once per pass, so a pass stays linear in
-the graph), and matched again in the same pass if their term changed. The
-next pass re-matches only the nodes the rules created; passes repeat until
-none fires, at most ``max_iterations`` (reported, never a hang).
+the graph), and matched in the same pass if their term changed (deferring
+them would take a pass per layer: every firing changes the terms of all
+that follows it). The next pass matches only the nodes rules created;
+passes repeat until none fires, at most ``max_iterations`` (reported, never
+a hang).
 """
 from __future__ import annotations
 
@@ -174,7 +178,8 @@ class Report:
     ``iterations`` (passes), ``cap_hit`` (the last allowed pass still fired),
     ``nodes_before``/``nodes_after`` (call nodes), ``merged`` (duplicate pure
     nodes merged by hash-consing), ``match_s`` (time in the matcher),
-    ``total_s`` (time in the driver), ``attempts`` (match calls)."""
+    ``total_s`` (time in the driver), ``attempts`` (pattern × node match
+    attempts)."""
 
     firings: Dict[str, int] = field(default_factory=dict)
     matches: Dict[str, int] = field(default_factory=dict)
@@ -213,7 +218,8 @@ class Driver:
     :func:`current_target`)."""
 
     def __init__(self, gm: fx.GraphModule, patterns: Sequence[Pattern], engine: str = "verified",
-                 target: str = "cuda", max_iterations: int = 20, progress=None):
+                 target: str = "cuda", max_iterations: int = 20, progress=None,
+                 recompile: bool = True):
         api._engine(engine)
         if target not in TARGETS:
             raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
@@ -228,6 +234,7 @@ class Driver:
         self.target = target
         self.max_iterations = max_iterations
         self.progress = progress
+        self.recompile = recompile  # lint and regenerate gm's code at the end
         vals = [n.meta.get("val") for n in gm.graph.nodes]
         self.fake_mode = torch._guards.detect_fake_mode(
             [v for v in vals if isinstance(v, torch.Tensor)])
@@ -286,18 +293,24 @@ class Driver:
 
     # --------------------------------------------------------------- run
 
+    def _matches(self, term):
+        """``(pattern index, Match)`` at ``term``, in pattern order, trying
+        only the patterns whose root can have ``term``'s label."""
+        for i in self.pset.candidates(term.label):
+            t0 = time.perf_counter()
+            m = self.pset.match(i, term)
+            self.report.match_s += time.perf_counter() - t0
+            self.report.attempts += 1
+            if m is not None:
+                yield i, m
+
     def _try(self, node: fx.Node) -> Optional[List[fx.Node]]:
         """Try every pattern at ``node``; the nodes a firing changed, or None."""
         term = self.tg.term.get(node)
         if term is None:
             return None
-        for pattern in self.patterns:
-            t0 = time.perf_counter()
-            m = api.match(pattern, term, engine=self.engine)
-            self.report.match_s += time.perf_counter() - t0
-            self.report.attempts += 1
-            if m is None:
-                continue
+        for i, m in self._matches(term):
+            pattern = self.patterns[i]
             self.report.matches[pattern.name] = self.report.matches.get(pattern.name, 0) + 1
             for rule in pattern.rules:
                 changed = self._fire(rule, m, node)
@@ -356,6 +369,7 @@ class Driver:
         g = self.gm.graph
         self.report.nodes_before = count_calls(g)
         self.tg = TermGraph(g).build()
+        self.pset = api.PatternSet(self.patterns, self.engine)
         self.report.merged = self.tg.merged
         work = [n for n in g.nodes if n.op == "call_function"]
         term = self.tg.term
@@ -375,7 +389,7 @@ class Driver:
                         self._stale.update(users)
                         if kind == "merged":
                             continue
-                        if kind == "changed":
+                        if kind == "changed":  # a new term: match it in this pass
                             pending.add(node)
                     if node not in pending:
                         continue
@@ -390,8 +404,9 @@ class Driver:
                 work = sorted({n for n in dirty if n in term})
             self.report.cap_hit = bool(work)
         self.report.merged = self.tg.merged  # at import and after firings
-        g.lint()
-        self.gm.recompile()
+        if self.recompile:
+            g.lint()
+            self.gm.recompile()
         self.report.nodes_after = count_calls(g)
         self.report.total_s = time.perf_counter() - t_start
         return self.report
@@ -405,9 +420,12 @@ def _desc(v) -> str:
 
 def rewrite_graph_module(gm: fx.GraphModule, patterns: Sequence[Pattern],
                          engine: str = "verified", target: str = "cuda",
-                         max_iterations: int = 20) -> Report:
-    """Rewrite ``gm`` in place with the rules of ``patterns``; the report."""
-    return Driver(gm, patterns, engine, target, max_iterations).run()
+                         max_iterations: int = 20, recompile: bool = True) -> Report:
+    """Rewrite ``gm`` in place with the rules of ``patterns``; the report.
+    ``recompile=False`` leaves ``gm.recompile()`` (and the graph lint) to the
+    caller."""
+    return Driver(gm, patterns, engine, target, max_iterations,
+                  recompile=recompile).run()
 
 
 __all__ = ["Driver", "Report", "RewriteError", "Value", "current_target",
