@@ -82,7 +82,9 @@ def run_pypm(ep, engine: str):
     # (the equivalence check recompiles before running the graph)
     report = rewrite_graph_module(ep.graph_module, default_patterns(), engine=engine,
                                   target="cpu", recompile=False)
-    return ep.graph_module, {"firings": dict(report.firings), "iterations": report.iterations}
+    return ep.graph_module, {"firings": dict(report.firings), "iterations": report.iterations,
+                             "match_s": report.match_s, "total_s": report.total_s,
+                             "attempts": report.attempts}
 
 
 def _profitability_off():
