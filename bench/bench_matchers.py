@@ -330,16 +330,22 @@ def headline(res):
     out = ["", "## Headline ratios", "",
            "Time of each system divided by the verified engine's, same process "
            "(> 1: the verified engine is faster), and the verified engine's time "
-           "over the bare walk (the floor).", "",
+           "over the bare walk (the floor). *match ms* is the time the driver spent in "
+           "the matcher (its report's `match_s`, last repetition), verified / reference: the "
+           "rest of pypm's time is importing the graph and firing the rules, the same code "
+           "for both engines.", "",
            "| model | layers | pypm verified | " + " | ".join(f"{n} / verified" for _, n in vs)
-           + " | verified / bare walk |", "|---|---:|---:|" + "---:|" * (len(vs) + 1)]
+           + " | verified / bare walk | match ms |", "|---|---:|---:|" + "---:|" * (len(vs) + 2)]
     for r in picked:
         sy = r["systems"]
         v = sy["pypm_verified"]["ms"]
         cells = [f"{sy[k]['ms'] / v:.2f}" if k in sy else "—" for k, _ in vs]
         walk = f"{v / sy['bare_walk']['ms']:.0f}" if "bare_walk" in sy else "—"
+        ms = [((sy.get(k) or {}).get("report") or {}).get("match_s")
+              for k in ("pypm_verified", "pypm_reference")]
+        match = " / ".join("—" if x is None else f"{x * 1e3:.1f}" for x in ms)
         out.append(f"| {r['model']} | {r['layers']} | {v:.3g} ms | " + " | ".join(cells)
-                   + f" | {walk} |")
+                   + f" | {walk} | {match} |")
     return out
 
 
