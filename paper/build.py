@@ -3,7 +3,8 @@ the measured results in bench/results/.
 
 Placeholders in a section, each on a line of its own:
   {{results:NAME}}   the Markdown table bench/results/NAME.md (its title line
-                     becomes a caption); a missing file is an error unless
+                     becomes a caption, its headings move two levels down
+                     under the paper's); a missing file is an error unless
                      --allow-missing, which inserts a visible "not measured".
   {{figure:NAME}}    bench/results/NAME.png, embedded by relative path.
   {{theorems}}       the theorem table of doc/correspondence.md.
@@ -36,6 +37,13 @@ def results(name: str, allow_missing: bool) -> str:
     lines = p.read_text().strip().splitlines()
     if lines and lines[0].startswith("#"):  # the title becomes a caption
         lines[0] = "**" + lines[0].lstrip("# ").strip() + "**"
+    # the file's own headings sit below the paper's "### 5.x" subsections
+    fence = False
+    for i, line in enumerate(lines[1:], 1):
+        if line.startswith("```"):
+            fence = not fence
+        elif not fence and re.match(r"#{1,4} ", line):
+            lines[i] = "#" * min(6, line.index(" ") + 2) + line[line.index(" "):]
     return "\n".join(lines)
 
 
