@@ -41,55 +41,9 @@ import pypm_verified as pm
 from pypm_verified import binding
 from pypm_verified.api import _Set
 
+from bench_ops import Add, Div, Gelu, MatMul, Mul, Relu, Softmax, Tanh, Trans
+
 RESULTS = Path(__file__).parent / "results"
-
-# ------------------------------------------------------------------ operators
-
-
-@pm.op
-def MatMul(x, y):
-    return 1
-
-
-@pm.op
-def Trans(x):
-    return 1
-
-
-@pm.op
-def Add(x, y):
-    return 1
-
-
-@pm.op
-def Mul(x, y):
-    return 1
-
-
-@pm.op
-def Div(x, y):
-    return 1
-
-
-@pm.op(op_class="unary_pointwise")
-def Relu(x):
-    return 1
-
-
-@pm.op(op_class="unary_pointwise")
-def Gelu(x):
-    return 1
-
-
-@pm.op(op_class="unary_pointwise")
-def Tanh(x):
-    return 1
-
-
-@pm.op
-def Softmax(x):  # unary, not pointwise
-    return 1
-
 
 # ------------------------------------------------------------------- patterns
 

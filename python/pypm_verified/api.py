@@ -135,22 +135,28 @@ def match(pattern: PatternLike, node: Node, engine: str = "verified",
     _engine(engine)
     if not isinstance(node, Node):
         raise TypeError(f"match() needs a graph node, not {node!r}")
-    s = _Set([pattern])
+    return _match_at(_Set([pattern]), 0, node, engine, fuel)
+
+
+def _match_at(s: _Set, i: int, node: Node, engine: str, fuel: Optional[int],
+              owner=None) -> Optional[Match]:
+    """Root ``i`` of the prepared set ``s`` at ``node``, with ``engine``;
+    ``owner`` caches the engine's handle of the set (default ``s.owner``)."""
     if engine == "reference":
         try:
-            sol = reference.first_solution(core.Program(s.defs, s.roots[0]), node, fuel)
+            sol = reference.first_solution(core.Program(s.defs, s.roots[i]), node, fuel)
         except OutOfFuel:
-            raise OutOfFuel(f"pattern {_label(pattern)} at node %{node.id} ran out of "
+            raise OutOfFuel(f"pattern {_label(s.items[i])} at node %{node.id} ran out of "
                             "fuel") from None
-        return None if sol is None else s.match(0, node, sol)
-    status, binds, fbinds = binding.match(node.graph, node.id, s.defs, s.roots, 0, fuel,
-                                          s.owner)
+        return None if sol is None else s.match(i, node, sol)
+    status, binds, fbinds = binding.match(node.graph, node.id, s.defs, s.roots, i, fuel,
+                                          owner or s.owner)
     if status == binding.serialize.STATUS_OUT_OF_FUEL:
-        raise OutOfFuel(f"pattern {_label(pattern)} at node %{node.id} ran out of fuel")
+        raise OutOfFuel(f"pattern {_label(s.items[i])} at node %{node.id} ran out of fuel")
     if status != binding.serialize.STATUS_MATCH:
         return None
     nodes = node.graph.nodes
-    return s.match(0, node, ({v: nodes[n] for v, n in binds}, dict(fbinds)))
+    return s.match(i, node, ({v: nodes[n] for v, n in binds}, dict(fbinds)))
 
 
 def match_all(patterns: Sequence[PatternLike], graph: Graph, engine: str = "verified",
@@ -202,9 +208,7 @@ class PatternSet:
 
     ``match(i, node)`` matches pattern ``i`` at ``node`` (as :func:`match`);
     ``candidates(label)`` are the patterns worth trying at a node with that
-    label (the others' roots are other operators). One ``match_all`` over
-    the whole term graph instead of per-node calls measured slower in the
-    driver (it re-matches dead terms and decodes their matches)."""
+    label (the others' roots are other operators)."""
 
     def __init__(self, patterns: Sequence[PatternLike], engine: str = "verified",
                  fuel: Optional[int] = None):
@@ -213,7 +217,6 @@ class PatternSet:
         self.fuel = fuel
         self._s = _Set(self.patterns)
         self._owner = _Owner()
-        self._progs = [core.Program(self._s.defs, r) for r in self._s.roots]
         syms = core.root_symbols(self._s.defs)
         self._root_syms = [syms[r] for r in self._s.roots]
         self._by_label: Dict[int, Tuple[int, ...]] = {}
@@ -227,26 +230,7 @@ class PatternSet:
                 i for i, r in enumerate(self._root_syms) if r is None or label in r)
         return c
 
-    def __len__(self):
-        return len(self.patterns)
-
     def match(self, i: int, node: Node) -> Optional[Match]:
         """Pattern ``i`` at ``node``: a :class:`Match` or None; raises
         :class:`OutOfFuel` as :func:`match` does."""
-        s = self._s
-        if self.engine == "reference":
-            try:
-                sol = reference.first_solution(self._progs[i], node, self.fuel)
-            except OutOfFuel:
-                raise OutOfFuel(f"pattern {_label(self.patterns[i])} at node %{node.id} ran "
-                                "out of fuel") from None
-            return None if sol is None else s.match(i, node, sol)
-        status, binds, fbinds = binding.match(node.graph, node.id, s.defs, s.roots, i,
-                                              self.fuel, self._owner)
-        if status == binding.serialize.STATUS_OUT_OF_FUEL:
-            raise OutOfFuel(f"pattern {_label(self.patterns[i])} at node %{node.id} ran out "
-                            "of fuel")
-        if status != binding.serialize.STATUS_MATCH:
-            return None
-        nodes = node.graph.nodes
-        return s.match(i, node, ({v: nodes[n] for v, n in binds}, dict(fbinds)))
+        return _match_at(self._s, i, node, self.engine, self.fuel, self._owner)
