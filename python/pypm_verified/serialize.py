@@ -58,7 +58,7 @@ def encode_graph_extension(graph, base: int) -> array:
 
 def _encode_nodes(graph, words: List[int], base: int) -> array:
     app, ext = words.append, words.extend
-    labels = graph._labels if base == 0 else graph._labels[base:]
+    labels = graph._labels[base:]
     for label, children, attrs in zip(labels, graph._children[base:], graph._attrs[base:]):
         app(label)
         app(len(children))
@@ -67,7 +67,7 @@ def _encode_nodes(graph, words: List[int], base: int) -> array:
         for a, v in attrs:
             app(a)
             app(v)
-    sym = graph.sym_attrs(labels if base else None)
+    sym = graph.sym_attrs(labels)
     app(len(sym))
     for s, a, v in sym:
         ext((s, a, _value(v, "symbol attribute value")))
