@@ -38,8 +38,8 @@ import time
 from pathlib import Path
 
 import pypm_verified as pm
-from pypm_verified import binding
-from pypm_verified.api import _Set
+from pypm_verified.engines import binding
+from pypm_verified.engines.matching import PreparedPatterns
 
 from bench_ops import Add, Div, Gelu, MatMul, Mul, Relu, Softmax, Tanh, Trans
 
@@ -383,13 +383,13 @@ def fixed_cost(quick):
     """Per-call costs on a 3-node graph: the cffi floor, pypm_match on a root
     that fails at once, pm.match (failing and matching root) and
     pm.match_all on a 1-node graph, per engine."""
-    lib = binding.load()
+    lib = binding.open_library()
     calls = 2_000 if quick else 10_000
     g = pm.Graph()
     a = g.input("a", shape=S, dtype=F32)
     b = g.input("b", shape=S, dtype=F32)
     m = g.apply(MatMul, a, g.apply(Trans, b, shape=S, dtype=F32), shape=S, dtype=F32)
-    s = _Set([Plain])
+    s = PreparedPatterns([Plain])
     gh = binding.graph_handle(lib, g)
     ph = binding.pattern_set_handle(lib, s.defs, s.roots, s.owner)
     out = binding.ffi.new("int64_t[]", 16)
@@ -463,7 +463,7 @@ def bench_form(name, size, quick, ref_max, lib, log):
     # pattern set's encode + load (a fresh handle, released again)
     t_enc, words = once(g.encode)
     t_load, gh = once(lambda: binding.graph_handle(lib, g))
-    s = _Set([pattern])
+    s = PreparedPatterns([pattern])
     t_pat, h = once(lambda: binding.load_patterns(
         lib, binding.serialize.encode_patterns(s.defs, s.roots)))
     h.release()
@@ -671,7 +671,7 @@ def main():
         if f not in FORMS:
             ap.error(f"unknown form {f!r}; expected some of {','.join(FORMS)}")
     ref_max = args.ref_max_nodes if args.ref_max_nodes is not None else 10 ** 9
-    lib = binding.load()
+    lib = binding.open_library()
     env = environment()
 
     def log(msg):

@@ -38,8 +38,8 @@ import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "python"))
-import pypm_verified.kernels  # noqa: E402,F401  (registers torch.ops.pypm)
-from pypm_verified import profitability  # noqa: E402
+import pypm_verified.torch.kernels  # noqa: E402,F401  (registers torch.ops.pypm)
+from pypm_verified.torch import profitability  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 

@@ -75,7 +75,7 @@ def run_pypm(ep, engine: str):
     # The baselines rewrite unconditionally, so the profitability guards are
     # switched off here (every other guard -- axes, constants, dtypes -- stays):
     # both sides then do the same rewrites, and the timing compares matching.
-    from pypm_verified.rules import default_patterns  # noqa: WPS433 (lazy on purpose)
+    from pypm_verified.library import default_patterns  # noqa: WPS433 (lazy on purpose)
     from pypm_verified.torch.driver import rewrite_graph_module
     _profitability_off()
     # no final recompile: like the Inductor passes, the time is the rewriting
@@ -92,7 +92,7 @@ def _profitability_off():
     import importlib
     import pkgutil
 
-    import pypm_verified.rules as rules
+    import pypm_verified.library as rules
     for m in pkgutil.iter_modules(rules.__path__):
         mod = importlib.import_module(f"pypm_verified.rules.{m.name}")
         if hasattr(mod, "profitable"):

@@ -5,7 +5,7 @@ Qwen2; random weights, offline) at the ``base`` width (hidden 768, 12 heads,
 FFN 3072; LLaMA/Qwen2 4 KV heads) but with few layers (``--layers``, default 2:
 per-layer speedups are what matter, and a run must fit the time budget), and
 each configuration batch x sequence (default 1,8 x 128,512), the model is
-exported with the project's loader (``pypm_verified.torch.load.load_program``:
+exported with the project's loader (``pypm_verified.torch.loader.load_model``:
 ``torch.export.export`` then ``run_decompositions({})``) and rewritten twice
 with ``pypm_verified.torch.rewrite.rewrite_program(prog, target="cpu",
 engine="verified", check=True)``:
@@ -102,7 +102,7 @@ def profitability_off():
     """Every rule module's ``profitable`` guard answers True inside the block
     (bench only; restored on exit). The rules call the module-global name, so
     replacing it there is enough (cf. bench_matchers._profitability_off)."""
-    import pypm_verified.rules as rules
+    import pypm_verified.library as rules
     # Import every module first: one imported after rules.profitability was
     # patched would bind the patched function by `from .profitability import
     # profitable` and keep it after the restore (guards then stay off).
@@ -121,7 +121,7 @@ def profitability_off():
 
 
 def rule_names():
-    from pypm_verified.rules import default_patterns
+    from pypm_verified.library import default_patterns
     return [getattr(r, "name", str(r)) for p in default_patterns() for r in p.rules]
 
 
@@ -134,18 +134,18 @@ def export(model: str, size: str):
     """``(Program, export seconds)``: the model built by examples/models.py and
     exported with the project's loader, inputs passed by keyword."""
     from examples import models
-    from pypm_verified.torch.load import load_program
+    from pypm_verified.torch.loader import load_model
     t0 = time.perf_counter()
     import torch
     m, inputs = models.build(model, size)
     m = m.to(device=DEVICE, dtype=getattr(torch, DTYPE))
     kwargs = {k: v.to(DEVICE) for k, v in models.input_kwargs(inputs).items()}
-    prog = load_program(m, (), kwargs)
+    prog = load_model(m, (), kwargs)
     return prog, time.perf_counter() - t0
 
 
 def rewrite(prog, variant: str, n_random: int):
-    from pypm_verified.torch.rewrite import rewrite_program
+    from pypm_verified.torch.pipeline import rewrite_program
     ctx = profitability_off() if variant == "forced" else contextlib.nullcontext()
     t0 = time.perf_counter()
     with ctx:
@@ -386,7 +386,7 @@ def write_markdown(res, path):
          f"(hidden {res['dims']['hidden']}, {res['dims']['heads']} heads, FFN "
          f"{res['dims']['inter']}; LLaMA/Qwen2 {res['dims']['kv_heads']} KV heads) with "
          f"**{res['layers']} layer(s)**, random weights, exported by "
-         "`pypm_verified.torch.load.load_program`; first sequence padded by a quarter "
+         "`pypm_verified.torch.loader.load_model`; first sequence padded by a quarter "
          "(the attention mask matters). Each rewritten by `rewrite_program(prog, "
          f"target=\"{dev}\", engine=\"verified\", check=True)`: **guarded** = the shipped "
          f"rules ({dev.upper()} profitability table), **forced** = profitability guards forced "
@@ -687,7 +687,7 @@ def main(argv=None) -> int:
         if m not in M.MODELS:
             ap.error(f"unknown model {m!r}; expected some of {','.join(MODELS)}")
     torch.set_num_threads(args.threads)
-    import pypm_verified.kernels  # noqa: F401  (registers torch.ops.pypm)
+    import pypm_verified.torch.kernels  # noqa: F401  (registers torch.ops.pypm)
     if args.device == "cuda" and not torch.cuda.is_available():
         ap.error("--device cuda: torch sees no CUDA device")
 

@@ -64,10 +64,10 @@ def main():
         per_call[engine] = t / calls * 1e6
 
     # the bare C call through cffi, handles already loaded (no Python wrapping)
-    from pypm_verified import binding
-    lib = binding.load()
-    from pypm_verified.api import _Set
-    s = _Set([MMxyT])
+    from pypm_verified.engines import binding
+    lib = binding.open_library()
+    from pypm_verified.engines.matching import PreparedPatterns
+    s = PreparedPatterns([MMxyT])
     gh = binding.graph_handle(lib, g)
     ph = binding.pattern_set_handle(lib, s.defs, s.roots)
     out = binding.ffi.new("int64_t[]", 16)

@@ -15,14 +15,14 @@ import os
 
 import pytest
 
-from pypm_verified import binding
+from pypm_verified.engines import binding
 from pypm_verified.errors import EngineUnavailable
 
 
 @pytest.fixture(scope="session")
 def lib():
     try:
-        return binding.load()
+        return binding.open_library()
     except EngineUnavailable as e:
         if os.environ.get("PYPM_REQUIRE_LIB"):
             pytest.fail(f"PYPM_REQUIRE_LIB is set but the library is unavailable: {e}")

@@ -6,7 +6,8 @@ States: ``("run", Θ, Φ, nf, stk, k)``, ``("success", Θ, Φ)``, ``("failure",)
 Θ / Φ map slots to nodes / symbols; an environment ρ is a pair of dicts
 (variable -> slot); continuations are cons lists ``(action, rest)`` / None.
 """
-from pypm_verified import core, declarative
+from pypm_verified import core
+from pypm_verified.engines import declarative
 
 
 def _push_matches(ps, ts, rho, k):

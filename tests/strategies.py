@@ -7,10 +7,11 @@ operator attributes (with constants at the arithmetic bounds), and calls
 from hypothesis import strategies as st
 
 import pypm_verified as pm
-from pypm_verified import core, symbols
-from pypm_verified.core import (EAdd, EAttr, EConst, EFAttr, EMul, ESub, GAnd, GEq, GLt, GNot,
-                                GOr, GTrue, PAlt, PApp, PCall, PConstr, PDef, PExists, PExistsF,
-                                PFunVar, PGuard, PVar)
+from pypm_verified import core
+from pypm_verified.core import symbols
+from pypm_verified.core import (
+    EAdd, EAttr, EConst, EFAttr, EMul, ESub, GAnd, GEq, GLt, GNot, GOr, GTrue, PAlt, PApp,
+    PCall, PConstr, PDef, PExists, PExistsF, PFunVar, PGuard, PVar)
 
 
 @pm.op

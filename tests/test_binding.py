@@ -15,10 +15,12 @@ from hypothesis import strategies as st
 
 import pypm_verified as pm
 import wire
-from pypm_verified import api, binding, core, declarative, serialize
-from pypm_verified.binding import ffi
-from pypm_verified.core import (EAttr, EConst, EFAttr, GEq, GTrue, PAlt, PApp, PCall, PDef,
-                                PExists, PFunVar, PGuard, PVar, Program)
+from pypm_verified.engines import matching as api, binding, declarative, serialize
+from pypm_verified import core
+from pypm_verified.engines.binding import ffi
+from pypm_verified.core import (
+    EAttr, EConst, EFAttr, GEq, GTrue, PAlt, PApp, PCall, PDef, PExists, PFunVar, PGuard, PVar,
+    Program)
 from strategies import B2, U1, chain_graphs, graphs, patterns, patterns_for, programs
 
 
@@ -71,26 +73,26 @@ def test_handles_are_cached(lib):
     n = g.apply(Add, g.apply(Relu, x), x)
     m = pm.match(AddRelu, n)
     assert m.bindings == {"x": x, "y": x}
-    gh, ph = g._engine_cache, AddRelu._engine_cache
+    gh, ph = g.engine_handle, AddRelu.engine_handle
     assert gh is not None and ph is not None
     assert gh.size() == len(g) and ph.size() == 1
     for _ in range(3):
         assert pm.match(AddRelu, n) == m
-    assert g._engine_cache is gh and AddRelu._engine_cache is ph
+    assert g.engine_handle is gh and AddRelu.engine_handle is ph
     # new nodes extend the loaded graph in place (pypm_graph_extend)
     n2 = g.apply(Relu, n)
     assert pm.match(AddRelu, n2) is None
     y = g.input("y", shape=(4,))
     n3 = g.apply(Add, g.apply(Relu, y), n2)
     assert pm.match(AddRelu, n3).bindings == {"x": y, "y": n2}
-    assert g._engine_cache is gh and gh.size() == len(g) == gh.key
+    assert g.engine_handle is gh and gh.size() == len(g) == gh.key
 
 
 def test_graph_handle_released_with_graph(lib):
     g = pm.Graph()
     n = g.apply(Relu, g.input("x"))
     pm.match(AddRelu, n)
-    value = g._engine_cache.value
+    value = g.engine_handle.value
     del g, n
     gc.collect()
     assert lib.pypm_handle_size(value, ffi.new("int64_t *")) == lib.PYPM_E_BAD_HANDLE
@@ -192,7 +194,7 @@ def test_match_all_entries(lib):
     x = g.input("x", shape=(3,))
     r = g.apply(Relu, x)
     a = g.apply(Add, r, x)
-    s = api._Set([AddRelu, PApp(Relu.symbol, (PVar(0),)), PVar(1)])
+    s = api.PreparedPatterns([AddRelu, PApp(Relu.symbol, (PVar(0),)), PVar(1)])
     assert s.roots == (0, 1, 2)
     entries = binding.match_all(g, s.defs, s.roots)
     assert entries == [
@@ -427,10 +429,10 @@ def test_grown_graph_matches_like_a_fresh_one(lib, prob, cuts):
         assert _replay(g, grown, node).id == node.id
         if len(grown) in cuts:  # load, or extend by the nodes added since
             pm.match_all(items, grown, engine="verified", fuel=1 << 22)
-            handle = handle or grown._engine_cache
-            assert grown._engine_cache is handle and handle.size() == len(grown)
+            handle = handle or grown.engine_handle
+            assert grown.engine_handle is handle and handle.size() == len(grown)
     ver = pm.match_all(items, grown, engine="verified", fuel=1 << 22)
-    assert grown._engine_cache.size() == len(g)
+    assert grown.engine_handle.size() == len(g)
 
     def ids(results):  # nodes of different graphs never compare equal
         return [(p, r.id, {v: n.id for v, n in m.substitution.items()}, m.fsubstitution)
@@ -463,7 +465,7 @@ def test_root_symbols_never_exclude_a_match(lib, prob):
     only patterns that cannot match: every match the reference engine finds
     is at a candidate, and PatternSet.match answers as pm.match."""
     g, items = prob
-    pset = pm.api.PatternSet(items, engine="verified", fuel=1 << 22)
+    pset = pm.engines.matching.PatternSet(items, engine="verified", fuel=1 << 22)
     for node in g.nodes:
         cands = pset.candidates(node.label)
         for i, it in enumerate(items):

@@ -4,10 +4,11 @@ variables, bounded guard arithmetic, and the declarative checker."""
 import pytest
 
 import pypm_verified as pm
-from pypm_verified import core, declarative, reference
-from pypm_verified.core import (EAdd, EAttr, EConst, EFAttr, EMul, ESub, GEq, GLt, GNot, GTrue,
-                                PAlt, PApp, PCall, PConstr, PDef, PExists, PExistsF, PFunVar,
-                                PGuard, PVar, Program)
+from pypm_verified import core
+from pypm_verified.engines import declarative, reference
+from pypm_verified.core import (
+    EAdd, EAttr, EConst, EFAttr, EMul, ESub, GEq, GLt, GNot, GTrue, PAlt, PApp, PCall, PConstr,
+    PDef, PExists, PExistsF, PFunVar, PGuard, PVar, Program)
 
 
 @pm.op(op_class="unary_pointwise")

@@ -2,9 +2,9 @@
 import pytest
 
 from pypm_verified import core
-from pypm_verified.core import (EAdd, EAttr, EConst, EFAttr, GAnd, GEq, GLt, GNot, GOr, GTrue,
-                                PAlt, PApp, PCall, PConstr, PDef, PExists, PExistsF, PFunVar,
-                                PGuard, PVar, Program)
+from pypm_verified.core import (
+    EAdd, EAttr, EConst, EFAttr, GAnd, GEq, GLt, GNot, GOr, GTrue, PAlt, PApp, PCall, PConstr,
+    PDef, PExists, PExistsF, PFunVar, PGuard, PVar, Program)
 
 
 def test_binds():

@@ -2,11 +2,11 @@
 import pytest
 
 import pypm_verified as pm
-from pypm_verified import symbols
+from pypm_verified.core import symbols
 from pypm_verified import core
-from pypm_verified.core import (EAdd, EAttr, EConst, EFAttr, EMul, ESub, GAnd, GEq, GLt, GNot,
-                                GOr, GTrue, PAlt, PApp, PCall, PConstr, PDef, PExists, PExistsF,
-                                PFunVar, PGuard, PVar, DTYPE, OPCLASS, RANK)
+from pypm_verified.core import (
+    EAdd, EAttr, EConst, EFAttr, EMul, ESub, GAnd, GEq, GLt, GNot, GOr, GTrue, PAlt, PApp,
+    PCall, PConstr, PDef, PExists, PExistsF, PFunVar, PGuard, PVar, DTYPE, OPCLASS, RANK)
 
 
 @pm.op

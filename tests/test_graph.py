@@ -2,7 +2,8 @@
 import pytest
 
 import pypm_verified as pm
-from pypm_verified import core, symbols
+from pypm_verified import core
+from pypm_verified.core import symbols
 
 
 @pm.op

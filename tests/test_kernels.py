@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 import pypm_verified as pm  # noqa: E402
-from pypm_verified import kernels, profitability  # noqa: E402
+from pypm_verified.torch import kernels, profitability  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PYDIR = str(Path(kernels.__file__).resolve().parent.parent)

@@ -2,7 +2,8 @@
 import pytest
 
 import pypm_verified as pm
-from pypm_verified import core, declarative, reference
+from pypm_verified import core
+from pypm_verified.engines import declarative, reference
 from pypm_verified.core import EAttr, EConst, GEq, PAlt, PApp, PGuard, PVar
 
 

@@ -6,7 +6,8 @@ import math
 import pytest
 
 import pypm_verified as pm
-from pypm_verified import core, declarative
+from pypm_verified import core
+from pypm_verified.engines import declarative
 
 SQRT2 = math.sqrt(2)
 

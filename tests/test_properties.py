@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pypm_verified as pm
-from pypm_verified import core, declarative, reference
+from pypm_verified import core
+from pypm_verified.engines import declarative, reference
 from machine import OUT_OF_FUEL, match_pattern
 from strategies import chain_graphs, graphs, patterns, patterns_for, programs
 

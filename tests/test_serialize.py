@@ -4,11 +4,12 @@ import time
 import pytest
 
 import pypm_verified as pm
-from pypm_verified import serialize, symbols
+from pypm_verified.engines import serialize
+from pypm_verified.core import symbols
 from pypm_verified import core
-from pypm_verified.core import (EAdd, EAttr, EConst, EFAttr, EMul, ESub, GAnd, GEq, GLt, GNot,
-                                GOr, GTrue, PAlt, PApp, PCall, PConstr, PDef, PExists, PExistsF,
-                                PFunVar, PGuard, PVar)
+from pypm_verified.core import (
+    EAdd, EAttr, EConst, EFAttr, EMul, ESub, GAnd, GEq, GLt, GNot, GOr, GTrue, PAlt, PApp,
+    PCall, PConstr, PDef, PExists, PExistsF, PFunVar, PGuard, PVar)
 
 
 @pm.op

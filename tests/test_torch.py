@@ -17,12 +17,12 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import pypm_verified as pm  # noqa: E402
-from pypm_verified import ops  # noqa: E402
-from pypm_verified.rules import default_patterns  # noqa: E402
+from pypm_verified.torch import ops  # noqa: E402
+from pypm_verified.library import default_patterns  # noqa: E402
 from pypm_verified.torch.driver import Driver  # noqa: E402
 from pypm_verified.torch.importer import TermGraph  # noqa: E402
-from pypm_verified.torch.load import LoadError, load_program  # noqa: E402
-from pypm_verified.torch.rewrite import copy_program, rewrite_program, save_atomic  # noqa: E402
+from pypm_verified.torch.loader import LoadError, load_model  # noqa: E402
+from pypm_verified.torch.pipeline import copy_program, rewrite_program, save_atomic  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "examples"))
@@ -42,7 +42,7 @@ def hf():
     def get(name):
         if name not in cache:
             m, inputs = models.build(name, "small")
-            cache[name] = (m, inputs, load_program(m, inputs))
+            cache[name] = (m, inputs, load_model(m, inputs))
         return cache[name]
     return get
 
@@ -214,7 +214,7 @@ def _attn_inputs():
     ({"train_dropout": True}, False),  # dropout at training time is not the identity
 ])
 def test_attention_guards(lib, kw, fires):
-    prog = load_program(Attn(**kw), _attn_inputs())
+    prog = load_model(Attn(**kw), _attn_inputs())
     r = rewrite_program(prog, default_patterns(("attention",)), target="cuda")
     assert (SDPA in targets(r.ep)) == fires
     if not kw.get("train_dropout"):
@@ -238,7 +238,7 @@ class GeluMLP(nn.Module):
 @pytest.mark.parametrize("tanh", [False, True])
 def test_gelu_then_fused_epilogue_on_cpu(lib, tmp_path, tanh):
     x = torch.randn(4, 32, 256)
-    prog = load_program(GeluMLP(tanh=tanh), (x,))
+    prog = load_model(GeluMLP(tanh=tanh), (x,))
     r = rewrite_program(prog, target="cpu")
     # GELU is recognized, then linear+gelu fused: two rules, two iterations
     assert r.report.firings == {("gelu_tanh" if tanh else "gelu_erf"): 1, "linear_act": 1}
@@ -256,14 +256,14 @@ def test_gelu_then_fused_epilogue_on_cpu(lib, tmp_path, tanh):
 def test_epilogue_profitability_and_wrong_constant(lib):
     # 16 tokens: below the measured CPU threshold for the fused linear+gelu
     # (profitability.json); 4096 elements: above GELU's
-    prog = load_program(GeluMLP(k=64, n=256), (torch.randn(2, 8, 64),))
+    prog = load_model(GeluMLP(k=64, n=256), (torch.randn(2, 8, 64),))
     r = rewrite_program(prog, target="cpu")
     assert r.report.firings == {"gelu_erf": 1}
 
     class NotGelu(nn.Module):  # 1/sqrt(3) is not GELU's constant
         def forward(self, h):
             return h * 0.5 * (1.0 + torch.erf(h / math.sqrt(3.0)))
-    r = rewrite_program(load_program(NotGelu(), (torch.randn(8),)), target="cpu")
+    r = rewrite_program(load_model(NotGelu(), (torch.randn(8),)), target="cpu")
     assert r.report.firings == {} and r.report.matches.get("GeluErf") == 1
 
 
@@ -275,13 +275,13 @@ def test_transpose_matmul_figure_1(lib, monkeypatch):
 
         def forward(self, x):
             return torch.matmul(x, self.w.t())
-    prog = load_program(NT(), (torch.randn(4, 16),))
+    prog = load_model(NT(), (torch.randn(4, 16),))
     # measured: no gain on CPU, none expected on CUDA (the same GEMM call), so
     # the table keeps the original; the pattern still matches
     r = rewrite_program(prog, target="cuda")
     assert r.report.firings == {} and r.report.matches.get("MMxyT") == 1
     # where the table says it pays, the rule fires and the numerics hold
-    import pypm_verified.rules.transpose as tr
+    import pypm_verified.library.transpose as tr
     monkeypatch.setattr(tr, "profitable", lambda *a, **k: True)
     r = rewrite_program(prog, target="cuda")
     assert r.report.firings == {"linear_nt": 1}
@@ -292,7 +292,7 @@ def test_bad_rule_is_refused_by_numerics(lib, tmp_path):
     rules = tmp_path / "bad_rules.py"
     rules.write_text(
         "import pypm_verified as pm\n"
-        "from pypm_verified.ops import Relu, Neg\n"
+        "from pypm_verified.torch.ops import Relu, Neg\n"
         "@pm.pattern\n"
         "def R(x):\n"
         "    return Relu(x)\n"
@@ -370,13 +370,13 @@ def test_loader_errors(tmp_path):
     sd = tmp_path / "sd.pt"
     torch.save(nn.Linear(2, 2).state_dict(), str(sd))
     with pytest.raises(LoadError, match="state_dict .* holds weights but not the model"):
-        load_program(str(sd))
+        load_model(str(sd))
     bad = tmp_path / "corrupt.pt2"
     bad.write_bytes(b"PK\x03\x04 this is not really a zip")
     with pytest.raises(LoadError, match="not a zip archive"):
-        load_program(str(bad))
+        load_model(str(bad))
     with pytest.raises(LoadError, match="no such file"):
-        load_program(str(tmp_path / "missing.pt2"))
+        load_model(str(tmp_path / "missing.pt2"))
 
     class DataDependent(nn.Module):
         def forward(self, x):
@@ -384,16 +384,16 @@ def test_loader_errors(tmp_path):
                 return x + 1
             return x - 1
     with pytest.raises(LoadError, match="torch.export could not export the model: .*"):
-        load_program(DataDependent(), (torch.randn(3),))
+        load_model(DataDependent(), (torch.randn(3),))
     with pytest.raises(LoadError, match="needs example inputs"):
-        load_program(nn.Linear(2, 2))
+        load_model(nn.Linear(2, 2))
 
 
 def test_pickled_module_and_cli(tmp_path, lib):
     m, inputs = models.build("bert", "small")
     pk = tmp_path / "bert.pt"
     torch.save({"model": m, "example_inputs": inputs}, str(pk))
-    prog = load_program(str(pk))
+    prog = load_model(str(pk))
     assert prog.kind == "pickle" and len(prog.args) == 2
     src = tmp_path / "bert.pt2"
     torch.export.save(prog.ep, str(src))

@@ -5,10 +5,10 @@ and pattern-set buffers, and a simulated engine that answers
 machine.py, results encoded as the format says and decoded by the
 package). It lets the verified-engine code path be tested without the
 shared library."""
-from pypm_verified import serialize
-from pypm_verified.core import (EAdd, EAttr, EConst, EFAttr, EMul, ESub, GAnd, GEq, GLt, GNot,
-                                GOr, GTrue, PAlt, PApp, PCall, PConstr, PDef, PExists, PExistsF,
-                                PFunVar, PGuard, PVar, Program)
+from pypm_verified.engines import serialize
+from pypm_verified.core import (
+    EAdd, EAttr, EConst, EFAttr, EMul, ESub, GAnd, GEq, GLt, GNot, GOr, GTrue, PAlt, PApp,
+    PCall, PConstr, PDef, PExists, PExistsF, PFunVar, PGuard, PVar, Program)
 
 
 class Reader:
@@ -131,7 +131,10 @@ class WireGraph:
         self.nodes = [WireNode(self, i, label) for i, (label, _, _) in enumerate(nodes)]
         for n, (_, children, _) in zip(self.nodes, nodes):
             n.args = tuple(self.nodes[c] for c in children)
-        self._attrs = [tuple(sorted(attrs.items())) for _, _, attrs in nodes]
+        self.attrs = [dict(attrs) for _, _, attrs in nodes]
+
+    def attr_map(self, nid):
+        return dict(self.attrs[nid])
 
     def sym_attr(self, symbol, attr):
         return self.syms.get((symbol, attr))

@@ -66,7 +66,7 @@ def linear_act_op():
     if _LINEAR_ACT is not None:
         return _LINEAR_ACT
     try:
-        import pypm_verified.kernels  # noqa: F401  (registers pypm::linear_act)
+        import pypm_verified.torch.kernels  # noqa: F401  (registers pypm::linear_act)
         _LINEAR_ACT = torch.ops.pypm.linear_act.default
         LINEAR_ACT_IS_PLACEHOLDER = False
     except (ImportError, AttributeError):

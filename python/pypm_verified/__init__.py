@@ -18,18 +18,22 @@ Patterns may be recursive, use alternates, guards (``assert``), operator
 variables (a parameter applied as ``f(...)``), local variables (``pm.var()``,
 ``pm.Op(n_in, n_out)``) and match constraints (``x <= p``); rules
 (``@pm.rule``) rewrite graphs with ``pm.rewrite``.
+
+Layers, one subpackage each (doc/architecture.md): :mod:`.core` (the
+calculus, the term graph), :mod:`.dsl` (operators, patterns, rules),
+:mod:`.engines` (verified and reference matchers), :mod:`.rewriting`
+(rules to a fixpoint), :mod:`.torch` (PyTorch programs) and :mod:`.library`
+(the PyTorch rule library).
 """
 from . import core
-from .api import ENGINES, Match, match, match_all
-from .binding import available as engine_available
 from .core import DType, bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8
-from .dsl import Op, op, var
+from .core.graph import Graph, Node, TensorShape
+from .core.symbols import OpClass, opclass
+from .dsl import Op, Pattern, Rule, op, pattern, rule, var
+from .engines import ENGINES, Match, match, match_all
+from .engines.binding import available as engine_available
 from .errors import EngineError, EngineUnavailable, GraphError, OutOfFuel, PatternError
-from .graph import Graph, Node, TensorShape
-from .patterns import Pattern, pattern
-from .rewriter import RewriteReport, rewrite
-from .rule import Rule, rule
-from .symbols import OpClass, opclass
+from .rewriting import RewriteReport, rewrite
 
 __all__ = [
     "core", "ENGINES", "Match", "match", "match_all", "engine_available",

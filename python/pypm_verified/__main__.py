@@ -145,12 +145,12 @@ def rewrite_main(args) -> int:
         err.print("error: PyTorch is not installed; pip install -e '.[torch]' "
                   "-c requirements/constraints.txt")
         return EXIT_INPUT
-    from . import kernels  # noqa: F401 -- programs may already use pypm ops
+    from .torch import kernels  # noqa: F401 -- programs may already use pypm ops
     from .errors import PatternError
-    from .rules import default_patterns, load as load_rules
+    from .library import default_patterns, load_rules
     from .torch.driver import RewriteError
-    from .torch.load import LoadError, load_program
-    from .torch.rewrite import median_time, rewrite_program, save_atomic
+    from .torch.loader import LoadError, load_model
+    from .torch.pipeline import median_time, rewrite_program, save_atomic
 
     if args.max_iterations < 1:
         err.print("error: --max-iterations must be at least 1")
@@ -181,7 +181,7 @@ def rewrite_main(args) -> int:
         else _Null()
     with status:
         try:
-            prog = load_program(args.model, example)
+            prog = load_model(args.model, example)
         except LoadError as e:
             err.print(f"error: {e}", markup=False)
             return EXIT_INPUT

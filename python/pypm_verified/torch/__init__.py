@@ -1,12 +1,20 @@
-"""The PyTorch layer: load a model, import its FX graph as a term graph,
-rewrite it with the rule library, check numerics, save it.
+"""The PyTorch layer: load a model (:mod:`.loader`), import its FX graph as
+a term graph (:mod:`.importer`), rewrite it with the rule library
+(:mod:`.driver`, rules from :mod:`pypm_verified.library`), check numerics
+(:mod:`.check`) and save it (:mod:`.pipeline`). Also here: the torch
+operators the rules use (:mod:`.ops`), the torch-target registry
+(:mod:`.targets`), the fused kernels (:mod:`.kernels`) and the measured
+profitability table (:mod:`.profitability`).
 
-    from pypm_verified.torch import load_program, rewrite_program
-    prog = load_program("model.pt2")
-    result = rewrite_program(prog.ep, target="cpu")
+    from pypm_verified.torch import load_model, rewrite_program
+    prog = load_model("model.pt2")
+    result = rewrite_program(prog, target="cpu")
 """
-from .driver import Driver, Report, RewriteError, Value, current_target
-from .importer import TermGraph, import_graph
+from .driver import Driver, RewriteError, RuleContext, Value, rewrite_graph_module
+from .importer import TermGraph
+from .loader import LoadError, LoadedModel, load_model
+from .pipeline import Result, rewrite_program, save_atomic
 
-__all__ = ["Driver", "Report", "RewriteError", "Value", "current_target", "TermGraph",
-           "import_graph"]
+__all__ = ["Driver", "RewriteError", "RuleContext", "Value", "rewrite_graph_module",
+           "TermGraph", "LoadError", "LoadedModel", "load_model", "Result", "rewrite_program",
+           "save_atomic"]

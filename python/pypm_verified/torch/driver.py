@@ -19,25 +19,22 @@ a hang).
 """
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
-from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 import torch
 import torch.fx as fx
 
-from .. import api, dsl
+from ..core.graph import TensorShape
+from ..dsl.patterns import Pattern
+from ..engines.matching import PatternSet, check_engine
 from ..errors import PatternError
-from ..graph import TensorShape
-from ..patterns import Pattern
-from .importer import DTYPES, TermGraph, is_pure
+from ..rewriting.report import RewriteReport
+from . import profitability
+from .importer import TermGraph, is_pure
 
 ASSERT_METADATA = torch.ops.aten._assert_tensor_metadata.default
-TARGETS = ("cuda", "cpu")
-
-_ctx = threading.local()
+TARGETS = profitability.TARGETS
 
 
 class RewriteError(RuntimeError):
@@ -45,20 +42,30 @@ class RewriteError(RuntimeError):
     without a torch target, a call torch rejects)."""
 
 
-def current_target() -> str:
-    """The device the running rewrite optimizes for ("cuda" or "cpu"); rules
-    read it in their guards."""
-    return getattr(_ctx, "target", "cuda")
+class RuleContext:
+    """What a rule's ``ctx`` parameter receives from the PyTorch driver:
+    ``target`` (the device the rewrite optimizes for, "cpu" or "cuda") and
+    :meth:`profitable`, the measured profitability table on that target
+    (answering True for every kernel when ``check_profitability`` is off,
+    e.g. to make every rule fire in a benchmark or a test)."""
 
+    __slots__ = ("target", "check_profitability")
 
-@contextlib.contextmanager
-def _targeting(target: str):
-    saved = getattr(_ctx, "target", None)
-    _ctx.target = target
-    try:
-        yield
-    finally:
-        _ctx.target = saved
+    def __init__(self, target: str, check_profitability: bool = True):
+        if target not in TARGETS:
+            raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
+        self.target = target
+        self.check_profitability = check_profitability
+
+    def profitable(self, rule: str, *, dtype, variant: str = "default", **sizes) -> bool:
+        """:func:`pypm_verified.torch.profitability.profitable` on this target."""
+        if not self.check_profitability:
+            return True
+        return profitability.profitable(rule, self.target, dtype=dtype, variant=variant, **sizes)
+
+    def __repr__(self):
+        return (f"RuleContext(target={self.target!r}"
+                + ("" if self.check_profitability else ", check_profitability=False") + ")")
 
 
 class Value:
@@ -107,7 +114,7 @@ class Value:
 
 class _Builder:
     """What operator calls in a rule body build on: FX nodes in front of the
-    root (set as the rule-building graph, see :func:`dsl.building_in`)."""
+    root (the builder of :meth:`pypm_verified.Rule.fire`)."""
 
     def __init__(self, driver: "Driver", root: fx.Node, rule):
         self.driver = driver
@@ -155,54 +162,10 @@ class _Builder:
         for k in ("nn_module_stack", "stack_trace", "source_fn_stack"):
             if k in self.root.meta:
                 node.meta[k] = self.root.meta[k]
-        self.created.append(node)
-        t = self.driver.tg.import_node(node)
-        first = self.driver.tg.fx_of.get(t.id)
-        if first is not node and first is not None and first.graph is g and is_pure(node):
-            # hash-consing: an equal node exists; keep one
-            if first < node:
-                g.erase_node(node)
-                self.created.pop()
-                self.driver.tg.term.pop(node, None)
-                return self.driver.value(first)
-            first.replace_all_uses_with(node)
-            self.driver.tg.fx_of[t.id] = node
-            self.driver._erase(first)
-        self.driver.tg.fx_of[t.id] = node
-        return self.driver.value(node)
-
-
-@dataclass
-class Report:
-    """What :meth:`Driver.run` did. ``firings``/``matches`` per rule/pattern,
-    ``iterations`` (passes), ``cap_hit`` (the last allowed pass still fired),
-    ``nodes_before``/``nodes_after`` (call nodes), ``merged`` (duplicate pure
-    nodes merged by hash-consing), ``match_s`` (time in the matcher),
-    ``total_s`` (time in the driver), ``attempts`` (pattern × node match
-    attempts)."""
-
-    firings: Dict[str, int] = field(default_factory=dict)
-    matches: Dict[str, int] = field(default_factory=dict)
-    iterations: int = 0
-    cap_hit: bool = False
-    nodes_before: int = 0
-    nodes_after: int = 0
-    merged: int = 0
-    match_s: float = 0.0
-    total_s: float = 0.0
-    attempts: int = 0
-    engine: str = "verified"
-    target: str = "cuda"
-
-    @property
-    def total(self) -> int:
-        """Number of rewrites."""
-        return sum(self.firings.values())
-
-    def as_dict(self) -> dict:
-        return {k: getattr(self, k) for k in (
-            "engine", "target", "firings", "matches", "iterations", "cap_hit", "nodes_before",
-            "nodes_after", "merged", "match_s", "total_s", "attempts")}
+        kept = self.driver.tg.add(node)  # hash-consing may keep an equal earlier node
+        if kept is node:
+            self.created.append(node)
+        return self.driver.value(kept)
 
 
 def count_calls(g: fx.Graph) -> int:
@@ -214,15 +177,15 @@ class Driver:
     """Rewrites the FX graph of ``gm`` (in place) with ``patterns``' rules.
 
     ``engine`` is "verified" (the Coq-extracted matcher) or "reference";
-    ``target`` is "cuda" or "cpu" (read by rules through
-    :func:`current_target`)."""
+    ``target`` is "cuda" or "cpu" and ``check_profitability`` whether rules
+    consult the measured table (both reach rules as their ``ctx``, a
+    :class:`RuleContext`)."""
 
     def __init__(self, gm: fx.GraphModule, patterns: Sequence[Pattern], engine: str = "verified",
-                 target: str = "cuda", max_iterations: int = 20, progress=None,
-                 recompile: bool = True):
-        api._engine(engine)
-        if target not in TARGETS:
-            raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
+                 target: str = "cpu", max_iterations: int = 20, progress=None,
+                 recompile: bool = True, check_profitability: bool = True):
+        check_engine(engine)
+        self.context = RuleContext(target, check_profitability)
         if not isinstance(max_iterations, int) or max_iterations < 1:
             raise ValueError("max_iterations must be a positive int")
         self.patterns = [p for p in patterns if p.rules]
@@ -241,7 +204,7 @@ class Driver:
         if self.fake_mode is None:
             from torch._subclasses.fake_tensor import FakeTensorMode
             self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-        self.report = Report(engine=engine, target=target)
+        self.report = RewriteReport(engine=engine, target=target)
         self.renamed: Dict[str, fx.Node] = {}  # replaced root's name -> its replacement
         self._stale: set = set()  # FX nodes whose arguments' terms changed
 
@@ -266,12 +229,6 @@ class Driver:
             raise RewriteError(f"term %{term.id} has no FX node")
         return Value(term, node)
 
-    def _erase(self, node: fx.Node) -> None:
-        t = self.tg.term.pop(node, None)
-        if t is not None and self.tg.fx_of.get(t.id) is node:
-            del self.tg.fx_of[t.id]
-        self.gm.graph.erase_node(node)
-
     def _dce(self, start: List[fx.Node]) -> None:
         """Remove what became dead from ``start`` on: pure nodes without
         users, and the metadata asserts on them."""
@@ -286,9 +243,9 @@ class Driver:
             if any(u.target is not ASSERT_METADATA for u in users):
                 continue
             for u in users:
-                self._erase(u)
+                self.tg.erase(u)
             ins = [a for a in n.all_input_nodes]
-            self._erase(n)
+            self.tg.erase(n)
             stack.extend(ins)
 
     # --------------------------------------------------------------- run
@@ -311,38 +268,28 @@ class Driver:
             return None
         for i, m in self._matches(term):
             pattern = self.patterns[i]
-            self.report.matches[pattern.name] = self.report.matches.get(pattern.name, 0) + 1
+            self.report.record_match(pattern.name)
+            values = {k: self._bound(t) for k, t in m.bindings.items()}
+            values.update(m.functions)
             for rule in pattern.rules:
-                changed = self._fire(rule, m, node)
+                changed = self._fire(rule, values, node)
                 if changed is not None:
-                    self.report.firings[rule.name] = self.report.firings.get(rule.name, 0) + 1
                     return changed
         return None
 
-    def _fire(self, rule, m, root: fx.Node) -> Optional[List[fx.Node]]:
-        values = {k: self._bound(t) for k, t in m.bindings.items()}
-        values.update(m.functions)
-        if getattr(rule, "_var_kw", False):
-            kwargs = values
-        else:
-            kwargs = {n: values[n] for n in rule.params if n in values}
-            kwargs.update({n: None for n in rule.params
-                           if n not in values and n not in rule._defaults})
+    def _fire(self, rule, values, root: fx.Node) -> Optional[List[fx.Node]]:
         b = _Builder(self, root, rule)
         try:
-            with dsl.building_in(b), _targeting(self.target):
-                out = rule._run(**kwargs)
-        except AssertionError:
-            out = None
+            out = rule.fire(values, b, self.context)
         except Exception:
             for n in reversed(b.created):
                 if n.graph is self.gm.graph and not n.users:
-                    self._erase(n)
+                    self.tg.erase(n)
             raise
         if out is None or (isinstance(out, Value) and out.fx is root):
             for n in reversed(b.created):
                 if not n.users:
-                    self._erase(n)
+                    self.tg.erase(n)
             return None
         if not isinstance(out, Value) or out.fx is None:
             raise PatternError(f"rule {rule.name!r} ({rule.where}) returned {out!r}; a torch "
@@ -357,52 +304,52 @@ class Driver:
                 f"({_desc(old_val)}) with a value of {_desc(new_val)}")
         root.replace_all_uses_with(new, delete_user_cb=lambda u: u is not new)
         self.renamed[root.name] = new
+        self.report.record_firing(rule.name, root.name, new.name)
         created = [n for n in b.created if n.graph is self.gm.graph and n in self.tg.term]
         self._dce([root])
         # the users' terms are stale: re-imported when the walk reaches them
         self._stale.update(new.users)
         return created
 
-    def run(self) -> Report:
+    def run(self) -> RewriteReport:
         """Rewrite to a fixpoint (or the iteration cap); returns the report."""
         t_start = time.perf_counter()
         g = self.gm.graph
         self.report.nodes_before = count_calls(g)
         self.tg = TermGraph(g).build()
-        self.pset = api.PatternSet(self.patterns, self.engine)
+        self.pset = PatternSet(self.patterns, self.engine)
         self.report.merged = self.tg.merged
         work = [n for n in g.nodes if n.op == "call_function"]
         term = self.tg.term
-        with _targeting(self.target):
-            while work and self.report.iterations < self.max_iterations:
-                self.report.iterations += 1
-                dirty: List[fx.Node] = []
-                pending = set(work)
-                for node in list(g.nodes):
-                    if node not in term:
-                        continue  # erased by an earlier firing
-                    if node in self._stale:
-                        # Lazy refresh: a firing replaced one of its arguments.
-                        # Its arguments come earlier, so they are current now.
-                        self._stale.discard(node)
-                        kind, users = self.tg.reimport(node)
-                        self._stale.update(users)
-                        if kind == "merged":
-                            continue
-                        if kind == "changed":  # a new term: match it in this pass
-                            pending.add(node)
-                    if node not in pending:
+        while work and self.report.iterations < self.max_iterations:
+            self.report.iterations += 1
+            dirty: List[fx.Node] = []
+            pending = set(work)
+            for node in list(g.nodes):
+                if node not in term:
+                    continue  # erased by an earlier firing
+                if node in self._stale:
+                    # Lazy refresh: a firing replaced one of its arguments.
+                    # Its arguments come earlier, so they are current now.
+                    self._stale.discard(node)
+                    kind, users = self.tg.reimport(node)
+                    self._stale.update(users)
+                    if kind == "merged":
                         continue
-                    changed = self._try(node)
-                    if changed:
-                        dirty.extend(changed)
-                    if self.progress is not None:
-                        self.progress()
-                if self._stale:  # users of nodes created after the walk passed
-                    dirty.extend(self.tg.refresh(list(self._stale)))
-                    self._stale.clear()
-                work = sorted({n for n in dirty if n in term})
-            self.report.cap_hit = bool(work)
+                    if kind == "changed":  # a new term: match it in this pass
+                        pending.add(node)
+                if node not in pending:
+                    continue
+                changed = self._try(node)
+                if changed:
+                    dirty.extend(changed)
+                if self.progress is not None:
+                    self.progress()
+            if self._stale:  # users of nodes created after the walk passed
+                dirty.extend(self.tg.refresh(list(self._stale)))
+                self._stale.clear()
+            work = sorted({n for n in dirty if n in term})
+        self.report.cap_hit = bool(work)
         self.report.merged = self.tg.merged  # at import and after firings
         if self.recompile:
             g.lint()
@@ -419,14 +366,15 @@ def _desc(v) -> str:
 
 
 def rewrite_graph_module(gm: fx.GraphModule, patterns: Sequence[Pattern],
-                         engine: str = "verified", target: str = "cuda",
-                         max_iterations: int = 20, recompile: bool = True) -> Report:
+                         engine: str = "verified", target: str = "cpu",
+                         max_iterations: int = 20, recompile: bool = True,
+                         check_profitability: bool = True) -> RewriteReport:
     """Rewrite ``gm`` in place with the rules of ``patterns``; the report.
     ``recompile=False`` leaves ``gm.recompile()`` (and the graph lint) to the
     caller."""
-    return Driver(gm, patterns, engine, target, max_iterations,
-                  recompile=recompile).run()
+    return Driver(gm, patterns, engine, target, max_iterations, recompile=recompile,
+                  check_profitability=check_profitability).run()
 
 
-__all__ = ["Driver", "Report", "RewriteError", "Value", "current_target",
-           "rewrite_graph_module", "count_calls", "DTYPES"]
+__all__ = ["Driver", "RewriteError", "RuleContext", "Value", "rewrite_graph_module",
+           "count_calls"]

@@ -1,7 +1,7 @@
 """FX graph -> PyPM term graph (hash-consed), kept in step with the FX graph.
 
 * One operator per torch target (op overload, or ``operator.getitem``): the
-  one declared with ``@pm.op(torch=[...])`` (:mod:`pypm_verified.ops`), else
+  one declared with ``@pm.op(torch=[...])`` (:mod:`pypm_verified.torch.ops`), else
   an operator made on first sight and named after the overload.
 * Calls in full positional form: every schema argument in order, defaults
   filled in, keyword-only ones included, so kwargs and defaults match alike.
@@ -29,16 +29,17 @@ import torch
 import torch.fx as fx
 
 from .. import core
-from ..dsl import TORCH_OPS, Op, bind_torch
-from ..graph import Graph, Node, TensorShape
+from ..core.graph import Graph, Node
+from ..dsl.operators import Op
+from .targets import bind_torch, op_of_target
 
-DTYPES = {
+TORCH_TO_PM = {
     torch.float32: core.f32, torch.float16: core.f16, torch.bfloat16: core.bf16,
     torch.float64: core.f64, torch.int8: core.i8, torch.int16: core.i16,
     torch.int32: core.i32, torch.int64: core.i64, torch.uint8: core.u8,
     torch.bool: core.bool_,
 }
-TORCH_DTYPES = {v: k for k, v in DTYPES.items()}
+PM_TO_TORCH = {v: k for k, v in TORCH_TO_PM.items()}
 
 _list_ops: Dict[int, Op] = {}
 _opaque_ops: Dict[tuple, Op] = {}
@@ -64,7 +65,7 @@ def list_op(n: int) -> Op:
 def op_for(target) -> Op:
     """The operator bound to the torch target ``target`` (made on first use
     when nobody declared one)."""
-    op = TORCH_OPS.get(target)
+    op = op_of_target(target)
     if op is None:
         schema = getattr(target, "_schema", None)
         if schema is None:
@@ -116,8 +117,8 @@ def tensor_info(val):
     for d in val.shape:
         dims.append(d if isinstance(d, int) else None)
     if len(dims) > core.MAX_RANK:
-        return None, DTYPES.get(val.dtype)
-    return tuple(dims), DTYPES.get(val.dtype)
+        return None, TORCH_TO_PM.get(val.dtype)
+    return tuple(dims), TORCH_TO_PM.get(val.dtype)
 
 
 def is_pure(node: fx.Node) -> bool:
@@ -156,7 +157,7 @@ class TermGraph:
     def _const(self, v) -> Node:
         key = v
         if isinstance(v, torch.dtype):
-            key = DTYPES.get(v) or repr(v)
+            key = TORCH_TO_PM.get(v) or repr(v)
         elif isinstance(v, (torch.device, torch.layout, torch.memory_format)):
             key = repr(v)
         elif isinstance(v, (list, tuple)):
@@ -167,7 +168,7 @@ class TermGraph:
 
     def _const_key(self, v):
         if isinstance(v, torch.dtype):
-            return DTYPES.get(v) or repr(v)
+            return TORCH_TO_PM.get(v) or repr(v)
         if isinstance(v, (torch.device, torch.layout, torch.memory_format)):
             return repr(v)
         if isinstance(v, (list, tuple)):
@@ -224,6 +225,31 @@ class TermGraph:
         self.term[node] = t
         self.fx_of.setdefault(t.id, node)
         return t
+
+    def erase(self, node: fx.Node) -> None:
+        """Erase ``node`` from the FX graph and forget its term."""
+        t = self.term.pop(node, None)
+        if t is not None and self.fx_of.get(t.id) is node:
+            del self.fx_of[t.id]
+        self.fx_graph.erase_node(node)
+
+    def add(self, node: fx.Node) -> fx.Node:
+        """Import ``node``, just created in the FX graph, hash-consing it: when
+        an equal pure node exists, one of the two is kept (the earlier one in
+        graph order, which takes over the other's uses) and returned."""
+        t = self.import_node(node)
+        first = self.fx_of.get(t.id)
+        if first is not node and first is not None and first.graph is self.fx_graph \
+                and is_pure(node):
+            if first < node:
+                self.term.pop(node, None)
+                self.fx_graph.erase_node(node)
+                return first
+            first.replace_all_uses_with(node)
+            self.fx_of[t.id] = node
+            self.erase(first)
+        self.fx_of[t.id] = node
+        return node
 
     def build(self) -> "TermGraph":
         """Import every node in order, merging duplicate pure nodes."""
@@ -297,7 +323,3 @@ def _flatten(a):
 def import_graph(fx_graph: fx.Graph) -> TermGraph:
     """The term graph of ``fx_graph`` (merging its duplicate pure nodes)."""
     return TermGraph(fx_graph).build()
-
-
-def shape_of(t: Node) -> Optional[TensorShape]:
-    return t.shape

@@ -1,0 +1,347 @@
+"""Computation graphs: hash-consed DAGs of operator applications.
+
+Nodes are inputs (named leaves), constant leaves, or applications of an
+:class:`~pypm_verified.dsl.Op` to earlier nodes. Building the same
+``(label, children, attributes)`` twice returns the same node. Each node
+carries the attributes guards read (doc/format.md): rank, dtype code, and
+``shape[i]`` / ``shape[-(j+1)]`` for every known dimension; each operator
+symbol its class (the OPCLASS symbol attribute).
+
+Nodes are immutable and the graph is append-only. A graph may designate
+outputs (:meth:`Graph.output`); :meth:`Graph.replace` substitutes one node
+for another in everything the outputs reach (building new nodes), which is
+how rules rewrite a graph. Nodes the outputs no longer reach stay in the
+graph but are not :meth:`live <Graph.live>`.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .. import core
+from . import symbols
+from ..errors import GraphError
+
+ShapeLike = Optional[Sequence[Optional[int]]]
+
+
+class TensorShape(tuple):
+    """A node's shape: a tuple of dimensions (``None`` for an unknown one)
+    with ``.rank``, so rule bodies can write ``x.shape.rank``."""
+
+    __slots__ = ()
+
+    @property
+    def rank(self) -> int:
+        return len(self)
+
+
+def _norm_shape(shape: ShapeLike) -> Optional[TensorShape]:
+    if shape is None:
+        return None
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise GraphError(f"shape must be a sequence of ints, not {shape!r}") from None
+    if len(dims) > core.MAX_RANK:
+        raise GraphError(f"rank {len(dims)} exceeds the maximum {core.MAX_RANK}")
+    for d in dims:
+        if d is not None and (not isinstance(d, int) or isinstance(d, bool)
+                              or not core.VALUE_MIN <= d <= core.VALUE_MAX):
+            raise GraphError(f"shape dimensions must be ints in (-2^62, 2^62) or None, "
+                             f"not {d!r}")
+    return TensorShape(dims)
+
+
+_attrs_cache: Dict[tuple, Tuple[Tuple[int, int], ...]] = {}
+
+
+def _attrs(shape, dtype) -> Tuple[Tuple[int, int], ...]:
+    """Attribute (id, value) pairs, sorted by id (memoized: graphs repeat types)."""
+    key = (shape, dtype)
+    out = _attrs_cache.get(key)
+    if out is None:
+        out = _attrs_cache[key] = _compute_attrs(shape, dtype)
+        if len(_attrs_cache) > 4096:
+            _attrs_cache.clear()
+    return out
+
+
+def _compute_attrs(shape, dtype) -> Tuple[Tuple[int, int], ...]:
+    out: List[Tuple[int, int]] = []
+    if shape is not None:
+        out.append((core.RANK, len(shape)))
+    if dtype is not None:
+        out.append((core.DTYPE, dtype.code))
+    if shape is not None:
+        n = len(shape)
+        out.extend((core.SHAPE_BASE + i, d) for i, d in enumerate(shape) if d is not None)
+        out.extend((core.SHAPE_NEG_BASE + j, shape[n - 1 - j])
+                   for j in range(n) if shape[n - 1 - j] is not None)
+    return tuple(out)
+
+
+class Node:
+    """A node of a :class:`Graph`.
+
+    ``id`` (dense, in creation order), ``op`` (the Op, or None for inputs and
+    constants), ``args`` (child nodes), ``shape`` (a :class:`TensorShape`,
+    None if unknown), ``rank`` (None if unknown), ``dtype`` (DType or None;
+    alias ``elType``), ``kind`` ("op", "input" or "const"), ``name`` (inputs)
+    and ``value`` (constants). Equal iff same graph and id. Calling an Op on
+    nodes adds a node (``MatMul(a, b)`` is ``graph.apply(MatMul, a, b)``).
+    """
+
+    __slots__ = ("graph", "id", "op", "args", "shape", "dtype", "kind", "name", "value",
+                 "label", "__weakref__")
+
+    def __init__(self, graph, nid, label, kind, op, args, shape, dtype, name=None, value=None):
+        self.graph = graph
+        self.id = nid
+        self.label = label
+        self.kind = kind
+        self.op = op
+        self.args = args
+        self.shape = shape
+        self.dtype = dtype
+        self.name = name
+        self.value = value
+
+    def __eq__(self, other):
+        return (isinstance(other, Node) and self.graph is other.graph
+                and self.id == other.id)
+
+    def __hash__(self):
+        return hash((id(self.graph), self.id))
+
+    @property
+    def attrs(self) -> Dict[int, int]:
+        """Attribute id -> value for the attributes this node knows."""
+        return dict(self.graph._attr_map(self.id))
+
+    @property
+    def rank(self) -> Optional[int]:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def elType(self):
+        """The paper's name of ``dtype``."""
+        return self.dtype
+
+    def _type_str(self) -> str:
+        if self.shape is None and self.dtype is None:
+            return ""
+        dt = self.dtype.name if self.dtype is not None else "?"
+        if self.shape is None:
+            return f" : {dt}[?]"
+        dims = ", ".join("?" if d is None else str(d) for d in self.shape)
+        return f" : {dt}[{dims}]"
+
+    def __repr__(self) -> str:
+        if self.kind == "input":
+            body = f"input {self.name!r}"
+        elif self.kind == "const":
+            body = f"const {self.value!r}"
+        else:
+            body = f"{self.op.name}({', '.join(f'%{a.id}' for a in self.args)})"
+        return f"<Node %{self.id} = {body}{self._type_str()}>"
+
+
+class Graph:
+    """A hash-consed computation graph (append-only), with designated outputs."""
+
+    def __init__(self):
+        self.nodes: List[Node] = []
+        self._labels: List[int] = []
+        self._children: List[Tuple[int, ...]] = []
+        self._attrs: List[Tuple[Tuple[int, int], ...]] = []
+        self._index: Dict[tuple, Node] = {}
+        self._inputs: Dict[str, Node] = {}
+        self._outputs: List[Node] = []
+        self._encoded = None  # (n_nodes, words) cache for encode()
+        self.engine_handle = None  # the verified engine's copy of this graph (engines.binding)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __iter__(self):
+        return iter(self.nodes)
+
+    def __getitem__(self, nid: int) -> Node:
+        return self.nodes[nid]
+
+    def __repr__(self) -> str:
+        return f"<Graph with {len(self.nodes)} nodes>"
+
+    def _add(self, key, label, kind, op, args, shape, dtype, attrs, name=None, value=None) -> Node:
+        node = self._index.get(key)
+        if node is not None:
+            return node
+        node = Node(self, len(self.nodes), label, kind, op, args, shape, dtype, name, value)
+        self.nodes.append(node)
+        self._labels.append(label)
+        self._children.append(tuple(a.id for a in args))
+        self._attrs.append(attrs)
+        self._index[key] = node
+        return node
+
+    def attr_map(self, nid: int) -> Dict[int, int]:
+        """Node ``nid``'s attributes: attribute id -> value."""
+        return dict(self._attrs[nid])
+
+    def columns(self, base: int = 0) -> Tuple[List[int], List[Tuple[int, ...]],
+                                              List[Tuple[Tuple[int, int], ...]]]:
+        """The nodes from id ``base`` on as three columns: labels, child ids
+        and sorted ``(attribute, value)`` pairs (what the encoding carries)."""
+        return self._labels[base:], self._children[base:], self._attrs[base:]
+
+    def sinks(self) -> List[Node]:
+        """The nodes no node uses, in id order."""
+        used = {c for kids in self._children for c in kids}
+        return [n for n in self.nodes if n.id not in used]
+
+    def input(self, name: str, shape: ShapeLike = None, dtype=None) -> Node:
+        """The input leaf ``name`` (one per name; re-declaring it with the same
+        shape and dtype returns the same node, with others raises GraphError)."""
+        if not isinstance(name, str):
+            raise GraphError(f"input name must be a str, not {name!r}")
+        shape = _norm_shape(shape)
+        dtype = None if dtype is None else core.as_dtype(dtype)
+        old = self._inputs.get(name)
+        if old is not None:
+            if old.shape != shape or old.dtype != dtype:
+                raise GraphError(f"input {name!r} already declared as {old!r}")
+            return old
+        label = symbols.intern(("input", name))
+        attrs = _attrs(shape, dtype)
+        node = self._add(("input", name), label, "input", None, (), shape, dtype, attrs,
+                         name=name)
+        self._inputs[name] = node
+        return node
+
+    def const(self, value, shape: ShapeLike = None, dtype=None) -> Node:
+        """The constant leaf ``value`` (numbers compare by value: 2 and 2.0 are
+        one symbol; bools, strings and None are distinct)."""
+        try:
+            label = symbols.const_symbol(value)
+        except TypeError as e:
+            raise GraphError(str(e)) from None
+        shape = _norm_shape(shape)
+        dtype = None if dtype is None else core.as_dtype(dtype)
+        attrs = _attrs(shape, dtype)
+        return self._add((label, (), attrs), label, "const", None, (), shape, dtype, attrs,
+                         value=value)
+
+    def apply(self, op, *args, shape: ShapeLike = None, dtype=None,
+              distinct: bool = False) -> Node:
+        """The node ``op(*args)``; args are nodes of this graph or Python
+        constants (which become constant leaves). ``distinct=True`` adds a
+        node that is never shared (an impure operation: two calls are two
+        nodes even when their structure is equal)."""
+        arity = getattr(op, "arity", None)
+        if arity is None or getattr(op, "symbol", None) is None:
+            raise GraphError(f"apply() needs an @pm.op operator, not {op!r}")
+        if len(args) != arity:
+            raise GraphError(f"operator {op.name} takes {op.arity} argument(s), got {len(args)}")
+        children = []
+        for a in args:
+            if isinstance(a, Node):
+                if a.graph is not self:
+                    raise GraphError(f"{a!r} belongs to another graph")
+                children.append(a)
+            elif symbols.is_constant(a):
+                children.append(self.const(a))
+            else:
+                raise GraphError(f"argument {a!r} of {op.name} is neither a node nor a constant")
+        shape = _norm_shape(shape)
+        dtype = None if dtype is None else core.as_dtype(dtype)
+        attrs = _attrs(shape, dtype)
+        label = op.symbol
+        children = tuple(children)
+        key = (label, tuple(c.id for c in children), attrs)
+        if distinct:
+            key = ("distinct", len(self.nodes))
+        return self._add(key, label, "op", op, children, shape, dtype, attrs)
+
+    # --------------------------------------------------------- symbol attributes
+
+    def sym_attr(self, symbol: int, attr: int) -> Optional[int]:
+        """Attribute ``attr`` of the operator ``symbol`` (its class code for
+        OPCLASS), None when unknown."""
+        if attr != core.OPCLASS:
+            return None
+        try:
+            key = symbols.lookup(symbol)
+        except (IndexError, TypeError):
+            return None
+        cls = getattr(key, "op_class", None)
+        return getattr(cls, "code", None)
+
+    def sym_attrs(self, labels=None) -> List[Tuple[int, int, int]]:
+        """``(symbol, attr_id, value)`` of the labels of this graph's nodes
+        (or of ``labels``), sorted (what the graph encoding carries)."""
+        out = []
+        for sym in sorted(set(self._labels if labels is None else labels)):
+            v = self.sym_attr(sym, core.OPCLASS)
+            if v is not None:
+                out.append((sym, core.OPCLASS, v))
+        return out
+
+    # ----------------------------------------------------- outputs, rewriting
+
+    def output(self, node: Node) -> Node:
+        """Designate ``node`` as an output (kept once, in order); returns it."""
+        self._own(node)
+        if node not in self._outputs:
+            self._outputs.append(node)
+        return node
+
+    @property
+    def outputs(self) -> Tuple[Node, ...]:
+        """The designated outputs, in order."""
+        return tuple(self._outputs)
+
+    def live(self) -> List[Node]:
+        """The nodes the outputs reach, in id order (every node when no output
+        is designated)."""
+        if not self._outputs:
+            return list(self.nodes)
+        seen = set()
+        stack = [o.id for o in self._outputs]
+        while stack:
+            i = stack.pop()
+            if i not in seen:
+                seen.add(i)
+                stack.extend(self._children[i])
+        return [self.nodes[i] for i in sorted(seen)]
+
+    def replace(self, old: Node, new: Node) -> None:
+        """Substitute ``new`` for every occurrence of ``old`` in the terms the
+        outputs denote: each live node that reaches ``old`` is rebuilt over the
+        replaced children (same operator, shape and dtype) and the outputs are
+        updated. ``new`` itself is inserted as it is (a replacement may contain
+        ``old``). Needs designated outputs."""
+        self._own(old)
+        self._own(new)
+        if not self._outputs:
+            raise GraphError("replace() needs designated outputs (graph.output(node))")
+        memo: Dict[int, Node] = {old.id: new}
+        for node in self.live():  # id order is topological: children first
+            if node.id in memo or not node.args:
+                continue
+            args = tuple(memo.get(a.id, a) for a in node.args)
+            if any(a is not b for a, b in zip(args, node.args)):
+                memo[node.id] = self.apply(node.op, *args, shape=node.shape, dtype=node.dtype)
+        self._outputs = list(dict.fromkeys(memo.get(o.id, o) for o in self._outputs))
+
+    def _own(self, node) -> None:
+        if not isinstance(node, Node) or node.graph is not self:
+            raise GraphError(f"{node!r} is not a node of this graph")
+
+    def encode(self):
+        """The graph as int64 words (doc/format.md), an ``array('q')``; cached
+        until the next node is added. Do not mutate the returned array."""
+        n = len(self.nodes)
+        if self._encoded is None or self._encoded[0] != n:
+            from ..engines.serialize import encode_graph
+            self._encoded = (n, encode_graph(self))
+        return self._encoded[1]

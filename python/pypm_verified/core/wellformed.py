@@ -1,0 +1,356 @@
+"""What Syntax.v says about patterns beyond their shape: the variables a
+pattern reads and binds (``binds``/``fbinds``), the well-formedness checks
+``wfb``/``wf_defs``, the greatest fixpoint computing each definition's
+``pbinds``/``pfbinds``, a scope check (every variable is a parameter or bound
+by an enclosing ∃) and the root-symbol index."""
+from __future__ import annotations
+
+from typing import FrozenSet, Iterable, List, Optional, Sequence, Tuple, Union
+
+from .syntax import (
+    PATTERN_TYPES, EAdd, EAttr, EConst, EFAttr, EMul, ESub, Expr, GAnd, GEq, GLt, GNot, GOr,
+    GTrue, Guard, PAlt, PApp, PCall, PConstr, PDef, PExists, PExistsF, PFunVar, PGuard,
+    Program, PVar, Pattern, children, fold, walk)
+
+# --------------------------------------------------------- variables, binds
+
+
+def expr_vars(e: Expr) -> FrozenSet[int]:
+    """Term variables an expression reads."""
+    if isinstance(e, (EConst, EFAttr)):
+        return frozenset()
+    if isinstance(e, EAttr):
+        return frozenset((e.x,))
+    if isinstance(e, (EAdd, ESub, EMul)):
+        return expr_vars(e.e1) | expr_vars(e.e2)
+    raise TypeError(f"not an expression: {e!r}")
+
+
+def expr_fvars(e: Expr) -> FrozenSet[int]:
+    """Operator variables an expression reads."""
+    if isinstance(e, (EConst, EAttr)):
+        return frozenset()
+    if isinstance(e, EFAttr):
+        return frozenset((e.F,))
+    if isinstance(e, (EAdd, ESub, EMul)):
+        return expr_fvars(e.e1) | expr_fvars(e.e2)
+    raise TypeError(f"not an expression: {e!r}")
+
+
+def _guard_fold(g: Guard, leaf) -> FrozenSet[int]:
+    if isinstance(g, GTrue):
+        return frozenset()
+    if isinstance(g, (GEq, GLt)):
+        return leaf(g.e1) | leaf(g.e2)
+    if isinstance(g, (GAnd, GOr)):
+        return _guard_fold(g.g1, leaf) | _guard_fold(g.g2, leaf)
+    if isinstance(g, GNot):
+        return _guard_fold(g.g, leaf)
+    raise TypeError(f"not a guard: {g!r}")
+
+
+def guard_vars(g: Guard) -> FrozenSet[int]:
+    """Term variables a guard reads."""
+    return _guard_fold(g, expr_vars)
+
+
+def guard_fvars(g: Guard) -> FrozenSet[int]:
+    """Operator variables a guard reads."""
+    return _guard_fold(g, expr_fvars)
+
+
+def _args_of(params: Iterable[int], args: Sequence[int]) -> FrozenSet[int]:
+    """``Syntax.args_of``: the arguments passed for the parameters ``params``."""
+    return frozenset(args[i] for i in params if 0 <= i < len(args))
+
+
+def _lookup(defs: Sequence[PDef], P: int) -> Optional[PDef]:
+    return defs[P] if isinstance(P, int) and 0 <= P < len(defs) else None
+
+
+def binds(p: Pattern, defs: Sequence[PDef] = ()) -> FrozenSet[int]:
+    """``Syntax.binds``: term variables bound by every successful match of ``p``
+    (a call binds the arguments of the callee's ``pbinds``)."""
+    def f(q: Pattern, kids: Tuple[FrozenSet[int], ...]) -> FrozenSet[int]:
+        if isinstance(q, PVar):
+            return frozenset((q.x,))
+        if isinstance(q, PAlt):
+            return kids[0] & kids[1]
+        if isinstance(q, PExists):
+            return kids[0] - {q.x}
+        if isinstance(q, PCall):
+            d = _lookup(defs, q.P)
+            return _args_of(d.pbinds, q.xs) if d is not None else frozenset()
+        return frozenset().union(*kids)  # PApp, PFunVar, PGuard, PExistsF, PConstr
+    return fold(p, f)
+
+
+def fbinds(p: Pattern, defs: Sequence[PDef] = ()) -> FrozenSet[int]:
+    """``Syntax.fbinds``: operator variables bound by every successful match."""
+    def f(q: Pattern, kids: Tuple[FrozenSet[int], ...]) -> FrozenSet[int]:
+        if isinstance(q, PFunVar):
+            return frozenset((q.F,)).union(*kids)
+        if isinstance(q, PAlt):
+            return kids[0] & kids[1]
+        if isinstance(q, PExistsF):
+            return kids[0] - {q.F}
+        if isinstance(q, PCall):
+            d = _lookup(defs, q.P)
+            return _args_of(d.pfbinds, q.Fs) if d is not None else frozenset()
+        return frozenset().union(*kids)  # PVar, PApp, PGuard, PExists, PConstr
+    return fold(p, f)
+
+
+def pattern_vars(p: Pattern) -> FrozenSet[int]:
+    """Every term variable occurring in ``p`` (bound or free, guards included)."""
+    out = set()
+    for q in walk(p):
+        if isinstance(q, (PVar, PExists, PConstr)):
+            out.add(q.x)
+        elif isinstance(q, PGuard):
+            out |= guard_vars(q.g)
+        elif isinstance(q, PCall):
+            out.update(q.xs)
+    return frozenset(out)
+
+
+def free_vars(p: Pattern) -> Tuple[FrozenSet[int], FrozenSet[int]]:
+    """The term and operator variables occurring free in ``p`` (not under an
+    ∃ binding them)."""
+    tv, fv = set(), set()
+
+    def go(q, bt: FrozenSet[int], bf: FrozenSet[int]):
+        if isinstance(q, PVar):
+            tv.update({q.x} - bt)
+        elif isinstance(q, PGuard):
+            tv.update(guard_vars(q.g) - bt)
+            fv.update(guard_fvars(q.g) - bf)
+        elif isinstance(q, PConstr):
+            tv.update({q.x} - bt)
+        elif isinstance(q, PFunVar):
+            fv.update({q.F} - bf)
+        elif isinstance(q, PCall):
+            tv.update(set(q.xs) - bt)
+            fv.update(set(q.Fs) - bf)
+        if isinstance(q, PExists):
+            go(q.p, bt | {q.x}, bf)
+        elif isinstance(q, PExistsF):
+            go(q.p, bt, bf | {q.F})
+        else:
+            for c in children(q):
+                go(c, bt, bf)
+
+    go(p, frozenset(), frozenset())
+    return frozenset(tv), frozenset(fv)
+
+
+def has_calls(p: Pattern) -> bool:
+    """Whether ``p`` contains a pattern call."""
+    return any(isinstance(q, PCall) for q in walk(p))
+
+
+def root_symbols(defs: Sequence[PDef]) -> Tuple[Optional[FrozenSet[int]], ...]:
+    """For each definition, the labels a node it matches can have: a set of
+    symbols, or None for any label (a variable or an operator variable at the
+    root). Derivations are finite, so a call's labels are the least fixpoint
+    over the table (a cycle of calls at the root adds nothing). An index the
+    rewrite driver uses to skip patterns that cannot match at a node; not
+    part of the proved matcher (the differential tests check it)."""
+    roots: List[Optional[FrozenSet[int]]] = [frozenset()] * len(defs)
+
+    def of(p: Pattern) -> Optional[FrozenSet[int]]:
+        while isinstance(p, (PGuard, PExists, PExistsF, PConstr)):
+            p = p.p
+        if isinstance(p, PApp):
+            return frozenset((p.f,))
+        if isinstance(p, PAlt):
+            a, b = of(p.p1), of(p.p2)
+            return None if a is None or b is None else a | b
+        if isinstance(p, PCall):
+            return roots[p.P] if 0 <= p.P < len(defs) else None
+        return None  # PVar, PFunVar
+
+    changed = True
+    while changed:  # monotone in a finite lattice (sets, then None): terminates
+        changed = False
+        for i, d in enumerate(defs):
+            r = of(d.body)
+            if r != roots[i]:
+                roots[i], changed = r, True
+    return tuple(roots)
+
+
+# ----------------------------------------------------------- well-formedness
+
+
+class IllFormed(ValueError):
+    """A pattern or definition table that is not well-formed (``Syntax.wfb``,
+    ``Syntax.wf_defs``) or not well-scoped.
+
+    ``missing`` holds the offending variable ids (when there are some),
+    ``guard`` the offending guard (for a guard reading unbound variables),
+    ``index`` the offending definition (for a table).
+    """
+
+    def __init__(self, message: str, missing: FrozenSet[int] = frozenset(), guard=None,
+                 index: Optional[int] = None):
+        self.missing = frozenset(missing)
+        self.guard = guard
+        self.index = index
+        super().__init__(message)
+
+
+def check_wfb(p: Pattern, defs: Sequence[PDef] = ()) -> None:
+    """Raise :class:`IllFormed` unless ``wfb defs p``: guards read only
+    variables their pattern binds, ``∃x.p`` binds ``x`` in ``p``, and in
+    ``p ; (p' ≈ x)`` ``p`` binds ``x``."""
+    if isinstance(p, (PVar, PCall)):
+        return
+    for c in children(p):
+        check_wfb(c, defs)
+    if isinstance(p, PGuard):
+        missing = guard_vars(p.g) - binds(p.p, defs)
+        if missing:
+            raise IllFormed(f"guard reads variables {sorted(missing)} not bound on every "
+                            "alternate", missing, p.g)
+        missing = guard_fvars(p.g) - fbinds(p.p, defs)
+        if missing:
+            raise IllFormed(f"guard reads operator variables {sorted(missing)} not bound on "
+                            "every alternate", missing, p.g)
+    elif isinstance(p, PExists):
+        if p.x not in binds(p.p, defs):
+            raise IllFormed(f"∃{p.x}: the body does not bind variable {p.x} on every "
+                            "alternate", {p.x})
+    elif isinstance(p, PExistsF):
+        if p.F not in fbinds(p.p, defs):
+            raise IllFormed(f"∃F{p.F}: the body does not bind operator variable {p.F} on "
+                            "every alternate", {p.F})
+    elif isinstance(p, PConstr):
+        if p.x not in binds(p.p, defs):
+            raise IllFormed(f"match constraint on variable {p.x}: the pattern before it does "
+                            f"not bind {p.x} on every alternate", {p.x})
+
+
+def wfb(p: Pattern, defs: Sequence[PDef] = ()) -> bool:
+    """``Syntax.wfb``."""
+    try:
+        check_wfb(p, defs)
+    except IllFormed:
+        return False
+    return True
+
+
+check_wf = check_wfb  # a single pattern without definitions
+wf = wfb
+
+
+def check_def(d: PDef, defs: Sequence[PDef]) -> None:
+    """Raise :class:`IllFormed` unless ``wf_def defs d``."""
+    check_wfb(d.body, defs)
+    missing = set(d.pbinds) - binds(d.body, defs)
+    if missing:
+        raise IllFormed(f"claims to bind parameters {sorted(missing)} its body may not bind",
+                        missing)
+    missing = set(d.pfbinds) - fbinds(d.body, defs)
+    if missing:
+        raise IllFormed(f"claims to bind operator parameters {sorted(missing)} its body may "
+                        "not bind", missing)
+
+
+def check_defs(defs: Sequence[PDef]) -> None:
+    """Raise :class:`IllFormed` (naming the definition) unless ``wf_defs defs``."""
+    for i, d in enumerate(defs):
+        try:
+            check_def(d, defs)
+        except IllFormed as e:
+            raise IllFormed(f"definition {i}: {e}", e.missing, e.guard, i) from None
+
+
+def wf_defs(defs: Sequence[PDef]) -> bool:
+    """``Syntax.wf_defs``."""
+    try:
+        check_defs(defs)
+    except IllFormed:
+        return False
+    return True
+
+
+def check_scoped(defs: Sequence[PDef]) -> None:
+    """Raise :class:`IllFormed` unless every variable of every body is a
+    parameter of its definition or bound by an enclosing ∃, the ``pbinds`` are
+    parameters, and every call names a definition with matching arities."""
+    for i, d in enumerate(defs):
+        def fail(msg, missing=()):
+            raise IllFormed(f"definition {i}: {msg}", frozenset(missing), index=i)
+        if not (isinstance(d.nparams, int) and isinstance(d.nfparams, int)
+                and d.nparams >= 0 and d.nfparams >= 0):
+            fail("parameter counts must be non-negative ints")
+        if any(not 0 <= x < d.nparams for x in d.pbinds) or \
+                any(not 0 <= F < d.nfparams for F in d.pfbinds):
+            fail("pbinds/pfbinds name non-parameters")
+        stack = [(d.body, frozenset(range(d.nparams)), frozenset(range(d.nfparams)))]
+        while stack:
+            q, tv, fv = stack.pop()
+            if isinstance(q, PVar) or isinstance(q, PConstr):
+                if q.x not in tv:
+                    fail(f"variable {q.x} is not in scope", {q.x})
+            elif isinstance(q, PFunVar):
+                if q.F not in fv:
+                    fail(f"operator variable {q.F} is not in scope", {q.F})
+            elif isinstance(q, PGuard):
+                out = (guard_vars(q.g) - tv) | (guard_fvars(q.g) - fv)
+                if out:
+                    fail(f"guard reads variables {sorted(out)} not in scope", out)
+            elif isinstance(q, PCall):
+                callee = _lookup(defs, q.P)
+                if callee is None:
+                    fail(f"call of definition {q.P}, which does not exist")
+                if len(q.xs) != callee.nparams or len(q.Fs) != callee.nfparams:
+                    fail(f"call of definition {q.P} with {len(q.xs)};{len(q.Fs)} arguments, "
+                         f"it takes {callee.nparams};{callee.nfparams}")
+                out = (set(q.xs) - tv) | (set(q.Fs) - fv)
+                if out:
+                    fail(f"call passes variables {sorted(out)} not in scope", out)
+            if isinstance(q, PExists):
+                stack.append((q.p, tv | {q.x}, fv))
+            elif isinstance(q, PExistsF):
+                stack.append((q.p, tv, fv | {q.F}))
+            else:
+                stack.extend((c, tv, fv) for c in children(q))
+
+
+def infer_binds(defs: Sequence[PDef]) -> Tuple[PDef, ...]:
+    """The table with each definition's ``pbinds``/``pfbinds`` set to the
+    greatest fixpoint: start from all parameters and recompute
+    ``binds``/``fbinds`` of every body until nothing changes. (The
+    ``pbinds`` given are ignored.)"""
+    pb = [frozenset(range(d.nparams)) for d in defs]
+    pfb = [frozenset(range(d.nfparams)) for d in defs]
+    while True:
+        cur = tuple(PDef(d.nparams, d.nfparams, d.body, tuple(sorted(pb[i])),
+                         tuple(sorted(pfb[i]))) for i, d in enumerate(defs))
+        new_pb = [pb[i] & binds(d.body, cur) for i, d in enumerate(defs)]
+        new_pfb = [pfb[i] & fbinds(d.body, cur) for i, d in enumerate(defs)]
+        if new_pb == pb and new_pfb == pfb:
+            return cur
+        pb, pfb = new_pb, new_pfb
+
+
+def as_program(p: Union[Pattern, Program]) -> Program:
+    """``p`` itself if it is a :class:`Program`; a pattern without calls as a
+    one-definition program whose parameters are its free variables (so its
+    variable ``i`` is parameter ``i``)."""
+    if isinstance(p, Program):
+        return p
+    if not isinstance(p, PATTERN_TYPES):
+        raise TypeError(f"not a core pattern or program: {p!r}")
+    if has_calls(p):
+        raise IllFormed("a core pattern with calls needs its definition table: "
+                        "match a core.Program")
+    tv, fv = free_vars(p)
+    for v in tv | fv:
+        if not isinstance(v, int) or v < 0:
+            raise IllFormed(f"variable ids are non-negative ints, not {v!r}")
+    n = max(tv) + 1 if tv else 0
+    m = max(fv) + 1 if fv else 0
+    return Program(infer_binds([PDef(n, m, p)]), 0)

@@ -1,0 +1,259 @@
+"""Lowering traced patterns to a core definition table (``Syntax.pdef``).
+
+:func:`lower` takes root patterns, collects every pattern they reach through
+calls, and produces one table, roots first:
+
+1. **Kinds.** A parameter applied to arguments (``f(...)``) or asked for
+   ``.op_class`` is an operator parameter; one used as a term (returned,
+   an operator argument, constrained, asked for ``.shape``) a term
+   parameter; one only passed to a call gets the kind of the callee's
+   parameter (a fixpoint over the calls; a pattern's kinds depend on its own
+   body and its callees only). Anything else is a term parameter. Using a
+   parameter both ways is an error.
+2. **Numbering.** Term parameters are variables ``0..n-1`` and operator
+   parameters ``0..m-1``, each in signature order; locals follow.
+3. **Bodies.** Each alternate is ``∃locals. (r ; (q1 ≈ x1) ; … ; guard(g))``:
+   the returned pattern ``r``, each match constraint in statement order,
+   then the conjunction of the guards, with the alternate's locals bound by
+   ∃ (first declared outermost). Alternates are joined by right-nested ‖ in
+   definition order. Calls are ``PCall`` of the callee's table index.
+4. **pbinds** by :func:`core.infer_binds`, then well-formedness, checked per
+   alternate so errors name the line: a constraint's variable must be bound
+   before it, guards may read only bound variables, locals must be bound.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Sequence, Tuple
+
+from .. import core
+from .trace import FUN, TERM, CallIR, Sym
+from ..errors import PatternError
+
+
+def _desc(kind: str) -> str:
+    return "an operator variable" if kind == FUN else "a term variable"
+
+
+class Linked:
+    """A linked definition table.
+
+    ``defs`` (core definitions, pbinds inferred), ``roots`` (table index of
+    each root pattern), ``index`` (pattern -> table index), and per pattern:
+    ``term_params`` / ``op_params`` (parameter names; variable ``i`` of that
+    kind is the ``i``-th name) and ``alternates`` (the core body of each
+    alternate).
+    """
+
+    def __init__(self, defs, roots, index, term_params, op_params, alternates):
+        self.defs: Tuple[core.PDef, ...] = defs
+        self.roots: Tuple[int, ...] = roots
+        self.index: Dict[object, int] = index
+        self.term_params: Dict[object, Tuple[str, ...]] = term_params
+        self.op_params: Dict[object, Tuple[str, ...]] = op_params
+        self.alternates: Dict[object, Tuple[core.Pattern, ...]] = alternates
+
+    def program(self, pattern) -> core.Program:
+        """The table with ``pattern`` as the root."""
+        return core.Program(self.defs, self.index[pattern])
+
+
+class _Fail:
+    def __init__(self, pattern, alt):
+        self.pattern, self.alt = pattern, alt
+
+    def __call__(self, line: int, problem: str):
+        where = f"{self.alt.filename}:{line or self.alt.lineno}"
+        raise PatternError(f"pattern {self.pattern.name!r} ({where}): {problem}") from None
+
+
+def _reachable(roots) -> Tuple[list, dict]:
+    order, alts = [], {}
+    queue = list(roots)
+    i = 0
+    while i < len(queue):
+        P = queue[i]
+        i += 1
+        if P in alts:
+            continue
+        alts[P] = P._traced_alternates()
+        order.append(P)
+        for a in alts[P]:
+            queue.extend(c.pattern for c in a.trace.calls)
+    return order, alts
+
+
+def _infer_kinds(order, alts) -> Dict[object, Tuple[str, ...]]:
+    kind: Dict[tuple, tuple] = {}  # (pattern, param) -> (kind, line)
+    for P in order:
+        for a in alts[P]:
+            for sym, k, line in a.trace.uses:
+                key = (P, sym.param)
+                prev = kind.get(key)
+                if prev is None:
+                    kind[key] = (k, line)
+                elif prev[0] != k:
+                    _Fail(P, a)(line, f"parameter {sym.name!r} is used as {_desc(k)} here and "
+                                      f"as {_desc(prev[0])} on line {prev[1]}")
+    edges = [(P, sym, c.pattern, j, c.line, a) for P in order for a in alts[P]
+             for c in a.trace.calls for j, sym in enumerate(c.args) if sym.param is not None]
+    changed = True
+    while changed:
+        changed = False
+        for P, sym, Q, j, line, a in edges:
+            kq = kind.get((Q, j))
+            if kq is None:
+                continue
+            kp = kind.get((P, sym.param))
+            if kp is None:
+                kind[(P, sym.param)] = (kq[0], line)
+                changed = True
+            elif kp[0] != kq[0]:
+                _Fail(P, a)(line, f"argument {sym.name!r} of {Q.name} must be {_desc(kq[0])} "
+                                  f"(parameter {Q.params[j]!r} of {Q.name}), but {sym.name!r} "
+                                  f"is {_desc(kp[0])} (line {kp[1]})")
+    return {P: tuple(kind.get((P, i), (TERM,))[0] for i in range(len(P.params)))
+            for P in order}
+
+
+class _Alt:
+    """One alternate in core terms, with what the located checks need."""
+
+    def __init__(self, result, constraints, guards, locals_, names):
+        self.result = result
+        self.constraints = constraints  # [(x, q, line)]
+        self.guards = guards  # [(g, line)]
+        self.locals = locals_  # [(number, kind, Sym)]
+        self.names = names  # (kind, number) -> name
+
+    def body(self) -> core.Pattern:
+        acc = self.result
+        for x, q, _ in self.constraints:
+            acc = core.PConstr(acc, q, x)
+        if self.guards:
+            acc = core.PGuard(acc, core.conj(g for g, _ in self.guards))
+        for num, kind, _ in reversed(self.locals):
+            acc = core.PExists(num, acc) if kind == TERM else core.PExistsF(num, acc)
+        return acc
+
+
+def _convert(P, a, kinds, index, counters) -> _Alt:
+    fail = _Fail(P, a)
+    nums: Dict[Sym, Tuple[str, int]] = {}
+    pk = kinds[P]
+    for sym in a.params:
+        k = pk[sym.param]
+        nums[sym] = (k, sum(1 for i in range(sym.param) if pk[i] == k))
+    locals_ = []
+    for sym in a.trace.locals:
+        n = counters[sym.kind]
+        counters[sym.kind] += 1
+        nums[sym] = (sym.kind, n)
+        locals_.append((n, sym.kind, sym))
+    names = {v: s.name for s, v in nums.items()}
+
+    def num(sym: Sym, kind: str) -> int:
+        k, n = nums[sym]
+        assert k == kind, (sym, k, kind)  # uses are recorded with their kinds
+        return n
+
+    def expr(e):
+        if isinstance(e, core.EAttr):
+            return core.EAttr(num(e.x, TERM), e.attr)
+        if isinstance(e, core.EFAttr):
+            return core.EFAttr(num(e.F, FUN), e.attr)
+        if isinstance(e, core.EConst):
+            return e
+        return type(e)(expr(e.e1), expr(e.e2))
+
+    def guard(g):
+        if isinstance(g, core.GTrue):
+            return g
+        if isinstance(g, (core.GEq, core.GLt)):
+            return type(g)(expr(g.e1), expr(g.e2))
+        if isinstance(g, core.GNot):
+            return core.GNot(guard(g.g))
+        return type(g)(guard(g.g1), guard(g.g2))
+
+    def pat(p):
+        if isinstance(p, core.PVar):
+            return core.PVar(num(p.x, TERM))
+        if isinstance(p, core.PApp):
+            return core.PApp(p.f, tuple(pat(q) for q in p.args))
+        if isinstance(p, core.PFunVar):
+            return core.PFunVar(num(p.F, FUN), tuple(pat(q) for q in p.args))
+        if isinstance(p, CallIR):
+            Q, kq = p.pattern, kinds[p.pattern]
+            xs, Fs = [], []
+            for j, sym in enumerate(p.args):
+                k, n = nums[sym]
+                if k != kq[j]:
+                    fail(p.line, f"argument {sym.name!r} of {Q.name} must be {_desc(kq[j])} "
+                                 f"(parameter {Q.params[j]!r} of {Q.name}), but it is "
+                                 f"{_desc(k)}")
+                (xs if k == TERM else Fs).append(n)
+            return core.PCall(index[Q], tuple(xs), tuple(Fs))
+        raise TypeError(f"unexpected traced term {p!r}")
+
+    return _Alt(pat(a.result),
+                [(num(x, TERM), pat(q), line) for x, q, line in a.trace.constraints],
+                [(guard(g), line) for g, line in a.trace.guards],
+                locals_, names)
+
+
+def _check(P, a, alt: _Alt, defs) -> None:
+    """Well-formedness of one alternate, with the offending line."""
+    fail = _Fail(P, a)
+
+    def name(kind, n):
+        return repr(alt.names.get((kind, n), str(n)))
+
+    acc = alt.result
+    for x, q, line in alt.constraints:
+        if x not in core.binds(acc, defs):
+            fail(line, f"match constraint on {name(TERM, x)}: it is not bound by the returned "
+                       "pattern or an earlier constraint (on every alternate); constrain it "
+                       "after the constraint that binds it")
+        acc = core.PConstr(acc, q, x)
+    b, fb = core.binds(acc, defs), core.fbinds(acc, defs)
+    for g, line in alt.guards:
+        missing = [name(TERM, v) for v in sorted(core.guard_vars(g) - b)] + \
+                  [name(FUN, v) for v in sorted(core.guard_fvars(g) - fb)]
+        if missing:
+            fail(line, f"guard reads variable {', '.join(missing)} which the pattern does not "
+                       "bind (on every alternate)")
+    for n, kind, sym in alt.locals:
+        if n not in (b if kind == TERM else fb):
+            what = "local variable" if kind == TERM else "local operator variable"
+            fail(sym.line, f"{what} {sym.name!r} is not bound by every match of the pattern "
+                           "(on every alternate)")
+
+
+def lower(roots: Sequence) -> Linked:
+    """Lower the patterns ``roots`` and every pattern they call into one table
+    (roots first, in order). Raises :class:`PatternError` naming the pattern,
+    file and line of a problem."""
+    order, alts = _reachable(roots)
+    kinds = _infer_kinds(order, alts)
+    index = {P: i for i, P in enumerate(order)}
+    lowered: Dict[object, List[_Alt]] = {}
+    raw = []
+    for P in order:
+        n = sum(1 for k in kinds[P] if k == TERM)
+        m = len(kinds[P]) - n
+        counters = {TERM: n, FUN: m}
+        lowered[P] = [_convert(P, a, kinds, index, counters) for a in alts[P]]
+        raw.append(core.PDef(n, m, core.alts(x.body() for x in lowered[P])))
+    defs = core.infer_binds(raw)
+    for P in order:
+        for a, alt in zip(alts[P], lowered[P]):
+            _check(P, a, alt, defs)
+    try:
+        core.check_scoped(defs)
+        core.check_defs(defs)
+    except core.IllFormed as e:  # not expected after the located checks
+        P = order[e.index or 0]
+        _Fail(P, alts[P][0])(0, f"ill-formed pattern: {e}")
+    term_params = {P: tuple(p for p, k in zip(P.params, kinds[P]) if k == TERM) for P in order}
+    op_params = {P: tuple(p for p, k in zip(P.params, kinds[P]) if k == FUN) for P in order}
+    alternates = {P: tuple(x.body() for x in lowered[P]) for P in order}
+    return Linked(defs, tuple(index[R] for R in roots), index, term_params, op_params, alternates)

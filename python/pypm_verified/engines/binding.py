@@ -1,0 +1,266 @@
+"""cffi (ABI mode) binding to the verified matcher, ``libpypm_verified.so``.
+
+The library is found through the environment variable ``PYPM_VERIFIED_LIB``,
+else at ``python/pypm_verified/_lib/libpypm_verified.so`` (built by
+``make lib``); it must read the format version this package writes
+(``serialize.VERSION``). Graph and pattern-set handles are cached on the
+Graph / Pattern objects (released by a weakref finalizer when those die),
+so matching in a loop does not re-encode anything.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from array import array
+from collections import OrderedDict
+from typing import List, Optional, Sequence, Tuple
+
+from cffi import FFI
+
+from .. import core
+from . import serialize
+from ..errors import EngineError, EngineUnavailable
+
+# Copied from ocaml/capi/pypm_verified.h.
+CDEF = """
+#define PYPM_OK                 0
+#define PYPM_E_MALFORMED        1
+#define PYPM_E_BAD_HANDLE       2
+#define PYPM_E_OUT_OF_RANGE     3
+#define PYPM_E_BUFFER_TOO_SMALL 4
+#define PYPM_E_ILL_FORMED       5
+#define PYPM_E_TOO_DEEP         6
+#define PYPM_E_NULL             7
+#define PYPM_E_INTERNAL         8
+#define PYPM_E_INIT             9
+
+#define PYPM_STATUS_MATCH       0
+#define PYPM_STATUS_NO_MATCH    1
+#define PYPM_STATUS_OUT_OF_FUEL 2
+
+int64_t pypm_format_version(void);
+int pypm_graph_load(const int64_t *buf, size_t len, int64_t *handle);
+int pypm_patterns_load(const int64_t *buf, size_t len, int64_t *handle);
+int pypm_graph_extend(int64_t graph, const int64_t *buf, size_t len);
+int pypm_handle_size(int64_t handle, int64_t *size);
+int pypm_release(int64_t handle);
+int pypm_match(int64_t graph, int64_t patterns, int64_t pattern_index,
+               int64_t root, int64_t fuel,
+               int64_t *out, size_t out_cap, size_t *out_len);
+int pypm_match_all(int64_t graph, int64_t patterns, int64_t fuel,
+                   int64_t *result, size_t *result_len);
+int pypm_result_read(int64_t result, int64_t *out, size_t out_cap);
+const char *pypm_error_name(int code);
+const char *pypm_last_error(void);
+"""
+
+ffi = FFI()
+ffi.cdef(CDEF)
+
+ENV_VAR = "PYPM_VERIFIED_LIB"
+DEFAULT_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_lib",
+                            "libpypm_verified.so")
+
+_lock = threading.RLock()
+_libs = {}  # path -> loaded lib
+
+
+def library_path() -> str:
+    """Where the library is looked for (``$PYPM_VERIFIED_LIB`` or the default)."""
+    return os.environ.get(ENV_VAR) or DEFAULT_PATH
+
+
+def open_library():
+    """The loaded library; raises :class:`EngineUnavailable` if it is missing,
+    cannot be loaded, or reads another format version."""
+    path = library_path()
+    with _lock:
+        lib = _libs.get(path)
+        if lib is not None:
+            return lib
+        if not os.path.exists(path):
+            raise EngineUnavailable(
+                f"the verified engine library was not found at {path}: run `make lib` to "
+                f"build it, or point {ENV_VAR} at it (engine='reference' needs no library)")
+        try:
+            lib = ffi.dlopen(path)
+        except OSError as e:
+            raise EngineUnavailable(
+                f"cannot load the verified engine from {path}: {e}; rebuild it with "
+                "`make lib`") from None
+        version = lib.pypm_format_version()
+        if version != serialize.VERSION:
+            raise EngineUnavailable(
+                f"{path} reads format version {version}, this package writes version "
+                f"{serialize.VERSION}; rebuild it with `make lib`")
+        _libs[path] = lib
+        return lib
+
+
+def available() -> bool:
+    """Whether the verified engine can be loaded."""
+    try:
+        open_library()
+    except EngineUnavailable:
+        return False
+    return True
+
+
+def _text(ptr) -> str:
+    return "" if ptr == ffi.NULL else ffi.string(ptr).decode("utf-8", "replace")
+
+
+def check(lib, code: int, call: str) -> None:
+    """Raise :class:`EngineError` for a non-zero error code."""
+    if code != 0:
+        raise EngineError(code, _text(lib.pypm_error_name(code)),
+                          _text(lib.pypm_last_error()), call)
+
+
+def _release(lib, handle: int) -> None:
+    lib.pypm_release(handle)
+
+
+class Handle:
+    """An owned library handle, released when this object is collected (or by
+    :meth:`release`)."""
+
+    __slots__ = ("lib", "value", "key", "caps", "_fin", "__weakref__")
+
+    def __init__(self, lib, value: int, key=None):
+        self.lib = lib
+        self.value = value
+        self.key = key
+        self.caps = None  # pattern sets: result-buffer size per pattern
+        self._fin = weakref.finalize(self, _release, lib, value)
+        self._fin.atexit = False  # never call into the runtime during shutdown
+
+    def release(self) -> None:
+        self._fin()
+
+    def size(self) -> int:
+        out = ffi.new("int64_t *")
+        check(self.lib, self.lib.pypm_handle_size(self.value, out), "pypm_handle_size")
+        return out[0]
+
+
+def load_graph(lib, words: Sequence[int], key=None) -> Handle:
+    buf = words if isinstance(words, array) else array("q", words)
+    out = ffi.new("int64_t *")
+    check(lib, lib.pypm_graph_load(ffi.from_buffer("int64_t[]", buf), len(buf), out),
+          "pypm_graph_load")
+    return Handle(lib, out[0], key)
+
+
+def load_patterns(lib, words: Sequence[int], key=None, caps=None) -> Handle:
+    """Load a pattern-set buffer; ``caps`` (result words per root) sizes
+    :func:`match`'s output buffer."""
+    buf = words if isinstance(words, array) else array("q", words)
+    out = ffi.new("int64_t *")
+    check(lib, lib.pypm_patterns_load(ffi.from_buffer("int64_t[]", buf), len(buf), out),
+          "pypm_patterns_load")
+    h = Handle(lib, out[0], key)
+    h.caps = caps
+    return h
+
+
+def _caps(defs, roots) -> list:
+    return [3 + 2 * defs[r].nparams + 2 * defs[r].nfparams for r in roots]
+
+
+def extend_graph(lib, h: Handle, words: Sequence[int]) -> None:
+    """``pypm_graph_extend``: append the extension ``words`` to ``h``."""
+    buf = words if isinstance(words, array) else array("q", words)
+    check(lib, lib.pypm_graph_extend(h.value, ffi.from_buffer("int64_t[]", buf), len(buf)),
+          "pypm_graph_extend")
+
+
+def graph_handle(lib, graph) -> Handle:
+    """The cached handle of ``graph``. A graph only grows (nodes never
+    change), so after nodes were added the handle is extended with the new
+    ones (O(new nodes) to encode) instead of reloaded."""
+    with _lock:
+        h = graph.engine_handle
+        n = len(graph)
+        if h is None or h.lib is not lib:
+            h = load_graph(lib, graph.encode(), key=n)
+            graph.engine_handle = h
+        elif h.key != n:
+            extend_graph(lib, h, serialize.encode_graph_extension(graph, h.key))
+            h.key = n
+        return h
+
+
+_set_cache: "OrderedDict[tuple, Handle]" = OrderedDict()
+_SET_CACHE_SIZE = 32
+
+
+def pattern_set_handle(lib, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...],
+                       owner=None) -> Handle:
+    """A handle for the pattern set ``(defs, roots)``; cached on ``owner`` (a
+    Pattern) when given, else in a small LRU keyed by the set."""
+    key = (defs, roots)
+    with _lock:
+        if owner is not None:
+            h = owner.engine_handle
+            if h is not None and h.lib is lib and (
+                    (h.key[0] is defs and h.key[1] == roots) or h.key == key):
+                return h
+        else:
+            h = _set_cache.get((id(lib), key))
+            if h is not None:
+                _set_cache.move_to_end((id(lib), key))
+                return h
+        h = load_patterns(lib, serialize.encode_patterns(defs, roots), key=key,
+                          caps=_caps(defs, roots))
+        if owner is not None:
+            owner.engine_handle = h
+        else:
+            _set_cache[(id(lib), key)] = h
+            while len(_set_cache) > _SET_CACHE_SIZE:
+                _set_cache.popitem(last=False)
+        return h
+
+
+Result = Tuple[int, List[Tuple[int, int]], List[Tuple[int, int]]]
+
+
+def match(graph, root: int, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...],
+          index: int = 0, fuel: Optional[int] = None, owner=None) -> Result:
+    """Run ``pypm_match`` for root ``index``: ``(status, [(var, node_id)],
+    [(fvar, symbol)])``."""
+    lib = open_library()
+    gh = graph_handle(lib, graph)
+    ph = pattern_set_handle(lib, defs, roots, owner)
+    cap = ph.caps[index]
+    out_len = ffi.new("size_t *")
+    while True:
+        out = ffi.new("int64_t[]", cap)
+        code = lib.pypm_match(gh.value, ph.value, index, root, fuel or 0, out, cap, out_len)
+        if code == lib.PYPM_E_BUFFER_TOO_SMALL and out_len[0] > cap:
+            cap = out_len[0]
+            continue
+        check(lib, code, "pypm_match")
+        return serialize.decode_match(ffi.unpack(out, out_len[0]))
+
+
+def match_all(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...],
+              fuel: Optional[int] = None):
+    """Run ``pypm_match_all``: list of ``(root_index, node, status, bindings,
+    function_bindings)``."""
+    lib = open_library()
+    gh = graph_handle(lib, graph)
+    ph = pattern_set_handle(lib, defs, roots)
+    result = ffi.new("int64_t *")
+    length = ffi.new("size_t *")
+    check(lib, lib.pypm_match_all(gh.value, ph.value, fuel or 0, result, length),
+          "pypm_match_all")
+    rh = Handle(lib, result[0])
+    try:
+        n = length[0]
+        out = ffi.new("int64_t[]", max(n, 1))
+        check(lib, lib.pypm_result_read(rh.value, out, n), "pypm_result_read")
+        return serialize.decode_match_all(ffi.unpack(out, n))
+    finally:
+        rh.release()

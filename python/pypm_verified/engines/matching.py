@@ -1,0 +1,239 @@
+"""Matching entry points: ``match`` and ``match_all`` on either engine.
+
+A pattern is a ``@pm.pattern`` (lowered with every pattern it calls), a core
+pattern without calls (its free variables are its parameters), or a
+:class:`core.Program` (a definition table and a root). The patterns of one
+call are combined into one table with one root each.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+from . import binding, reference
+from .. import core
+from ..core import symbols
+from ..errors import OutOfFuel, PatternError
+from ..core.graph import Graph, Node
+from ..dsl.patterns import Pattern, link
+
+ENGINES = ("verified", "reference")
+
+PatternLike = Union[Pattern, core.Pattern, core.Program]
+
+
+class Match:
+    """A successful match of ``pattern`` at ``root``.
+
+    ``substitution`` maps the root definition's term variable ids to nodes,
+    ``fsubstitution`` its operator variable ids to symbols (only the
+    parameters the match bound, never locals). ``bindings`` maps term
+    parameter names (variable ids for core patterns) to nodes and
+    ``functions`` operator parameter names (ids) to the bound operators
+    (the :class:`~pypm_verified.dsl.Op` objects).
+    """
+
+    __slots__ = ("pattern", "root", "substitution", "fsubstitution", "bindings", "functions")
+
+    def __init__(self, pattern: PatternLike, root: Node, substitution: Dict[int, Node],
+                 fsubstitution: Optional[Dict[int, int]] = None,
+                 names: Optional[Sequence[str]] = None,
+                 fnames: Optional[Sequence[str]] = None):
+        self.pattern = pattern
+        self.root = root
+        self.substitution = dict(sorted(substitution.items()))
+        self.fsubstitution = dict(sorted((fsubstitution or {}).items()))
+        self.bindings = {(names[v] if names is not None else v): n
+                         for v, n in self.substitution.items()}
+        self.functions = {(fnames[F] if fnames is not None else F): symbols.lookup(f)
+                          for F, f in self.fsubstitution.items()}
+
+    def __getitem__(self, name):
+        if name in self.bindings:
+            return self.bindings[name]
+        return self.functions[name]
+
+    def __eq__(self, other):
+        return (isinstance(other, Match) and self.pattern is other.pattern
+                and self.root == other.root and self.substitution == other.substitution
+                and self.fsubstitution == other.fsubstitution)
+
+    __hash__ = None
+
+    def __repr__(self):
+        name = self.pattern.name if isinstance(self.pattern, Pattern) else "<core>"
+        binds = [f"{k}=%{n.id}" for k, n in self.bindings.items()]
+        binds += [f"{k}={getattr(f, 'name', f)}" for k, f in self.functions.items()]
+        return f"<Match {name} at %{self.root.id}: {', '.join(binds)}>"
+
+
+class PreparedPatterns:
+    """Patterns prepared for matching: one table and one root per pattern,
+    with the names to report bindings by."""
+
+    def __init__(self, items):
+        self.items = list(items)
+        for it in self.items:
+            if not isinstance(it, (Pattern, core.Program) + core.PATTERN_TYPES):
+                raise TypeError(f"expected a @pm.pattern, a core pattern or a core.Program, "
+                                f"not {it!r}")
+        dsl = list(dict.fromkeys(it for it in self.items if isinstance(it, Pattern)))
+        linked = link(dsl) if dsl else None
+        defs: List[core.PDef] = list(linked.defs) if linked else []
+        offsets: Dict[tuple, int] = {}  # a table appended once, however often it is used
+        roots, self.names = [], []
+        for it in self.items:
+            if isinstance(it, Pattern):
+                roots.append(linked.index[it])
+                self.names.append((linked.term_params[it], linked.op_params[it]))
+                continue
+            prog = _program(it)
+            off = offsets.get(prog.defs)
+            if off is None:
+                off = offsets[prog.defs] = len(defs)
+                defs.extend(core.PDef(d.nparams, d.nfparams, core.shift_calls(d.body, off),
+                                      d.pbinds, d.pfbinds) for d in prog.defs)
+            roots.append(prog.root + off)
+            self.names.append((None, None))
+        self.roots = tuple(roots)
+        # one @pm.pattern: its linked table as is, and the pattern caches the handle
+        self.owner = self.items[0] if len(dsl) == len(self.items) == 1 else None
+        self.defs = linked.defs if self.owner is not None else tuple(defs)
+
+    def match(self, i: int, node: Node, solution) -> Match:
+        theta, phi = solution
+        tn, fn = self.names[i]
+        return Match(self.items[i], node, theta, phi, tn, fn)
+
+
+def _program(p) -> core.Program:
+    try:
+        prog = core.as_program(p)
+        if not 0 <= prog.root < len(prog.defs):
+            raise core.IllFormed(f"root {prog.root} is not a definition index")
+        core.check_scoped(prog.defs)
+        core.check_defs(prog.defs)
+    except core.IllFormed as e:
+        raise PatternError(f"ill-formed core pattern: {e}") from None
+    return prog
+
+
+def check_engine(engine: str) -> str:
+    """``engine`` if it names an engine (``ENGINES``), else ValueError."""
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; expected one of {ENGINES}")
+    return engine
+
+
+def _label(pattern: PatternLike) -> str:
+    return pattern.name if isinstance(pattern, Pattern) else repr(pattern)
+
+
+def match(pattern: PatternLike, node: Node, engine: str = "verified",
+          fuel: Optional[int] = None) -> Optional[Match]:
+    """Match ``pattern`` at ``node``: a :class:`Match`, or None if it does not
+    match. Raises :class:`OutOfFuel` when ``fuel`` machine steps (default
+    ``1 << 24``) do not decide it (a recursive pattern may never terminate).
+    ``engine`` is "verified" (the Coq-extracted matcher) or "reference" (the
+    pure-Python matcher)."""
+    check_engine(engine)
+    if not isinstance(node, Node):
+        raise TypeError(f"match() needs a graph node, not {node!r}")
+    return _match_at(PreparedPatterns([pattern]), 0, node, engine, fuel)
+
+
+def _match_at(s: PreparedPatterns, i: int, node: Node, engine: str, fuel: Optional[int],
+              owner=None) -> Optional[Match]:
+    """Root ``i`` of the prepared set ``s`` at ``node``, with ``engine``;
+    ``owner`` caches the engine's handle of the set (default ``s.owner``)."""
+    if engine == "reference":
+        try:
+            sol = reference.first_solution(core.Program(s.defs, s.roots[i]), node, fuel)
+        except OutOfFuel:
+            raise OutOfFuel(f"pattern {_label(s.items[i])} at node %{node.id} ran out of "
+                            "fuel") from None
+        return None if sol is None else s.match(i, node, sol)
+    status, binds, fbinds = binding.match(node.graph, node.id, s.defs, s.roots, i, fuel,
+                                          owner or s.owner)
+    if status == binding.serialize.STATUS_OUT_OF_FUEL:
+        raise OutOfFuel(f"pattern {_label(s.items[i])} at node %{node.id} ran out of fuel")
+    if status != binding.serialize.STATUS_MATCH:
+        return None
+    nodes = node.graph.nodes
+    return s.match(i, node, ({v: nodes[n] for v, n in binds}, dict(fbinds)))
+
+
+def match_all(patterns: Sequence[PatternLike], graph: Graph, engine: str = "verified",
+              fuel: Optional[int] = None) -> List[Tuple[PatternLike, Node, Match]]:
+    """Every ``(pattern, root, match)`` for every node (in id order) and every
+    pattern that matches there (in the given order). Raises
+    :class:`OutOfFuel` if any attempt runs out of fuel."""
+    check_engine(engine)
+    if isinstance(patterns, (Pattern, core.Program) + core.PATTERN_TYPES):
+        raise TypeError("match_all() takes a sequence of patterns")
+    patterns = list(patterns)
+    out = []
+    if not patterns:
+        return out
+    s = PreparedPatterns(patterns)
+    if engine == "reference":
+        progs = [core.Program(s.defs, r) for r in s.roots]
+        for node in graph.nodes:
+            for i, prog in enumerate(progs):
+                try:
+                    sol = reference.first_solution(prog, node, fuel)
+                except OutOfFuel:
+                    raise OutOfFuel(f"pattern {_label(patterns[i])} at node %{node.id} ran out "
+                                    "of fuel") from None
+                if sol is not None:
+                    out.append((patterns[i], node, s.match(i, node, sol)))
+        return out
+    nodes = graph.nodes
+    for i, root, status, binds, fbinds in binding.match_all(graph, s.defs, s.roots, fuel):
+        if status == binding.serialize.STATUS_OUT_OF_FUEL:
+            raise OutOfFuel(f"pattern {_label(patterns[i])} at node %{root} ran out of fuel")
+        m = s.match(i, nodes[root], ({v: nodes[n] for v, n in binds}, dict(fbinds)))
+        out.append((patterns[i], nodes[root], m))
+    return out
+
+
+class _Owner:
+    """Holds the engine's handle of a :class:`PatternSet`'s table."""
+    __slots__ = ("engine_handle",)
+
+    def __init__(self):
+        self.engine_handle = None
+
+
+class PatternSet:
+    """``patterns`` prepared once for many matches with one ``engine`` (what
+    the rewrite driver uses): linked, serialized and loaded into the engine
+    once, where :func:`match` does it per call.
+
+    ``match(i, node)`` matches pattern ``i`` at ``node`` (as :func:`match`);
+    ``candidates(label)`` are the patterns worth trying at a node with that
+    label (the others' roots are other operators)."""
+
+    def __init__(self, patterns: Sequence[PatternLike], engine: str = "verified",
+                 fuel: Optional[int] = None):
+        self.engine = check_engine(engine)
+        self.patterns = list(patterns)
+        self.fuel = fuel
+        self._s = PreparedPatterns(self.patterns)
+        self._owner = _Owner()
+        syms = core.root_symbols(self._s.defs)
+        self._root_syms = [syms[r] for r in self._s.roots]
+        self._by_label: Dict[int, Tuple[int, ...]] = {}
+
+    def candidates(self, label: int) -> Tuple[int, ...]:
+        """Indices of the patterns that can match a node labelled ``label``
+        (by :func:`core.root_symbols`): the others cannot, so are not tried."""
+        c = self._by_label.get(label)
+        if c is None:
+            c = self._by_label[label] = tuple(
+                i for i, r in enumerate(self._root_syms) if r is None or label in r)
+        return c
+
+    def match(self, i: int, node: Node) -> Optional[Match]:
+        """Pattern ``i`` at ``node``: a :class:`Match` or None; raises
+        :class:`OutOfFuel` as :func:`match` does."""
+        return _match_at(self._s, i, node, self.engine, self.fuel, self._owner)

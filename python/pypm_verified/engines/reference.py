@@ -1,0 +1,333 @@
+"""The reference matcher: the declarative rules of the paper (Fig. 16) read as
+a generator of solutions, in the order the rules are read left to right.
+
+``solutions(program, node)`` yields every solution (a term substitution and
+an operator substitution of the root definition's parameters) under which
+the root matches ``node``:
+
+* P-VAR binds an unbound variable or accepts the node it is bound to;
+  P-FUN / P-FUN-VAR thread the substitution through the children from left
+  to right (an unbound operator variable is bound to the node's operator);
+* P-ALT yields all solutions of the left alternate, then of the right one;
+* P-GUARD keeps the solutions whose guard is *true* (three-valued, strict,
+  bounded arithmetic);
+* P-EXISTS matches the body with ``x`` a new, unbound variable (shadowing an
+  outer ``x``) and keeps the solutions that bind it (so the first solution is
+  the algorithm's, which checks the name afterwards);
+* P-MATCHCONSTR yields, for each solution of ``p``, the solutions of ``p'``
+  against the node bound to ``x``;
+* P-MU matches the callee's body in a new scope whose parameter ``i`` *is*
+  the caller's ``i``-th argument variable: bound if it is bound, and binding
+  it when the body binds the parameter.
+
+Variables are kept in *cells*: a scope maps a pattern's variables to cells,
+the substitution maps cells to nodes; ∃ allocates a new cell, a call maps
+the callee's parameters to the argument variables' cells. The first
+solution is the answer. Every rule application, guard check, name check and
+constraint lookup costs one unit of fuel, and reaching the answer one more
+(the machine's steps, ``Interpreter.run``); :class:`OutOfFuel` is raised when
+the fuel is spent. The generators are driven by an explicit stack (a
+trampoline), so deep recursion never reaches Python's recursion limit. This
+is deliberately a different program from the verified engine (a state
+machine with a continuation and a backtracking stack); the tests compare
+the two.
+"""
+from __future__ import annotations
+
+from typing import Dict, Iterator, Mapping, Optional, Tuple, Union
+
+from .. import core
+from ..errors import OutOfFuel
+
+DEFAULT_FUEL = 1 << 24
+
+Subst = Dict[int, object]  # variable id -> graph Node
+FSubst = Dict[int, int]  # operator variable id -> symbol
+Solution = Tuple[Subst, FSubst]
+
+
+class Fuel:
+    """A step budget; ``tick()`` raises :class:`OutOfFuel` when it is spent."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, steps: int = DEFAULT_FUEL):
+        self.left = steps
+
+    def tick(self):
+        self.left -= 1
+        if self.left < 0:
+            raise OutOfFuel("the reference matcher ran out of fuel")
+
+
+# -------------------------------------------------------------------- guards
+
+
+def _bounded(a: int, b: int, bound: int) -> bool:
+    return abs(a) < bound and abs(b) < bound
+
+
+def _value(e, st, env, graph) -> Optional[int]:
+    """Value of an expression, or None (unknown: an unbound variable, a
+    missing attribute, or arithmetic outside the bounds)."""
+    if isinstance(e, core.EConst):
+        return e.z
+    if isinstance(e, core.EAttr):
+        cell = env[0].get(e.x)
+        node = None if cell is None else st[0].get(cell)
+        return None if node is None else node.graph.attr_map(node.id).get(e.attr)
+    if isinstance(e, core.EFAttr):
+        cell = env[1].get(e.F)
+        sym = None if cell is None else st[1].get(cell)
+        return None if sym is None or graph is None else graph.sym_attr(sym, e.attr)
+    a = _value(e.e1, st, env, graph)
+    if a is None:
+        return None
+    b = _value(e.e2, st, env, graph)
+    if b is None:
+        return None
+    if isinstance(e, core.EMul):
+        return a * b if _bounded(a, b, core.MUL_BOUND) else None
+    if not _bounded(a, b, core.ADD_BOUND):
+        return None
+    return a + b if isinstance(e, core.EAdd) else a - b
+
+
+def _truth(g, st, env, graph) -> Optional[bool]:
+    """Three-valued guard semantics: True, False or None (unknown)."""
+    if isinstance(g, core.GTrue):
+        return True
+    if isinstance(g, (core.GEq, core.GLt)):
+        a, b = _value(g.e1, st, env, graph), _value(g.e2, st, env, graph)
+        if a is None or b is None:
+            return None
+        return a == b if isinstance(g, core.GEq) else a < b
+    if isinstance(g, core.GNot):
+        v = _truth(g.g, st, env, graph)
+        return None if v is None else not v
+    a, b = _truth(g.g1, st, env, graph), _truth(g.g2, st, env, graph)
+    if a is None or b is None:
+        return None
+    return (a and b) if isinstance(g, core.GAnd) else (a or b)
+
+
+def guard_value(g, theta: Subst, phi: Optional[FSubst] = None, graph=None) -> Optional[bool]:
+    """⟦g⟧ under ``theta`` (variable -> Node) and ``phi`` (operator variable ->
+    symbol, read through ``graph``'s symbol attributes): True, False or None."""
+    phi = phi or {}
+    env = ({x: x for x in theta}, {F: F for F in phi})
+    return _truth(g, (theta, phi), env, graph)
+
+
+# ------------------------------------------------------------------- solving
+#
+# A solver is a generator yielding requests to the driver:
+#   (_SOL, state)     a solution (state = (cells -> node, cells -> symbol))
+#   (_PULL, stream)   "give me the next solution of stream" (None: exhausted)
+#   (_TAIL, gen)      "my remaining solutions are gen's" (a tail call)
+
+_SOL, _PULL, _TAIL = 0, 1, 2
+
+
+class _Stream:
+    """A solver whose generator may be replaced by a tail call."""
+
+    __slots__ = ("gen",)
+
+    def __init__(self, gen):
+        self.gen = gen
+
+
+class _Ctx:
+    __slots__ = ("defs", "graph", "fuel", "next_cell")
+
+    def __init__(self, defs, graph, fuel: Fuel, next_cell: int):
+        self.defs = defs
+        self.graph = graph
+        self.fuel = fuel
+        self.next_cell = next_cell
+
+    def fresh(self) -> int:
+        c = self.next_cell
+        self.next_cell += 1
+        return c
+
+
+def _solve(ctx: _Ctx, p, t, env, st):
+    """Solutions of ``p`` against node ``t`` in scope ``env`` from state ``st``."""
+    ctx.fuel.tick()
+    k = type(p)
+    if k is core.PVar:
+        cell = env[0].get(p.x)
+        if cell is None:
+            return
+        bound = st[0].get(cell)
+        if bound is None:
+            theta = dict(st[0])
+            theta[cell] = t
+            yield _SOL, (theta, st[1])
+        elif bound == t:
+            yield _SOL, st
+    elif k is core.PApp:
+        if t.label == p.f and len(t.args) == len(p.args):
+            yield _TAIL, _each(ctx, p.args, t.args, 0, env, st)
+    elif k is core.PAlt:
+        first = _Stream(_solve(ctx, p.p1, t, env, st))
+        while True:
+            s = yield _PULL, first
+            if s is None:
+                break
+            yield _SOL, s
+        yield _TAIL, _solve(ctx, p.p2, t, env, st)
+    elif k is core.PGuard:
+        inner = _Stream(_solve(ctx, p.p, t, env, st))
+        while True:
+            s = yield _PULL, inner
+            if s is None:
+                return
+            ctx.fuel.tick()
+            if _truth(p.g, s, env, ctx.graph) is True:
+                yield _SOL, s
+    elif k is core.PExists or k is core.PExistsF:
+        cell = ctx.fresh()
+        if k is core.PExists:
+            scope, which = ({**env[0], p.x: cell}, env[1]), 0
+        else:
+            scope, which = (env[0], {**env[1], p.F: cell}), 1
+        inner = _Stream(_solve(ctx, p.p, t, scope, st))
+        while True:
+            s = yield _PULL, inner
+            if s is None:
+                return
+            ctx.fuel.tick()
+            if cell in s[which]:
+                yield _SOL, s
+    elif k is core.PConstr:
+        inner = _Stream(_solve(ctx, p.p, t, env, st))
+        while True:
+            s = yield _PULL, inner
+            if s is None:
+                return
+            ctx.fuel.tick()
+            cell = env[0].get(p.x)
+            target = None if cell is None else s[0].get(cell)
+            if target is None:
+                continue
+            sub = _Stream(_solve(ctx, p.p2, target, env, s))
+            while True:
+                r = yield _PULL, sub
+                if r is None:
+                    break
+                yield _SOL, r
+    elif k is core.PFunVar:
+        if len(t.args) != len(p.args):
+            return
+        cell = env[1].get(p.F)
+        if cell is None:
+            return
+        bound = st[1].get(cell)
+        if bound is None:
+            phi = dict(st[1])
+            phi[cell] = t.label
+            st = (st[0], phi)
+        elif bound != t.label:
+            return
+        yield _TAIL, _each(ctx, p.args, t.args, 0, env, st)
+    elif k is core.PCall:
+        d = ctx.defs[p.P] if 0 <= p.P < len(ctx.defs) else None
+        if d is None or len(p.xs) != d.nparams or len(p.Fs) != d.nfparams:
+            return
+        tenv, fenv = env
+        scope = ({i: tenv[x] for i, x in enumerate(p.xs) if x in tenv},
+                 {i: fenv[F] for i, F in enumerate(p.Fs) if F in fenv})
+        yield _TAIL, _solve(ctx, d.body, t, scope, st)
+    else:
+        raise TypeError(f"not a pattern: {p!r}")
+
+
+def _each(ctx: _Ctx, ps, ts, i, env, st):
+    """Solutions of matching ``ps[j]`` against ``ts[j]`` for ``j >= i``, left
+    to right, threading the state."""
+    if i == len(ps):
+        yield _SOL, st
+        return
+    if i == len(ps) - 1:
+        yield _TAIL, _solve(ctx, ps[i], ts[i], env, st)
+        return
+    head = _Stream(_solve(ctx, ps[i], ts[i], env, st))
+    while True:
+        s = yield _PULL, head
+        if s is None:
+            return
+        rest = _Stream(_each(ctx, ps, ts, i + 1, env, s))
+        while True:
+            r = yield _PULL, rest
+            if r is None:
+                break
+            yield _SOL, r
+
+
+def _drive(gen) -> Iterator:
+    """Run a solver on an explicit stack; yield its solutions."""
+    stack = [_Stream(gen)]
+    send = None
+    while stack:
+        top = stack[-1]
+        try:
+            op, arg = top.gen.send(send)
+        except StopIteration:
+            stack.pop()
+            send = None
+            continue
+        send = None
+        if op is _SOL:
+            if len(stack) == 1:
+                yield arg
+            else:
+                stack.pop()
+                send = arg
+        elif op is _PULL:
+            stack.append(arg)
+        else:  # _TAIL
+            top.gen = arg
+
+
+# ----------------------------------------------------------------- interface
+
+ProgramLike = Union[core.Program, core.Pattern]
+
+
+def _run(program: ProgramLike, node, theta: Optional[Mapping[int, object]],
+         phi: Optional[Mapping[int, int]], fuel: Fuel):
+    prog = core.as_program(program)
+    d = prog.defs[prog.root]
+    n, m = d.nparams, d.nfparams
+    env = ({i: i for i in range(n)}, {i: i for i in range(m)})
+    st = ({x: v for x, v in (theta or {}).items() if x < n},
+          {F: f for F, f in (phi or {}).items() if F < m})
+    ctx = _Ctx(prog.defs, node.graph, fuel, max(n, m))
+    for s in _drive(_solve(ctx, d.body, node, env, st)):
+        yield ({i: s[0][i] for i in range(n) if i in s[0]},
+               {i: s[1][i] for i in range(m) if i in s[1]})
+
+
+def solutions(program: ProgramLike, node, theta: Optional[Mapping[int, object]] = None,
+              phi: Optional[Mapping[int, int]] = None,
+              fuel: Optional[Fuel] = None) -> Iterator[Solution]:
+    """Every ``(theta, phi)`` extending the given substitutions of the root's
+    parameters under which the root of ``program`` (a :class:`core.Program`,
+    or a core pattern without calls) matches ``node``, in left-to-right rule
+    order. Raises :class:`OutOfFuel` when ``fuel`` (unlimited if None) is
+    spent."""
+    return _run(program, node, theta, phi, fuel if fuel is not None else Fuel(float("inf")))
+
+
+def first_solution(program: ProgramLike, node, fuel: Optional[int] = None) -> Optional[Solution]:
+    """The first solution (the match), or None; raises OutOfFuel when more
+    than ``fuel`` steps are needed (default ``1 << 24``; ``fuel <= 0`` means
+    the default)."""
+    budget = Fuel(fuel if fuel is not None and fuel > 0 else DEFAULT_FUEL)
+    for sol in _run(program, node, None, None, budget):
+        budget.tick()  # ST-SUCCESS
+        return sol
+    return None

@@ -1,0 +1,265 @@
+"""The wire format of doc/format.md (VERSION 2): graphs and pattern sets
+(definition tables with roots) as int64 words, and the decoders of the
+engine's result buffers."""
+from __future__ import annotations
+
+import sys
+from array import array
+from typing import List, Sequence, Tuple
+
+from .. import core
+
+MAGIC_GRAPH = 0x485052474D505950  # b"PYPMGRPH" read little-endian
+MAGIC_PATTERNS = 0x535441504D505950  # b"PYPMPATS"
+MAGIC_EXTENSION = 0x545845474D505950  # b"PYPMGEXT"
+VERSION = 2
+MAX_DEPTH = 10000
+ID_LIMIT = 1 << 62  # node, symbol, variable and attribute ids lie in [0, 2^62)
+
+STATUS_MATCH, STATUS_NO_MATCH, STATUS_OUT_OF_FUEL = 0, 1, 2
+
+# prefix-form tags
+P_VAR, P_APP, P_ALT, P_GUARD, P_EXISTS, P_EXISTSF, P_CONSTR, P_FUNVAR, P_CALL = range(1, 10)
+G_TRUE, G_EQ, G_LT, G_AND, G_OR, G_NOT = 1, 2, 3, 4, 5, 6
+E_CONST, E_ATTR, E_ADD, E_SUB, E_MUL, E_FATTR = 1, 2, 3, 4, 5, 6
+
+
+class EncodeError(ValueError):
+    """A value that the wire format cannot represent."""
+
+
+def _value(v: int, what: str) -> int:
+    if not isinstance(v, int) or not core.VALUE_MIN <= v <= core.VALUE_MAX:
+        raise EncodeError(f"{what} {v!r} is not in (-2^62, 2^62)")
+    return v
+
+
+def _id(v: int, what: str) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < ID_LIMIT:
+        raise EncodeError(f"{what} {v!r} is not in [0, 2^62)")
+    return v
+
+
+def encode_graph(graph) -> array:
+    """Encode a :class:`~pypm_verified.graph.Graph` (``MAGIC_GRAPH`` layout,
+    nodes then symbol attributes)."""
+    return _encode_nodes(graph, [MAGIC_GRAPH, VERSION, len(graph)], 0)
+
+
+def encode_graph_extension(graph, base: int) -> array:
+    """Encode the nodes ``base ..`` of ``graph`` as a graph extension
+    (``MAGIC_EXTENSION`` layout), for ``pypm_graph_extend`` on a handle that
+    holds the first ``base`` nodes."""
+    n = len(graph)
+    if not 0 <= base <= n:
+        raise EncodeError(f"extension base {base} outside [0, {n}]")
+    return _encode_nodes(graph, [MAGIC_EXTENSION, VERSION, base, n - base], base)
+
+
+def _encode_nodes(graph, words: List[int], base: int) -> array:
+    app, ext = words.append, words.extend
+    labels, kids, attrs_of = graph.columns(base)
+    for label, children, attrs in zip(labels, kids, attrs_of):
+        app(label)
+        app(len(children))
+        ext(children)
+        app(len(attrs))
+        for a, v in attrs:
+            app(a)
+            app(v)
+    sym = graph.sym_attrs(labels)
+    app(len(sym))
+    for s, a, v in sym:
+        ext((s, a, _value(v, "symbol attribute value")))
+    try:
+        return array("q", words)
+    except OverflowError:
+        raise EncodeError("a graph attribute does not fit in 64 bits") from None
+
+
+_PATTERNS = core.PATTERN_TYPES
+_GUARDS = (core.GTrue, core.GEq, core.GLt, core.GAnd, core.GOr, core.GNot)
+_EXPRS = (core.EConst, core.EAttr, core.EFAttr, core.EAdd, core.ESub, core.EMul)
+_KINDS = {"pattern": _PATTERNS, "guard": _GUARDS, "expression": _EXPRS}
+_TAG = {core.GEq: G_EQ, core.GLt: G_LT, core.GAnd: G_AND, core.GOr: G_OR,
+        core.EAdd: E_ADD, core.ESub: E_SUB, core.EMul: E_MUL}
+_WORD = "word"  # a stack item standing for one literal word (PConstr's x)
+
+
+def _ids(vs, what: str) -> List[int]:
+    return [_id(v, what) for v in vs]
+
+
+def _prefix(root, out: List[int]) -> None:
+    """Append the pattern ``root`` in prefix form. Iterative, so deep terms do
+    not hit Python's recursion limit; nesting is capped at MAX_DEPTH."""
+    stack = [(root, 1, "pattern")]
+    pop, push = stack.pop, stack.append
+    while stack:
+        t, depth, kind = pop()
+        if kind is _WORD:
+            out.append(t)
+            continue
+        k = type(t)
+        if k not in _KINDS[kind]:
+            raise EncodeError(f"expected a {kind}, found {t!r}")
+        if depth > MAX_DEPTH:
+            raise EncodeError(f"nesting deeper than MAX_DEPTH={MAX_DEPTH}")
+        d = depth + 1
+        if k is core.PVar:
+            out += (P_VAR, _id(t.x, "variable id"))
+        elif k is core.PApp or k is core.PFunVar:
+            if k is core.PApp:
+                out += (P_APP, _id(t.f, "symbol id"), len(t.args))
+            else:
+                out += (P_FUNVAR, _id(t.F, "operator variable id"), len(t.args))
+            for a in reversed(t.args):
+                push((a, d, "pattern"))
+        elif k is core.PAlt:
+            out.append(P_ALT)
+            push((t.p2, d, "pattern"))
+            push((t.p1, d, "pattern"))
+        elif k is core.PGuard:
+            out.append(P_GUARD)
+            push((t.g, d, "guard"))
+            push((t.p, d, "pattern"))
+        elif k is core.PExists:
+            out += (P_EXISTS, _id(t.x, "variable id"))
+            push((t.p, d, "pattern"))
+        elif k is core.PExistsF:
+            out += (P_EXISTSF, _id(t.F, "operator variable id"))
+            push((t.p, d, "pattern"))
+        elif k is core.PConstr:
+            out.append(P_CONSTR)
+            push((_id(t.x, "variable id"), d, _WORD))
+            push((t.p2, d, "pattern"))
+            push((t.p, d, "pattern"))
+        elif k is core.PCall:
+            out += (P_CALL, _id(t.P, "definition index"), len(t.xs))
+            out += _ids(t.xs, "variable id")
+            out.append(len(t.Fs))
+            out += _ids(t.Fs, "operator variable id")
+        elif k is core.GTrue:
+            out.append(G_TRUE)
+        elif k is core.GEq or k is core.GLt:
+            out.append(_TAG[k])
+            push((t.e2, d, "expression"))
+            push((t.e1, d, "expression"))
+        elif k is core.GAnd or k is core.GOr:
+            out.append(_TAG[k])
+            push((t.g2, d, "guard"))
+            push((t.g1, d, "guard"))
+        elif k is core.GNot:
+            out.append(G_NOT)
+            push((t.g, d, "guard"))
+        elif k is core.EConst:
+            out += (E_CONST, _value(t.z, "constant"))
+        elif k is core.EAttr:
+            out += (E_ATTR, _id(t.x, "variable id"), _id(t.attr, "attribute id"))
+        elif k is core.EFAttr:
+            out += (E_FATTR, _id(t.F, "operator variable id"), _id(t.attr, "attribute id"))
+        else:  # EAdd, ESub, EMul
+            out.append(_TAG[k])
+            push((t.e2, d, "expression"))
+            push((t.e1, d, "expression"))
+
+
+def encode_pattern(p: core.Pattern) -> List[int]:
+    """One pattern (a definition body) in prefix form."""
+    out: List[int] = []
+    _prefix(p, out)
+    return out
+
+
+def encode_patterns(defs: Sequence[core.PDef], roots: Sequence[int]) -> array:
+    """A pattern set (``MAGIC_PATTERNS`` layout): the definition table ``defs``
+    (with their ``pbinds``/``pfbinds``, written as given) and the root
+    definition indices. Encodes; does not check well-formedness."""
+    defs = list(defs)
+    words: List[int] = [MAGIC_PATTERNS, VERSION, len(defs)]
+    for d in defs:
+        if not isinstance(d, core.PDef):
+            raise EncodeError(f"expected a definition (core.PDef), found {d!r}")
+        words += (_id(d.nparams, "parameter count"), _id(d.nfparams, "parameter count"))
+        words.append(len(d.pbinds))
+        words += _ids(d.pbinds, "pbinds entry")
+        words.append(len(d.pfbinds))
+        words += _ids(d.pfbinds, "pfbinds entry")
+        body = encode_pattern(d.body)
+        words.append(len(body))
+        words.extend(body)
+    roots = list(roots)
+    words.append(len(roots))
+    for r in roots:
+        if not isinstance(r, int) or not 0 <= r < len(defs):
+            raise EncodeError(f"root {r!r} is not a definition index")
+        words.append(r)
+    return array("q", words)
+
+
+def encode_program(program: core.Program) -> array:
+    """A one-root pattern set of a :class:`~pypm_verified.core.Program`."""
+    return encode_patterns(program.defs, [program.root])
+
+
+def to_bytes(words: Sequence[int]) -> bytes:
+    """Little-endian bytes of a word buffer (for files)."""
+    arr = array("q", words)
+    if sys.byteorder == "big":
+        arr.byteswap()
+    return arr.tobytes()
+
+
+def from_bytes(data: bytes) -> array:
+    """Inverse of :func:`to_bytes`."""
+    if len(data) % 8:
+        raise ValueError("buffer length is not a multiple of 8 bytes")
+    arr = array("q")
+    arr.frombytes(data)
+    if sys.byteorder == "big":
+        arr.byteswap()
+    return arr
+
+
+# ----------------------------------------------------------------- results
+
+Bindings = List[Tuple[int, int]]
+
+
+def _pairs(words: Sequence[int], pos: int, what: str) -> Tuple[Bindings, int]:
+    if pos >= len(words):
+        raise ValueError(f"truncated result: missing the number of {what}")
+    n = words[pos]
+    if n < 0 or len(words) < pos + 1 + 2 * n:
+        raise ValueError(f"malformed result: {n} {what}")
+    return [(words[pos + 1 + 2 * i], words[pos + 2 + 2 * i]) for i in range(n)], pos + 1 + 2 * n
+
+
+def decode_match(words: Sequence[int]) -> Tuple[int, Bindings, Bindings]:
+    """``status, n, (var, node)*n, m, (fvar, symbol)*m`` ->
+    ``(status, [(var, node)], [(fvar, symbol)])``."""
+    if not words or words[0] not in (STATUS_MATCH, STATUS_NO_MATCH, STATUS_OUT_OF_FUEL):
+        raise ValueError(f"malformed match result {list(words[:2])}")
+    binds, pos = _pairs(words, 1, "bindings")
+    fbinds, pos = _pairs(words, pos, "function bindings")
+    if pos != len(words):
+        raise ValueError(f"match result has {len(words) - pos} trailing words")
+    return words[0], binds, fbinds
+
+
+def decode_match_all(words: Sequence[int]) -> List[Tuple[int, int, int, Bindings, Bindings]]:
+    """``n_entries, (root_index, node, status, n, (var, node)*n, m,
+    (fvar, symbol)*m)*`` -> list of ``(root_index, node, status, bindings,
+    function_bindings)``."""
+    n_entries = words[0]
+    pos, out = 1, []
+    for _ in range(n_entries):
+        if len(words) < pos + 3:
+            raise ValueError("truncated match_all result")
+        pi, root, status = words[pos:pos + 3]
+        binds, pos = _pairs(words, pos + 3, "bindings")
+        fbinds, pos = _pairs(words, pos, "function bindings")
+        out.append((pi, root, status, binds, fbinds))
+    if pos != len(words):
+        raise ValueError(f"match_all result has {len(words) - pos} trailing words")
+    return out

@@ -1,0 +1,71 @@
+"""The rule library: PyTorch rewrites to faster kernels, each guarded on
+every constant and axis it relies on and on profitability per target
+(``ctx.profitable``, :mod:`pypm_verified.torch.profitability`).
+
+=================  ==============================================  =====================
+module             rewrites                                        to
+=================  ==============================================  =====================
+``gelu``           GELU written out (erf form, GPT-2's tanh form)  ``aten.gelu``
+``rmsnorm``        RMSNorm written out (LLaMA/Qwen2)               ``aten.rms_norm``
+``attention``      eager multi-head attention (BERT ... Qwen2)     ``aten.scaled_dot_product_attention``
+``transpose``      matmul with a transposed 2-D operand (Fig. 1)   ``aten.linear`` (NT GEMM)
+``epilogue``       linear + pointwise activation                   ``pypm.linear_act``
+=================  ==============================================  =====================
+
+:func:`default_patterns` is the library in this order (patterns are tried
+in order at each node); :func:`load_rules` reads patterns from a module name or a
+``.py`` file (its ``PATTERNS`` list, else every ``@pm.pattern`` with rules).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from typing import List
+
+from ..dsl.patterns import Pattern
+
+MODULES = ("gelu", "rmsnorm", "attention", "transpose", "epilogue")
+
+
+def _patterns_of(mod) -> List[Pattern]:
+    pats = getattr(mod, "PATTERNS", None)
+    if pats is None:
+        pats = [v for v in vars(mod).values() if isinstance(v, Pattern) and v.rules]
+    return list(pats)
+
+
+def default_patterns(modules=MODULES) -> List[Pattern]:
+    """The patterns of the library's ``modules``, in order."""
+    out: List[Pattern] = []
+    for name in modules:
+        if name not in MODULES:
+            raise ValueError(f"unknown rule module {name!r}; expected some of {MODULES}")
+        out.extend(_patterns_of(importlib.import_module(f"{__name__}.{name}")))
+    return out
+
+
+def load_rules(spec: str) -> List[Pattern]:
+    """Patterns from ``spec``: a library module name (``attention``), a
+    dotted module path, or a ``.py`` file. Raises ValueError when it cannot
+    be imported or defines no pattern with rules."""
+    if spec in MODULES:
+        return default_patterns((spec,))
+    try:
+        if spec.endswith(".py") or os.sep in spec:
+            if not os.path.isfile(spec):
+                raise ValueError(f"rules file {spec!r} does not exist")
+            name = "pypm_user_rules_" + os.path.splitext(os.path.basename(spec))[0]
+            s = importlib.util.spec_from_file_location(name, spec)
+            mod = importlib.util.module_from_spec(s)
+            s.loader.exec_module(mod)
+        else:
+            mod = importlib.import_module(spec)
+    except ValueError:
+        raise
+    except Exception as e:
+        raise ValueError(f"cannot import rules {spec!r}: {type(e).__name__}: {e}") from None
+    pats = _patterns_of(mod)
+    if not pats:
+        raise ValueError(f"rules {spec!r} define no @pm.pattern with @pm.rule rules")
+    return pats

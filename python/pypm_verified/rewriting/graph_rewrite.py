@@ -1,0 +1,77 @@
+"""Rewriting a graph with rules to a fixpoint (``pm.rewrite``).
+
+Destructive rewriting as in the paper (§2.4): find matches, run the
+pattern's rules, substitute the first firing rule's replacement for the
+match's root (:meth:`Graph.replace`), and repeat until nothing fires.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from ..dsl.patterns import Pattern
+from ..engines.matching import check_engine, match_all
+from ..errors import PatternError
+from .report import RewriteReport
+from ..core.graph import Graph, Node
+
+
+def rewrite(graph: Graph, patterns: Sequence[Pattern], engine: str = "verified",
+            max_iterations: int = 100, fuel: Optional[int] = None) -> RewriteReport:
+    """Apply the rules of ``patterns`` to ``graph`` until none fires.
+
+    Each pass matches every pattern at every node the outputs reach (nodes in
+    id order, patterns in the given order); for each match whose root is
+    still live, the pattern's rules are tried in definition order and the
+    first whose assertions pass fires: its replacement is substituted for the
+    root (a rule returning the root itself changes nothing and does not
+    count). Passes repeat until one fires nothing, at most
+    ``max_iterations`` times. A graph without designated outputs gets its
+    current sinks (nodes no node uses) as outputs. Raises OutOfFuel like
+    :func:`match_all`.
+    """
+    check_engine(engine)
+    if not isinstance(graph, Graph):
+        raise TypeError(f"rewrite() needs a pm.Graph, not {graph!r}")
+    patterns = list(patterns)
+    for p in patterns:
+        if not isinstance(p, Pattern):
+            raise TypeError(f"rewrite() takes @pm.pattern patterns, not {p!r}")
+    if not isinstance(max_iterations, int) or max_iterations < 1:
+        raise ValueError("max_iterations must be a positive int")
+    if not graph.outputs:
+        for n in graph.sinks():
+            graph.output(n)
+    active = [p for p in patterns if p.rules]
+    report = RewriteReport(engine=engine)
+    if not active or not graph.nodes:
+        report.iterations = 1
+        return report
+    while report.iterations < max_iterations:
+        report.iterations += 1
+        fired = False
+        live = {n.id for n in graph.live()}
+        for pattern, root, m in match_all(active, graph, engine=engine, fuel=fuel):
+            if root.id not in live:
+                continue
+            report.record_match(pattern.name)
+            values = {**m.bindings, **m.functions}
+            for rule in pattern.rules:
+                new = rule.fire(values, graph)
+                if new is None:
+                    continue
+                if not isinstance(new, Node) or new.graph is not graph:
+                    raise PatternError(
+                        f"rule {rule.name!r} ({rule.where}) returned {new!r}; a rule returns a "
+                        "node of the matched graph (build it by calling operators on the bound "
+                        "nodes)")
+                if new == root:
+                    break
+                graph.replace(root, new)
+                report.record_firing(rule.name, root, new)
+                fired = True
+                live = {n.id for n in graph.live()}
+                break
+        if not fired:
+            return report
+    report.cap_hit = True
+    return report

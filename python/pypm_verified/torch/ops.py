@@ -1,0 +1,117 @@
+"""PyPM operators for common ATen ops, bound to their torch targets.
+
+Each operator takes the op's arguments in *full positional form* (every
+argument of the schema, in order, keyword-only ones included), which is how
+the importer (:mod:`pypm_verified.torch`) presents calls: a call that spelled
+a default argument and one that left it out are the same term. So
+``Softmax(x, -1, None)`` matches ``torch.softmax(x, -1)`` and
+``aten.softmax.int(x, dim=-1, dtype=None)`` alike.
+
+    from ..ops import MatMul, Transpose, Softmax
+
+    @pm.pattern
+    def Scores(q, k):
+        return Softmax(MatMul(q, Transpose(k, -2, -1)), -1, None)
+
+Operators of unary pointwise ops have ``op_class="unary_pointwise"``,
+binary ones ``"binary_pointwise"``. :data:`BY_NAME` maps the Python names
+to the operators. Ops not declared here still import (as an operator per
+overload named after it, e.g. ``aten.cumsum.default``).
+"""
+from __future__ import annotations
+
+import keyword
+import operator
+from typing import Dict, Optional
+
+import torch
+
+from ..dsl.operators import Op
+from .targets import bind_torch
+
+aten = torch.ops.aten
+
+BY_NAME: Dict[str, Op] = {}
+
+
+def _param(name: str, i: int, seen) -> str:
+    p = name if name.isidentifier() and not keyword.iskeyword(name) else f"{name}_"
+    if p in seen:
+        p = f"{p}_{i}"
+    seen.add(p)
+    return p
+
+
+def declare(name: str, *targets, op_class: Optional[str] = None) -> Op:
+    """An operator called ``name`` bound to ``targets`` (op overloads of one
+    arity), with parameters named after the first target's schema."""
+    schema = getattr(targets[0], "_schema", None)
+    if schema is not None:
+        seen: set = set()
+        params = [_param(a.name, i, seen) for i, a in enumerate(schema.arguments)]
+    else:  # operator.getitem
+        params = ["container", "index"]
+    src = f"def {name}({', '.join(params)}):\n    return 1\n"
+    ns: dict = {}
+    exec(src, ns)  # noqa: S102 -- builds a plain function with the schema's parameters
+    fn = ns[name]
+    fn.__doc__ = f"{', '.join(str(t) for t in targets)} (full positional form)"
+    fn.__module__ = __name__
+    o = bind_torch(fn, list(targets), op_class)
+    BY_NAME[name] = o
+    return o
+
+
+UNARY, BINARY = "unary_pointwise", "binary_pointwise"
+
+# linear algebra
+MatMul = declare("MatMul", aten.matmul.default)
+Mm = declare("Mm", aten.mm.default)
+Bmm = declare("Bmm", aten.bmm.default)
+Addmm = declare("Addmm", aten.addmm.default)
+Linear = declare("Linear", aten.linear.default)
+SDPA = declare("SDPA", aten.scaled_dot_product_attention.default)
+# layout
+Transpose = declare("Transpose", aten.transpose.int)
+T = declare("T", aten.t.default)
+Permute = declare("Permute", aten.permute.default)
+View = declare("View", aten.view.default)
+Reshape = declare("Reshape", aten.reshape.default)
+UnsafeView = declare("UnsafeView", aten._unsafe_view.default)
+Expand = declare("Expand", aten.expand.default)
+Unsqueeze = declare("Unsqueeze", aten.unsqueeze.default)
+Clone = declare("Clone", aten.clone.default)
+ToCopy = declare("ToCopy", aten._to_copy.default)
+Cat = declare("Cat", aten.cat.default)
+Split = declare("Split", aten.split.Tensor)
+GetItem = declare("GetItem", operator.getitem)
+# reductions and normalization
+Softmax = declare("Softmax", aten.softmax.int)
+Mean = declare("Mean", aten.mean.dim)
+LayerNorm = declare("LayerNorm", aten.layer_norm.default)
+RmsNorm = declare("RmsNorm", aten.rms_norm.default)
+# pointwise
+Add = declare("Add", aten.add.Tensor, op_class=BINARY)
+Sub = declare("Sub", aten.sub.Tensor, op_class=BINARY)
+Mul = declare("Mul", aten.mul.Tensor, op_class=BINARY)
+Div = declare("Div", aten.div.Tensor, op_class=BINARY)
+PowScalar = declare("PowScalar", aten.pow.Tensor_Scalar, op_class=BINARY)
+Where = declare("Where", aten.where.self)
+WhereScalarOther = declare("WhereScalarOther", aten.where.ScalarOther)
+MaskedFill = declare("MaskedFill", aten.masked_fill.Scalar)
+Relu = declare("Relu", aten.relu.default, op_class=UNARY)
+Gelu = declare("Gelu", aten.gelu.default, op_class=UNARY)
+Silu = declare("Silu", aten.silu.default, op_class=UNARY)
+Sigmoid = declare("Sigmoid", aten.sigmoid.default, op_class=UNARY)
+Tanh = declare("Tanh", aten.tanh.default, op_class=UNARY)
+Erf = declare("Erf", aten.erf.default, op_class=UNARY)
+Exp = declare("Exp", aten.exp.default, op_class=UNARY)
+Neg = declare("Neg", aten.neg.default, op_class=UNARY)
+Rsqrt = declare("Rsqrt", aten.rsqrt.default, op_class=UNARY)
+Sqrt = declare("Sqrt", aten.sqrt.default, op_class=UNARY)
+# random at training time (impure: never shared by hash-consing)
+Dropout = declare("Dropout", aten.dropout.default)
+NativeDropout = declare("NativeDropout", aten.native_dropout.default)
+Embedding = declare("Embedding", aten.embedding.default)
+
+__all__ = ["BY_NAME", "declare"] + sorted(BY_NAME)
