@@ -396,9 +396,9 @@ def test_rule_errors():
         return 3
     g = pm.Graph()
     a = g.input("a")
-    m = pm.match(Pat, g.apply(G, a, a), engine="reference")
+    g.output(g.apply(G, a, a))
     with pytest.raises(pm.PatternError, match="returned 3"):
-        returns_junk.apply(m)
+        pm.rewrite(g, [Pat], engine="reference")
 
 
 def test_unsupported_operation():

@@ -113,12 +113,12 @@ def test_figure1_match_and_rule(engine):
     mixed = MatMul(a, Trans(d))
     m = valid(pm.match(MMxyT, f32, engine=engine))
     assert m.bindings == {"x": a, "y": b} and m.functions == {}
-    assert cublasrule.apply(m) is g.apply(cublasMM_xyT_f32, a, b)
-    assert cublasrule.apply(valid(pm.match(MMxyT, i8, engine=engine))) is \
+    assert cublasrule.fire(m.values, g) is g.apply(cublasMM_xyT_f32, a, b)
+    assert cublasrule.fire(valid(pm.match(MMxyT, i8, engine=engine)).values, g) is \
         g.apply(cublasMM_xyT_i8, c, d)
     # matches, but the rule's assertion fails: the rule does not fire
     m = valid(pm.match(MMxyT, mixed, engine=engine))
-    assert m.bindings == {"x": a, "y": d} and cublasrule.apply(m) is None
+    assert m.bindings == {"x": a, "y": d} and cublasrule.fire(m.values, g) is None
     # rank 3: the pattern's guard fails
     e = g.input("e", shape=(2, 4, 8), dtype=pm.f32)
     assert pm.match(MMxyT, MatMul(e, Trans(b)), engine=engine) is None

@@ -178,12 +178,12 @@ def test_rule_arguments():
     v = g.input("v", shape=(1, 1, 1, 1, 1))
     m = pm.match(Either, g.apply(Add, a, g.apply(Zero)), engine="reference")
     assert m.bindings == {"x": a}
-    assert Either.rules[0].apply(m) is None
+    assert Either.rules[0].fire(m.values, g) is None
     for r in Either.rules[1:]:
-        assert r.apply(m) is Neg(a)
+        assert r.fire(m.values, g) is Neg(a)
     assert seen == [(a, "unbound"), (a, None), {"x": a}]
     m5 = pm.match(Either, g.apply(Add, v, g.apply(Zero)), engine="reference")
-    assert builds_a_constant.apply(m5) is g.apply(Add, v, g.apply(Zero))
+    assert builds_a_constant.fire(m5.values, g) is g.apply(Add, v, g.apply(Zero))
     assert with_default(a) is Neg(a)  # a rule is callable like its function
     assert repr(kw) == "<rule kw of Either>"
 
@@ -209,7 +209,7 @@ def test_rule_asserts_survive_python_O(tmp_path):
         g = pm.Graph()
         n = F(g.input("v", shape=(3,)))
         m = pm.match(P, n, engine="reference")
-        print(r.apply(m))
+        print(r.fire(m.values, g))
     """))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     out = subprocess.run([sys.executable, "-O", str(script)], capture_output=True, text=True,

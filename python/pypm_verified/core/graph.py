@@ -116,7 +116,7 @@ class Node:
     @property
     def attrs(self) -> Dict[int, int]:
         """Attribute id -> value for the attributes this node knows."""
-        return dict(self.graph._attr_map(self.id))
+        return self.graph.attr_map(self.id)
 
     @property
     def rank(self) -> Optional[int]:
@@ -127,7 +127,8 @@ class Node:
         """The paper's name of ``dtype``."""
         return self.dtype
 
-    def _type_str(self) -> str:
+    def type_str(self) -> str:
+        """`` : dtype[shape]`` as in reprs (empty when unknown)."""
         if self.shape is None and self.dtype is None:
             return ""
         dt = self.dtype.name if self.dtype is not None else "?"
@@ -143,7 +144,7 @@ class Node:
             body = f"const {self.value!r}"
         else:
             body = f"{self.op.name}({', '.join(f'%{a.id}' for a in self.args)})"
-        return f"<Node %{self.id} = {body}{self._type_str()}>"
+        return f"<Node %{self.id} = {body}{self.type_str()}>"
 
 
 class Graph:

@@ -120,7 +120,7 @@ class PVar:
 class PApp:
     """``f(p1..pn)``"""
     f: int
-    args: Tuple["Pattern", ...] = ()
+    args: Tuple["CorePattern", ...] = ()
 
     def __post_init__(self):
         _tuple(self, "args")
@@ -129,14 +129,14 @@ class PApp:
 @dataclass(frozen=True)
 class PAlt:
     """``p1 ‖ p2``"""
-    p1: "Pattern"
-    p2: "Pattern"
+    p1: "CorePattern"
+    p2: "CorePattern"
 
 
 @dataclass(frozen=True)
 class PGuard:
     """``p ; guard(g)``"""
-    p: "Pattern"
+    p: "CorePattern"
     g: Guard
 
 
@@ -144,21 +144,21 @@ class PGuard:
 class PExists:
     """``∃x.p``: ``x`` is a new variable in ``p`` (it shadows an outer ``x``)."""
     x: int
-    p: "Pattern"
+    p: "CorePattern"
 
 
 @dataclass(frozen=True)
 class PExistsF:
     """``∃F.p`` for an operator variable ``F``."""
     F: int
-    p: "Pattern"
+    p: "CorePattern"
 
 
 @dataclass(frozen=True)
 class PConstr:
     """``p ; (p2 ≈ x)``: ``p`` matches, then the node bound to ``x`` matches ``p2``."""
-    p: "Pattern"
-    p2: "Pattern"
+    p: "CorePattern"
+    p2: "CorePattern"
     x: int
 
 
@@ -166,7 +166,7 @@ class PConstr:
 class PFunVar:
     """``F(p1..pn)``: any operator, bound to the operator variable ``F``."""
     F: int
-    args: Tuple["Pattern", ...] = ()
+    args: Tuple["CorePattern", ...] = ()
 
     def __post_init__(self):
         _tuple(self, "args")
@@ -185,7 +185,7 @@ class PCall:
         _tuple(self, "Fs")
 
 
-Pattern = Union[PVar, PApp, PAlt, PGuard, PExists, PExistsF, PConstr, PFunVar, PCall]
+CorePattern = Union[PVar, PApp, PAlt, PGuard, PExists, PExistsF, PConstr, PFunVar, PCall]
 PATTERN_TYPES = (PVar, PApp, PAlt, PGuard, PExists, PExistsF, PConstr, PFunVar, PCall)
 
 
@@ -196,7 +196,7 @@ class PDef:
     :func:`infer_binds`)."""
     nparams: int
     nfparams: int
-    body: Pattern
+    body: CorePattern
     pbinds: Tuple[int, ...] = ()
     pfbinds: Tuple[int, ...] = ()
 
@@ -222,7 +222,7 @@ class Program:
 
 # ------------------------------------------------------------ generic fold
 
-def children(p: Pattern) -> Tuple[Pattern, ...]:
+def children(p: CorePattern) -> Tuple[CorePattern, ...]:
     """The immediate sub-patterns of ``p``, left to right."""
     if isinstance(p, (PApp, PFunVar)):
         return p.args
@@ -237,7 +237,7 @@ def children(p: Pattern) -> Tuple[Pattern, ...]:
     raise TypeError(f"not a pattern: {p!r}")
 
 
-def with_children(p: Pattern, kids: Sequence[Pattern]) -> Pattern:
+def with_children(p: CorePattern, kids: Sequence[CorePattern]) -> CorePattern:
     """``p`` with its immediate sub-patterns replaced by ``kids``."""
     if isinstance(p, PApp):
         return PApp(p.f, tuple(kids))
@@ -261,12 +261,12 @@ def with_children(p: Pattern, kids: Sequence[Pattern]) -> Pattern:
 R = TypeVar("R")
 
 
-def fold(p: Pattern, f: Callable[[Pattern, Tuple[R, ...]], R]) -> R:
+def fold(p: CorePattern, f: Callable[[CorePattern, Tuple[R, ...]], R]) -> R:
     """Bottom-up fold: ``f(q, results of q's children)`` at every node."""
     return f(p, tuple(fold(c, f) for c in children(p)))
 
 
-def walk(p: Pattern) -> Iterator[Pattern]:
+def walk(p: CorePattern) -> Iterator[CorePattern]:
     """Every sub-pattern of ``p`` (itself included), pre-order."""
     stack = [p]
     while stack:
@@ -275,7 +275,7 @@ def walk(p: Pattern) -> Iterator[Pattern]:
         stack.extend(reversed(children(q)))
 
 
-def map_pattern(p: Pattern, f: Callable[[Pattern], Pattern]) -> Pattern:
+def map_pattern(p: CorePattern, f: Callable[[CorePattern], CorePattern]) -> CorePattern:
     """Bottom-up map: ``f`` applied to every node after its children."""
     return fold(p, lambda q, kids: f(with_children(q, kids)))
 
@@ -306,13 +306,13 @@ def rename_guard(g: Guard, ren: Mapping[int, int],
     return GNot(rename_guard(g.g, ren, fren))
 
 
-def rename(p: Pattern, ren: Mapping[int, int], fren: Optional[Mapping[int, int]] = None) -> Pattern:
+def rename(p: CorePattern, ren: Mapping[int, int], fren: Optional[Mapping[int, int]] = None) -> CorePattern:
     """Rename every occurrence (binders included) of the term variables of
     ``p`` with ``ren`` and of its operator variables with ``fren`` (kept when
     None)."""
     F = (lambda v: fren[v]) if fren is not None else (lambda v: v)
 
-    def node(q: Pattern) -> Pattern:
+    def node(q: CorePattern) -> CorePattern:
         if isinstance(q, PVar):
             return PVar(ren[q.x])
         if isinstance(q, PGuard):
@@ -342,7 +342,7 @@ def conj(guards) -> Guard:
     return out
 
 
-def alts(patterns) -> Pattern:
+def alts(patterns) -> CorePattern:
     """Right-nested alternation ``p1 ‖ (p2 ‖ …)`` of a non-empty sequence."""
     patterns = list(patterns)
     if not patterns:
@@ -353,7 +353,7 @@ def alts(patterns) -> Pattern:
     return out
 
 
-def shift_calls(p: Pattern, offset: int) -> Pattern:
+def shift_calls(p: CorePattern, offset: int) -> CorePattern:
     """``p`` with every call's definition index increased by ``offset`` (to
     append a table to another)."""
     if offset == 0:

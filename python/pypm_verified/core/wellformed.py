@@ -10,7 +10,7 @@ from typing import FrozenSet, Iterable, List, Optional, Sequence, Tuple, Union
 from .syntax import (
     PATTERN_TYPES, EAdd, EAttr, EConst, EFAttr, EMul, ESub, Expr, GAnd, GEq, GLt, GNot, GOr,
     GTrue, Guard, PAlt, PApp, PCall, PConstr, PDef, PExists, PExistsF, PFunVar, PGuard,
-    Program, PVar, Pattern, children, fold, walk)
+    Program, PVar, CorePattern, children, fold, walk)
 
 # --------------------------------------------------------- variables, binds
 
@@ -68,10 +68,10 @@ def _lookup(defs: Sequence[PDef], P: int) -> Optional[PDef]:
     return defs[P] if isinstance(P, int) and 0 <= P < len(defs) else None
 
 
-def binds(p: Pattern, defs: Sequence[PDef] = ()) -> FrozenSet[int]:
+def binds(p: CorePattern, defs: Sequence[PDef] = ()) -> FrozenSet[int]:
     """``Syntax.binds``: term variables bound by every successful match of ``p``
     (a call binds the arguments of the callee's ``pbinds``)."""
-    def f(q: Pattern, kids: Tuple[FrozenSet[int], ...]) -> FrozenSet[int]:
+    def f(q: CorePattern, kids: Tuple[FrozenSet[int], ...]) -> FrozenSet[int]:
         if isinstance(q, PVar):
             return frozenset((q.x,))
         if isinstance(q, PAlt):
@@ -85,9 +85,9 @@ def binds(p: Pattern, defs: Sequence[PDef] = ()) -> FrozenSet[int]:
     return fold(p, f)
 
 
-def fbinds(p: Pattern, defs: Sequence[PDef] = ()) -> FrozenSet[int]:
+def fbinds(p: CorePattern, defs: Sequence[PDef] = ()) -> FrozenSet[int]:
     """``Syntax.fbinds``: operator variables bound by every successful match."""
-    def f(q: Pattern, kids: Tuple[FrozenSet[int], ...]) -> FrozenSet[int]:
+    def f(q: CorePattern, kids: Tuple[FrozenSet[int], ...]) -> FrozenSet[int]:
         if isinstance(q, PFunVar):
             return frozenset((q.F,)).union(*kids)
         if isinstance(q, PAlt):
@@ -101,7 +101,7 @@ def fbinds(p: Pattern, defs: Sequence[PDef] = ()) -> FrozenSet[int]:
     return fold(p, f)
 
 
-def pattern_vars(p: Pattern) -> FrozenSet[int]:
+def pattern_vars(p: CorePattern) -> FrozenSet[int]:
     """Every term variable occurring in ``p`` (bound or free, guards included)."""
     out = set()
     for q in walk(p):
@@ -114,7 +114,7 @@ def pattern_vars(p: Pattern) -> FrozenSet[int]:
     return frozenset(out)
 
 
-def free_vars(p: Pattern) -> Tuple[FrozenSet[int], FrozenSet[int]]:
+def free_vars(p: CorePattern) -> Tuple[FrozenSet[int], FrozenSet[int]]:
     """The term and operator variables occurring free in ``p`` (not under an
     ∃ binding them)."""
     tv, fv = set(), set()
@@ -144,7 +144,7 @@ def free_vars(p: Pattern) -> Tuple[FrozenSet[int], FrozenSet[int]]:
     return frozenset(tv), frozenset(fv)
 
 
-def has_calls(p: Pattern) -> bool:
+def has_calls(p: CorePattern) -> bool:
     """Whether ``p`` contains a pattern call."""
     return any(isinstance(q, PCall) for q in walk(p))
 
@@ -158,7 +158,7 @@ def root_symbols(defs: Sequence[PDef]) -> Tuple[Optional[FrozenSet[int]], ...]:
     part of the proved matcher (the differential tests check it)."""
     roots: List[Optional[FrozenSet[int]]] = [frozenset()] * len(defs)
 
-    def of(p: Pattern) -> Optional[FrozenSet[int]]:
+    def of(p: CorePattern) -> Optional[FrozenSet[int]]:
         while isinstance(p, (PGuard, PExists, PExistsF, PConstr)):
             p = p.p
         if isinstance(p, PApp):
@@ -200,7 +200,7 @@ class IllFormed(ValueError):
         super().__init__(message)
 
 
-def check_wfb(p: Pattern, defs: Sequence[PDef] = ()) -> None:
+def check_wfb(p: CorePattern, defs: Sequence[PDef] = ()) -> None:
     """Raise :class:`IllFormed` unless ``wfb defs p``: guards read only
     variables their pattern binds, ``∃x.p`` binds ``x`` in ``p``, and in
     ``p ; (p' ≈ x)`` ``p`` binds ``x``."""
@@ -231,7 +231,7 @@ def check_wfb(p: Pattern, defs: Sequence[PDef] = ()) -> None:
                             f"not bind {p.x} on every alternate", {p.x})
 
 
-def wfb(p: Pattern, defs: Sequence[PDef] = ()) -> bool:
+def wfb(p: CorePattern, defs: Sequence[PDef] = ()) -> bool:
     """``Syntax.wfb``."""
     try:
         check_wfb(p, defs)
@@ -336,7 +336,7 @@ def infer_binds(defs: Sequence[PDef]) -> Tuple[PDef, ...]:
         pb, pfb = new_pb, new_pfb
 
 
-def as_program(p: Union[Pattern, Program]) -> Program:
+def as_program(p: Union[CorePattern, Program]) -> Program:
     """``p`` itself if it is a :class:`Program`; a pattern without calls as a
     one-definition program whose parameters are its free variables (so its
     variable ``i`` is parameter ``i``)."""

@@ -50,7 +50,7 @@ class Linked:
         self.index: Dict[object, int] = index
         self.term_params: Dict[object, Tuple[str, ...]] = term_params
         self.op_params: Dict[object, Tuple[str, ...]] = op_params
-        self.alternates: Dict[object, Tuple[core.Pattern, ...]] = alternates
+        self.alternates: Dict[object, Tuple[core.CorePattern, ...]] = alternates
 
     def program(self, pattern) -> core.Program:
         """The table with ``pattern`` as the root."""
@@ -125,7 +125,7 @@ class _Alt:
         self.locals = locals_  # [(number, kind, Sym)]
         self.names = names  # (kind, number) -> name
 
-    def body(self) -> core.Pattern:
+    def body(self) -> core.CorePattern:
         acc = self.result
         for x, q, _ in self.constraints:
             acc = core.PConstr(acc, q, x)

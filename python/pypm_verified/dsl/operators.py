@@ -15,13 +15,13 @@ from ..core.graph import Node
 from ..core.symbols import opclass
 from ..errors import PatternError
 from . import building, trace
-from .symbolic import PatternTerm, SymExpr, SymGuard, SymShape, as_pattern, local_op
+from .symbolic import SymTerm, SymExpr, SymGuard, SymShape, as_pattern, local_op
 from .trace import Unlocated
 from .. import core
 
 __all__ = ["Op", "op"]
 
-_SYMBOLIC = (PatternTerm, SymExpr, SymGuard, SymShape)
+_SYMBOLIC = (SymTerm, SymExpr, SymGuard, SymShape)
 
 
 class Op:
@@ -94,7 +94,7 @@ class Op:
             return builder.apply(self, *args, shape=shape, dtype=dtype)  # in a rule body
         if shape is not None or dtype is not None:
             raise Unlocated(f"operator {self.name}: shape/dtype apply to graph nodes only")
-        return PatternTerm(core.PApp(self.symbol, tuple(as_pattern(a, self.name, i)
+        return SymTerm(core.PApp(self.symbol, tuple(as_pattern(a, self.name, i)
                                                  for i, a in enumerate(args))),
                     f"{self.name}({', '.join(map(repr, args))})")
 

@@ -14,10 +14,10 @@ import threading
 from collections import OrderedDict
 from typing import Callable, Dict, List, Sequence, Tuple
 
-from ..core import Pattern as CorePattern, PDef, Program
+from ..core import CorePattern, PDef, Program
 from ..errors import PatternError
 from . import ast_transform, lowering, trace as tracing
-from .symbolic import HELPERS, PatternTerm, Var, show
+from .symbolic import HELPERS, SymTerm, Var, show
 from .trace import Unlocated
 
 assert set(HELPERS) == set(ast_transform.HELPERS)
@@ -171,7 +171,7 @@ class Pattern:
                  f"unsupported operation in a pattern body: {type(e).__name__}: {e}")
         finally:
             tracing.pop()
-        if not isinstance(result, PatternTerm):  # fell off the end: no return statement
+        if not isinstance(result, SymTerm):  # fell off the end: no return statement
             fail(comp.lineno, "the pattern body has no return statement; it must return a "
                               "pattern term")
         return Alternate(result.core, params, trace, comp.filename, comp.lineno)
@@ -203,7 +203,7 @@ class Pattern:
             syms.append(v.sym)
         call = tracing.CallIR(self, tuple(syms), trace.line())
         trace.calls.append(call)
-        return PatternTerm(call, f"{self.name}({', '.join(bound[n].name for n in self.params)})")
+        return SymTerm(call, f"{self.name}({', '.join(bound[n].name for n in self.params)})")
 
 
 def link(roots: Sequence[Pattern]) -> lowering.Linked:

@@ -1,5 +1,5 @@
 """The symbolic values a traced pattern body computes with: pattern terms
-(:class:`PatternTerm`), pattern variables (:class:`Var`), ``x.shape``
+(:class:`SymTerm`), pattern variables (:class:`Var`), ``x.shape``
 (:class:`SymShape`), integer expressions over attributes (:class:`SymExpr`)
 and guards (:class:`SymGuard`); and the helpers the AST-rewritten body
 calls (:data:`HELPERS`: ``assert``, ``and``/``or``/``not``, comparison
@@ -20,7 +20,7 @@ from ..core import symbols
 from ..core.symbols import OpClass
 from .trace import FUN, TERM, Unlocated, current
 
-__all__ = ["PatternTerm", "Var", "SymShape", "SymExpr", "SymGuard", "var", "local_op",
+__all__ = ["SymTerm", "Var", "SymShape", "SymExpr", "SymGuard", "var", "local_op",
            "as_pattern", "show", "HELPERS"]
 
 
@@ -28,7 +28,7 @@ def as_pattern(a, where: str, i: int):
     if isinstance(a, Var):
         a.use(TERM)
         return a.core
-    if isinstance(a, PatternTerm):
+    if isinstance(a, SymTerm):
         return a.core
     if symbols.is_constant(a):
         return core.PApp(symbols.const_symbol(a), ())
@@ -46,7 +46,7 @@ def show(v) -> str:
 # ---------------------------------------------------------- symbolic values
 
 
-class PatternTerm:
+class SymTerm:
     """A pattern under construction (``core`` is its IR, ``text`` its
     source-like rendering for messages)."""
 
@@ -80,7 +80,7 @@ class PatternTerm:
     rank = dtype = elType = op_class = shape
 
 
-class Var(PatternTerm):
+class Var(SymTerm):
     """A pattern variable: a parameter of the pattern being traced, a local
     term variable (``pm.var()``) or a local operator variable
     (``pm.Op(n_in, n_out)``). Used as a term it is a term variable; applied
@@ -137,7 +137,7 @@ class Var(PatternTerm):
         if self.sym.arity is not None and len(args) != self.sym.arity:
             raise Unlocated(f"operator variable {self.name} takes {self.sym.arity} "
                              f"argument(s), got {len(args)}")
-        return PatternTerm(core.PFunVar(self.sym, tuple(as_pattern(a, self.name, i)
+        return SymTerm(core.PFunVar(self.sym, tuple(as_pattern(a, self.name, i)
                                                  for i, a in enumerate(args))),
                     f"{self.name}({', '.join(map(repr, args))})")
 
@@ -158,7 +158,7 @@ class SymShape:
         return self.var.rank
 
     def __getitem__(self, i) -> "SymExpr":
-        if isinstance(i, (SymExpr, PatternTerm)):
+        if isinstance(i, (SymExpr, SymTerm)):
             raise Unlocated("shape indices must be Python ints, not symbolic values")
         try:
             return self.var._attr(core.shape_attr(i))
@@ -369,7 +369,7 @@ def _assert(value, lineno: int):
     trace = current()
     if isinstance(value, SymGuard):
         trace.guards.append((value.core, lineno))
-    elif isinstance(value, (PatternTerm, SymExpr, SymShape)):
+    elif isinstance(value, (SymTerm, SymExpr, SymShape)):
         raise Unlocated(f"assert needs a comparison, got {value!r}")
     elif not value:  # a concrete false assertion: the pattern never matches
         trace.guards.append((core.GNot(core.GTrue()), lineno))
@@ -379,7 +379,7 @@ def _ret(value):
     if isinstance(value, Var):
         value.use(TERM)
         return value
-    if isinstance(value, PatternTerm):
+    if isinstance(value, SymTerm):
         return value
     if value is None:
         raise Unlocated("the pattern body returned None; it must return a pattern term")
@@ -395,7 +395,7 @@ def _constrain(left, right, lineno: int):
         current().constraints.append((left.sym, as_pattern(right, "the match constraint", 1),
                                        lineno))
         return None
-    if isinstance(left, PatternTerm):
+    if isinstance(left, SymTerm):
         raise Unlocated(f"the left side of a match constraint must be a variable, not {left!r}")
     return left <= right
 

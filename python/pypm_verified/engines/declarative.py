@@ -144,7 +144,7 @@ class _Decider:
         return result
 
 
-def check(pattern: Union[core.Program, core.Pattern], theta: Mapping, node,
+def check(pattern: Union[core.Program, core.CorePattern], theta: Mapping, node,
           phi: Optional[Mapping] = None) -> bool:
     """Whether ``root @ ⟨θ, φ⟩ ≈ node`` is derivable, for ``pattern`` a
     :class:`core.Program` (its root definition's body, with its table) or a

@@ -18,7 +18,7 @@ from ..dsl.patterns import Pattern, link
 
 ENGINES = ("verified", "reference")
 
-PatternLike = Union[Pattern, core.Pattern, core.Program]
+PatternLike = Union[Pattern, core.CorePattern, core.Program]
 
 
 class Match:
@@ -46,6 +46,12 @@ class Match:
                          for v, n in self.substitution.items()}
         self.functions = {(fnames[F] if fnames is not None else F): symbols.lookup(f)
                           for F, f in self.fsubstitution.items()}
+
+    @property
+    def values(self) -> dict:
+        """``bindings`` and ``functions`` in one map: what a rule is fired
+        with (:meth:`pypm_verified.Rule.fire`)."""
+        return {**self.bindings, **self.functions}
 
     def __getitem__(self, name):
         if name in self.bindings:

@@ -294,7 +294,7 @@ def _drive(gen) -> Iterator:
 
 # ----------------------------------------------------------------- interface
 
-ProgramLike = Union[core.Program, core.Pattern]
+ProgramLike = Union[core.Program, core.CorePattern]
 
 
 def _run(program: ProgramLike, node, theta: Optional[Mapping[int, object]],

@@ -164,7 +164,7 @@ def _prefix(root, out: List[int]) -> None:
             push((t.e1, d, "expression"))
 
 
-def encode_pattern(p: core.Pattern) -> List[int]:
+def encode_pattern(p: core.CorePattern) -> List[int]:
     """One pattern (a definition body) in prefix form."""
     out: List[int] = []
     _prefix(p, out)

@@ -109,7 +109,7 @@ class Value:
     def __repr__(self):
         if self.is_const:
             return f"<const {self.value!r}>"
-        return f"<value {self.fx.name if self.fx is not None else '?'}{self.term._type_str()}>"
+        return f"<value {self.fx.name if self.fx is not None else '?'}{self.term.type_str()}>"
 
 
 class _Builder:
@@ -311,6 +311,16 @@ class Driver:
         self._stale.update(new.users)
         return created
 
+    def _could_match(self, nodes: List[fx.Node]) -> bool:
+        """Whether a pattern matches at one of ``nodes`` (what the next pass
+        would try). Rules are not run: a match whose rules would all decline
+        still counts, so a reported cap may be conservative, never missed."""
+        for node in nodes:
+            term = self.tg.term.get(node)
+            if term is not None and next(self._matches(term), None) is not None:
+                return True
+        return False
+
     def run(self) -> RewriteReport:
         """Rewrite to a fixpoint (or the iteration cap); returns the report."""
         t_start = time.perf_counter()
@@ -349,7 +359,9 @@ class Driver:
                 dirty.extend(self.tg.refresh(list(self._stale)))
                 self._stale.clear()
             work = sorted({n for n in dirty if n in term})
-        self.report.cap_hit = bool(work)
+        # the cap cut the rewrite short only if another pass had something to
+        # do: a pattern matches at a node it would try (matching only)
+        self.report.cap_hit = bool(work) and self._could_match(work)
         self.report.merged = self.tg.merged  # at import and after firings
         if self.recompile:
             g.lint()
