@@ -31,27 +31,27 @@ let protect name (f : unit -> int) : int =
       code
   | Out_of_memory ->
       last_message := oom_message;
-      Engine.e_internal
+      Codes.e_internal
   | Stack_overflow ->
       last_message := stack_message;
-      Engine.e_internal
+      Codes.e_internal
   | e ->
       (try
          last_message :=
            Printf.sprintf "%s: internal error: exception %s" name (Printexc.to_string e)
        with _ -> last_message := internal_message);
-      Engine.e_internal
+      Codes.e_internal
 
 let view (p : int64 ptr) (n : int) : Decode.buf = bigarray_of_ptr array1 n Bigarray.int64 p
 
 let max_int64 = Int64.of_int max_int
 
 let to_handle (h : int64) =
-  if h <= 0L || h > max_int64 then Engine.error Engine.e_bad_handle "invalid handle %Ld" h;
+  if h <= 0L || h > max_int64 then Engine.error Codes.e_bad_handle "invalid handle %Ld" h;
   Int64.to_int h
 
 let to_index what (v : int64) =
-  if v < 0L || v > max_int64 then Engine.error Engine.e_out_of_range "%s %Ld out of range" what v;
+  if v < 0L || v > max_int64 then Engine.error Codes.e_out_of_range "%s %Ld out of range" what v;
   Int64.to_int v
 
 (* lengths and capacities: the C side caps them, saturate for safety *)
@@ -65,28 +65,28 @@ let graph_load (buf : int64 ptr) (len : int64) (handle : int64 ptr) : int =
   protect "pypm_graph_load" (fun () ->
       let h = Engine.graph_load (view buf (to_len len)) in
       handle <-@ Int64.of_int h;
-      0)
+      Codes.ok)
 
 let graph_extend (h : int64) (buf : int64 ptr) (len : int64) : int =
   protect "pypm_graph_extend" (fun () ->
       Engine.graph_extend (to_handle h) (view buf (to_len len));
-      0)
+      Codes.ok)
 
 let patterns_load (buf : int64 ptr) (len : int64) (handle : int64 ptr) : int =
   protect "pypm_patterns_load" (fun () ->
       let h = Engine.patterns_load (view buf (to_len len)) in
       handle <-@ Int64.of_int h;
-      0)
+      Codes.ok)
 
 let handle_size (h : int64) (size : int64 ptr) : int =
   protect "pypm_handle_size" (fun () ->
       size <-@ Int64.of_int (Engine.handle_size (to_handle h));
-      0)
+      Codes.ok)
 
 let release (h : int64) : int =
   protect "pypm_release" (fun () ->
       Engine.release (to_handle h);
-      0)
+      Codes.ok)
 
 let match_ (graph : int64) (patterns : int64) (index : int64) (root : int64) (fuel : int64)
     (out : int64 ptr) (out_cap : int64) (out_len : int64 ptr) : int =
@@ -100,7 +100,7 @@ let match_ (graph : int64) (patterns : int64) (index : int64) (root : int64) (fu
       let need = 3 + (2 * n) + (2 * m) in
       out_len <-@ Int64.of_int need;
       if need > to_len out_cap then
-        Engine.error Engine.e_buffer_too_small "pypm_match: the result needs %d words, out_cap is %Ld"
+        Engine.error Codes.e_buffer_too_small "pypm_match: the result needs %d words, out_cap is %Ld"
           need out_cap;
       let v = view out need in
       let put i x = Bigarray.Array1.unsafe_set v i (Int64.of_int x) in
@@ -118,7 +118,7 @@ let match_ (graph : int64) (patterns : int64) (index : int64) (root : int64) (fu
           put (o + 1 + (2 * i)) f;
           put (o + 2 + (2 * i)) s)
         fbinds;
-      0)
+      Codes.ok)
 
 let match_all (graph : int64) (patterns : int64) (fuel : int64) (result : int64 ptr)
     (result_len : int64 ptr) : int =
@@ -127,17 +127,17 @@ let match_all (graph : int64) (patterns : int64) (fuel : int64) (result : int64 
       let h, len = Engine.match_all ~graph ~patterns ~fuel:(to_fuel fuel) in
       result <-@ Int64.of_int h;
       result_len <-@ Int64.of_int len;
-      0)
+      Codes.ok)
 
 let result_read (h : int64) (out : int64 ptr) (out_cap : int64) : int =
   protect "pypm_result_read" (fun () ->
       let r = Engine.result (to_handle h) in
       let len = Bigarray.Array1.dim r in
       if len > to_len out_cap then
-        Engine.error Engine.e_buffer_too_small
+        Engine.error Codes.e_buffer_too_small
           "pypm_result_read: the result has %d words, out_cap is %Ld" len out_cap;
       Bigarray.Array1.blit r (view out len);
-      0)
+      Codes.ok)
 
 (* Copy the last message, NUL-terminated, into buf[0 .. cap); returns the
    number of bytes copied (without the NUL).  Never raises. *)

@@ -1,4 +1,5 @@
-(* Validating decoder of the binary format (doc/format.md, VERSION 2).
+(* The binary-format reader: a validating decoder of doc/format.md
+   (VERSION 2) into the engine's representation (repr.ml).
 
    Input: a Bigarray of int64 words (on the C side a zero-copy view of the
    caller's buffer, so the words are read once, straight into the OCaml
@@ -23,8 +24,10 @@
      parameters, and claims at most [max_params] entries in each of pbinds
      and pfbinds;
    - a set has at most [max_defs] definitions;
-   - the cost bound [wf_cost] of the well-formedness check is at most
-     [max_wf_cost]. *)
+   - the cost bound [Wf_cost.bound] of the well-formedness check is at most
+     [Wf_cost.limit].
+
+   The reason given for an ill-formed set comes from [Wf_explain]. *)
 
 type kind = Malformed | Ill_formed | Too_deep
 
@@ -450,207 +453,6 @@ and read_pattern r d : Matcher.pattern =
       Matcher.PCall (p, xs, fs)
   | _ -> fail Malformed "patterns: definition %d: word %d: unknown pattern tag %Ld" r.index at tag
 
-(* For the message only: the first construct (in prefix order) of a body
-   that [Matcher.wfb] rejects.  The verdict itself is [Matcher.wf_defs]. *)
-let rec first_problem (defs : Matcher.pdef list) (p : Matcher.pattern) : string option =
-  let sub = first_problem defs in
-  let first_of l = List.find_map sub l in
-  let missing req have = List.find_opt (fun x -> not (List.mem x have)) req in
-  match p with
-  | Matcher.PVar _ | Matcher.PCall _ -> None
-  | Matcher.PApp (_, ps) | Matcher.PFunVar (_, ps) -> first_of ps
-  | Matcher.PAlt (p1, p2) -> first_of [ p1; p2 ]
-  | Matcher.PGuard (p0, g) -> (
-      match sub p0 with
-      | Some _ as r -> r
-      | None -> (
-          match missing (Matcher.guard_vars g) (Matcher.binds defs p0) with
-          | Some x ->
-              Some
-                (Printf.sprintf
-                   "a guard reads variable %d, which the guarded pattern does not bind on every \
-                    match"
-                   x)
-          | None -> (
-              match missing (Matcher.guard_fvars g) (Matcher.fbinds defs p0) with
-              | Some f ->
-                  Some
-                    (Printf.sprintf
-                       "a guard reads operator variable %d, which the guarded pattern does not \
-                        bind on every match"
-                       f)
-              | None -> None)))
-  | Matcher.PExists (x, p0) -> (
-      match sub p0 with
-      | Some _ as r -> r
-      | None ->
-          if List.mem x (Matcher.binds defs p0) then None
-          else
-            Some
-              (Printf.sprintf "exists %d: its body does not bind variable %d on every match" x x))
-  | Matcher.PExistsF (f, p0) -> (
-      match sub p0 with
-      | Some _ as r -> r
-      | None ->
-          if List.mem f (Matcher.fbinds defs p0) then None
-          else
-            Some
-              (Printf.sprintf
-                 "exists operator %d: its body does not bind operator variable %d on every match" f
-                 f))
-  | Matcher.PConstr (p0, p', x) -> (
-      match first_of [ p0; p' ] with
-      | Some _ as r -> r
-      | None ->
-          if List.mem x (Matcher.binds defs p0) then None
-          else
-            Some
-              (Printf.sprintf
-                 "a match constraint on variable %d, which the constrained pattern does not bind \
-                  on every match"
-                 x))
-
-let explain_ill_formed (defs : Matcher.pdef list) : string =
-  let rec go i = function
-    | [] -> "patterns: the definitions are not well-formed"
-    | (d : Matcher.pdef) :: rest ->
-        if Matcher.wf_def defs d then go (i + 1) rest
-        else begin
-          match first_problem defs d.Matcher.body with
-          | Some m -> Printf.sprintf "patterns: definition %d: %s" i m
-          | None -> (
-              let bs = Matcher.binds defs d.Matcher.body in
-              match List.find_opt (fun x -> not (List.mem x bs)) d.Matcher.pbinds with
-              | Some x ->
-                  Printf.sprintf
-                    "patterns: definition %d: pbinds claims parameter %d, which the body does not \
-                     bind on every match"
-                    i x
-              | None -> (
-                  let fbs = Matcher.fbinds defs d.Matcher.body in
-                  match List.find_opt (fun f -> not (List.mem f fbs)) d.Matcher.pfbinds with
-                  | Some f ->
-                      Printf.sprintf
-                        "patterns: definition %d: pfbinds claims operator parameter %d, which the \
-                         body does not bind on every match"
-                        i f
-                  | None -> Printf.sprintf "patterns: definition %d: not well-formed" i))
-        end
-  in
-  go 0 defs
-
-(* ----------------------------------------------- cost of the wf check *)
-
-(* [Matcher.wf_defs] is the extracted Coq check, on lists: [binds] of a
-   sub-pattern is recomputed at every guard, [∃] and match constraint above
-   it, [app] copies, [inter] and [subset] are quadratic.  Its running time is
-   polynomial but can be cubic in the size of a body (a chain of 10000
-   match constraints takes hours).  Rather than replace the verified check,
-   the decoder bounds its cost first: [wf_cost] is an upper bound on the
-   number of list cells it visits, computed in linear time from the same
-   recursion structure, and a set whose bound exceeds [max_wf_cost] is
-   rejected (Malformed, "exceeds the limit") before the check runs.  Floats:
-   the bounds can exceed 2^62.  Measured: 2-6 ns per counted step, so the
-   limit of 10^8 bounds the check to well under a second; realistic
-   patterns count a few thousand steps. *)
-
-let max_wf_cost = 1e8
-
-(* bounds for one pattern: lengths of [binds]/[fbinds] and the costs of
-   computing [binds], [fbinds] and [wfb] *)
-type cost = { b : float; fb : float; cb : float; cfb : float; cw : float }
-
-(* guard/expression: number of variables read, cost of collecting them *)
-let rec expr_cost (e : Matcher.expr) : float * float * float * float =
-  match e with
-  | Matcher.EConst _ -> (0., 1., 0., 1.)
-  | Matcher.EAttr _ -> (1., 1., 0., 1.)
-  | Matcher.EFAttr _ -> (0., 1., 1., 1.)
-  | Matcher.EAdd (e1, e2) | Matcher.ESub (e1, e2) | Matcher.EMul (e1, e2) ->
-      let v1, c1, f1, d1 = expr_cost e1 and v2, c2, f2, d2 = expr_cost e2 in
-      (v1 +. v2, c1 +. c2 +. v1 +. 1., f1 +. f2, d1 +. d2 +. f1 +. 1.)
-
-let rec guard_cost (g : Matcher.guard) : float * float * float * float =
-  let pair (v1, c1, f1, d1) (v2, c2, f2, d2) =
-    (v1 +. v2, c1 +. c2 +. v1 +. 1., f1 +. f2, d1 +. d2 +. f1 +. 1.)
-  in
-  match g with
-  | Matcher.GTrue -> (0., 1., 0., 1.)
-  | Matcher.GEq (e1, e2) | Matcher.GLt (e1, e2) -> pair (expr_cost e1) (expr_cost e2)
-  | Matcher.GAnd (g1, g2) | Matcher.GOr (g1, g2) -> pair (guard_cost g1) (guard_cost g2)
-  | Matcher.GNot g ->
-      let v, c, f, d = guard_cost g in
-      (v, c +. 1., f, d +. 1.)
-
-let wf_cost (defs : Matcher.pdef array) : float =
-  let nd = float_of_int (Array.length defs) in
-  let rec pc (p : Matcher.pattern) : cost =
-    match p with
-    | Matcher.PVar _ -> { b = 1.; fb = 0.; cb = 1.; cfb = 1.; cw = 1. }
-    | Matcher.PApp (_, ps) | Matcher.PFunVar (_, ps) ->
-        let f = match p with Matcher.PFunVar _ -> 1. | _ -> 0. in
-        List.fold_left
-          (fun acc q ->
-            let c = pc q in
-            {
-              b = acc.b +. c.b;
-              fb = acc.fb +. c.fb;
-              cb = acc.cb +. c.cb +. c.b +. 1.;
-              cfb = acc.cfb +. c.cfb +. c.fb +. 1.;
-              cw = acc.cw +. c.cw +. 1.;
-            })
-          { b = 0.; fb = f; cb = 1.; cfb = 1.; cw = 1. }
-          ps
-    | Matcher.PAlt (p1, p2) ->
-        let c1 = pc p1 and c2 = pc p2 in
-        {
-          b = c1.b;
-          fb = c1.fb;
-          cb = c1.cb +. c2.cb +. (c1.b *. (c2.b +. 1.)) +. 1.;
-          cfb = c1.cfb +. c2.cfb +. (c1.fb *. (c2.fb +. 1.)) +. 1.;
-          cw = c1.cw +. c2.cw +. 1.;
-        }
-    | Matcher.PGuard (p0, g) ->
-        let c = pc p0 in
-        let v, cv, f, cf = guard_cost g in
-        {
-          c with
-          cb = c.cb +. 1.;
-          cfb = c.cfb +. 1.;
-          cw = c.cw +. cv +. c.cb +. (v *. (c.b +. 1.)) +. cf +. c.cfb +. (f *. (c.fb +. 1.)) +. 1.;
-        }
-    | Matcher.PExists (_, p0) ->
-        let c = pc p0 in
-        { c with cb = c.cb +. c.b +. 1.; cfb = c.cfb +. 1.; cw = c.cw +. c.cb +. c.b +. 1. }
-    | Matcher.PExistsF (_, p0) ->
-        let c = pc p0 in
-        { c with cb = c.cb +. 1.; cfb = c.cfb +. c.fb +. 1.; cw = c.cw +. c.cfb +. c.fb +. 1. }
-    | Matcher.PConstr (p0, p', _) ->
-        let c0 = pc p0 and c' = pc p' in
-        {
-          b = c0.b +. c'.b;
-          fb = c0.fb +. c'.fb;
-          cb = c0.cb +. c'.cb +. c0.b +. 1.;
-          cfb = c0.cfb +. c'.cfb +. c0.fb +. 1.;
-          cw = c0.cw +. c'.cw +. c0.cb +. c0.b +. 1.;
-        }
-    | Matcher.PCall (q, xs, fs) ->
-        (* nth_error of the table, then args_of: nth_error of the
-           arguments for each claimed parameter *)
-        let d = defs.(q) in
-        let pb = float_of_int (List.length d.Matcher.pbinds)
-        and pfb = float_of_int (List.length d.Matcher.pfbinds) in
-        let nx = float_of_int (List.length xs) and nf = float_of_int (List.length fs) in
-        { b = pb; fb = pfb; cb = nd +. (pb *. (nx +. 2.)) +. 1.; cfb = nd +. (pfb *. (nf +. 2.)) +. 1.; cw = 1. }
-  in
-  Array.fold_left
-    (fun acc (d : Matcher.pdef) ->
-      let c = pc d.Matcher.body in
-      let pb = float_of_int (List.length d.Matcher.pbinds)
-      and pfb = float_of_int (List.length d.Matcher.pfbinds) in
-      acc +. c.cw +. c.cb +. (pb *. (c.b +. 1.)) +. c.cfb +. (pfb *. (c.fb +. 1.)) +. 1.)
-    0. defs
-
 (* a definition takes at least 7 words: n_params, n_fparams, n_pbinds,
    n_pfbinds, n_words, and a body of at least 2 words *)
 let min_def_words = 7
@@ -729,15 +531,15 @@ let decode_patterns_exn (b : buf) : Repr.patterns =
   if stop <> len then
     fail Malformed "patterns: %d trailing words after the roots (the set ends at word %d of %d)"
       (len - stop) stop len;
-  let cost = wf_cost defs in
-  if cost > max_wf_cost then
+  let cost = Wf_cost.bound defs in
+  if cost > Wf_cost.limit then
     fail Malformed
       "patterns: checking well-formedness would take about %.2g list steps, which exceeds the \
        limit of %.2g (bodies whose guards, exists or match constraints sit above large \
        sub-patterns)"
-      cost max_wf_cost;
+      cost Wf_cost.limit;
   let def_list = Array.to_list defs in
-  if not (Matcher.wf_defs def_list) then fail Ill_formed "%s" (explain_ill_formed def_list);
+  if not (Matcher.wf_defs def_list) then fail Ill_formed "%s" (Wf_explain.explain def_list);
   { Repr.defs = def_list; def_array = defs; roots }
 
 let wrap f b =

@@ -2,21 +2,10 @@
 
    Handles are positive ints (a counter starting at 1, never reused), mapped
    to a graph, a pattern set or a result buffer.  Errors are reported by
-   raising [Error (code, message)] with the codes of pypm_verified.h; the
-   C-facing layer turns them into return codes. *)
+   raising [Error (code, message)] with the codes of pypm_verified.h
+   (codes.ml); the C-facing layer turns them into return codes. *)
 
-let e_malformed = 1
-let e_bad_handle = 2
-let e_out_of_range = 3
-let e_buffer_too_small = 4
-let e_ill_formed = 5
-let e_too_deep = 6
-let e_null = 7
-let e_internal = 8
-
-let status_match = 0
-let status_no_match = 1
-let status_out_of_fuel = 2
+open Codes
 
 let default_fuel = 1 lsl 24
 

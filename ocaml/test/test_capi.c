@@ -631,7 +631,7 @@ static void test_limits(void) {
 
   /* Add(x0 .. x32765) at node 4: 32766 parameters, 32766 bindings (65535
    * words). (No pbinds claim: checking a claim of all 32766 parameters is
-   * quadratic, over the limit of Decode.max_wf_cost.) */
+   * quadratic, over Wf_cost.limit.) */
   wbuf p = {0};
   put(&p, 2), put(&p, SYM_ADD), put(&p, wide2);
   for (int64_t i = 0; i < wide2; i++) put(&p, 1), put(&p, i);

@@ -583,7 +583,7 @@ let rec nest_not d = if d <= 0 then M.GTrue else M.GNot (nest_not (d - 1))
 
 (* 2(2(...)) with an F(...), an ∃, an ∃F and a match constraint every 500 levels (more
    would make the well-formedness check itself too costly, see
-   Decode.wf_cost) *)
+   Wf_cost) *)
 let rec nest_new d =
   if d <= 1 then M.PVar 0
   else
@@ -669,7 +669,7 @@ let test_wf_cost () =
   let t0 = Sys.time () in
   check "wf" (M.wf_defs defs);
   let dt = Sys.time () -. t0 in
-  let est = Decode.wf_cost (Array.of_list defs) in
+  let est = Wf_cost.bound (Array.of_list defs) in
   Printf.printf "  wf_defs: %.3g counted steps in %.3f s (%.1f ns/step)\n" est dt (1e9 *. dt /. est)
 
 let test_ill_formed () =
@@ -799,23 +799,23 @@ let test_engine () =
   check "match_all layout"
     (words
     = [| 3; 0; 3; 0; 2; 0; 0; 1; 1; 0; 2; 3; 0; 2; 0; 0; 1; 1; 0; 2; 4; 0; 2; 0; 0; 1; 1; 0 |]);
-  check "bad handle" (code (fun () -> ignore (Engine.handle_size 999)) = Engine.e_bad_handle);
+  check "bad handle" (code (fun () -> ignore (Engine.handle_size 999)) = Codes.e_bad_handle);
   check "wrong kind"
     (code (fun () -> ignore (Engine.match_one ~graph:ph ~patterns:ph ~index:0 ~root:0 ~fuel:0))
-    = Engine.e_bad_handle);
-  check "root out of range" (code (fun () -> ignore (m 0 5)) = Engine.e_out_of_range);
-  check "index out of range" (code (fun () -> ignore (m 3 0)) = Engine.e_out_of_range);
-  check "negative index" (code (fun () -> ignore (m (-1) 0)) = Engine.e_out_of_range);
-  check "malformed load" (code (fun () -> ignore (Engine.graph_load (buf [ 1L ]))) = Engine.e_malformed);
+    = Codes.e_bad_handle);
+  check "root out of range" (code (fun () -> ignore (m 0 5)) = Codes.e_out_of_range);
+  check "index out of range" (code (fun () -> ignore (m 3 0)) = Codes.e_out_of_range);
+  check "negative index" (code (fun () -> ignore (m (-1) 0)) = Codes.e_out_of_range);
+  check "malformed load" (code (fun () -> ignore (Engine.graph_load (buf [ 1L ]))) = Codes.e_malformed);
   check "ill-formed load"
     (code (fun () ->
          ignore (Engine.patterns_load (buf (set_words [ bad_claim ] [ 0 ]))))
-    = Engine.e_ill_formed);
+    = Codes.e_ill_formed);
   check "too deep load"
-    (code (fun () -> ignore (Engine.patterns_load (buf (patterns_words [ nest_alt 10001 ])))) = Engine.e_too_deep);
+    (code (fun () -> ignore (Engine.patterns_load (buf (patterns_words [ nest_alt 10001 ])))) = Codes.e_too_deep);
   Engine.release gh;
-  check "released" (code (fun () -> ignore (Engine.handle_size gh)) = Engine.e_bad_handle);
-  check "double release" (code (fun () -> Engine.release gh) = Engine.e_bad_handle);
+  check "released" (code (fun () -> ignore (Engine.handle_size gh)) = Codes.e_bad_handle);
+  check "double release" (code (fun () -> Engine.release gh) = Codes.e_bad_handle);
   Engine.release ph
 
 (* A graph of unary chains:
@@ -1059,20 +1059,20 @@ let test_extend () =
     check ("extend error: " ^ name) (code (fun () -> Engine.graph_extend gh (buf b)) = c);
     check ("extend error leaves the graph: " ^ name) (Engine.handle_size gh = 5 && all gh = before)
   in
-  err "base too small" Engine.e_out_of_range (ext_words 4 rest);
-  err "base too large" Engine.e_out_of_range (ext_words 6 rest);
-  err "child out of range" Engine.e_malformed (ext_words 5 [ (neg, [ 6 ], []) ]);
-  err "negative child" Engine.e_malformed (ext_words 5 [ (neg, [ -1 ], []) ]);
-  err "conflicting symbol attribute" Engine.e_malformed
+  err "base too small" Codes.e_out_of_range (ext_words 4 rest);
+  err "base too large" Codes.e_out_of_range (ext_words 6 rest);
+  err "child out of range" Codes.e_malformed (ext_words 5 [ (neg, [ 6 ], []) ]);
+  err "negative child" Codes.e_malformed (ext_words 5 [ (neg, [ -1 ], []) ]);
+  err "conflicting symbol attribute" Codes.e_malformed
     (ext_words ~sym:[ (neg, op_class, 8) ] 5 [ (neg, [ 4 ], []) ]);
-  err "a graph buffer" Engine.e_malformed (graph_words rest);
-  err "bad magic" Engine.e_malformed (ext_words ~magic:Decode.magic_patterns 5 rest);
-  err "truncated" Engine.e_malformed (take 10 (ext_words 5 rest));
-  err "trailing word" Engine.e_malformed (ext_words 5 rest @ [ 0L ]);
-  err "header only" Engine.e_malformed [ Decode.magic_extension; 2L; 5L ];
-  err "duplicate attribute" Engine.e_malformed (ext_words 5 [ (neg, [ 4 ], [ (0, 1); (0, 1) ]) ]);
+  err "a graph buffer" Codes.e_malformed (graph_words rest);
+  err "bad magic" Codes.e_malformed (ext_words ~magic:Decode.magic_patterns 5 rest);
+  err "truncated" Codes.e_malformed (take 10 (ext_words 5 rest));
+  err "trailing word" Codes.e_malformed (ext_words 5 rest @ [ 0L ]);
+  err "header only" Codes.e_malformed [ Decode.magic_extension; 2L; 5L ];
+  err "duplicate attribute" Codes.e_malformed (ext_words 5 [ (neg, [ 4 ], [ (0, 1); (0, 1) ]) ]);
   check "extend error: pattern handle"
-    (code (fun () -> Engine.graph_extend ph (buf (ext_words 5 rest))) = Engine.e_bad_handle);
+    (code (fun () -> Engine.graph_extend ph (buf (ext_words 5 rest))) = Codes.e_bad_handle);
   (* an empty extension is fine; then the rest *)
   Engine.graph_extend gh (buf (ext_words 5 []));
   Engine.graph_extend gh (buf (ext_words ~sym:g_sym 5 rest));

@@ -1,0 +1,36 @@
+(* The return codes and match statuses of the C API: the OCaml side's one
+   copy of the PYPM_* constants of capi/pypm_verified.h.  [all] lists them
+   by their C names; test/test_codes.ml checks that the header defines
+   exactly these, with these values. *)
+
+let ok = 0
+let e_malformed = 1
+let e_bad_handle = 2
+let e_out_of_range = 3
+let e_buffer_too_small = 4
+let e_ill_formed = 5
+let e_too_deep = 6
+let e_null = 7
+let e_internal = 8
+let e_init = 9 (* raised by pypm_capi.c only *)
+
+let status_match = 0
+let status_no_match = 1
+let status_out_of_fuel = 2
+
+let all =
+  [
+    ("PYPM_OK", ok);
+    ("PYPM_E_MALFORMED", e_malformed);
+    ("PYPM_E_BAD_HANDLE", e_bad_handle);
+    ("PYPM_E_OUT_OF_RANGE", e_out_of_range);
+    ("PYPM_E_BUFFER_TOO_SMALL", e_buffer_too_small);
+    ("PYPM_E_ILL_FORMED", e_ill_formed);
+    ("PYPM_E_TOO_DEEP", e_too_deep);
+    ("PYPM_E_NULL", e_null);
+    ("PYPM_E_INTERNAL", e_internal);
+    ("PYPM_E_INIT", e_init);
+    ("PYPM_STATUS_MATCH", status_match);
+    ("PYPM_STATUS_NO_MATCH", status_no_match);
+    ("PYPM_STATUS_OUT_OF_FUEL", status_out_of_fuel);
+  ]
