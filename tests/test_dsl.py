@@ -1,4 +1,6 @@
 """Lowering of the DSL to exact core terms."""
+import os
+
 import pytest
 
 import pypm_verified as pm
@@ -473,3 +475,92 @@ def test_local_operator_passed_to_a_call():
     t = Trans(Trans(Trans(a)))
     m = pm.match(LocalOp, t, engine="reference")
     assert m.bindings == {"x": a, "r": t} and m.functions == {}
+
+
+# ------------------------------------------------- patterns without source
+
+SOURCELESS = '''
+import pypm_verified as pm
+
+@pm.op
+def MatMul(x, y): return 1
+@pm.op
+def Trans(x): return 1
+
+@pm.pattern
+def MMxyT(x, y):
+    assert x.shape.rank == 2
+    assert not y.shape.rank == 3
+    assert (x.rank == 2) & ((y.dtype == pm.f32) | (y.dtype == pm.f16))
+    yt = pm.var()
+    yt <= Trans(y)
+    return MatMul(x, yt)
+
+@pm.pattern
+def UsesAnd(x):
+    assert x.rank == 2 and x.rank == 3
+    return Trans(x)
+'''
+
+
+def _sourceless_module():
+    """The patterns above compiled from a string: inspect.getsource fails, as
+    in the REPL or ``python - < file``."""
+    ns = {"__name__": "sourceless_patterns"}
+    exec(compile(SOURCELESS, "<stdin>", "exec"), ns)  # noqa: S102
+    return ns
+
+
+@pytest.mark.parametrize("engine", ["verified", "reference"])
+def test_sourceless_pattern_traced(engine):
+    if engine == "verified" and not pm.engine_available():
+        pytest.skip("verified engine not built")
+    ns = _sourceless_module()
+    MatMul, Trans, MMxyT = ns["MatMul"], ns["Trans"], ns["MMxyT"]
+    g = pm.Graph()
+    a = g.input("a", shape=(4, 8), dtype=pm.f32)
+    b = g.input("b", shape=(16, 8), dtype=pm.f32)
+    c = g.input("c", shape=(16, 8), dtype=pm.i8)
+    m = pm.match(MMxyT, g.apply(MatMul, a, g.apply(Trans, b)), engine=engine)
+    assert m.bindings == {"x": a, "y": b}
+    # the `|` guard on y's dtype refuses i8; `assert not` refuses rank 3
+    assert pm.match(MMxyT, g.apply(MatMul, a, g.apply(Trans, c)), engine=engine) is None
+    d = g.input("d", shape=(2, 2, 2), dtype=pm.f32)
+    assert pm.match(MMxyT, g.apply(MatMul, a, g.apply(Trans, d)), engine=engine) is None
+    # every guard and the constraint were recorded (5 comparisons, one ¬, one ≈)
+    body = MMxyT.alternates[0]
+    guards = [q.g for q in core.walk(body) if isinstance(q, core.PGuard)]
+
+    def leaves(g):
+        if isinstance(g, (core.GAnd, core.GOr)):
+            return leaves(g.g1) + leaves(g.g2)
+        return leaves(g.g) + ["not"] if isinstance(g, core.GNot) else [type(g).__name__]
+    atoms = [a for g in guards for a in leaves(g)]
+    assert atoms.count("GEq") == 5 and "not" in atoms
+    assert sum(isinstance(q, core.PConstr) for q in core.walk(body)) == 1
+
+
+def test_sourceless_pattern_refuses_and_with_the_construct_named():
+    ns = _sourceless_module()
+    g = pm.Graph()
+    with pytest.raises(pm.PatternError, match=r"<stdin>:\d+.*`and`/`or`.*define the pattern "
+                                              r"in a file"):
+        pm.match(ns["UsesAnd"], g.input("a", shape=(2, 2)), engine="reference")
+
+
+def test_pattern_from_standard_input(tmp_path):
+    """``python - < script`` defines and matches a pattern."""
+    import subprocess
+    import sys
+    script = SOURCELESS + '''
+g = pm.Graph()
+a = g.input("a", shape=(4, 8), dtype=pm.f32)
+b = g.input("b", shape=(16, 8), dtype=pm.f32)
+m = pm.match(MMxyT, g.apply(MatMul, a, g.apply(Trans, b)), engine="reference")
+print(sorted(m.bindings))
+'''
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['x', 'y']"

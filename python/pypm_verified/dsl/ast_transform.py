@@ -13,7 +13,9 @@ guards and constraints can be traced symbolically:
 * ``name = e``            -> ``name = __pm_name__('name', e)`` (names locals)
 
 Python constructs that cannot be traced (branches, loops, comprehensions, …)
-are rejected with a located :class:`PatternError`. A ``@pm.rule`` function
+are rejected with a located :class:`PatternError`. A pattern whose source
+cannot be read (the REPL, standard input) is traced as Python runs it
+(:class:`Sourceless`), with the subset its bytecode shows unambiguously. A ``@pm.rule`` function
 is plain Python; only its ``assert`` statements are rewritten (into
 ``if not e: raise AssertionError``) so that ``python -O`` cannot remove the
 conditions that decide whether the rule fires. Rewritten functions are
@@ -23,6 +25,7 @@ original module globals, and share the original closure cells.
 from __future__ import annotations
 
 import ast
+import dis
 import inspect
 import textwrap
 import types
@@ -180,6 +183,69 @@ class Compiled:
         return made
 
 
+class NoSource(PatternError):
+    """The function's source cannot be read (defined in the REPL, from
+    standard input or with ``exec``)."""
+
+
+class Sourceless:
+    """A pattern function whose source cannot be read, traced as Python runs
+    it (the same interface as :class:`Compiled`). Without the AST rewrite
+    only what the bytecode shows unambiguously is supported: ``assert g`` and
+    ``assert not g`` for a guard ``g`` (combine guards with ``&``, ``|``,
+    ``~``), ``x <= p`` as a statement, ``return p``; ``and``/``or``/``not``
+    or ``if`` on guards and chained comparisons are refused, naming the
+    construct (see :func:`guard_use` and :func:`constraint_use`)."""
+
+    sourceless = True
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        self.code = fn.__code__
+        self.filename = fn.__code__.co_filename
+        self.lineno = fn.__code__.co_firstlineno
+        codes, stack = set(), [fn.__code__]
+        while stack:
+            c = stack.pop()
+            codes.add(c)
+            stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+        self.codes: FrozenSet[types.CodeType] = frozenset(codes)
+
+    def make(self, helpers: Dict[str, Callable]) -> Callable:
+        return self.fn
+
+
+def _instructions_at(frame):
+    ins = list(dis.get_instructions(frame.f_code))
+    for i, x in enumerate(ins):
+        if x.offset == frame.f_lasti:
+            return x, ins[i + 1:i + 3]
+    return None, []
+
+
+def guard_use(frame) -> str:
+    """How the bytecode of ``frame`` uses the truth value it is asking for:
+    "assert" (``assert g``), "assert not" (``assert not g``) or a description
+    of another use (``and``/``or``/``not``/``if``, a chained comparison)."""
+    cur, nxt = _instructions_at(frame)
+    if cur is not None and nxt and nxt[0].opname == "LOAD_ASSERTION_ERROR":
+        if "IF_TRUE" in cur.opname:
+            return "assert"
+        if "IF_FALSE" in cur.opname:
+            return "assert not"
+    if cur is not None and "OR_POP" in cur.opname:
+        return "`and`/`or` or a chained comparison"
+    return "`and`/`or`/`not`, `if` or a truth test"
+
+
+def constraint_use(frame) -> bool:
+    """Whether the comparison ``frame`` is executing is a statement of its
+    own (its result discarded): ``x <= p`` as a match constraint."""
+    cur, nxt = _instructions_at(frame)
+    return cur is not None and cur.opname == "COMPARE_OP" and bool(nxt) \
+        and nxt[0].opname == "POP_TOP"
+
+
 def _parse(fn: Callable, what: str, name: str):
     filename = fn.__code__.co_filename
     first = fn.__code__.co_firstlineno
@@ -191,7 +257,8 @@ def _parse(fn: Callable, what: str, name: str):
         source = textwrap.dedent(inspect.getsource(fn))
         tree = ast.parse(source, filename=filename)
     except (OSError, TypeError, SyntaxError) as e:
-        fail(first, f"cannot read the {what}'s source ({e}); {what}s must be defined in a file")
+        raise NoSource(f"{what} {name!r} ({filename}:{first}): cannot read its source "
+                       f"({e})") from None
     ast.increment_lineno(tree, first - 1)
     fndefs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     if len(fndefs) != 1 or fndefs[0].name != fn.__name__:
@@ -225,10 +292,14 @@ def _compile(fn: Callable, fndef: ast.FunctionDef, filename: str, helpers) -> "C
     return Compiled(_find_code(fcode, fndef.name), fn, filename, fndef.lineno)
 
 
-def compile_pattern(fn: Callable, pattern_name: str) -> Compiled:
-    """Rewrite and compile a pattern function; raise PatternError for
-    unsupported code."""
-    fndef, filename, fail = _parse(fn, "pattern", pattern_name)
+def compile_pattern(fn: Callable, pattern_name: str):
+    """Rewrite and compile a pattern function (a :class:`Compiled`); raise
+    PatternError for unsupported code. A function whose source cannot be read
+    is traced as it is (a :class:`Sourceless`)."""
+    try:
+        fndef, filename, fail = _parse(fn, "pattern", pattern_name)
+    except NoSource:
+        return Sourceless(fn)
     for node in ast.walk(fndef):
         if node is fndef:
             continue
@@ -250,7 +321,7 @@ def compile_pattern(fn: Callable, pattern_name: str) -> Compiled:
 def compile_rule(fn: Callable, rule_name: str) -> Compiled:
     """Compile a rule function with its ``assert`` statements made explicit
     (see the module docstring); its defaults are kept by :meth:`Compiled.make`."""
-    fndef, filename, _ = _parse(fn, "rule", rule_name)
+    fndef, filename, _ = _parse(fn, "rule", rule_name)  # NoSource: the caller runs fn as is
     fndef.returns = None
     a = fndef.args
     for arg in a.posonlyargs + a.args + a.kwonlyargs:

@@ -80,7 +80,7 @@ class Pattern:
         return f"<pattern {self.name}({', '.join(self.params)}), " \
                f"{len(self.definitions)} alternate(s)>"
 
-    def _add(self, fn, compiled: ast_transform.Compiled):
+    def _add(self, fn, compiled):
         d = _Definition(fn, compiled)
         global _generation
         with _lock:
@@ -150,11 +150,14 @@ class Pattern:
             raise PatternError(f"pattern {self.name!r} ({comp.filename}:{line}): {problem}") \
                 from None
 
-        trace = tracing.Trace(self, comp.codes)
+        sourceless = getattr(comp, "sourceless", False)
+        trace = tracing.Trace(self, comp.codes, sourceless)
         params = tuple(tracing.Sym(n, i) for i, n in enumerate(self.params))
         tracing.push(trace)
         try:
             result = d.made(*[Var(s, trace) for s in params])
+            if sourceless:  # what the rewritten `return` would have checked
+                result = HELPERS["__pm_ret__"](result)
         except Unlocated as e:
             found, line = ast_transform.error_line(e.__traceback__, comp.codes)
             fail(line if found else comp.lineno, str(e))

@@ -13,11 +13,13 @@ comparisons build guards.
 from __future__ import annotations
 
 import operator
+import sys
 from typing import Callable, List, Sequence
 
 from .. import core
 from ..core import symbols
 from ..core.symbols import OpClass
+from . import ast_transform
 from .trace import FUN, TERM, Unlocated, current
 
 __all__ = ["SymTerm", "Var", "SymShape", "SymExpr", "SymGuard", "var", "local_op",
@@ -71,6 +73,10 @@ class SymTerm:
     __eq__ = __ne__ = __lt__ = __gt__ = __ge__ = _no_compare
 
     def __le__(self, other):
+        trace = current(required=False)
+        if isinstance(self, Var) and trace is not None and trace.sourceless \
+                and ast_transform.constraint_use(sys._getframe(1)):
+            return _constrain(self, other, trace.line())
         raise Unlocated("a match constraint `x <= p` must be a statement of its own")
 
     def _attr_owner(self):
@@ -293,6 +299,19 @@ class SymGuard:
     def __invert__(self): return _not(self)
 
     def __bool__(self):
+        trace = current(required=False)
+        if trace is not None and trace.sourceless:
+            use = ast_transform.guard_use(sys._getframe(1))
+            if use == "assert":
+                trace.guards.append((self.core, trace.line()))
+                return True
+            if use == "assert not":
+                trace.guards.append((core.GNot(self.core), trace.line()))
+                return False
+            raise Unlocated(
+                f"guard {self.text} used in {use}: the pattern's source cannot be read (defined "
+                "in the REPL or from standard input), so only `assert g` and `assert not g` are "
+                "supported; combine guards with &, |, ~ or define the pattern in a file")
         raise Unlocated(
             f"guard {self.text} used as a Python truth value: guards can only be used in "
             "assert statements (and/or/not are rewritten only inside the pattern body itself)")

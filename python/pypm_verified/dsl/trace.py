@@ -58,9 +58,10 @@ class Trace:
     """What tracing one alternate records: guards, match constraints, locals,
     uses of the parameters (kind and line) and pattern calls."""
 
-    def __init__(self, pattern, codes):
+    def __init__(self, pattern, codes, sourceless: bool = False):
         self.pattern = pattern
         self.codes = codes
+        self.sourceless = sourceless  # traced without the AST rewrite (ast_transform.Sourceless)
         self.guards: List[Tuple[object, int]] = []
         self.constraints: List[Tuple[Sym, object, int]] = []
         self.locals: List[Sym] = []
