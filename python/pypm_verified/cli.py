@@ -1,0 +1,781 @@
+"""The command line: ``python -m pypm_verified COMMAND ...``.
+
+Commands (one function each, registered in :data:`COMMANDS`):
+
+  rewrite MODEL -o OUT.pt2   rewrite a PyTorch model with the rule library
+                             (or your rules), check the numerics, save it.
+
+Every path and every rule is checked before the model is loaded, so a
+mistake costs a second, not an export; each problem is one line on stderr
+(``PYPM_TRACEBACK=1`` adds the traceback) and one of these exit codes:
+
+exit codes:
+  0    ok: rewritten and saved (or nothing to save: --dry-run, no rule fired)
+  1    numerics mismatch: the rewritten program disagrees with the original;
+       the output is not written (--force writes it anyway)
+  2    bad input: an option, a path, a model file or a rules module is wrong;
+       nothing is written
+  3    a rule failed: it raised, used an undefined name or built an invalid
+       replacement; nothing is written
+  130  interrupted (Ctrl-C); nothing written
+  143  terminated (SIGTERM); nothing written
+"""
+from __future__ import annotations
+
+import argparse
+import builtins
+import dis
+import json
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+import types
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+EXIT_OK, EXIT_NUMERICS, EXIT_INPUT, EXIT_RULE = 0, 1, 2, 3
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+
+#: (code, meaning): the table of exit codes, printed by ``--help`` and in
+#: the module docstring and the README (tests/test_cli.py checks all three)
+EXIT_CODES = (
+    (EXIT_OK, "ok: rewritten and saved (or nothing to save: --dry-run, no rule fired)"),
+    (EXIT_NUMERICS, "numerics mismatch: the rewritten program disagrees with the original; "
+                    "the output is not written (--force writes it anyway)"),
+    (EXIT_INPUT, "bad input: an option, a path, a model file or a rules module is wrong; "
+                 "nothing is written"),
+    (EXIT_RULE, "a rule failed: it raised, used an undefined name or built an invalid "
+                "replacement; nothing is written"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C); nothing written"),
+    (EXIT_TERMINATED, "terminated (SIGTERM); nothing written"),
+)
+
+
+def exit_code_table(width: int = 79) -> str:
+    """The exit-code table as ``--help`` and the module docstring show it."""
+    import textwrap
+    lines = ["exit codes:"]
+    for code, text in EXIT_CODES:
+        lines.extend(textwrap.wrap(text, width=width, initial_indent=f"  {code:<5}",
+                                   subsequent_indent=" " * 7))
+    return "\n".join(lines)
+
+
+class UsageError(Exception):
+    """Bad input found before any work: exit 2, one line."""
+
+
+class RuleFailure(Exception):
+    """A rule is broken or raised: exit 3, one line."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that every cleanup path runs."""
+
+
+# ------------------------------------------------------------------ parser
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (and exit code 2)."""
+
+    def error(self, message):
+        self.exit(EXIT_INPUT, f"error: {message} (see `{self.prog} --help`)\n")
+
+
+def _int_at_least(lo: int, what: str):
+    def parse(s: str) -> int:
+        try:
+            v = int(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{s!r} is not an integer") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"{v} is {what}; give {lo} or more")
+        return v
+    return parse
+
+
+COMMANDS: Dict[str, Tuple[Callable, Callable]] = {}  # name -> (configure, run)
+
+
+def command(name: str, configure: Callable):
+    """Register a subcommand: ``configure(subparsers)`` adds its parser, the
+    decorated ``run(args, state) -> exit code`` runs it (``state["written"]``:
+    the files it wrote, for the message if it is interrupted)."""
+    def deco(run):
+        COMMANDS[name] = (configure, run)
+        return run
+    return deco
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="python -m pypm_verified", description="pypm_verified command line",
+                 epilog=exit_code_table(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                            parser_class=_Parser)
+    for configure, _ in COMMANDS.values():
+        configure(sub)
+    return ap
+
+
+# ----------------------------------------------------------------- rewrite
+
+REWRITE_DESCRIPTION = """\
+Rewrite a PyTorch model into a faster one with pattern-matching rules whose
+matcher is proved correct in Coq, check the numerics, save it.
+
+MODEL is one of (told apart by the file's contents, not its name):
+  .pt2        torch.export.save'd ExportedProgram (preferred; carries its
+              example inputs)
+  .pt / .pth  torch.save'd dict {"model": nn.Module, "example_inputs": tuple}
+              (optionally "example_kwargs": dict). Loading a pickle RUNS CODE
+              from the file (torch.load(weights_only=False)): only rewrite
+              pickles you trust.
+  TorchScript torch.jit.save'd archive, converted with TS2EPConverter; needs
+              --example-inputs.
+A state_dict alone is refused: it has the weights but not the model.
+
+Paths, options and rules are checked before the model is loaded. The model
+is exported with torch.export and rewritten at the export IR after
+run_decompositions({}) (an empty table: functional, with linear, matmul,
+softmax, gelu, layer_norm and SDPA intact). Rules fire only where their
+kernel is faster on --target (by default the device the program's tensors
+are on), by the measured thresholds in
+python/pypm_verified/torch/profitability.json (read by
+python/pypm_verified/torch/profitability.py). Original and rewritten
+programs are run on the example inputs and on random inputs of the same
+shapes; the output is written (atomically, with torch.export.save) only if
+they agree within a dtype-aware tolerance, and only if a rule fired
+(--write-unchanged writes the re-exported program anyway). The input file
+is never modified.
+"""
+
+REWRITE_EPILOG = """\
+rule library (--rules NAME, repeatable; default: all, in this order):
+  gelu       GELU written out (erf, tanh forms)   -> aten.gelu
+  rmsnorm    RMSNorm written out (LLaMA, Qwen2)   -> aten.rms_norm
+  attention  eager multi-head attention           -> scaled_dot_product_attention
+  transpose  matmul(x, y.T), y 2-D (paper Fig.1)  -> aten.linear
+  epilogue   linear + relu/gelu/silu              -> pypm.linear_act (fused GEMM)
+--rules also takes a module path or a .py file defining @pm.pattern/@pm.rule.
+
+loading the output: `import pypm_verified as pm; ep = pm.load(path)` registers
+what the file needs (pypm.linear_act from pypm_verified.torch.kernels, model
+output types such as transformers'); with torch.export.load directly, `import
+pypm_verified.torch.kernels` first.
+
+{exit_codes}
+
+PYPM_TRACEBACK=1 prints the traceback behind an error.
+
+example:
+  python examples/models.py bert -o bert.pt2
+  python -m pypm_verified rewrite bert.pt2 -o bert.fast.pt2 --report report.json
+"""
+
+
+def _configure_rewrite(sub) -> None:
+    rw = sub.add_parser("rewrite", help="rewrite a PyTorch model with the rule library",
+                        description=REWRITE_DESCRIPTION,
+                        epilog=REWRITE_EPILOG.format(exit_codes=exit_code_table()),
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    rw.add_argument("model", help="model file (see above)")
+    rw.add_argument("-o", "--output", help="where to write the rewritten .pt2 "
+                    "(default: MODEL's name with .rewritten.pt2)")
+    rw.add_argument("--target", choices=("cuda", "cpu"), default=None,
+                    help="device the rules optimize for (default: the device the program's "
+                    "tensors are on; cpu when it has none)")
+    rw.add_argument("--engine", choices=("verified", "reference"), default="verified",
+                    help="matcher: the Coq-extracted one (default) or the Python reference")
+    rw.add_argument("--rules", action="append", metavar="MODULE_OR_FILE",
+                    help="rules to apply (repeatable; default: the whole library)")
+    rw.add_argument("--max-iterations", "--max-iters", type=_int_at_least(1, "too few"),
+                    default=20, metavar="N",
+                    help="cap on rewrite passes (default 20; reported if reached)")
+    rw.add_argument("--report", metavar="FILE", help="write the report as JSON (atomically)")
+    rw.add_argument("--random-runs", type=_int_at_least(0, "negative"), default=2, metavar="N",
+                    help="random input sets for the numerics check (default 2)")
+    rw.add_argument("--no-check", action="store_true", help="skip the numerics check")
+    rw.add_argument("--force", action="store_true",
+                    help="write the output even if the numerics check fails or no rule fired")
+    rw.add_argument("--write-unchanged", action="store_true",
+                    help="write the output even if no rule fired (it is then the re-exported, "
+                    "decomposed program, which may differ from the input's graph)")
+    rw.add_argument("--dry-run", action="store_true", help="rewrite and check, write nothing "
+                    "(but the --report)")
+    rw.add_argument("--example-inputs", metavar="FILE",
+                    help="torch.save'd tuple of example inputs (TorchScript models)")
+    rw.add_argument("--benchmark", action="store_true",
+                    help="also time original vs rewritten, eager, interleaved runs: medians, "
+                    "spread, and a warning when the spread hides the difference")
+    rw.add_argument("--benchmark-runs", type=_int_at_least(3, "too few"), default=21,
+                    metavar="N", help="timed runs of each program with --benchmark (default 21)")
+    rw.add_argument("-q", "--quiet", action="store_true", help="no progress, summary only")
+
+
+def _default_output(path: str) -> str:
+    root, _ = os.path.splitext(path)
+    return root + ".rewritten.pt2"
+
+
+# -------------------------------------------------------- checks up front
+
+def check_model_path(path: str) -> None:
+    """UsageError unless ``path`` is a readable, non-empty file."""
+    if not os.path.exists(path):
+        raise UsageError(f"MODEL {path}: no such file")
+    if os.path.isdir(path):
+        raise UsageError(f"MODEL {path}: is a directory, expected a model file")
+    if not os.access(path, os.R_OK):
+        raise UsageError(f"MODEL {path}: cannot be read (permission denied)")
+    if os.path.getsize(path) == 0:
+        raise UsageError(f"MODEL {path}: is empty (0 bytes), not a model file")
+
+
+def check_writable(path: str, what: str) -> None:
+    """UsageError unless a file can be created (or replaced) at ``path``:
+    its directory exists and is writable, and it is not a directory."""
+    if os.path.isdir(path):
+        raise UsageError(f"{what} {path}: is a directory; give a file name")
+    d = os.path.dirname(path) or "."
+    if not os.path.exists(d):
+        raise UsageError(f"{what} {path}: directory {d} does not exist")
+    if not os.path.isdir(d):
+        raise UsageError(f"{what} {path}: {d} is not a directory")
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise UsageError(f"{what} {path}: directory {d} is not writable")
+
+
+def _same(a: str, b: str) -> bool:
+    return os.path.abspath(a) == os.path.abspath(b) or (
+        os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b))
+
+
+def undefined_globals(fn) -> List[Tuple[str, int]]:
+    """``(name, line)`` for each global name ``fn`` (or a function or
+    comprehension nested in it) reads that is neither in its module nor a
+    builtin: a ``NameError`` waiting for the first match."""
+    g = fn.__globals__
+    b = g.get("__builtins__", builtins)
+    b = b if isinstance(b, dict) else vars(b)
+    out, seen = [], set()
+
+    def walk(code):
+        line = code.co_firstlineno
+        for ins in dis.get_instructions(code):
+            pos = getattr(ins, "positions", None)
+            line = (pos.lineno if pos is not None and pos.lineno else
+                    ins.starts_line or line)
+            if ins.opname == "LOAD_GLOBAL" and ins.argval not in g \
+                    and ins.argval not in b and ins.argval not in seen:
+                seen.add(ins.argval)
+                out.append((ins.argval, line))
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):
+                walk(c)
+    walk(fn.__code__)
+    return out
+
+
+def check_rules(patterns: Sequence) -> None:
+    """RuleFailure for a rule whose body reads an undefined name."""
+    for p in patterns:
+        for r in getattr(p, "rules", ()):
+            fn = getattr(r, "fn", None)
+            if not isinstance(fn, types.FunctionType):
+                continue
+            bad = undefined_globals(fn)
+            if bad:
+                name, line = bad[0]
+                raise RuleFailure(
+                    f"rule {r.name!r} ({r.where}) uses the name {name!r} (line {line}), which "
+                    "is not defined in its module (a NameError at its first match)")
+
+
+def _library_names() -> Dict[str, Tuple[str, str]]:
+    """lower-cased pattern and rule name -> (name, library module)."""
+    import importlib
+    from .library import MODULES, _patterns_of
+    names = {}
+    for m in MODULES:
+        try:
+            mod = importlib.import_module(f"pypm_verified.library.{m}")
+        except Exception:  # noqa: BLE001 -- a hint only
+            continue
+        for p in _patterns_of(mod):
+            names.setdefault(p.name.lower(), (p.name, m))
+            for r in p.rules:
+                names.setdefault(r.name.lower(), (r.name, m))
+    return names
+
+
+def load_rule_spec(spec: str) -> list:
+    """The patterns of one ``--rules`` argument; UsageError saying which
+    names are valid when it names nothing."""
+    from .errors import PatternError
+    from .library import MODULES, load_rules
+    try:
+        return load_rules(spec)
+    except (ValueError, PatternError) as e:
+        msg = f"--rules {spec}: {e}"
+        looks_like_file = spec.endswith(".py") or os.sep in spec
+        if not looks_like_file and f"No module named {spec.split('.')[0]!r}" in str(e):
+            msg = f"--rules {spec}: no library module or importable module of that name"
+        if not looks_like_file:
+            hint = ""
+            known = _library_names().get(spec.lower())
+            if known:
+                what = "pattern" if known[0][:1].isupper() else "rule"
+                hint = (f"; {known[0]!r} is a {what} of the library module "
+                        f"{known[1]!r}: use --rules {known[1]}")
+            elif spec.lower() in MODULES:
+                hint = f"; did you mean --rules {spec.lower()}"
+            msg += (f"{hint} (--rules takes a library module: {', '.join(MODULES)}; a "
+                    "dotted module path; or a .py file)")
+        raise UsageError(msg) from None
+
+
+# ---------------------------------------------------------------- helpers
+
+def program_device(prog) -> Tuple[str, str]:
+    """The default target for ``prog`` and why: the device its tensors
+    (weights, buffers, constants, example inputs) are on; cpu if none."""
+    import torch
+    import torch.utils._pytree as pytree
+    ep = prog.ep
+    tensors = list(getattr(ep, "state_dict", {}).values())
+    tensors += list(getattr(ep, "constants", {}).values())
+    tensors += pytree.tree_leaves((prog.args, prog.kwargs))
+    kinds = sorted({t.device.type for t in tensors if isinstance(t, torch.Tensor)})
+    if not kinds:
+        return "cpu", "the program has no tensors"
+    on = " and ".join(kinds)
+    if "cuda" in kinds:
+        return "cuda", f"the program's tensors are on {on}"
+    if kinds == ["cpu"]:
+        return "cpu", "the program's tensors are on cpu"
+    return "cpu", f"the program's tensors are on {on}; cpu's thresholds are used"
+
+
+def _rule_codes(patterns) -> Dict[types.CodeType, object]:
+    codes = {}
+    for p in patterns:
+        for r in getattr(p, "rules", ()):
+            for f in (getattr(r, "fn", None), getattr(r, "_run", None)):
+                code = getattr(f, "__code__", None)
+                if code is not None:
+                    codes[code] = r
+    return codes
+
+
+def rule_failure(e: BaseException, patterns) -> str:
+    """One line for an exception raised while rules were running: which
+    rule, where, what."""
+    codes = _rule_codes(patterns)
+    rule, line, tb = None, None, e.__traceback__
+    while tb is not None:
+        r = codes.get(tb.tb_frame.f_code)
+        if r is not None:
+            rule, line = r, tb.tb_lineno
+        tb = tb.tb_next
+    what = f"{type(e).__name__}: {_first_line(e)}"
+    if rule is None:
+        return f"rewriting failed: {what}"
+    return f"rule {rule.name!r} ({rule.where}) failed at line {line}: {what}"
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else ""
+
+
+def interleaved_timings(fa: Callable[[], object], fb: Callable[[], object], rounds: int = 21,
+                        warmup: int = 3, clock: Callable[[], float] = time.perf_counter
+                        ) -> Tuple[List[float], List[float]]:
+    """Time ``fa`` and ``fb`` alternately (a b, b a, a b, ...: neither is
+    always first, and drift in the machine's load hits both alike); the
+    ``rounds`` times of each, in seconds, after ``warmup`` untimed rounds."""
+    for _ in range(warmup):
+        fa()
+        fb()
+    ta, tb = [], []
+    for i in range(rounds):
+        order = ((fa, ta), (fb, tb)) if i % 2 == 0 else ((fb, tb), (fa, ta))
+        for f, ts in order:
+            t = clock()
+            f()
+            ts.append(clock() - t)
+    return ta, tb
+
+
+def spread(ts: Sequence[float]) -> Dict[str, float]:
+    """Median, quartiles, min and max of ``ts``."""
+    q1, med, q3 = statistics.quantiles(ts, n=4, method="inclusive") if len(ts) > 1 \
+        else (ts[0],) * 3
+    return {"median_s": med, "q1_s": q1, "q3_s": q3, "min_s": min(ts), "max_s": max(ts)}
+
+
+def compare_timings(ta: Sequence[float], tb: Sequence[float]) -> dict:
+    """Medians and spreads of two interleaved timings, the speedup (median
+    a / median b), the per-round ratios' quartiles, and ``noisy``: the
+    interquartile ranges overlap, so the ratio is not meaningful."""
+    a, b = spread(ta), spread(tb)
+    ratios = spread([x / y for x, y in zip(ta, tb) if y > 0] or [float("nan")])
+    noisy = a["q1_s"] <= b["q3_s"] and b["q1_s"] <= a["q3_s"]
+    return {"runs": len(ta), "original": a, "rewritten": b,
+            "speedup": a["median_s"] / b["median_s"] if b["median_s"] > 0 else None,
+            "ratio_q1": ratios["q1_s"], "ratio_q3": ratios["q3_s"], "noisy": noisy}
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:.3g}"
+
+
+def benchmark_lines(bench: dict) -> List[str]:
+    a, b = bench["original"], bench["rewritten"]
+
+    def one(d):
+        return (f"{_ms(d['median_s'])} ms (IQR {_ms(d['q1_s'])}-{_ms(d['q3_s'])}, "
+                f"min-max {_ms(d['min_s'])}-{_ms(d['max_s'])})")
+    lines = [f"benchmark, eager, {bench['runs']} interleaved runs each: original {one(a)}, "
+             f"rewritten {one(b)}",
+             f"speedup {bench['speedup']:.2f}x (median ratio; per-run ratios IQR "
+             f"{bench['ratio_q1']:.2f}-{bench['ratio_q3']:.2f}x)"]
+    if bench["noisy"]:
+        lines.append("warning: the two programs' interquartile ranges overlap: the difference "
+                     "is within this machine's noise and the speedup is not meaningful "
+                     "(try --benchmark-runs with more runs, or a quieter machine)")
+    return lines
+
+
+def _umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
+def write_text_atomic(text: str, path: str) -> None:
+    """Write ``text`` to a temporary file next to ``path`` and rename it
+    over ``path`` (whole or not at all; mode 0666 less the umask)."""
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".pypm-tmp-", suffix=".json", dir=d)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load_hint(path: str) -> str:
+    """The one line that loads the written program."""
+    import pypm_verified
+    p = json.dumps(path)
+    if hasattr(pypm_verified, "load"):
+        return f"load it with: import pypm_verified as pm; ep = pm.load({p})"
+    return (f"load it with: import torch, pypm_verified.torch.kernels; "
+            f"ep = torch.export.load({p})")
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+    def update(self, *a, **k):
+        pass
+
+
+def _table(console, report, numerics, timings, out_path, target_line, note):
+    from rich.table import Table
+    t = Table(title="rules")
+    t.add_column("pattern / rule")
+    t.add_column("matches", justify="right")
+    t.add_column("fired", justify="right")
+    names = sorted(set(report.matches) | set(report.firings))
+    for n in names:
+        t.add_row(n, str(report.matches.get(n, "")), str(report.firings.get(n, "")))
+    if not names:
+        t.add_row("(no pattern matched)", "", "")
+    console.print(t)
+    s = Table(title="summary", show_header=False)
+    s.add_column()
+    s.add_column()
+    s.add_row("nodes before / after", f"{report.nodes_before} / {report.nodes_after}"
+              + (f"  ({report.merged} duplicates merged)" if report.merged else ""))
+    s.add_row("iterations", f"{report.iterations}" + ("  (cap reached: not a fixpoint)"
+                                                     if report.cap_hit else ""))
+    s.add_row("engine", report.engine)
+    s.add_row("target", target_line)
+    s.add_row("matcher time / rewrite time",
+              f"{report.match_s * 1e3:.1f} ms / {report.total_s * 1e3:.1f} ms "
+              f"({report.attempts} match attempts)")
+    for k, v in timings.items():
+        s.add_row(k, f"{v:.2f} s")
+    if numerics is not None:
+        status = "[green]ok[/green]" if numerics.ok else "[red]MISMATCH[/red]"
+        s.add_row("numerics", f"{status}: max abs {numerics.max_abs:.3g}, max rel "
+                  f"{numerics.max_rel:.3g} over {numerics.runs} runs")
+    elif note:
+        s.add_row("numerics", note)
+    s.add_row("output", out_path or "(not written)")
+    console.print(s)
+
+
+def _changed(res) -> bool:
+    """Whether the rewritten graph differs from the loaded one at all (a rule
+    fired, or duplicates were merged): ``Result.changed``."""
+    ch = getattr(res, "changed", None)
+    return bool(ch) if ch is not None else res.report.total > 0 or res.report.merged > 0
+
+
+@command("rewrite", _configure_rewrite)
+def rewrite_main(args, state: dict) -> int:
+    """``rewrite``: see :data:`REWRITE_DESCRIPTION`. ``state["written"]``
+    lists what was written (for the interrupt message)."""
+    import warnings
+    with warnings.catch_warnings():
+        # torch's own deprecation of its pytree internals, raised while it
+        # (un)pickles a program: nothing a user can act on
+        warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+        return _rewrite(args, state)
+
+
+def _rewrite(args, state: dict) -> int:
+    timings: Dict[str, float] = {}
+    t0 = time.perf_counter()
+
+    # ---- everything that needs no model: paths first, then rules
+    check_model_path(args.model)
+    out_path = None if args.dry_run else (args.output or _default_output(args.model))
+    if out_path:
+        if _same(out_path, args.model):
+            raise UsageError(f"-o {out_path}: the output would overwrite the input MODEL; "
+                             "choose another -o")
+        check_writable(out_path, "-o")
+    if args.report:
+        if _same(args.report, args.model):
+            raise UsageError(f"--report {args.report}: would overwrite the input MODEL")
+        if out_path and _same(args.report, out_path):
+            raise UsageError(f"--report {args.report}: is also the output (-o)")
+        check_writable(args.report, "--report")
+    if args.example_inputs:
+        if not os.path.isfile(args.example_inputs):
+            raise UsageError(f"--example-inputs {args.example_inputs}: "
+                             + ("is a directory" if os.path.isdir(args.example_inputs)
+                                else "no such file"))
+
+    try:
+        import torch
+    except ImportError:
+        raise UsageError("PyTorch is not installed; pip install -e '.[torch]' "
+                         "-c requirements/constraints.txt") from None
+    from rich.console import Console
+    console = Console()
+    from .library import default_patterns
+    from .torch import kernels  # noqa: F401 -- programs may already use pypm ops
+    from .torch.check import compare
+    from .torch.driver import RewriteError
+    from .torch.loader import LoadError, load_model
+    from .torch.pipeline import rewrite_program, save_atomic
+
+    if args.rules:
+        patterns = [p for spec in args.rules for p in load_rule_spec(spec)]
+    else:
+        patterns = default_patterns()
+    check_rules(patterns)
+
+    example = None
+    if args.example_inputs:
+        try:
+            example = torch.load(args.example_inputs, weights_only=True)
+        except Exception as e:  # noqa: BLE001 -- torch raises many types
+            import zipfile
+            why = (f"{type(e).__name__}: {_first_line(e)}" if zipfile.is_zipfile(
+                args.example_inputs) else "not a file torch.save wrote (not a zip archive)")
+            raise UsageError(f"--example-inputs {args.example_inputs}: cannot read it as a "
+                             f"torch.save'd tuple of tensors: {why}") from None
+        example = tuple(example) if isinstance(example, (list, tuple)) else (example,)
+
+    # ---- the work
+    status = _Null() if args.quiet else console.status("loading and exporting", spinner="dots")
+    with status:
+        try:
+            prog = load_model(args.model, example)
+        except LoadError as e:
+            raise UsageError(str(e)) from None
+        except Exception as e:  # noqa: BLE001 -- anything torch raises
+            raise UsageError(f"{args.model}: cannot load it: {type(e).__name__}: "
+                             f"{_first_line(e)}") from None
+        timings["load + export"] = time.perf_counter() - t0
+        for w in getattr(prog, "warnings", None) or ():
+            print(f"warning: {w}", file=sys.stderr)
+        if args.target:
+            target, why = args.target, "--target"
+        else:
+            target, why = program_device(prog)
+        target_line = f"{target} ({why})"
+        status.update(f"rewriting ({len(prog.ep.graph.nodes)} nodes, "
+                      f"{len(patterns)} patterns, engine {args.engine}, target {target})")
+        t1 = time.perf_counter()
+        try:
+            res = rewrite_program(prog, patterns, engine=args.engine, target=target,
+                                  max_iterations=args.max_iterations, check=False)
+        except RewriteError as e:
+            raise RuleFailure(f"a rule built an invalid replacement: {e}") from None
+        except Exception as e:  # noqa: BLE001 -- a user's rule may raise anything
+            raise RuleFailure(rule_failure(e, patterns)) from None
+        timings["rewrite"] = time.perf_counter() - t1
+        # written only if a rule fired: otherwise the output would be the
+        # re-exported, decomposed input (at most with duplicates merged)
+        fired = res.report.total > 0
+        changed = _changed(res)
+        write_anyway = args.write_unchanged or args.force
+        if not fired and not write_anyway:
+            out_path = None
+        note = None
+        if args.no_check:
+            note = "not checked (--no-check)"
+        elif not changed:
+            note = "not checked (the graph is unchanged)"
+        elif not fired and not out_path and not args.dry_run:
+            note = "not checked (no rule fired, nothing to write)"
+        else:
+            status.update("checking numerics")
+            t2 = time.perf_counter()
+            try:
+                res.numerics = compare(prog.ep, res.ep, prog.args, prog.kwargs,
+                                       n_random=args.random_runs)
+            except Exception as e:  # noqa: BLE001
+                raise RuleFailure("the rewritten program fails to run on the example inputs: "
+                                  f"{type(e).__name__}: {_first_line(e)}") from None
+            timings["check"] = time.perf_counter() - t2
+        numerics = res.numerics
+        bench = None
+        if args.benchmark:
+            status.update(f"benchmarking ({args.benchmark_runs} interleaved runs each)")
+            a_mod, b_mod = prog.ep.module(), res.ep.module()
+            with torch.no_grad():
+                ta, tb = interleaved_timings(lambda: a_mod(*prog.args, **prog.kwargs),
+                                             lambda: b_mod(*prog.args, **prog.kwargs),
+                                             rounds=args.benchmark_runs)
+            bench = compare_timings(ta, tb)
+        wrote = None
+        if out_path and (numerics is None or numerics.ok or args.force):
+            status.update(f"saving {out_path}")
+            t3 = time.perf_counter()
+            try:
+                save_atomic(res.ep, out_path)
+            except InterruptedError:  # a signal during the save; the temporary is gone
+                raise KeyboardInterrupt from None
+            except OSError as e:
+                raise UsageError(f"-o {out_path}: cannot write it: {e.strerror or e}") from None
+            timings["save"] = time.perf_counter() - t3
+            wrote = out_path
+            state["written"].append(out_path)
+    timings["total"] = time.perf_counter() - t0
+
+    _table(console, res.report, numerics, timings, wrote, target_line, note)
+    say = print  # plain lines: one line each, whatever the terminal's width
+    if bench:
+        for line in benchmark_lines(bench):
+            (say if not line.startswith("warning") else _err)(line)
+    if not fired:
+        what = "the program is unchanged" if not changed else (
+            f"the re-export only merged {res.report.merged} duplicate node(s)")
+        if wrote:
+            say(f"no rule fired ({what}): wrote the re-exported program anyway "
+                f"({'--write-unchanged' if args.write_unchanged else '--force'})")
+        elif args.dry_run:
+            say(f"no rule fired: {what}")
+        else:
+            say(f"no rule fired: {what}; nothing written "
+                "(--write-unchanged writes the re-exported program anyway)")
+    if args.report:
+        rep = {"model": args.model, "kind": prog.kind, "output": wrote, "target_reason": why,
+               "fired": fired, "changed": changed,
+               "warnings": list(getattr(prog, "warnings", None) or ()),
+               **res.report.as_dict(), "target": target,
+               "numerics": numerics.as_dict() if numerics is not None else None,
+               "timings_s": timings, "benchmark": bench}
+        try:
+            write_text_atomic(json.dumps(rep, indent=2) + "\n", args.report)
+        except OSError as e:
+            raise UsageError(f"--report {args.report}: cannot write it: {e.strerror or e}"
+                             + (f" ({wrote} was written)" if wrote else "")) from None
+        state["written"].append(args.report)
+    if numerics is not None and not numerics.ok:
+        for msg in numerics.failures[:5]:
+            _err(f"numerics: {msg}")
+        if args.force and wrote:
+            _err("warning: numerics check failed; wrote the output anyway (--force)")
+            return EXIT_OK
+        _err("error: the rewritten program disagrees with the original beyond the "
+             "tolerance; nothing written (--force writes it anyway)")
+        return EXIT_NUMERICS
+    if wrote:
+        say(load_hint(wrote))
+    return EXIT_OK
+
+
+def _err(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+# -------------------------------------------------------------------- main
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The command line; returns the exit code (never raises SystemExit)."""
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as e:  # --help, or a usage error (one line, code 2)
+        return e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else EXIT_INPUT)
+    _, run = COMMANDS[args.command]
+    state = {"written": []}
+    old = None
+    try:
+        old = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        return run(args, state)
+    except UsageError as e:
+        _err(f"error: {e}")
+        _tb(e)
+        return EXIT_INPUT
+    except RuleFailure as e:
+        _err(f"error: {e}; nothing written")
+        _tb(e)
+        return EXIT_RULE
+    except KeyboardInterrupt as e:
+        done = state["written"]
+        what = "nothing written" if not done else f"wrote only {', '.join(done)}"
+        term = isinstance(e, Terminated)
+        _err(f"{'terminated' if term else 'interrupted'}; {what}")
+        return EXIT_TERMINATED if term else EXIT_INTERRUPTED
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
+
+
+def _tb(e: BaseException) -> None:
+    if os.environ.get("PYPM_TRACEBACK"):
+        traceback.print_exception(e.__context__ or e)
+
+
+__all__ = ["main", "COMMANDS", "EXIT_CODES", "EXIT_OK", "EXIT_NUMERICS", "EXIT_INPUT",
+           "EXIT_RULE", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "interleaved_timings",
+           "compare_timings", "program_device", "undefined_globals"]
