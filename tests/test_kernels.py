@@ -19,7 +19,7 @@ import pypm_verified as pm  # noqa: E402
 from pypm_verified.torch import kernels, profitability  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-PYDIR = str(Path(kernels.__file__).resolve().parent.parent)
+PYDIR = str(Path(kernels.__file__).resolve().parents[2])  # python/
 
 _ACT64 = {"relu": torch.relu, "gelu": F.gelu,
           "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "silu": F.silu,
@@ -152,7 +152,7 @@ def test_save_load_round_trip_in_a_fresh_process(tmp_path):
     x = torch.randn(4, 5, 64)
     torch.save({"x": x, "y": m(x).detach()}, tmp_path / "io.pt")
     code = (
-        "import torch, pypm_verified.kernels\n"
+        "import torch, pypm_verified.torch.kernels\n"
         "ep = torch.export.load('prog.pt2')\n"
         "io = torch.load('io.pt')\n"
         "n = sum(n.target is torch.ops.pypm.linear_act.default for n in ep.graph.nodes)\n"

@@ -41,7 +41,7 @@ def _id(v: int, what: str) -> int:
 
 
 def encode_graph(graph) -> array:
-    """Encode a :class:`~pypm_verified.graph.Graph` (``MAGIC_GRAPH`` layout,
+    """Encode a :class:`~pypm_verified.core.graph.Graph` (``MAGIC_GRAPH`` layout,
     nodes then symbol attributes)."""
     return _encode_nodes(graph, [MAGIC_GRAPH, VERSION, len(graph)], 0)
 

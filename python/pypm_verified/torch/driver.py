@@ -2,7 +2,7 @@
 
 Walk the nodes in graph order; at each, try the patterns in the given order
 (on the term graph, either engine, skipping patterns whose root operator
-differs from the node's: :meth:`pypm_verified.api.PatternSet.candidates`);
+differs from the node's: :meth:`pypm_verified.engines.PatternSet.candidates`);
 on a match,
 run the pattern's rules in order. The first rule whose assertions pass
 fires: it is called with the bindings as :class:`Value`\\ s (FX values with
