@@ -1,5 +1,5 @@
 """Linear followed by a pointwise activation -> ``pypm.linear_act`` (a GEMM
-with the activation fused in its epilogue; :mod:`pypm_verified.kernels`).
+with the activation fused in its epilogue; :mod:`pypm_verified.torch.kernels`).
 
 The activation is an *operator variable* ``f`` guarded to the unary
 pointwise class (the paper's ``MatMulEpilog``), so one alternate covers
@@ -23,7 +23,7 @@ from .sizes import tokens
 
 @pm.op(torch=[torch.ops.pypm.linear_act.default])
 def LinearAct(x, weight, bias, act):
-    """pypm::linear_act(x, weight, bias, act) (pypm_verified.kernels)."""
+    """pypm::linear_act(x, weight, bias, act) (pypm_verified.torch.kernels)."""
     return 1
 
 
@@ -65,7 +65,8 @@ def linear_act(x, w, b, f, approx, ctx):
         assert b is None or b.value is None
     if target == "cpu":
         assert x.device is not None and x.device.type == "cpu"
-    assert ctx.profitable("linear_act", dtype=x.torch_dtype, variant=act, tokens=tokens(x.shape))
+    assert ctx.profitable("linear_act", dtype=x.torch_dtype, variant=act,
+                          tokens=tokens(x.shape))
     return LinearAct(x, w, bias, act)
 
 
