@@ -306,7 +306,8 @@ def rename_guard(g: Guard, ren: Mapping[int, int],
     return GNot(rename_guard(g.g, ren, fren))
 
 
-def rename(p: CorePattern, ren: Mapping[int, int], fren: Optional[Mapping[int, int]] = None) -> CorePattern:
+def rename(p: CorePattern, ren: Mapping[int, int],
+           fren: Optional[Mapping[int, int]] = None) -> CorePattern:
     """Rename every occurrence (binders included) of the term variables of
     ``p`` with ``ren`` and of its operator variables with ``fren`` (kept when
     None)."""

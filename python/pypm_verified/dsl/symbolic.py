@@ -237,7 +237,8 @@ class SymExpr:
 
     def _bin(self, ctor, other, sym, swap=False):
         a, b = (other, self) if swap else (self, other)
-        return SymExpr(ctor(_as_expr(a), _as_expr(b)), f"({_show_operand(a)} {sym} {_show_operand(b)})")
+        return SymExpr(ctor(_as_expr(a), _as_expr(b)),
+                       f"({_show_operand(a)} {sym} {_show_operand(b)})")
 
     def __add__(self, o): return self._bin(core.EAdd, o, "+")
     def __radd__(self, o): return self._bin(core.EAdd, o, "+", swap=True)
