@@ -43,3 +43,15 @@ __all__ = [
     "EngineError", "EngineUnavailable", "GraphError", "OutOfFuel", "PatternError",
     "Graph", "Node", "TensorShape",
 ]
+
+
+def load(path):
+    """Load a ``.pt2`` written by the rewriter (or any ``torch.export.save``
+    file) and return its ``ExportedProgram``, first registering what it
+    needs: the modules of its input/output pytree types (e.g.
+    ``transformers.modeling_outputs``) and the ``pypm`` kernels
+    (``pypm.linear_act``). Checks the archive's CRCs; raises
+    ``pypm_verified.torch.LoadError`` with a one-line reason otherwise.
+    Imports torch only when called."""
+    from .torch.loader import load_rewritten
+    return load_rewritten(path)

@@ -1,6 +1,9 @@
 """Numerics: run the original and the rewritten program on the example
 inputs and on random inputs of the same shapes and dtypes; compare every
-output tensor against a dtype-aware tolerance."""
+output tensor against a dtype-aware tolerance. Non-finite values must
+agree exactly: NaN where the reference has NaN, the same infinities.
+Outputs are flattened with pytree, so model-output classes (e.g.
+``transformers``' ``ModelOutput``) are compared leaf by leaf."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -87,8 +90,12 @@ def compare(orig_ep, new_ep, args: Tuple, kwargs: dict, n_random: int = 2,
                 r64, o64 = r.double(), o.double()
                 diff = (r64 - o64).abs()
                 finite = torch.isfinite(r64)
+                # NaN where the reference has NaN, the same infinities elsewhere
+                # (torch.equal is False on NaN == NaN, so NaNs are compared by mask)
+                nan = torch.isnan(r64)
+                inf = ~finite & ~nan
                 if not torch.equal(finite, torch.isfinite(o64)) or not torch.equal(
-                        r64[~finite], o64[~finite]):
+                        nan, torch.isnan(o64)) or not torch.equal(r64[inf], o64[inf]):
                     res.ok = False
                     res.failures.append(f"run {i} output {j}: non-finite values differ")
                     continue

@@ -6,7 +6,7 @@ functionalizes, e.g. ``relu_`` -> ``relu`` and eval-mode dropout ->
 core-ATen table would turn SDPA back into bmm/softmax and is never used).
 
 Accepted inputs (files are told apart by their zip entries before anything
-is unpickled):
+is unpickled, after every entry's CRC-32 has been checked):
 
 * ``.pt2``: a ``torch.export.save``\\ d ExportedProgram (preferred; it
   carries its example inputs);
@@ -18,19 +18,39 @@ is unpickled):
 * in-process: an ``ExportedProgram``, an ``nn.Module`` or
   ``fx.GraphModule`` with example inputs.
 
-A ``state_dict`` alone, a corrupt file or a model ``torch.export`` cannot
-export gets a :class:`LoadError` that says what is wrong.
+A module is exported in eval mode and the caller's module is left in the
+mode it was in; a module (or submodule) in training mode gets a warning in
+:attr:`LoadedModel.warnings` (dropout becomes the identity, batch norm uses
+its running statistics).
+
+A ``state_dict`` alone, a corrupt or truncated file, a class that cannot be
+found when unpickling, or a model ``torch.export`` cannot export gets a
+:class:`LoadError` whose message (one line) says what is wrong and, where
+torch names it, the user's source line.
+
+Programs written by the rewriter are loaded back with
+:func:`load_rewritten` (``pypm_verified.load``): it registers what the file
+needs first (pytree types of its inputs/outputs, e.g. ``transformers``'
+model outputs, and operator libraries such as ``pypm.linear_act``).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
+import json
 import logging
 import os
 import pickle
 import re
+import sys
+import sysconfig
+import traceback
+import warnings as _warnings
 import zipfile
+import zlib
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import torch
 
@@ -42,49 +62,302 @@ class LoadError(ValueError):
 @dataclass
 class LoadedModel:
     """A loaded model: ``ep`` (the ExportedProgram at the export IR),
-    ``args``/``kwargs`` (example inputs), ``kind`` (how it was given) and
-    ``path`` (None in-process)."""
+    ``args``/``kwargs`` (example inputs), ``kind`` (how it was given),
+    ``path`` (None in-process) and ``warnings`` (things the user should
+    know that did not stop the load, e.g. a model in training mode that was
+    exported in eval mode; one line each)."""
 
     ep: Any
     args: Tuple = ()
     kwargs: Dict[str, Any] = field(default_factory=dict)
     kind: str = "ExportedProgram"
     path: Optional[str] = None
+    warnings: List[str] = field(default_factory=list)
 
 
-def export_module(model, args: Tuple, kwargs: Optional[dict] = None):
-    """``torch.export.export`` then ``run_decompositions({})``; LoadError
-    quoting torch's reason when it fails."""
+# ------------------------------------------------------------------ quiet torch
+
+# torch's pytree deprecation, emitted while (un)pickling treespecs: noise to a user
+_NOISE = r".*isinstance\(treespec, LeafSpec\)` is deprecated.*"
+
+
+@contextlib.contextmanager
+def _quiet_torch_logs(level: int = logging.CRITICAL) -> Iterator[None]:
+    """Raise every ``torch`` logger to ``level`` for the duration (export
+    logs ~25 lines and a graph dump, twice, for a data-dependent branch; the
+    :class:`LoadError` says it in one line instead). Restored afterwards."""
+    names = ["torch"] + [n for n in logging.root.manager.loggerDict if n.startswith("torch.")]
+    saved = []
+    for n in names:
+        lg = logging.getLogger(n)
+        if lg.level < level:
+            saved.append((lg, lg.level))
+            lg.setLevel(level)
+    try:
+        with _warnings.catch_warnings():
+            _warnings.filterwarnings("ignore", message=_NOISE)
+            yield
+    finally:
+        for lg, lvl in saved:
+            lg.setLevel(lvl)
+
+
+class _HeldStderr(io.StringIO):
+    """``sys.stderr`` held back during export: torch ``print``\\ s the partial
+    graph of a failed export to stderr (twice); that text is dropped, the
+    rest is written out when the block ends."""
+
+    def __init__(self):
+        super().__init__()
+        self.drop: List[str] = []
+
+
+@contextlib.contextmanager
+def _hold_stderr() -> Iterator[_HeldStderr]:
+    held = _HeldStderr()
+    real = sys.stderr
+    sys.stderr = held
+    try:
+        yield held
+    finally:
+        sys.stderr = real
+        text = held.getvalue()
+        for d in held.drop:
+            if d:
+                text = text.replace(d + "\n", "").replace(d, "")
+        if text.strip():
+            real.write(text)
+            real.flush()
+
+
+def _partial_graph(e: BaseException) -> str:
+    g = getattr(e, "partial_fx_graph", None)
+    return str(g) if g is not None else ""
+
+
+class _Capture(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records: List[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def _capture_export_logs() -> Iterator[_Capture]:
+    """Collect (and do not print) what ``torch.export`` logs: its load logs
+    the deserializer's real error as a warning and then raises a generic
+    "check the warnings above"."""
+    lg = logging.getLogger("torch.export")
+    cap = _Capture()
+    prop, lvl, handlers = lg.propagate, lg.level, lg.handlers[:]
+    for h in handlers:  # torch._logging may have put its own handler here
+        lg.removeHandler(h)
+    lg.addHandler(cap)
+    lg.propagate = False
+    if lg.getEffectiveLevel() > logging.WARNING:
+        lg.setLevel(logging.WARNING)
+    try:
+        with _warnings.catch_warnings():
+            _warnings.filterwarnings("ignore", message=_NOISE)
+            yield cap
+    finally:
+        lg.removeHandler(cap)
+        for h in handlers:
+            lg.addHandler(h)
+        lg.propagate = prop
+        lg.setLevel(lvl)
+
+
+# ------------------------------------------------------------------ messages
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0].strip() if text else type(e).__name__
+
+
+def _innermost(e: BaseException) -> BaseException:
+    """The first error of an explicit ``raise ... from`` chain."""
+    seen = set()
+    while e.__cause__ is not None and id(e) not in seen:
+        seen.add(id(e))
+        e = e.__cause__
+    return e
+
+
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)(?:, in \S+)?\n\s*(\S[^\n]*)?')
+
+
+_STDLIB_DIR = os.path.abspath(sysconfig.get_paths()["stdlib"])
+
+
+def _is_user_file(filename: str) -> bool:
+    """Not torch, not this package, not the standard library (site-packages
+    counts as the user's: a model from ``transformers`` is user code)."""
+    if not filename or filename.startswith("<"):
+        return False
+    f = os.path.abspath(filename)
+    if f.startswith(_STDLIB_DIR + os.sep) and "site-packages" not in f:
+        return False
+    return not (f.startswith(_TORCH_DIR + os.sep) or f.startswith(_PKG_DIR + os.sep))
+
+
+def source_line(e: BaseException) -> Optional[str]:
+    """``file:line (code)`` of the user's source line that ``e`` (an export
+    failure) comes from: the call torch's message names ("The following call
+    raised this error"), else the deepest traceback frame outside torch and
+    this package; None when there is none."""
+    chain, seen = [], set()
+    x: Optional[BaseException] = e
+    while x is not None and id(x) not in seen:
+        seen.add(id(x))
+        chain.append(x)
+        x = x.__cause__ or x.__context__
+    for x in chain:  # torch's own pointer at the user's code
+        text = str(x)
+        i = text.find("The following call raised this error")
+        for m in _FILE_LINE.finditer(text, i if i >= 0 else 0):
+            if _is_user_file(m.group(1)):
+                code = (m.group(3) or "").strip()
+                return f"{m.group(1)}:{m.group(2)}" + (f" ({code})" if code else "")
+    for x in chain:
+        frames = [f for f in traceback.extract_tb(x.__traceback__) if _is_user_file(f.filename)]
+        if frames:
+            f = frames[-1]
+            return f"{f.filename}:{f.lineno}" + (f" ({f.line.strip()})" if f.line else "")
+    return None
+
+
+_DATA_DEPENDENT = ("GuardOnDataDependentSymNode", "DataDependentOutputException",
+                   "UserError")
+
+
+def _export_error(e: BaseException) -> LoadError:
+    """One line: torch's reason, and the user's source line where known."""
+    reason = f"{type(e).__name__}: {_first_line(e).split(' (unhinted')[0]}"
+    where = source_line(e)
+    if type(e).__name__ in _DATA_DEPENDENT and "data-dependent" in str(e):
+        return LoadError("torch.export could not export the model: a Python branch on a "
+                         "tensor's values (data-dependent control flow)"
+                         + (f" at {where}" if where else "")
+                         + "; compute it with torch.where/torch.cond, or take the decision "
+                         f"outside the model ({reason})")
+    return LoadError(f"torch.export could not export the model: {reason}"
+                     + (f" (at {where})" if where else ""))
+
+
+# ------------------------------------------------------------------ export
+
+_TRAIN_ONLY = ("Dropout", "BatchNorm", "InstanceNorm", "RReLU")
+
+
+@contextlib.contextmanager
+def _eval_mode(model: torch.nn.Module, warns: List[str]) -> Iterator[None]:
+    """``model`` in eval mode for the duration; every submodule's own mode
+    restored afterwards (the caller's object is left as it was). Appends a
+    warning to ``warns`` when some submodule was training."""
+    modes = [(m, m.training) for m in model.modules()]
+    training = [m for m, t in modes if t]
+    if training:
+        kinds = sorted({type(m).__name__ for m in training
+                        if any(k in type(m).__name__ for k in _TRAIN_ONLY)})
+        what = (f" (affects {', '.join(kinds)})" if kinds
+                else " (no dropout or batch norm found, so probably no effect)")
+        warns.append(f"the model was in training mode; it was exported in eval mode: "
+                     f"dropout is the identity and batch norm uses its running "
+                     f"statistics{what}")
+    model.eval()
+    try:
+        yield
+    finally:
+        for m, t in modes:
+            m.training = t
+
+
+def export_module(model, args: Tuple, kwargs: Optional[dict] = None,
+                  warnings: Optional[List[str]] = None):
+    """``torch.export.export`` (in eval mode, under ``no_grad``, torch's
+    logging quiet) then ``run_decompositions({})``. The caller's module is
+    not changed (its training flags are restored). Warnings (training mode)
+    are appended to ``warnings`` when given. LoadError quoting torch's reason
+    and the user's source line when export fails."""
     if not isinstance(args, tuple):
         raise LoadError(f"example inputs must be a tuple, not {type(args).__name__}")
-    if isinstance(model, torch.nn.Module):
-        model.eval()
-    try:
-        with torch.no_grad():
-            ep = torch.export.export(model, args, kwargs or {})
-    except Exception as e:  # torch raises many types; quote its reason
-        reason = str(e).strip().splitlines()
-        reason = reason[0] if reason else type(e).__name__
-        raise LoadError(f"torch.export could not export the model: {type(e).__name__}: "
-                        f"{reason}") from e
-    return decompose(ep)
+    warns = warnings if warnings is not None else []
+    ctx = _eval_mode(model, warns) if isinstance(model, torch.nn.Module) \
+        else contextlib.nullcontext()
+    with ctx, _quiet_torch_logs(), _hold_stderr() as held:
+        try:
+            with torch.no_grad():
+                ep = torch.export.export(model, args, kwargs or {})
+        except Exception as e:  # torch raises many types; quote its reason
+            held.drop.append(_partial_graph(e))
+            raise _export_error(e) from e
+        return decompose(ep)
 
 
 def decompose(ep):
     """The export IR the rules are written for: ``run_decompositions({})``."""
-    return ep.run_decompositions({})
+    with _quiet_torch_logs():
+        return ep.run_decompositions({})
 
 
-def _kind(path: str) -> str:
+# ------------------------------------------------------------------ archives
+
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+def check_archive(path: str) -> List[str]:
+    """The member names of the zip archive ``path`` after reading every
+    member and checking its CRC-32 (PyTorch's own readers do not: a file with
+    damaged weights would load, with wrong weights). LoadError naming the
+    damaged member when one fails, and saying "truncated or corrupt" for an
+    archive whose end (the zip directory) is missing."""
     try:
-        with zipfile.ZipFile(path) as z:
-            names = z.namelist()
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as e:
+        raise LoadError(f"{path}: cannot read it: {e.strerror or e}") from None
+    try:
+        z = zipfile.ZipFile(path)
     except zipfile.BadZipFile:
+        if head == _ZIP_MAGIC:
+            raise LoadError(f"{path}: truncated or corrupt: it begins as a zip archive (as "
+                            "PyTorch files do) but is not a zip archive that can be read (its "
+                            "directory at the end is missing or damaged); re-save or re-copy "
+                            "it") from None
+        if head[:1] == b"\x80":
+            raise LoadError(f"{path}: not a PyTorch file this tool reads: a plain pickle or a "
+                            "legacy (pre-1.6) torch.save file, not a zip archive; re-save it "
+                            "with torch.export.save (.pt2) or torch.save's default format") \
+                from None
         raise LoadError(f"{path}: not a PyTorch file (not a zip archive; expected a "
                         ".pt2 from torch.export.save, a torch.save'd dict or a "
                         "TorchScript archive)") from None
     except OSError as e:
         raise LoadError(f"{path}: cannot read it: {e.strerror or e}") from None
+    with z:
+        for info in z.infolist():
+            try:
+                with z.open(info) as m:
+                    while m.read(1 << 22):
+                        pass
+            except (zipfile.BadZipFile, zlib.error, EOFError, ValueError,
+                    NotImplementedError) as e:
+                why = ("its CRC-32 does not match its contents" if "CRC" in str(e)
+                       else _first_line(e))
+                raise LoadError(f"{path}: the file is corrupt: member {info.filename!r} is "
+                                f"damaged ({why}); re-save or re-copy it") from None
+            except OSError as e:
+                raise LoadError(f"{path}: cannot read it: {e.strerror or e}") from None
+        return z.namelist()
+
+
+def _kind(path: str) -> str:
+    names = check_archive(path)
     base = {n.split("/", 1)[1] if "/" in n else n for n in names}
     if "models/model.json" in base or any(n.startswith("models/") for n in base) \
             or "archive_format" in base:
@@ -107,66 +380,195 @@ def _describe_state_dict(obj) -> Optional[str]:
     return None
 
 
-_UNREGISTERED = re.compile(r"Deserializing ([\w.]+)\.(\w+) in pytree is not registered")
+# ------------------------------------------------------------------ .pt2 requirements
+
+def requirements(path: str) -> Tuple[Set[str], Set[str]]:
+    """What the ``.pt2`` at ``path`` needs registered before
+    ``torch.export.load``: ``(pytree type names, operator names)``, e.g.
+    ``({"transformers.modeling_outputs.BaseModelOutput"},
+    {"torch.ops.pypm.linear_act.default", "torch.ops.aten.linear.default"})``,
+    read from its ``models/*.json``. LoadError when that JSON is damaged."""
+    types: Set[str] = set()
+    ops: Set[str] = set()
+    with zipfile.ZipFile(path) as z:
+        members = [n for n in z.namelist()
+                   if re.search(r"(^|/)models/[^/]+\.json$", n)]
+        for n in members:
+            try:
+                doc = json.loads(z.read(n))
+            except (ValueError, UnicodeDecodeError) as e:
+                raise LoadError(f"{path}: the program ({n}) is damaged: not valid JSON "
+                                f"({_first_line(e)}); re-save or re-copy it") from None
+            _walk(doc, types, ops)
+    return types, ops
+
+
+def _walk(x, types: Set[str], ops: Set[str]) -> None:
+    stack = [x]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            t = x.get("target")
+            if isinstance(t, str) and t.startswith("torch.ops."):
+                ops.add(t)
+            ty = x.get("type")
+            if isinstance(ty, str) and "children_spec" in x:
+                types.add(ty)
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+        elif isinstance(x, str) and x[:1] == "[" and '"children_spec"' in x:
+            try:  # a serialized treespec: JSON inside a JSON string
+                stack.append(json.loads(x))
+            except ValueError:
+                pass
+
+
+def _registered_types() -> Dict[str, Any]:
+    import torch.utils._pytree as pytree
+    return getattr(pytree, "SERIALIZED_TYPE_TO_PYTHON_TYPE", {})
+
+
+def _import_for_type(path: str, full: str) -> None:
+    """Import the module that defines pytree type ``full``; LoadError when
+    it cannot be imported or does not register the type."""
+    parts = full.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        mod = ".".join(parts[:i])
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if e.name and (mod == e.name or mod.startswith(e.name + ".")):
+                continue  # not a module: try a shorter prefix
+            raise LoadError(f"{path}: the program's inputs/outputs use {full}; importing "
+                            f"{mod} failed: {type(e).__name__}: {_first_line(e)}") from None
+        except Exception as e:  # noqa: BLE001 -- an installed module failing to import
+            raise LoadError(f"{path}: the program's inputs/outputs use {full}; importing "
+                            f"{mod} failed: {type(e).__name__}: {_first_line(e)}") from None
+        if full in _registered_types():
+            return
+        raise LoadError(f"{path}: the program's inputs/outputs use {full}, which importing "
+                        f"{mod} did not register as a pytree node; register it "
+                        "(torch.utils._pytree.register_pytree_node(..., "
+                        f"serialized_type_name={full!r})) before loading")
+    top = parts[0]
+    raise LoadError(f"{path}: the program's inputs/outputs use {full}, but no module "
+                    f"{'.'.join(parts[:-1]) or top!r} can be imported here; install the "
+                    f"package that defines it ({top!r}?)")
+
+
+def _op_resolves(name: str) -> bool:
+    parts = name.split(".")  # torch.ops.<ns>.<op>[.<overload>]
+    if len(parts) < 4:
+        return True
+    try:
+        obj = getattr(torch.ops, parts[2])
+        for p in parts[3:]:
+            obj = getattr(obj, p)
+        return True
+    except (AttributeError, RuntimeError):
+        return False
+
+
+_TORCH_NAMESPACES = {"aten", "prims", "higher_order", "_c10d_functional", "c10d_functional",
+                     "quantized", "quantized_decomposed", "_quantized", "mkldnn", "onednn"}
+
+
+def register_requirements(path: str) -> List[str]:
+    """Register what the ``.pt2`` at ``path`` needs (see
+    :func:`requirements`): import the module of every pytree type not yet
+    registered (e.g. ``transformers.modeling_outputs``) and, for ``pypm``
+    operators, :mod:`pypm_verified.torch.kernels`. Returns the modules
+    imported. LoadError naming what cannot be registered."""
+    types, ops = requirements(path)
+    imported = []
+    known = _registered_types()
+    for full in sorted(types):
+        if full in known or full == "NO_SERIALIZED_TYPE_NAME_FOUND":
+            continue
+        _import_for_type(path, full)
+        imported.append(full.rsplit(".", 1)[0])
+    namespaces = {o.split(".")[2] for o in ops if len(o.split(".")) > 3}
+    if "pypm" in namespaces:
+        from . import kernels  # noqa: F401 -- registers torch.ops.pypm.*
+        imported.append("pypm_verified.torch.kernels")
+    missing = sorted(o for o in ops if not _op_resolves(o))
+    core = [o for o in missing if o.split(".")[2] in _TORCH_NAMESPACES]
+    if core:
+        raise LoadError(f"{path}: the program calls {core[0]}, which this torch "
+                        f"({torch.__version__}) does not have: the file is damaged or was "
+                        "written by a different torch version")
+    if missing:
+        ns = sorted({o.split(".")[2] for o in missing})
+        raise LoadError(f"{path}: the program calls operator(s) not registered in this "
+                        f"process: {', '.join(missing[:3])}"
+                        f"{' ...' if len(missing) > 3 else ''}; import the library that "
+                        f"defines namespace {', '.join(ns)} before loading")
+    return imported
 
 
 def _load_pt2(path: str):
-    """``torch.export.load``; when the program's input/output types are
-    pytree nodes registered by a package (e.g. ``transformers``' model
-    outputs), that installed module is imported and the load retried."""
-    log = logging.getLogger("torch.export")
-    tried = set()
-    while True:
-        level = log.level
-        log.setLevel(logging.ERROR)
+    """``torch.export.load`` after :func:`register_requirements`; its
+    failures as one-line LoadErrors with the deserializer's real reason
+    (torch logs it, then raises "check the warnings above")."""
+    register_requirements(path)
+    with _capture_export_logs() as cap:
         try:
             return torch.export.load(path)
-        except Exception as e:
-            cause = e
-            while cause.__cause__ is not None or cause.__context__ is not None:
-                nxt = cause.__cause__ or cause.__context__
-                if _UNREGISTERED.search(str(cause)):
+        except Exception as e:  # noqa: BLE001 -- torch raises many types
+            cause: BaseException = e
+            for rec in cap.records:  # the real error, logged before the generic one
+                if rec.exc_info and rec.exc_info[1] is not None:
+                    cause = rec.exc_info[1]
                     break
-                cause = nxt
-            m = _UNREGISTERED.search(str(cause)) or _UNREGISTERED.search(_last_error(path))
-            if m and m.group(1) not in tried:
-                tried.add(m.group(1))
-                try:
-                    importlib.import_module(m.group(1))
-                    continue
-                except ImportError:
-                    raise LoadError(f"{path}: the program's inputs/outputs use "
-                                    f"{m.group(1)}.{m.group(2)}; install the package that "
-                                    "defines it") from None
-            text = str(cause).strip().splitlines()
-            raise LoadError(f"{path}: torch.export.load failed: {type(cause).__name__}: "
-                            f"{text[0] if text else ''}") from None
-        finally:
-            log.setLevel(level)
+            cause = _innermost(cause)
+            raise LoadError(f"{path}: torch.export.load could not read the program (its "
+                            "models/model.json is damaged, or was written by an incompatible "
+                            f"torch): {type(cause).__name__}: {_first_line(cause)}") from None
 
 
-def _last_error(path: str) -> str:
-    """torch.export.load logs the deserializer's error and raises a generic
-    one; re-run the deserializer's pytree step to read the real reason."""
-    try:
-        with zipfile.ZipFile(path) as z:
-            for n in z.namelist():
-                if n.endswith("models/model.json"):
-                    return _scan_types(z.read(n))
-    except Exception:
-        pass
-    return ""
+def load_rewritten(path) -> Any:
+    """Load a ``.pt2`` (e.g. one the rewriter wrote) and return its
+    ``ExportedProgram``, registering what it needs first: the modules of the
+    pytree types of its inputs and outputs (e.g. ``transformers``' model
+    outputs) and the operator libraries it calls (``pypm.linear_act`` from
+    :mod:`pypm_verified.torch.kernels`). The archive's checksums are checked.
+    Exposed as ``pypm_verified.load``. LoadError (one line) when the file is
+    missing, corrupt, or needs something that cannot be registered."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise LoadError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise LoadError(f"{path}: is a directory, expected a .pt2 file")
+    kind = _kind(path)
+    if kind != "pt2":
+        raise LoadError(f"{path}: not a .pt2 (torch.export.save) file but a "
+                        f"{'TorchScript archive' if kind == 'torchscript' else 'torch.save file'}"
+                        "; use load_model for it")
+    return _load_pt2(path)
 
 
-def _scan_types(raw: bytes) -> str:
-    # the serialized treespecs name their types; report the first unregistered one
-    import torch.utils._pytree as pytree
-    text = raw.decode("utf-8", "replace")
-    for m in re.finditer(r'\\"type\\": \\"([\w.]+)\.(\w+)\\"', text):
-        full = f"{m.group(1)}.{m.group(2)}"
-        if full not in pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE:
-            return f"Deserializing {full} in pytree is not registered"
-    return ""
+# ------------------------------------------------------------------ pickles
+
+def _unpickle_error(path: str, e: BaseException) -> LoadError:
+    msg = _first_line(e)
+    m = re.search(r"Can't get attribute '([^']+)' on <module '([^']+)'", msg)
+    if m:
+        cls, mod = m.groups()
+        if mod == "__main__" or mod.endswith(".__main__"):  # python -m pkg: pkg.__main__
+            hint = (f"the class {cls} was defined in the script that saved the file "
+                    "(__main__), so it cannot be found here: define it in an importable "
+                    "module (and import it before loading), or save a .pt2 with "
+                    "torch.export.save, which needs no class")
+        else:
+            hint = (f"the class {cls} is not in module {mod} here (renamed or removed?); "
+                    "or save a .pt2 with torch.export.save, which needs no class")
+        return LoadError(f"{path}: cannot unpickle it: {hint}")
+    if isinstance(e, ModuleNotFoundError) and e.name:
+        return LoadError(f"{path}: cannot unpickle it: the module {e.name!r} that defines the "
+                         "model's class cannot be imported here; put it on the path "
+                         "(PYTHONPATH), or save a .pt2 with torch.export.save")
+    return LoadError(f"{path}: cannot unpickle it: {type(e).__name__}: {msg}")
 
 
 def _load_file(path: str, example_inputs: Optional[Tuple] = None) -> LoadedModel:
@@ -190,12 +592,13 @@ def _load_file(path: str, example_inputs: Optional[Tuple] = None) -> LoadedModel
             raise LoadError(f"{path}: a TorchScript archive carries no example inputs; "
                             "give them (--example-inputs FILE, a torch.save'd tuple)")
         try:
-            ts = torch.jit.load(path)
-            from torch._export.converter import TS2EPConverter
-            ep = TS2EPConverter(ts, tuple(example_inputs)).convert()
+            with _quiet_torch_logs():
+                ts = torch.jit.load(path)
+                from torch._export.converter import TS2EPConverter
+                ep = TS2EPConverter(ts, tuple(example_inputs)).convert()
         except Exception as e:
             raise LoadError(f"{path}: converting TorchScript with TS2EPConverter failed: "
-                            f"{type(e).__name__}: {str(e).strip().splitlines()[0]}") from None
+                            f"{type(e).__name__}: {_first_line(e)}") from None
         return LoadedModel(decompose(ep), tuple(example_inputs), {}, "torchscript", path)
     # a pickle: first without running code, to recognize a state_dict
     try:
@@ -203,7 +606,7 @@ def _load_file(path: str, example_inputs: Optional[Tuple] = None) -> LoadedModel
     except (pickle.UnpicklingError, RuntimeError, AttributeError, TypeError):
         obj = None
     except Exception as e:
-        raise LoadError(f"{path}: cannot unpickle it: {type(e).__name__}: {e}") from None
+        raise _unpickle_error(path, e) from None
     if obj is not None:
         msg = _describe_state_dict(obj)
         if msg:
@@ -211,7 +614,7 @@ def _load_file(path: str, example_inputs: Optional[Tuple] = None) -> LoadedModel
     try:
         obj = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as e:
-        raise LoadError(f"{path}: cannot unpickle it: {type(e).__name__}: {e}") from None
+        raise _unpickle_error(path, e) from None
     msg = _describe_state_dict(obj)
     if msg:
         raise LoadError(f"{path}: {msg}")
@@ -233,13 +636,19 @@ def _load_file(path: str, example_inputs: Optional[Tuple] = None) -> LoadedModel
         args = tuple(args)
     if not isinstance(args, tuple):
         args = (args,)
-    return LoadedModel(export_module(model, args, kwargs), args, dict(kwargs), "pickle", path)
+    warns: List[str] = []
+    ep = export_module(model, args, kwargs, warnings=warns)
+    warns = [w.replace("the model was in training mode", "the model was saved in training mode")
+             for w in warns]
+    return LoadedModel(ep, args, dict(kwargs), "pickle", path, warns)
 
 
 def load_model(src, example_inputs: Optional[Tuple] = None,
-                 example_kwargs: Optional[dict] = None) -> LoadedModel:
+               example_kwargs: Optional[dict] = None) -> LoadedModel:
     """A :class:`LoadedModel` from a path, an ExportedProgram, or an
-    ``nn.Module``/``fx.GraphModule`` with ``example_inputs``."""
+    ``nn.Module``/``fx.GraphModule`` with ``example_inputs``. A module is
+    exported in eval mode without changing the caller's object (see
+    :attr:`LoadedModel.warnings`)."""
     if isinstance(src, (str, os.PathLike)):
         return _load_file(os.fspath(src), example_inputs)
     if isinstance(src, torch.export.ExportedProgram):
@@ -255,8 +664,9 @@ def load_model(src, example_inputs: Optional[Tuple] = None,
             raise LoadError(f"a {type(src).__name__} needs example inputs to be exported")
         kind = "GraphModule" if isinstance(src, torch.fx.GraphModule) else "nn.Module"
         args = tuple(example_inputs)
-        return LoadedModel(export_module(src, args, example_kwargs), args,
-                       dict(example_kwargs or {}), kind)
+        warns: List[str] = []
+        ep = export_module(src, args, example_kwargs, warnings=warns)
+        return LoadedModel(ep, args, dict(example_kwargs or {}), kind, None, warns)
     if isinstance(src, dict):
         msg = _describe_state_dict(src)
         if msg:

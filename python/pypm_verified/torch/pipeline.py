@@ -2,12 +2,17 @@
 check numerics, save atomically."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
+import shutil
+import signal
 import tempfile
+import threading
 import time
+import warnings
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import torch
 import torch.fx as fx
@@ -21,56 +26,185 @@ from .loader import LoadedModel
 @dataclass
 class Result:
     """``ep`` (the rewritten ExportedProgram; the input's is untouched),
-    ``report`` (the driver's), ``numerics`` (None if not checked)."""
+    ``report`` (the driver's), ``numerics`` (None if not checked) and
+    ``changed``: whether the rewritten graph differs from the loaded one
+    (a rule fired, or duplicates were merged). When it is False, ``ep`` is
+    only the re-exported, decomposed input (not byte-identical to the file
+    given, and possibly with more nodes): a caller may skip writing it."""
 
     ep: object
     report: RewriteReport
     numerics: Optional[Numerics] = None
+    changed: bool = True
 
 
 def copy_program(ep):
-    """An ExportedProgram with a copy of ``ep``'s graph, sharing its weights."""
+    """An ExportedProgram with a copy of ``ep``'s graph, sharing its weights.
+    Node names are kept exactly (``graph_copy`` would rename a placeholder
+    named after a Python builtin, ``input`` -> ``input_1``, and the graph
+    signature, which names nodes, would no longer match)."""
     g = fx.Graph()
-    out = g.graph_copy(ep.graph_module.graph, {})
+    val_map = {}
+    out = g.graph_copy(ep.graph_module.graph, val_map)
     g.output(out)
+    ns = g._graph_namespace
+    for old, new in val_map.items():
+        if new.name != old.name:
+            new.name = old.name
+            if new.op == "placeholder":
+                new.target = old.target
+            ns._rename_object(new, old.name)
     gm = fx.GraphModule(ep.graph_module, g)
-    return ep._update(gm, copy.deepcopy(ep.graph_signature))
+    with warnings.catch_warnings():  # torch's own pytree deprecation, from deepcopy
+        warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)",
+                                category=FutureWarning)
+        return ep._update(gm, copy.deepcopy(ep.graph_signature))
 
 
-def rewrite_program(prog: LoadedModel, patterns: Optional[Sequence] = None, engine: str = "verified",
-                    target: str = "cuda", max_iterations: int = 20, check: bool = True,
-                    n_random: int = 2, progress=None) -> Result:
+def _renamed_structure(gm) -> list:
+    """The graph as (op, target, args, kwargs) with nodes numbered in order:
+    equal for equal graphs whatever their nodes are named."""
+    idx = {n: i for i, n in enumerate(gm.graph.nodes)}
+
+    def arg(a):
+        return fx.node.map_arg(a, lambda n: ("%", idx[n]))
+    return [(n.op, str(n.target) if n.op != "placeholder" else "", repr(arg(n.args)),
+             repr(arg(n.kwargs))) for n in gm.graph.nodes]
+
+
+def rewrite_program(prog: LoadedModel, patterns: Optional[Sequence] = None,
+                    engine: str = "verified", target: str = "cpu", max_iterations: int = 20,
+                    check: bool = True, n_random: int = 2, progress=None,
+                    check_profitability: bool = True) -> Result:
     """Rewrite ``prog`` (a :class:`~.loader.LoadedModel`) with ``patterns`` (default: the
-    rule library) and, if ``check``, compare numerics with the original."""
+    rule library) for ``target`` and, if ``check``, compare numerics with the original.
+    ``check_profitability=False`` lets every rule fire regardless of the
+    measured table (``ctx.profitable`` answers True). ``Result.changed`` says
+    whether the graph changed at all."""
     if patterns is None:
         from ..library import default_patterns
         patterns = default_patterns()
     ep = copy_program(prog.ep)
+    before = _renamed_structure(ep.graph_module)
     driver = Driver(ep.graph_module, patterns, engine=engine, target=target,
-                    max_iterations=max_iterations, progress=progress)
+                    max_iterations=max_iterations, progress=progress,
+                    check_profitability=check_profitability)
     report = driver.run()
     for spec in ep.graph_signature.output_specs:  # outputs that were rewritten
         arg = getattr(spec, "arg", None)
         if hasattr(arg, "name"):
             arg.name = driver.replacement_name(arg.name)
     ep.validate() if hasattr(ep, "validate") else ep._validate()
+    changed = report.total > 0 or _renamed_structure(ep.graph_module) != before
     num = compare(prog.ep, ep, prog.args, prog.kwargs, n_random=n_random) if check else None
-    return Result(ep, report, num)
+    return Result(ep, report, num, changed)
+
+
+# ------------------------------------------------------------------ saving
+
+def _umask() -> int:
+    """The process umask, read without changing it where Linux allows."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: the usual set-and-restore
+    os.umask(mask)
+    return mask
+
+
+_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGINT", None),
+                             getattr(signal, "SIGHUP", None)) if s is not None)
+
+
+@contextlib.contextmanager
+def cleanup_on_signal(cleanup: Callable[[], None], what: str = "the save") -> Iterator[None]:
+    """Run ``cleanup`` if SIGTERM, SIGINT or SIGHUP arrives inside the block,
+    then act as the signal would have: the previous Python handler is called
+    (Ctrl-C's default raises KeyboardInterrupt; a CLI's handler may raise its
+    own exception), and a default (``SIG_DFL``) disposition is re-delivered,
+    ending the process with the conventional status (128 + signal number in
+    a shell). Ignored signals stay ignored. The previous handlers are
+    restored when the block ends. Outside the main thread (where handlers
+    cannot be set) the block runs unprotected."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for s in _SIGNALS:
+        prev = signal.getsignal(s)
+        if prev is None or prev == signal.SIG_IGN:
+            continue  # set outside Python (cannot be restored) or ignored: leave it
+        previous[s] = prev
+
+    def restore():
+        for s, prev in list(previous.items()):
+            try:
+                signal.signal(s, prev)
+            except (ValueError, OSError):
+                pass
+        previous.clear()
+
+    def handler(signum, frame):
+        prev = previous.get(signum, signal.SIG_DFL)
+        try:
+            cleanup()
+        finally:
+            restore()
+        if callable(prev):
+            prev(signum, frame)
+            raise InterruptedError(f"{what} was interrupted by signal "
+                                   f"{signal.Signals(signum).name}; nothing written")
+        os.kill(os.getpid(), signum)  # SIG_DFL: terminate as the signal would
+        raise InterruptedError(f"{what} was interrupted by signal "
+                               f"{signal.Signals(signum).name}; nothing written")
+
+    try:
+        for s in list(previous):
+            signal.signal(s, handler)
+        yield
+    finally:
+        restore()
 
 
 def save_atomic(ep, path: str) -> None:
-    """``torch.export.save`` to a temporary file next to ``path``, then
-    rename over it: ``path`` is written whole or not at all."""
+    """``torch.export.save`` to a hidden temporary next to ``path``, then
+    rename it over ``path``: ``path`` is written whole or not at all.
+
+    The file gets the permissions a plain ``open`` would give a new file
+    (``0o666 & ~umask``). The temporary (a ``.pypm-tmp-*`` directory holding
+    a file of ``path``'s name, so the archive's inner folder is named after
+    ``path``) is removed on any error, and on SIGTERM/SIGINT/SIGHUP during
+    the save, after which the signal acts as it would have (see
+    :func:`cleanup_on_signal`)."""
+    path = os.fspath(path)
     d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".pypm-tmp-", suffix=".pt2", dir=d)
-    os.close(fd)
+    base = os.path.basename(path)
+    if not base.endswith(".pt2"):
+        base += ".pt2"  # torch.export wants the suffix; the rename drops it again
+    made = []
+
+    def cleanup():
+        for t in made:
+            shutil.rmtree(t, ignore_errors=True)
+
     try:
-        torch.export.save(ep, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        with cleanup_on_signal(cleanup, f"saving {path}"):
+            made.append(tempfile.mkdtemp(prefix=".pypm-tmp-", dir=d))
+            tmp = os.path.join(made[0], base)
+            torch.export.save(ep, tmp)
+            os.chmod(tmp, 0o666 & ~_umask())
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+    finally:
+        cleanup()
 
 
 def median_time(fn, *args, repeat: int = 20, warmup: int = 3, **kwargs) -> float:
