@@ -346,20 +346,35 @@ def RightRec(x):  # noqa: F811
     return RightRec(x)
 
 
-def test_non_terminating_recursion_is_out_of_fuel(engine):
+@pm.pattern
+def SelfConstr(x):
+    x <= SelfConstr(x)
+    return x
+
+
+def test_non_terminating_recursion(engine):
+    """Loop(x) = Loop(x) has no (finite) derivation: its root-operator index
+    is empty, so both engines answer "no match" whatever the fuel (a proved
+    no: RootIndex.root_index_sound). LeftRec's root may be anything (its
+    alternate ``x``), and the machine, trying the recursion first, never
+    finishes: out of fuel (tests/test_entry_points.py has more cases)."""
     g = pm.Graph()
     n = Relu(g.input("a"))
-    for p in (Loop, LeftRec):
-        with pytest.raises(pm.OutOfFuel):
-            pm.match(p, n, engine=engine, fuel=5000)
-        with pytest.raises(pm.OutOfFuel):
-            pm.match_all([p], g, engine=engine, fuel=5000)
+    for fuel in (1, 5000, None):
+        assert pm.match(Loop, n, engine=engine, fuel=fuel) is None
+    assert pm.match_all([Loop], g, engine=engine, fuel=5000) == []
+    with pytest.raises(pm.OutOfFuel):
+        pm.match(LeftRec, n, engine=engine, fuel=5000)
+    with pytest.raises(pm.OutOfFuel):
+        pm.match_all([LeftRec], g, engine=engine, fuel=5000)
     # the first alternate succeeds before the recursion is needed
     assert valid(pm.match(RightRec, n, engine=engine, fuel=5000)).bindings == {"x": n}
 
 
 def test_non_terminating_recursion_with_the_default_fuel(lib):
+    """x ; (SelfConstr(x) ≈ x) unfolds forever in constant memory."""
     g = pm.Graph()
     n = Relu(g.input("a"))
+    assert pm.match(Loop, n, engine="verified") is None  # the index: no step taken
     with pytest.raises(pm.OutOfFuel):  # 2^24 steps, quickly spent by the library
-        pm.match(Loop, n, engine="verified")
+        pm.match(SelfConstr, n, engine="verified")
