@@ -41,7 +41,7 @@ __all__ = [
     "Op", "op", "var", "Pattern", "pattern", "Rule", "rule", "OpClass", "opclass",
     "RewriteReport", "rewrite",
     "EngineError", "EngineUnavailable", "GraphError", "OutOfFuel", "PatternError",
-    "Graph", "Node", "TensorShape",
+    "Graph", "Node", "TensorShape", "load",
 ]
 
 
