@@ -8,45 +8,13 @@ with --quick).
 Usage: python bench/bench_calculus.py [--quick] [--nodes N]
 """
 import argparse
-import json
 import random
-import statistics
-import time
-from pathlib import Path
+
+import common
+from common import timed
 
 import pypm_verified as pm
-
-from bench_ops import Gelu, MatMul, Relu, Softmax, Tanh
-
-
-@pm.pattern
-def PwChain(x, a, b):
-    UnaryOp = pm.Op(1, 1)
-    assert UnaryOp.op_class == pm.opclass("unary_pointwise")
-    y = pm.var()
-    x <= UnaryOp(PwChain(y, a, b))
-    return x
-
-
-@pm.pattern
-def PwChain(x, a, b):  # noqa: F811
-    x <= MatMul(a, b)
-    return x
-
-
-@pm.pattern
-def MatMulEpilog(x, a, b):
-    return PwChain(x, a, b)
-
-
-@pm.pattern
-def UnaryChain(x, f):
-    return f(UnaryChain(x, f))
-
-
-@pm.pattern
-def UnaryChain(x, f):  # noqa: F811
-    return f(x)
+from paper_ops import Gelu, MatMul, MatMulEpilog, Relu, Softmax, Tanh, UnaryChain
 
 
 def epilog_graph(n_nodes, max_chain=8, seed=0):
@@ -68,15 +36,6 @@ def epilog_graph(n_nodes, max_chain=8, seed=0):
     return g
 
 
-def timed(fn, repeat):
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
@@ -90,7 +49,7 @@ def main():
             pm.match_all(pats, g, engine=engine)  # warm: handles, lowering
         res = {}
         for engine in ("verified", "reference"):
-            t, found = timed(lambda: pm.match_all(pats, g, engine=engine), repeat)
+            t, _, found = timed(lambda: pm.match_all(pats, g, engine=engine), repeat)
             res[engine] = {"seconds": t, "matches": len(found),
                            "bindings": sorted((r.id, tuple(sorted((k, v.id) for k, v in
                                                                    m.bindings.items())))
@@ -102,10 +61,8 @@ def main():
                       "reference_ms": res["reference"]["seconds"] * 1e3,
                       "speedup": res["reference"]["seconds"] / res["verified"]["seconds"]}
     out = {"nodes": len(g), "repeat": repeat, "patterns": rows}
-    results = Path(__file__).parent / "results"
-    results.mkdir(exist_ok=True)
-    suffix = "_quick" if args.quick else ""
-    (results / f"calculus{suffix}.json").write_text(json.dumps(out, indent=2))
+    results, stem = common.results_dir(), common.stem("calculus", args.quick)
+    common.write_json(results / f"{stem}.json", out)
     md = [f"# Full-calculus benchmark: match_all over {len(g)} nodes of MatMul → pointwise "
           f"chains (medians of {repeat} runs, one process)", "",
           "| pattern | matches | verified (ms) | reference (ms) | reference / verified |",
@@ -114,8 +71,7 @@ def main():
         md.append(f"| {name} | {r['matches']} | {r['verified_ms']:.1f} | {r['reference_ms']:.1f} "
                   f"| {r['speedup']:.2f}x |")
     md += ["", "Both engines return the same matches with the same bindings (checked)."]
-    (results / f"calculus{suffix}.md").write_text("\n".join(md) + "\n")
-    print("\n".join(md))
+    print("\n".join(common.write_md(results / f"{stem}.md", md)))
 
 
 if __name__ == "__main__":

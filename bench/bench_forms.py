@@ -27,23 +27,19 @@ Usage: python bench/bench_forms.py [--quick] [--sizes 1000,10000,...]
 import argparse
 import datetime
 import gc
-import json
 import os
 import platform
 import random
-import statistics
-import subprocess
 import sys
 import time
-from pathlib import Path
+
+import common
+from common import timed
 
 import pypm_verified as pm
+from paper_ops import Add, Div, Gelu, MatMul, Mul, Relu, Softmax, Tanh, Trans
 from pypm_verified.engines import binding
 from pypm_verified.engines.matching import PreparedPatterns
-
-from bench_ops import Add, Div, Gelu, MatMul, Mul, Relu, Softmax, Tanh, Trans
-
-RESULTS = Path(__file__).parent / "results"
 
 # ------------------------------------------------------------------- patterns
 
@@ -284,38 +280,10 @@ FORMS = {
 # -------------------------------------------------------------------- helpers
 
 
-def timed(fn, repeat, gc_off=False, collect_each=True, collect=True):
-    """Median wall time of ``repeat`` calls, the times, and the last result.
-    A full collection runs before each call (before the first only unless
-    ``collect_each``; never unless ``collect``); the cyclic garbage collector
-    is disabled during the calls if ``gc_off``. The previous result is
-    dropped before each call."""
-    times, out = [], None
-    for i in range(repeat):
-        out = None
-        if collect and (collect_each or i == 0):
-            gc.collect()
-        if gc_off:
-            gc.disable()
-        try:
-            t0 = time.perf_counter()
-            out = fn()
-            times.append(time.perf_counter() - t0)
-        finally:
-            gc.enable()
-    return statistics.median(times), times, out
-
-
-def once(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t0, out
-
-
 def per_call_us(fn, calls, repeat=5):
     """Microseconds per call: the best of ``repeat`` loops of ``calls`` calls
     (the minimum, as timeit reports: the least disturbed by other jobs)."""
-    _, ts, _ = timed(lambda: [fn() for _ in range(calls)], repeat)
+    _, ts, _ = timed(lambda: [fn() for _ in range(calls)], repeat, collect=True)
     return min(ts) / calls * 1e6
 
 
@@ -344,12 +312,6 @@ def raw_match_all(lib, gh, ph):
 
 
 def environment():
-    def git(*a):
-        try:
-            return subprocess.run(["git", *a], cwd=Path(__file__).parent, text=True,
-                                  capture_output=True, timeout=10).stdout.strip()
-        except Exception:
-            return None
     lib = binding.library_path()
     st = os.stat(lib) if os.path.exists(lib) else None
     try:
@@ -362,12 +324,12 @@ def environment():
         "python": sys.version.split()[0],
         "implementation": platform.python_implementation(),
         "platform": platform.platform(),
-        "machine": platform.processor() or platform.machine(),
+        "machine": common.machine(),
         "cpu_count": os.cpu_count(),
-        "loadavg_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        "loadavg_at_start": common.loadavg(),
         "cffi": cffi_version,
-        "git_commit": git("rev-parse", "HEAD"),
-        "git_dirty": bool(git("status", "--porcelain")),
+        "git_commit": common.git_commit(),
+        "git_dirty": common.git_dirty(),
         "library": lib,
         "library_mtime": (datetime.datetime.fromtimestamp(st.st_mtime).isoformat(timespec="seconds")
                           if st else None),
@@ -451,7 +413,7 @@ def bench_form(name, size, quick, ref_max, lib, log):
     rng = random.Random(f"{name}-{size}")
     gc.disable()  # building is not measured: no collections over the growing graph
     try:
-        t_build, (g, hits) = once(lambda: gen(size, rng))
+        t_build, _, (g, hits) = timed(lambda: gen(size, rng))
     finally:
         gc.enable()
     n = len(g)
@@ -461,10 +423,10 @@ def bench_form(name, size, quick, ref_max, lib, log):
     # one-time costs of the verified engine on the fresh graph: encode (Python),
     # load (pypm_graph_load, the handle is cached on the Graph), and the
     # pattern set's encode + load (a fresh handle, released again)
-    t_enc, words = once(g.encode)
-    t_load, gh = once(lambda: binding.graph_handle(lib, g))
+    t_enc, _, words = timed(g.encode)
+    t_load, _, gh = timed(lambda: binding.graph_handle(lib, g))
     s = PreparedPatterns([pattern])
-    t_pat, h = once(lambda: binding.load_patterns(
+    t_pat, _, h = timed(lambda: binding.load_patterns(
         lib, binding.serialize.encode_patterns(s.defs, s.roots)))
     h.release()
     ph = binding.pattern_set_handle(lib, s.defs, s.roots)  # what match_all uses
@@ -474,7 +436,7 @@ def bench_form(name, size, quick, ref_max, lib, log):
     rep = repeats(size, quick)
     ce = n <= 200_000  # a full collection costs ~1 s at 10^6 nodes: once per series there
     t, ts, found = timed(lambda: pm.match_all([pattern], g, engine="verified"), rep["verified"],
-                         collect_each=ce)
+                         collect=True, collect_each=ce)
     got = canon(found)
     if {r for r, _, _ in got} != hits:
         raise SystemExit(f"{name} @ {n}: verified engine found {len(got)} matches, "
@@ -494,7 +456,7 @@ def bench_form(name, size, quick, ref_max, lib, log):
                        "raw_c_matches_per_s": n_found / t_raw, "raw_c_nodes_per_s": n / t_raw}
     if n <= ref_max:
         t, ts, found = timed(lambda: pm.match_all([pattern], g, engine="reference"),
-                             rep["reference"], collect_each=ce)
+                             rep["reference"], collect=True, collect_each=ce)
         ref = canon(found)
         if ref != got:
             diff = sorted(set(ref) ^ set(got))[:5]
@@ -600,14 +562,14 @@ def write_md(path, out):
            "identical bindings and operator bindings (checked on every row)."]
     if out["notes"]:
         md += ["", "## Notes", ""] + [f"* {n}" for n in out["notes"]]
-    path.write_text("\n".join(md) + "\n")
-    return md
+    return common.write_md(path, md)
 
 
 def write_png(path, out):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """The throughput plots; False without matplotlib."""
+    plt = common.pyplot()
+    if plt is None:
+        return False
     forms = out["forms"]
     ncols = 4
     nrows = (len(forms) + 1 + ncols - 1) // ncols
@@ -647,9 +609,8 @@ def write_png(path, out):
     flat[0].legend(fontsize=7)
     fig.suptitle("pypm_verified match_all throughput per pattern form"
                  + (" (quick)" if out["quick"] else ""))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    common.save_figure(fig, path)
+    return True
 
 
 def main():
@@ -723,14 +684,14 @@ def main():
         "notes": notes,
     }
     out["wall_s"] = time.perf_counter() - t_start
-    out["environment"]["loadavg_at_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
-    base = args.out or ("forms_quick" if args.quick else "forms")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{base}.json").write_text(json.dumps(out, indent=2))
-    md = write_md(RESULTS / f"{base}.md", out)
-    write_png(RESULTS / f"{base}.png", out)
+    out["environment"]["loadavg_at_end"] = common.loadavg()
+    base = args.out or common.stem("forms", args.quick)
+    results = common.results_dir()
+    common.write_json(results / f"{base}.json", out)
+    md = write_md(results / f"{base}.md", out)
+    png = write_png(results / f"{base}.png", out)
     print("\n".join(md))
-    print(f"wrote {RESULTS / base}.{{json,md,png}} in {out['wall_s']:.0f} s")
+    print(f"wrote {results / base}.{{json,md{',png' if png else ''}}} in {out['wall_s']:.0f} s")
 
 
 if __name__ == "__main__":

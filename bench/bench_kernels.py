@@ -14,7 +14,7 @@ rewrite pays off. Rules:
   matmul_t     matmul(x, w.transpose) vs aten.linear (the paper's Figure 1 rule)
 
 Writes bench/results/kernels.json and bench/results/kernels.md;
-``--write-table`` also regenerates python/pypm_verified/profitability.json
+``--write-table`` also regenerates python/pypm_verified/torch/profitability.json
 (thresholds for this device's target) from the measurements. Timings are
 medians; the minimum of the samples is kept too, and the table requires both
 ratios to clear its margin, so one scheduling hiccup cannot make a rule fire.
@@ -36,12 +36,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "python"))
-import pypm_verified.torch.kernels  # noqa: E402,F401  (registers torch.ops.pypm)
-from pypm_verified.torch import profitability  # noqa: E402
+import common
+from common import RESULTS, ROOT
 
-RESULTS = ROOT / "bench" / "results"
+import pypm_verified.torch.kernels  # noqa: F401  (registers torch.ops.pypm)
+from pypm_verified.torch import profitability
 
 # -- original subgraphs, as the HF models' eager code produces them ----------
 
@@ -84,13 +83,6 @@ _ACT = {"relu": torch.relu, "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, app
         "silu": F.silu}
 
 # -- timing ------------------------------------------------------------------
-
-
-def _loadavg():
-    try:
-        return list(os.getloadavg())
-    except OSError:
-        return None
 
 
 def _sync(device):
@@ -275,7 +267,7 @@ def write_md(path, meta, rows):
         "25th-75th percentile of the per-call times. "
         "Caveat: other jobs shared this machine's cores during the run, so single ratios "
         "within about ±10% of 1 are noise; the thresholds in "
-        "`python/pypm_verified/profitability.json` require a margin.",
+        "`python/pypm_verified/torch/profitability.json` require a margin.",
         "",
     ]
     rules = []
@@ -298,7 +290,7 @@ def write_md(path, meta, rows):
                 f"| {o['p25'] * 1e6:.1f}–{o['p75'] * 1e6:.1f} "
                 f"| {f['p25'] * 1e6:.1f}–{f['p75'] * 1e6:.1f} | {r['rel_diff']:.1e} |")
         lines.append("")
-    path.write_text("\n".join(lines))
+    common.write_md(path, lines)
 
 
 def main(argv=None):
@@ -313,7 +305,8 @@ def main(argv=None):
     ap.add_argument("--rules", default=None, help="comma-separated subset of rules")
     ap.add_argument("--out", default=None, help="results stem (default bench/results/kernels, kernels_quick with --quick)")
     ap.add_argument("--write-table", action="store_true",
-                    help="regenerate pypm_verified/profitability.json for this device from the results")
+                    help="regenerate pypm_verified/torch/profitability.json for this device "
+                         "from the results")
     ap.add_argument("--from-json", default=None,
                     help="no timing: rewrite the Markdown of a results JSON (and, with "
                          "--write-table, derive the table from it)")
@@ -344,10 +337,10 @@ def main(argv=None):
         "device": args.device, "quick": args.quick, "threads": torch.get_num_threads(),
         "torch": torch.__version__, "python": platform.python_version(),
         "machine": (torch.cuda.get_device_name() if args.device == "cuda"
-                    else f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"),
-        "when": time.strftime("%Y-%m-%d %H:%M"),
+                    else f"{common.machine()}, {os.cpu_count()} cores"),
+        "when": common.when(),
         "mkldnn": torch.backends.mkldnn.is_available(),
-        "loadavg_start": _loadavg(),
+        "loadavg_start": common.loadavg(),
         "argv": " ".join(sys.argv[1:]),
     }
     rows = []
@@ -367,16 +360,15 @@ def main(argv=None):
               f"orig {t['orig']['median'] * 1e6:9.1f}us fused {t['fused']['median'] * 1e6:9.1f}us "
               f"ratio {row['ratio']:5.2f} (min {row['ratio_min']:5.2f})  rel {rel:.1e}", flush=True)
     meta["wall_s"] = round(time.perf_counter() - t_start, 1)
-    meta["loadavg_end"] = _loadavg()
+    meta["loadavg_end"] = common.loadavg()
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = Path(args.out).resolve() if args.out else RESULTS / (
-        "kernels_quick" if args.quick else "kernels")
+    common.results_dir()
+    stem = Path(args.out).resolve() if args.out else RESULTS / common.stem("kernels", args.quick)
     try:
         meta["results"] = str(stem.with_suffix(".json").relative_to(ROOT))
     except ValueError:
         meta["results"] = str(stem.with_suffix(".json"))
-    stem.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    common.write_json(stem.with_suffix(".json"), {"meta": meta, "rows": rows}, indent=1)
     write_md(stem.with_suffix(".md"), meta, rows)
     print(f"wrote {stem.with_suffix('.json')} and {stem.with_suffix('.md')} "
           f"({meta['wall_s']} s)")

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import gc
 import json
 import os
@@ -40,15 +41,9 @@ import platform
 import statistics
 import sys
 import time
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-for p in (str(ROOT / "python"), str(ROOT), str(HERE)):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-RESULTS = HERE / "results"
+import common
+from common import RESULTS, timed
 SYSTEMS = ("bare_walk", "handwritten", "inductor_pattern", "inductor_replacement", "fx",
            "pypm_verified", "pypm_reference")
 SIZE = "base"
@@ -64,39 +59,24 @@ def run_pypm(ep, engine: str):
     ``ep.graph_signature``) and the driver's report (anything
     JSON-serialisable, or None).
 
-    Expected API (issue 4): ``pypm_verified.torch.rewrite_program(ep,
-    target="cpu", engine="verified"|"reference") -> (ExportedProgram, report)``.
-    Note: the library's rules are device-aware -- on ``target="cpu"`` a guard
-    may decline SDPA at sequence 128 where it is slower; pass whatever target
-    makes every rule fire if the rewrite counts should match the baselines'.
-    Raises ImportError while ``pypm_verified.torch`` does not exist.
+    The library's rules are device-aware -- on ``target="cpu"`` a guard may
+    decline SDPA at sequence 128 where it is slower -- while the baselines
+    rewrite unconditionally; so the driver runs with
+    ``check_profitability=False`` (every other guard -- axes, constants,
+    dtypes -- stays): both sides then do the same rewrites, and the timing
+    compares matching. Raises ImportError while ``pypm_verified.torch`` is
+    not importable.
     """
     # The driver rewrites ep's graph module in place (ep is a private copy).
-    # The baselines rewrite unconditionally, so the profitability guards are
-    # switched off here (every other guard -- axes, constants, dtypes -- stays):
-    # both sides then do the same rewrites, and the timing compares matching.
     from pypm_verified.library import default_patterns  # noqa: WPS433 (lazy on purpose)
     from pypm_verified.torch.driver import rewrite_graph_module
-    _profitability_off()
     # no final recompile: like the Inductor passes, the time is the rewriting
     # (the equivalence check recompiles before running the graph)
     report = rewrite_graph_module(ep.graph_module, default_patterns(), engine=engine,
-                                  target="cpu", recompile=False)
+                                  target="cpu", recompile=False, check_profitability=False)
     return ep.graph_module, {"firings": dict(report.firings), "iterations": report.iterations,
                              "match_s": report.match_s, "total_s": report.total_s,
                              "attempts": report.attempts}
-
-
-def _profitability_off():
-    """Make every rule module's ``profitable`` guard answer True (bench only)."""
-    import importlib
-    import pkgutil
-
-    import pypm_verified.library as rules
-    for m in pkgutil.iter_modules(rules.__path__):
-        mod = importlib.import_module(f"pypm_verified.rules.{m.name}")
-        if hasattr(mod, "profitable"):
-            mod.profitable = lambda *a, **k: True
 
 
 def _pypm_available():
@@ -153,18 +133,6 @@ def _fresh(kind, ep):
     return copy.deepcopy(ep) if kind == "ep" else copy.deepcopy(ep.graph_module)
 
 
-def _timed(fn, arg):
-    gc.collect()
-    gc.disable()
-    try:
-        t0 = time.perf_counter()
-        out = fn(arg)
-        t1 = time.perf_counter()
-    finally:
-        gc.enable()
-    return t1 - t0, out
-
-
 def bench_one(model, layers, systems, repeats, log):
     from baselines import common as C
     ep, export_s = export_model(model, layers)
@@ -180,7 +148,7 @@ def bench_one(model, layers, systems, repeats, log):
     for name in names:
         kind, fn, _ = systems[name]
         arg = _fresh(kind, ep)
-        dt, out = _timed(fn, arg)
+        dt, _, out = timed(functools.partial(fn, arg), gc_off=True, collect=True)
         entry = {"first_s": dt}
         if name == "bare_walk":
             entry.update(roots=out, nodes_after=row["nodes"])
@@ -209,7 +177,7 @@ def bench_one(model, layers, systems, repeats, log):
         for name in order:
             kind, fn, _ = systems[name]
             arg = _fresh(kind, ep)
-            dt, _ = _timed(fn, arg)
+            dt, _, _ = timed(functools.partial(fn, arg), gc_off=True, collect=True)
             times[name].append(dt)
             del arg
     walk_ms = statistics.median(times["bare_walk"]) * 1e3 if "bare_walk" in times else None
@@ -301,11 +269,11 @@ def write_markdown(res, path):
                  f"| {res['setup_s'][s]:.3f} |")
     L += ["", "## What each system can express", "", EXPRESSIVENESS, ""]
     if res.get("linear_act_placeholder"):
-        L += ["Note: `pypm_verified.kernels` was not importable on this branch, so the "
+        L += ["Note: `pypm_verified.torch.kernels` was not importable on this branch, so the "
               "linear_act replacement is a placeholder custom op `pypm_bench::linear_act` "
               "(F.linear + activation, same schema): the rewrite and the matching are real, "
               "the kernel fuses nothing.", ""]
-    path.write_text("\n".join(L) + "\n")
+    common.write_md(path, L)
 
 
 HEADLINE_VS = (("pypm_reference", "reference engine"), ("inductor_pattern", "Inductor hand-built"),
@@ -393,11 +361,8 @@ same guards (shared code in `bench/baselines/common.py`); what differs is how:
 
 
 def plot(res, path):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = common.pyplot()
+    if plt is None:
         return False
     models = res["models"]
     systems = [s for s in SYSTEMS if s in res["systems"]]
@@ -416,8 +381,7 @@ def plot(res, path):
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].legend(fontsize=8)
     fig.suptitle("Rule set to a fixpoint on the export IR (CPU, one process)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    common.save_figure(fig, path)
     return True
 
 
@@ -456,7 +420,7 @@ def main(argv=None) -> int:
     from baselines import common as C
     C.linear_act_op()
     if C.LINEAR_ACT_IS_PLACEHOLDER:
-        note("pypm_verified.kernels not importable: linear_act rewrites to the placeholder "
+        note("pypm_verified.torch.kernels not importable: linear_act rewrites to the placeholder "
              "op pypm_bench::linear_act (F.linear + activation, same schema)")
     rows = []
     for model in models:
@@ -471,11 +435,10 @@ def main(argv=None) -> int:
         "python": platform.python_version(), "torch": torch.__version__,
         "wall_s": None, "rows": rows,
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = common.results_dir(args.out)
     res["wall_s"] = round(time.perf_counter() - t_start, 1)
-    stem = "matchers_quick" if args.quick else "matchers"
-    (out / f"{stem}.json").write_text(json.dumps(res, indent=1) + "\n")
+    stem = common.stem("matchers", args.quick)
+    common.write_json(out / f"{stem}.json", res, indent=1)
     write_markdown(res, out / f"{stem}.md")
     if plot(res, out / f"{stem}.png"):
         print(f"wrote {out / (stem + '.png')}")

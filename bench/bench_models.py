@@ -7,14 +7,16 @@ per-layer speedups are what matter, and a run must fit the time budget), and
 each configuration batch x sequence (default 1,8 x 128,512), the model is
 exported with the project's loader (``pypm_verified.torch.loader.load_model``:
 ``torch.export.export`` then ``run_decompositions({})``) and rewritten twice
-with ``pypm_verified.torch.rewrite.rewrite_program(prog, target="cpu",
+with ``pypm_verified.torch.pipeline.rewrite_program(prog, target="cpu",
 engine="verified", check=True)``:
 
 ``guarded``  the rule library as shipped: the device-aware profitability guards
-             read the measured CPU table (python/pypm_verified/profitability.json)
-``forced``   the same, with every rule module's ``profitable`` guard answering
-             True (as bench/bench_matchers.py does; every other guard -- axes,
-             constants, dtypes, device -- stays): every rule that matches fires
+             read the measured CPU table
+             (python/pypm_verified/torch/profitability.json)
+``forced``   the same, with the driver's ``check_profitability=False``: every
+             profitability guard answers True (as in bench/bench_matchers.py;
+             every other guard -- axes, constants, dtypes, device -- stays), so
+             every rule that matches fires
 
 (``target="cuda"`` would not do for ``forced``: the CUDA table declines
 ``linear_act`` with exact GELU/SiLU and ``matmul_t``.) Each program's
@@ -52,29 +54,18 @@ the full run is held to ~7-8 minutes on the project's 2-core CPU machine
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
-import importlib
-import json
 import math
 import os
-import pkgutil
 import platform
 import statistics
-import subprocess
 import sys
 import time
 import traceback
 import warnings
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-for p in (str(ROOT / "python"), str(ROOT), str(HERE)):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-RESULTS = HERE / "results"
+import common
+from common import RESULTS
 MIN_REPEATS_FLOOR = 3  # repetitions per item even when --time-limit is short
 MODELS = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2")
 VARIANTS = ("guarded", "forced")  # besides "original"
@@ -95,29 +86,6 @@ def log(msg: str) -> None:
 
 # --------------------------------------------------------------------------------------
 # Rewriting
-
-
-@contextlib.contextmanager
-def profitability_off():
-    """Every rule module's ``profitable`` guard answers True inside the block
-    (bench only; restored on exit). The rules call the module-global name, so
-    replacing it there is enough (cf. bench_matchers._profitability_off)."""
-    import pypm_verified.library as rules
-    # Import every module first: one imported after rules.profitability was
-    # patched would bind the patched function by `from .profitability import
-    # profitable` and keep it after the restore (guards then stay off).
-    mods = [importlib.import_module(f"pypm_verified.rules.{m.name}")
-            for m in pkgutil.iter_modules(rules.__path__)]
-    saved = {}
-    for mod in mods:
-        if hasattr(mod, "profitable"):
-            saved[mod] = mod.profitable
-            mod.profitable = lambda *a, **k: True
-    try:
-        yield
-    finally:
-        for mod, fn in saved.items():
-            mod.profitable = fn
 
 
 def rule_names():
@@ -145,13 +113,37 @@ def export(model: str, size: str):
 
 
 def rewrite(prog, variant: str, n_random: int):
+    """``(Result, seconds)``: ``prog`` rewritten for DEVICE by the rule
+    library, numerics checked; ``forced`` with the profitability guards off."""
     from pypm_verified.torch.pipeline import rewrite_program
-    ctx = profitability_off() if variant == "forced" else contextlib.nullcontext()
     t0 = time.perf_counter()
-    with ctx:
+    if variant == "forced":
+        res = _rewrite_unprofitable(prog, n_random)
+    else:
         res = rewrite_program(prog, target=DEVICE, engine="verified", check=True,
                               n_random=n_random)
     return res, time.perf_counter() - t0
+
+
+def _rewrite_unprofitable(prog, n_random: int):
+    """``rewrite_program(prog, target=DEVICE, engine="verified", check=True)``
+    with the driver's ``check_profitability=False``. rewrite_program has no
+    such parameter yet, so this runs its steps with the Driver directly;
+    once it has, call ``rewrite_program(..., check_profitability=False)``."""
+    from pypm_verified.library import default_patterns
+    from pypm_verified.torch.check import compare
+    from pypm_verified.torch.driver import Driver
+    from pypm_verified.torch.pipeline import Result, copy_program
+    ep = copy_program(prog.ep)
+    driver = Driver(ep.graph_module, default_patterns(), engine="verified", target=DEVICE,
+                    check_profitability=False)
+    report = driver.run()
+    for spec in ep.graph_signature.output_specs:  # outputs that were rewritten
+        arg = getattr(spec, "arg", None)
+        if hasattr(arg, "name"):
+            arg.name = driver.replacement_name(arg.name)
+    ep.validate() if hasattr(ep, "validate") else ep._validate()
+    return Result(ep, report, compare(prog.ep, ep, prog.args, prog.kwargs, n_random=n_random))
 
 
 # --------------------------------------------------------------------------------------
@@ -390,7 +382,7 @@ def write_markdown(res, path):
          "(the attention mask matters). Each rewritten by `rewrite_program(prog, "
          f"target=\"{dev}\", engine=\"verified\", check=True)`: **guarded** = the shipped "
          f"rules ({dev.upper()} profitability table), **forced** = profitability guards forced "
-         "True (every rule that matches fires).", "",
+         "True (the driver's `check_profitability=False`: every rule that matches fires).", "",
          f"Latency: `ep.module()` run {'under torch.compile' if res.get('compile') else 'eagerly'}"
          f" under `torch.inference_mode`, {res['warmup']} "
          "warm-up run(s) per program, then repetitions with the programs interleaved "
@@ -502,7 +494,7 @@ def write_markdown(res, path):
             L.append(f"- {r['model']} b{r['batch']} s{r['seq']}"
                      f"{'' if v is None else ' ' + v}: `{msg}`")
         L.append("")
-    path.write_text("\n".join(L) + "\n")
+    common.write_md(path, L)
 
 
 def _md(s):
@@ -518,11 +510,8 @@ def plot(res, path):
     """Speedup distributions (cf. the PyPM paper's Figures 10-11): a box plot
     per variant over all model x configuration pairs, points per model; and
     per configuration."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = common.pyplot()
+    if plt is None:
         return False
     models, cfgs = res["models"], res["configs"]
     colors = {m: plt.get_cmap("tab10")(i) for i, m in enumerate(models)}
@@ -583,9 +572,7 @@ def plot(res, path):
                  f"({env['threads']} threads, "
                  f"{res['size']} width, {res['layers']} layer(s), torch {env['torch']})",
                  fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    common.save_figure(fig, path)
     return True
 
 
@@ -593,14 +580,8 @@ def plot(res, path):
 
 
 def _git_commit():
-    try:
-        c = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                           text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True,
-                               text=True, timeout=10).stdout.strip()
-        return c + ("+dirty" if dirty else "") if c else None
-    except Exception:
-        return None
+    c = common.git_commit(short=True)
+    return c + ("+dirty" if common.git_dirty() else "") if c else None
 
 
 def _weight(batch, seq):
@@ -667,7 +648,7 @@ def main(argv=None) -> int:
         args.device if args.device != "cpu" else None,
         args.dtype if args.dtype != "float32" else None,
         "compile" if args.compile else None) if x)
-    name = args.results_name or ("models" + suffix + ("_quick" if q else ""))
+    name = args.results_name or common.stem("models" + suffix, q)
     set_device(args.device, args.dtype)
     try:
         import torch
@@ -692,7 +673,7 @@ def main(argv=None) -> int:
         ap.error("--device cuda: torch sees no CUDA device")
 
     t_start = time.perf_counter()
-    load0 = os.getloadavg()[0]
+    load0 = common.loadavg()[0]
     base = M.SIZES[args.size]
     hidden, _, heads, kv, inter = base[:5]
     configs = [(b, s) for b in batches for s in seqs]
@@ -719,8 +700,8 @@ def main(argv=None) -> int:
            "threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),
            "platform": platform.platform(), "machine": platform.machine(),
            "processor": platform.processor(), "python": platform.python_version(),
-           "cpus": os.cpu_count(), "loadavg_start": load0, "loadavg_end": os.getloadavg()[0],
-           "when": time.strftime("%Y-%m-%d %H:%M"), "git": _git_commit()}
+           "cpus": os.cpu_count(), "loadavg_start": load0, "loadavg_end": common.loadavg()[0],
+           "when": common.when(), "git": _git_commit()}
     res = {"benchmark": "models", "quick": q, "argv": list(argv if argv is not None
                                                            else sys.argv[1:]),
            "size": args.size, "layers": args.layers, "device": args.device,
@@ -733,7 +714,7 @@ def main(argv=None) -> int:
            "variants": {"original": "as exported",
                         "guarded": f"rewrite_program(target={args.device!r}, "
                                    "engine='verified')",
-                        "forced": "same, rules' profitable() forced True"},
+                        "forced": "same, check_profitability=False"},
            "env": env, "rules": rules, "rows": rows}
     res["summary"] = {v: summary(res, v) for v in VARIANTS}
     res["rule_totals"] = {v: {} for v in VARIANTS}
@@ -744,9 +725,8 @@ def main(argv=None) -> int:
     res["errors"] = sum(1 for r in rows if r["error"]) + sum(
         1 for r in rows if not r["error"] for v in VARIANTS if r["variants"][v]["error"])
     res["wall_s"] = round(time.perf_counter() - t_start, 1)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(res, indent=1) + "\n")
+    out = common.results_dir(args.out)
+    common.write_json(out / f"{name}.json", res, indent=1)
     write_markdown(res, out / f"{name}.md")
     wrote = [out / f"{name}.json", out / f"{name}.md"]
     if plot(res, out / f"{name}.png"):

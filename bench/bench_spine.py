@@ -6,21 +6,12 @@ with --quick).
 Usage: python bench/bench_spine.py [--quick]
 """
 import argparse
-import json
-import platform
-import statistics
-import time
-from pathlib import Path
+
+import common
+from common import timed
 
 import pypm_verified as pm
-
-from bench_ops import MatMul, Trans
-
-
-@pm.pattern
-def MMxyT(x, y):
-    assert x.shape.rank == 2 and y.shape.rank == 2
-    return MatMul(x, Trans(y))
+from paper_ops import MatMul, MMxyT, Trans
 
 
 def chain_graph(n_nodes):
@@ -34,15 +25,6 @@ def chain_graph(n_nodes):
                        shape=(64, 64), dtype=pm.f32)
         i += 1
     return g, prev
-
-
-def timed(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
 
 
 def main():
@@ -60,7 +42,8 @@ def main():
     calls = 2_000 if args.quick else 20_000
     per_call = {}
     for engine in ("verified", "reference"):
-        t, _ = timed(lambda: [pm.match(MMxyT, root, engine=engine) for _ in range(calls)], repeat)
+        t, _, _ = timed(lambda: [pm.match(MMxyT, root, engine=engine) for _ in range(calls)],
+                        repeat)
         per_call[engine] = t / calls * 1e6
 
     # the bare C call through cffi, handles already loaded (no Python wrapping)
@@ -73,19 +56,19 @@ def main():
     out = binding.ffi.new("int64_t[]", 16)
     out_len = binding.ffi.new("size_t *")
     call = lib.pypm_match
-    t, _ = timed(lambda: [call(gh.value, ph.value, 0, root.id, 0, out, 16, out_len)
-                          for _ in range(calls)], repeat)
+    t, _, _ = timed(lambda: [call(gh.value, ph.value, 0, root.id, 0, out, 16, out_len)
+                             for _ in range(calls)], repeat)
     raw = t / calls * 1e6
 
     res = {}
     for engine in ("verified", "reference"):
-        t, found = timed(lambda: pm.match_all([MMxyT], g, engine=engine), repeat)
+        t, _, found = timed(lambda: pm.match_all([MMxyT], g, engine=engine), repeat)
         res[engine] = {"seconds": t, "matches": len(found), "matches_per_s": len(found) / t,
                        "nodes_per_s": len(g) / t}
     assert res["verified"]["matches"] == res["reference"]["matches"]
 
     out = {
-        "machine": platform.processor() or platform.machine(),
+        "machine": common.machine(),
         "nodes": len(g),
         "pm_match_us_per_call": per_call,
         "raw_cffi_us_per_call": raw,
@@ -93,10 +76,8 @@ def main():
         "match_all_speedup_verified_over_reference":
             res["reference"]["seconds"] / res["verified"]["seconds"],
     }
-    results = Path(__file__).parent / "results"
-    results.mkdir(exist_ok=True)
-    suffix = "_quick" if args.quick else ""
-    (results / f"spine{suffix}.json").write_text(json.dumps(out, indent=2))
+    results, stem = common.results_dir(), common.stem("spine", args.quick)
+    common.write_json(results / f"{stem}.json", out)
     md = [f"# Spine benchmark ({len(g)} nodes, medians of {repeat} runs, one process)", "",
           "| measure | verified | reference |", "|---|---|---|",
           f"| `pm.match` per call (µs) | {per_call['verified']:.1f} | {per_call['reference']:.1f} |",
@@ -104,8 +85,7 @@ def main():
           f"| `match_all` time (ms) | {res['verified']['seconds']*1e3:.1f} | {res['reference']['seconds']*1e3:.1f} |",
           f"| `match_all` matches/s | {res['verified']['matches_per_s']:,.0f} | {res['reference']['matches_per_s']:,.0f} |",
           "", f"verified/reference speedup on match_all: {out['match_all_speedup_verified_over_reference']:.1f}x"]
-    (results / f"spine{suffix}.md").write_text("\n".join(md) + "\n")
-    print("\n".join(md))
+    print("\n".join(common.write_md(results / f"{stem}.md", md)))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""The bundled example: declare operators, patterns and rules, build a graph,
-match and rewrite it.
+"""The bundled example: the paper's operators, patterns and Figure 1 rule
+(declared in examples/paper_ops.py, next to this file) on a small graph:
+match each pattern, match them all at once, and rewrite.
 
 Run with `make example` (sets everything up first) or, once built,
 `.venv/bin/python examples/example.py`. Without the verified engine's
@@ -8,99 +9,7 @@ library, only the reference engine runs.
 import time
 
 import pypm_verified as pm
-
-
-@pm.op
-def MatMul(x, y):
-    return 1
-
-
-@pm.op
-def Trans(x):
-    return 1
-
-
-@pm.op
-def Div(x, y):
-    return 1
-
-
-@pm.op
-def Mul(x, y):
-    return 1
-
-
-@pm.op
-def cublasMM_xyT_f32(x, y):
-    return 1
-
-
-@pm.op(op_class="unary_pointwise")
-def Relu(x):
-    return 1
-
-
-@pm.op(op_class="unary_pointwise")
-def Gelu(x):
-    return 1
-
-
-@pm.pattern
-def MMxyT(x, y):
-    """x @ y^T on rank-2 operands (the paper's Figure 1 pattern)."""
-    assert x.shape.rank == 2 and y.shape.rank == 2
-    yt = Trans(y)
-    return MatMul(x, yt)
-
-
-@pm.rule(MMxyT)
-def cublasrule(x, y):
-    assert x.elType == pm.f32 and y.elType == pm.f32
-    return cublasMM_xyT_f32(x, y)
-
-
-@pm.pattern
-def Half(x):
-    return Div(x, 2)
-
-
-@pm.pattern
-def Half(x):  # noqa: F811 -- a second definition is an alternate
-    return Mul(x, 0.5)
-
-
-@pm.pattern
-def UnaryChain(x, f):
-    """f(f(...f(x))): f is an operator variable, the recursion ends with the
-    second alternate (Figure 3)."""
-    return f(UnaryChain(x, f))
-
-
-@pm.pattern
-def UnaryChain(x, f):  # noqa: F811
-    return f(x)
-
-
-@pm.pattern
-def PwChain(x, a, b):
-    """Pointwise operators over a MatMul (Figure 14): a local operator
-    variable, a local term variable and a match constraint."""
-    UnaryOp = pm.Op(1, 1)
-    assert UnaryOp.op_class == pm.opclass("unary_pointwise")
-    y = pm.var()
-    x <= UnaryOp(PwChain(y, a, b))
-    return x
-
-
-@pm.pattern
-def PwChain(x, a, b):  # noqa: F811
-    x <= MatMul(a, b)
-    return x
-
-
-@pm.pattern
-def MatMulEpilog(x, a, b):
-    return PwChain(x, a, b)
+from paper_ops import Div, Gelu, Half, MatMul, MatMulEpilog, MMxyT, Mul, Relu, Trans, UnaryChain
 
 
 def main():

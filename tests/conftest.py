@@ -10,13 +10,22 @@ path (``api`` -> ``binding.match`` / ``match_all``) answered by a simulated
 engine that decodes the wire buffers independently and runs the
 ``Interpreter.v`` transcription (tests/wire.py), so that path is tested even
 without the library.
+
+``examples/`` is put on ``sys.path`` so that tests import the paper's
+operators and patterns from ``paper_ops`` (examples/paper_ops.py).
 """
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
 from pypm_verified.engines import binding
 from pypm_verified.errors import EngineUnavailable
+
+EXAMPLES = str(Path(__file__).resolve().parents[1] / "examples")
+if EXAMPLES not in sys.path:
+    sys.path.insert(0, EXAMPLES)
 
 
 @pytest.fixture(scope="session")

@@ -4,36 +4,12 @@ import os
 import pytest
 
 import pypm_verified as pm
+from paper_ops import Div, Half, MatMul, MMxyT, Mul, Relu, Trans
 from pypm_verified.core import symbols
 from pypm_verified import core
 from pypm_verified.core import (
     EAdd, EAttr, EConst, EFAttr, EMul, ESub, GAnd, GEq, GLt, GNot, GOr, GTrue, PAlt, PApp,
     PCall, PConstr, PDef, PExists, PExistsF, PFunVar, PGuard, PVar, DTYPE, OPCLASS, RANK)
-
-
-@pm.op
-def MatMul(x, y):
-    return 1
-
-
-@pm.op
-def Trans(x):
-    return 1
-
-
-@pm.op
-def Div(x, y):
-    return 1
-
-
-@pm.op
-def Mul(x, y):
-    return 1
-
-
-@pm.op(op_class="unary_pointwise")
-def Relu(x):
-    return 1
 
 
 @pm.op
@@ -52,23 +28,6 @@ def c(v):
 
 
 MM, TR, DIV, MUL = MatMul.symbol, Trans.symbol, Div.symbol, Mul.symbol
-
-
-@pm.pattern
-def MMxyT(x, y):
-    assert x.shape.rank == 2 and y.shape.rank == 2
-    yt = Trans(y)
-    return MatMul(x, yt)
-
-
-@pm.pattern
-def Half(x):
-    return Div(x, 2)
-
-
-@pm.pattern
-def Half(x):  # noqa: F811
-    return Mul(x, 0.5)
 
 
 @pm.pattern

@@ -2,56 +2,10 @@
 import pytest
 
 import pypm_verified as pm
+from paper_ops import Add, Div, Half, MatMul, MMxyT, Mul, Relu, Trans
 from pypm_verified import core
 from pypm_verified.engines import declarative, reference
 from pypm_verified.core import EAttr, EConst, GEq, PAlt, PApp, PGuard, PVar
-
-
-@pm.op
-def MatMul(x, y):
-    return 1
-
-
-@pm.op
-def Trans(x):
-    return 1
-
-
-@pm.op
-def Div(x, y):
-    return 1
-
-
-@pm.op
-def Mul(x, y):
-    return 1
-
-
-@pm.op
-def Add(x, y):
-    return 1
-
-
-@pm.op
-def Relu(x):
-    return 1
-
-
-@pm.pattern
-def MMxyT(x, y):
-    assert x.shape.rank == 2 and y.shape.rank == 2
-    yt = Trans(y)
-    return MatMul(x, yt)
-
-
-@pm.pattern
-def Half(x):
-    return Div(x, 2)
-
-
-@pm.pattern
-def Half(x):  # noqa: F811
-    return Mul(x, 0.5)
 
 
 @pm.pattern

@@ -58,7 +58,7 @@ ACTS = {  # graph target (+ approximate) -> act name of pypm::linear_act
 
 
 def linear_act_op():
-    """``torch.ops.pypm.linear_act`` when ``pypm_verified.kernels`` is
+    """``torch.ops.pypm.linear_act`` when ``pypm_verified.torch.kernels`` is
     importable; otherwise a placeholder custom op ``pypm_bench::linear_act``
     with the same schema that computes ``F.linear`` + activation (enough to
     time the *matching* and check numerics; it fuses nothing)."""
