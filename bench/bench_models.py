@@ -117,33 +117,9 @@ def rewrite(prog, variant: str, n_random: int):
     library, numerics checked; ``forced`` with the profitability guards off."""
     from pypm_verified.torch.pipeline import rewrite_program
     t0 = time.perf_counter()
-    if variant == "forced":
-        res = _rewrite_unprofitable(prog, n_random)
-    else:
-        res = rewrite_program(prog, target=DEVICE, engine="verified", check=True,
-                              n_random=n_random)
+    res = rewrite_program(prog, target=DEVICE, engine="verified", check=True,
+                          n_random=n_random, check_profitability=variant != "forced")
     return res, time.perf_counter() - t0
-
-
-def _rewrite_unprofitable(prog, n_random: int):
-    """``rewrite_program(prog, target=DEVICE, engine="verified", check=True)``
-    with the driver's ``check_profitability=False``. rewrite_program has no
-    such parameter yet, so this runs its steps with the Driver directly;
-    once it has, call ``rewrite_program(..., check_profitability=False)``."""
-    from pypm_verified.library import default_patterns
-    from pypm_verified.torch.check import compare
-    from pypm_verified.torch.driver import Driver
-    from pypm_verified.torch.pipeline import Result, copy_program
-    ep = copy_program(prog.ep)
-    driver = Driver(ep.graph_module, default_patterns(), engine="verified", target=DEVICE,
-                    check_profitability=False)
-    report = driver.run()
-    for spec in ep.graph_signature.output_specs:  # outputs that were rewritten
-        arg = getattr(spec, "arg", None)
-        if hasattr(arg, "name"):
-            arg.name = driver.replacement_name(arg.name)
-    ep.validate() if hasattr(ep, "validate") else ep._validate()
-    return Result(ep, report, compare(prog.ep, ep, prog.args, prog.kwargs, n_random=n_random))
 
 
 # --------------------------------------------------------------------------------------
