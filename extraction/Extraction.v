@@ -3,13 +3,24 @@
     Node, symbol, variable and attribute ids and fuel are [nat] in Coq and
     native OCaml [int]s here (ExtrOcamlNatInt); guard arithmetic over [Z]
     uses native ints too (ExtrOcamlZInt). Both are part of the trusted base:
-    the decoder only accepts ids in [0, 2^62), and guard arithmetic is exact
-    as long as no intermediate value leaves the 63-bit range (shapes and
-    dtype codes are far below it). bool, option, list and pairs map to
-    OCaml's own types (ExtrOcamlBasic). *)
+    the decoder only accepts ids in [0, 2^62), and checks every attribute
+    value and guard constant with the extracted [Values.value_ok]
+    ([|v| <= 2^62 - 1]); under that precondition every [Z] operation the
+    extracted code performs has its result in OCaml's range, where [int]
+    arithmetic is exact ([Values.eval_expr_value_ok],
+    [Values.guard_arith_in_range]). bool, option, list and pairs map to
+    OCaml's own types (ExtrOcamlBasic). Every constant realized here is
+    realized with [Stdlib] (the Makefile's [extract] rule fails if the
+    extracted file names [Pervasives]).
+
+    The library calls the entry points of [Entry.v] ([load_set],
+    [set_match], [set_match_all], [set_candidates], [effective_fuel]) and
+    the checks [wf_defs] and [value_ok]; [match_root], [match_all],
+    [candidates], [root_index] and [match_pattern] are extracted for the
+    OCaml tests, which compare the prepared forms with them. *)
 
 From Coq Require Import ZArith Extraction ExtrOcamlBasic ExtrOcamlNatInt ExtrOcamlZInt.
-From PyPM Require Import Syntax Subst Declarative Algorithmic Interpreter.
+From PyPM Require Import Syntax Subst Declarative Values Algorithmic Interpreter RootIndex Entry.
 
 (** An axiom left to realize would be an unproved assumption in the
     extracted code: make it an error, not a warning. *)
@@ -19,11 +30,15 @@ Set Warnings "+extraction-opaque-accessed".
 Extraction Language OCaml.
 
 (** ExtrOcamlZInt still names OCaml's deprecated [Pervasives] module and
-    leaves [Z.eqb]/[Z.ltb] as case analyses: realize them by [Stdlib]. *)
+    leaves [Z.eqb]/[Z.ltb]/[Z.leb] as case analyses: realize them by [Stdlib]. *)
 Extract Constant Pos.succ => "Stdlib.succ".
 Extract Constant Z.max => "Stdlib.max".
 Extract Inlined Constant Z.eqb => "(=)".
 Extract Inlined Constant Z.ltb => "(<)".
+Extract Inlined Constant Z.leb => "(<=)".
 
 Extraction "ocaml/extracted/matcher.ml"
-  match_pattern wfb wf_defs lookup VarMap.elements mkGraph mkDef.
+  load_set set_match set_match_all set_candidates effective_fuel
+  wfb wf_defs value_ok
+  match_root match_all candidates root_index ri_find match_pattern
+  lookup VarMap.elements mkGraph mkDef.

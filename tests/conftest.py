@@ -6,10 +6,11 @@ they fail: they can never silently skip there.
 
 ``engine``: parametrizes a test over both engines ("reference" always,
 "verified" through ``lib``) and over "simulated": the verified engine's code
-path (``api`` -> ``binding.match`` / ``match_all``) answered by a simulated
-engine that decodes the wire buffers independently and runs the
-``Interpreter.v`` transcription (tests/wire.py), so that path is tested even
-without the library.
+path (``api`` -> ``binding.match`` / ``match_all`` / ``candidates``) answered
+by a simulated engine that decodes the wire buffers independently and runs the
+transcription of ``Entry.match_root`` (the root-operator index, then
+``Interpreter.run``; tests/wire.py, tests/machine.py), so that path is tested
+even without the library.
 
 ``examples/`` is put on ``sys.path`` so that tests import the paper's
 operators and patterns from ``paper_ops`` (examples/paper_ops.py).
@@ -46,6 +47,7 @@ def engine(request, monkeypatch):
         import wire
         monkeypatch.setattr(binding, "match", wire.match)
         monkeypatch.setattr(binding, "match_all", wire.match_all)
+        monkeypatch.setattr(binding, "candidates", wire.candidates)
         return "verified"
     return request.param
 

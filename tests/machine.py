@@ -1,6 +1,9 @@
 """A direct transcription of ``theories/Interpreter.v`` (``step_fn``, ``run``,
-``match_pattern``) over Python values: a test oracle for what the verified
-engine computes, including how much fuel (machine steps) it needs.
+``match_pattern``), ``theories/RootIndex.v`` (``root_index``) and
+``theories/Entry.v`` (``match_root``) over Python values: a test oracle for
+what the verified engine computes, including how much fuel (machine steps)
+it needs. (The index is written from the Coq text, independently of
+``core.root_symbols``.)
 
 States: ``("run", Θ, Φ, nf, stk, k)``, ``("success", Θ, Φ)``, ``("failure",)``.
 Θ / Φ map slots to nodes / symbols; an environment ρ is a pair of dicts
@@ -121,3 +124,84 @@ def match_pattern(program: core.Program, t, fuel: int):
             return OUT_OF_FUEL
         fuel -= 1
         st = step(defs, t.graph, st)
+
+
+# ------------------------------------------------------- RootIndex.v, Entry.v
+# rootsets: ("any",) or ("syms", sorted list of symbols)
+
+ANY = ("any",)
+
+
+def _sunion(l1, l2):
+    out, i, j = [], 0, 0
+    while i < len(l1) and j < len(l2):
+        if l1[i] < l2[j]:
+            out.append(l1[i])
+            i += 1
+        elif l2[j] < l1[i]:
+            out.append(l2[j])
+            j += 1
+        else:
+            out.append(l1[i])
+            i += 1
+            j += 1
+    return out + l1[i:] + l2[j:]
+
+
+def _rs_le(a, b):
+    if b == ANY:
+        return True
+    if a == ANY:
+        return False
+    return all(x in b[1] for x in a[1])
+
+
+def _ri_find(R, P):
+    return R.get(P, ANY)
+
+
+def _root_of(R, p):
+    if isinstance(p, (core.PVar, core.PFunVar)):
+        return ANY
+    if isinstance(p, core.PApp):
+        return ("syms", [p.f])
+    if isinstance(p, core.PAlt):
+        a, b = _root_of(R, p.p1), _root_of(R, p.p2)
+        return ("syms", _sunion(a[1], b[1])) if a != ANY and b != ANY else ANY
+    if isinstance(p, (core.PGuard, core.PExists, core.PExistsF, core.PConstr)):
+        return _root_of(R, p.p)
+    if isinstance(p, core.PCall):
+        return _ri_find(R, p.P)
+    raise AssertionError(p)
+
+
+def _post_from(defs, R):
+    return all(_rs_le(_root_of(R, d.body), _ri_find(R, i)) for i, d in enumerate(defs))
+
+
+INDEX_ROUNDS = 64
+
+
+def root_index(defs):
+    """``root_index``: definition number -> rootset."""
+    R = {i: ("syms", []) for i in range(len(defs))}  # index_bottom
+    k = INDEX_ROUNDS
+    while True:  # iterate
+        if _post_from(defs, R):
+            return R
+        if k == 0:
+            return {}  # VarMap.empty: every lookup is "any"
+        k -= 1
+        R = {i: _root_of(R, d.body) for i, d in enumerate(defs)}  # index_step
+
+
+def match_root(program: core.Program, t, fuel: int):
+    """``Entry.match_root``: the index first (no match if the root cannot
+    have ``t``'s label), then ``match_pattern``."""
+    defs = program.defs
+    if not 0 <= program.root < len(defs):
+        return None
+    r = _ri_find(root_index(defs), program.root)
+    if r != ANY and t.label not in r[1]:
+        return None
+    return match_pattern(program, t, fuel)

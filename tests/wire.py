@@ -141,9 +141,9 @@ class WireGraph:
 
 
 def _run(graph, defs, root, node, fuel):
-    from machine import OUT_OF_FUEL, match_pattern
-    out = match_pattern(Program(tuple(defs), root), graph.nodes[node],
-                        fuel if fuel and fuel > 0 else 1 << 24)
+    from machine import OUT_OF_FUEL, match_root
+    out = match_root(Program(tuple(defs), root), graph.nodes[node],
+                     fuel if fuel and fuel > 0 else 1 << 24)
     if out == OUT_OF_FUEL:
         return [serialize.STATUS_OUT_OF_FUEL, 0, 0]
     if out is None:
@@ -163,6 +163,16 @@ def match(graph, root, defs, roots, index=0, fuel=None, owner=None):
     g = WireGraph(serialize.encode_graph(graph))
     table, rs = decode_patterns(serialize.encode_patterns(defs, roots))
     return serialize.decode_match(_run(g, table, rs[index], root, fuel))
+
+
+def candidates(defs, roots, symbol, owner=None):
+    """``binding.candidates`` answered from the buffer, by the transcription
+    of ``RootIndex.root_index``."""
+    from machine import ANY, root_index
+    table, rs = decode_patterns(serialize.encode_patterns(defs, roots))
+    idx = root_index(table)
+    return tuple(i for i, r in enumerate(rs)
+                 if idx.get(r, ANY) == ANY or symbol in idx[r][1])
 
 
 def match_all(graph, defs, roots, fuel=None):

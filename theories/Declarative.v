@@ -6,7 +6,7 @@
     The executable matcher keeps finite maps ([Subst.v]); the soundness
     theorems relate the two by [lookup]. *)
 
-From Coq Require Import ZArith List Bool Arith.
+From Coq Require Import ZArith List Bool Arith Lia.
 From PyPM Require Import Syntax.
 Import ListNotations.
 
@@ -48,12 +48,33 @@ Section Declarative.
 
   (** Guard arithmetic is exact and bounded: a sum or difference of
       operands below 2^61 in magnitude, or a product of operands below 2^31,
-      is known; any other result is unknown. The extracted code computes on
-      63-bit OCaml integers, which represent every known result exactly, so
-      no overflow can make a guard lie. *)
-  Definition in_bound (b : Z) (x : Z) : bool := (Z.abs x <? b)%Z.
-  Definition add_bound : Z := (2 ^ 61)%Z.
-  Definition mul_bound : Z := (2 ^ 31)%Z.
+      is known; any other result is unknown. [in_bound b x] is [|x| < b]
+      written without [Z.abs] (see [in_bound_abs]): the extracted code
+      computes on 63-bit OCaml integers, and [Values.v] proves that, for
+      values in OCaml's range, every intermediate result is in that range,
+      so no overflow can make a guard lie. The bounds are literals (no
+      [Z.pow] in the extracted code). *)
+  Definition in_bound (b : Z) (x : Z) : bool := ((- b <? x) && (x <? b))%Z.
+  Definition add_bound : Z := 2305843009213693952%Z.
+  Definition mul_bound : Z := 2147483648%Z.
+
+  Lemma add_bound_pow : add_bound = (2 ^ 61)%Z.
+  Proof. reflexivity. Qed.
+
+  Lemma mul_bound_pow : mul_bound = (2 ^ 31)%Z.
+  Proof. reflexivity. Qed.
+
+  Lemma in_bound_abs : forall b x, in_bound b x = (Z.abs x <? b)%Z.
+  Proof.
+    intros b x. unfold in_bound.
+    destruct (Z.abs x <? b)%Z eqn:E.
+    - apply Z.ltb_lt, Z.abs_lt in E. destruct E as [E1 E2].
+      apply andb_true_iff. split; apply Z.ltb_lt; assumption.
+    - apply Z.ltb_ge in E. apply andb_false_iff.
+      destruct (Z.abs_spec x) as [[H1 H2]|[H1 H2]]; rewrite H2 in E.
+      + right. apply Z.ltb_ge. assumption.
+      + left. apply Z.ltb_ge. lia.
+  Qed.
 
   Definition option_map2 (b : Z) (f : Z -> Z -> Z) (a c : option Z) : option Z :=
     match a, c with

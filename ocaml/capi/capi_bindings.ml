@@ -46,6 +46,11 @@ module Make (I : Cstubs_inverted.INTERNAL) = struct
       Capi_impl.result_read
 
   let () =
+    I.internal "pypmi_candidates"
+      (int64_t @-> int64_t @-> ptr int64_t @-> int64_t @-> ptr int64_t @-> returning int)
+      Capi_impl.candidates
+
+  let () =
     I.internal "pypmi_last_message" (ptr char @-> int64_t @-> returning int64_t)
       Capi_impl.last_message_copy
 end

@@ -129,6 +129,24 @@ let match_all (graph : int64) (patterns : int64) (fuel : int64) (result : int64 
       result_len <-@ Int64.of_int len;
       Codes.ok)
 
+let candidates (patterns : int64) (symbol : int64) (out : int64 ptr) (out_cap : int64)
+    (out_len : int64 ptr) : int =
+  protect "pypm_candidates" (fun () ->
+      let patterns = to_handle patterns in
+      if symbol < 0L || symbol >= 0x4000000000000000L then
+        Engine.error Codes.e_out_of_range "symbol %Ld out of range [0, 2^62)" symbol;
+      let l = Engine.candidates ~patterns ~symbol:(Int64.to_int symbol) in
+      let n = List.length l in
+      let need = 1 + n in
+      out_len <-@ Int64.of_int need;
+      if need > to_len out_cap then
+        Engine.error Codes.e_buffer_too_small
+          "pypm_candidates: the result needs %d words, out_cap is %Ld" need out_cap;
+      let v = view out need in
+      Bigarray.Array1.unsafe_set v 0 (Int64.of_int n);
+      List.iteri (fun i x -> Bigarray.Array1.unsafe_set v (1 + i) (Int64.of_int x)) l;
+      Codes.ok)
+
 let result_read (h : int64) (out : int64 ptr) (out_cap : int64) : int =
   protect "pypm_result_read" (fun () ->
       let r = Engine.result (to_handle h) in

@@ -281,7 +281,7 @@ static int ensure_init(void) {
 /* ----------------------------------------------------------- dispatching */
 
 enum op { OP_GRAPH_LOAD, OP_GRAPH_EXTEND, OP_PATTERNS_LOAD, OP_HANDLE_SIZE, OP_RELEASE,
-          OP_MATCH, OP_MATCH_ALL, OP_RESULT_READ };
+          OP_MATCH, OP_MATCH_ALL, OP_RESULT_READ, OP_CANDIDATES };
 
 typedef struct {
   enum op op;
@@ -313,6 +313,9 @@ static void dispatch(void *arg) {
       break;
     case OP_MATCH_ALL: c->rc = pypmi_match_all(c->a[0], c->a[1], c->a[2], c->p[0], c->p[1]); break;
     case OP_RESULT_READ: c->rc = pypmi_result_read(c->a[0], c->p[0], c->a[1]); break;
+    case OP_CANDIDATES:
+      c->rc = pypmi_candidates(c->a[0], c->a[1], c->p[0], c->a[2], c->p[1]);
+      break;
     default: c->rc = set_error(PYPM_E_INTERNAL, "bad internal op %d", (int)c->op); break;
   }
   if (c->rc != PYPM_OK) pypmi_last_message(tls_msg, MSG_CAP);
@@ -406,6 +409,20 @@ PYPM_API int pypm_match_all(int64_t graph, int64_t patterns, int64_t fuel, int64
   call_t c = {.op = OP_MATCH_ALL, .a = {graph, patterns, fuel}, .p = {result, &len}};
   int rc = run_call(&c);
   *result_len = (size_t)len;
+  return rc;
+}
+
+PYPM_API int pypm_candidates(int64_t patterns, int64_t symbol, int64_t *out, size_t out_cap,
+                             size_t *out_len) {
+  if (out_len == NULL) return set_error(PYPM_E_NULL, "pypm_candidates: out_len is NULL");
+  *out_len = 0;
+  if (out == NULL && out_cap != 0)
+    return set_error(PYPM_E_NULL,
+                     "pypm_candidates: out is NULL (allowed only with out_cap = 0)");
+  int64_t len = 0;
+  call_t c = {.op = OP_CANDIDATES, .a = {patterns, symbol, sat64(out_cap)}, .p = {out, &len}};
+  int rc = run_call(&c);
+  *out_len = (size_t)len;
   return rc;
 }
 

@@ -50,8 +50,12 @@ int pypm_release(int64_t handle);
 
 /* Match root `pattern_index` of `patterns` (the definition it names) at node
  * `root` of `graph`, with at most `fuel` machine steps (fuel <= 0: the
- * default, 1<<24). Fuel bounds time and memory: a definition that never
- * terminates (P(x) = P(x)) gives PYPM_STATUS_OUT_OF_FUEL, never NO_MATCH.
+ * default, 1<<24): Entry.set_match (doc/correspondence.md). First the
+ * root-operator index: a root that cannot have the node's operator gives
+ * PYPM_STATUS_NO_MATCH without running (a proved no, so P(x) = P(x) and
+ * P(x) = P(x) || Relu(x) at a MatMul answer NO_MATCH). Otherwise fuel bounds
+ * time and memory: a search that never ends (P(x) = P(x) || x) gives
+ * PYPM_STATUS_OUT_OF_FUEL, never NO_MATCH.
  * Writes status, n, (var, node)*n, m, (fvar, symbol)*m into
  * out[0 .. *out_len): the bindings of the definition's term and operator
  * parameters, sorted by variable (locals are not reported; no bindings
@@ -60,12 +64,22 @@ int pypm_match(int64_t graph, int64_t patterns, int64_t pattern_index,
                int64_t root, int64_t fuel,
                int64_t *out, size_t out_cap, size_t *out_len);
 
-/* Try every root at every node; store the entries (doc/format.md) as a
- * result handle whose length in words is written to *result_len. */
+/* Try every root at every node (Entry.set_match_all); store the entries
+ * (doc/format.md) as a result handle whose length in words is written to
+ * *result_len. */
 int pypm_match_all(int64_t graph, int64_t patterns, int64_t fuel,
                    int64_t *result, size_t *result_len);
 /* Copy a result handle's words into out (out_cap >= its length). */
 int pypm_result_read(int64_t result, int64_t *out, size_t out_cap);
+
+/* The roots of `patterns` (pattern indices, increasing) whose root-operator
+ * index admits operator `symbol` (Entry.set_candidates): every other root
+ * gives PYPM_STATUS_NO_MATCH at every node labelled `symbol`, whatever the
+ * fuel. Writes n, index*n into out[0 .. *out_len); size protocol as
+ * pypm_match (needs 1 + n words). symbol outside [0, 2^62):
+ * PYPM_E_OUT_OF_RANGE. */
+int pypm_candidates(int64_t patterns, int64_t symbol, int64_t *out, size_t out_cap,
+                    size_t *out_len);
 
 /* Static description of an error code. */
 const char *pypm_error_name(int code);

@@ -70,9 +70,18 @@ let two62 = 0x4000000000000000L
 (* ids: [0, 2^62) *)
 let is_id (v : int64) = v >= 0L && v < two62
 
-(* values: (-2^62, 2^62).  OCaml's min_int = -2^62 is excluded: [abs min_int]
-   is negative, so the extracted guard's |x| < bound test would accept it. *)
-let is_value (v : int64) = v > Int64.neg two62 && v < two62
+(* values: (-2^62, 2^62), i.e. |v| <= 2^62 - 1.  The range is decided by the
+   extracted [Values.value_ok], the precondition under which the proofs show
+   that guard arithmetic on OCaml ints is exact (Values.eval_expr_value_ok);
+   the word is first converted to [int] exactly (a word outside OCaml's
+   range is rejected, never truncated).  OCaml's min_int = -2^62 is
+   excluded by value_ok. *)
+let min_int64 = Int64.of_int min_int
+
+let max_int64 = Int64.of_int max_int
+
+let is_value (v : int64) =
+  v >= min_int64 && v <= max_int64 && Matcher.value_ok (Int64.to_int v)
 
 let get (b : buf) i = Bigarray.Array1.unsafe_get b i
 

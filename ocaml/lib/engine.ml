@@ -3,11 +3,18 @@
    Handles are positive ints (a counter starting at 1, never reused), mapped
    to a graph, a pattern set or a result buffer.  Errors are reported by
    raising [Error (code, message)] with the codes of pypm_verified.h
-   (codes.ml); the C-facing layer turns them into return codes. *)
+   (codes.ml); the C-facing layer turns them into return codes.
+
+   Every answer comes from an extracted function of theories/Entry.v
+   (doc/correspondence.md): a pattern set is [Matcher.load_set] of the
+   decoded table and roots (the root-operator index and each root's start
+   environment, computed once); [pypm_match] is [Matcher.set_match],
+   [pypm_match_all] is [Matcher.set_match_all] over the graph's nodes,
+   [pypm_candidates] is [Matcher.set_candidates], and the fuel is
+   [Matcher.effective_fuel] of the caller's.  This module only checks
+   handles and ranges (errors, not answers) and copies lists into words. *)
 
 open Codes
-
-let default_fuel = 1 lsl 24
 
 exception Error of int * string
 
@@ -20,44 +27,9 @@ let code_of_kind = function
 
 type graph = { repr : Repr.graph; mg : Matcher.graph }
 
-(* A root of a loaded pattern set: its definition, and the initial
-   environment and fresh-slot counter of [Matcher.init] for it.
-
-   [Matcher.match_pattern g defs fuel n m p t] is by definition
-   [Matcher.run g defs fuel (Matcher.init n m p t)], and [Matcher.init n m p t]
-   is [Running (empty0, empty0, max n m, [], [AMatch (p, t, env)])] with
-   [env = {tenv = ident_map n; fenv = ident_map m}], which does not depend on
-   the node [t].  [start] builds that same state from [env] computed once per
-   definition ([ident_map n] is O(n log n) and was about half the time of a
-   root that fails at once); test_decode.ml checks [start r t = Matcher.init
-   ...] structurally. *)
-type root = { def : Matcher.pdef; env : Matcher.env; nf : int }
-
-type pset = { set : Repr.patterns; rts : root array }
-
-let make_roots (set : Repr.patterns) : root array =
-  let memo = Array.make (Array.length set.Repr.def_array) None in
-  Array.map
-    (fun di ->
-      match memo.(di) with
-      | Some r -> r
-      | None ->
-          let d = set.Repr.def_array.(di) in
-          let n = d.Matcher.nparams and m = d.Matcher.nfparams in
-          let r =
-            {
-              def = d;
-              env = { Matcher.tenv = Matcher.ident_map n; fenv = Matcher.ident_map m };
-              nf = (if n >= m then n else m);
-            }
-          in
-          memo.(di) <- Some r;
-          r)
-    set.Repr.roots
-
-let start (r : root) (t : int) : Matcher.state =
-  Matcher.Running
-    (Matcher.empty0, Matcher.empty0, r.nf, [], [ Matcher.AMatch (r.def.Matcher.body, t, r.env) ])
+(* A loaded pattern set: the decoded table and roots, and Matcher.load_set
+   of them. *)
+type pset = { set : Repr.patterns; ps : Matcher.pset; n_roots : int }
 
 type entry =
   | Graph of graph
@@ -224,14 +196,17 @@ let graph_extend h (b : Decode.buf) : unit =
 
 let pset_of_buf (b : Decode.buf) : pset =
   let set = of_decoded (Decode.decode_patterns b) in
-  { set; rts = make_roots set }
+  match Matcher.load_set set.Repr.defs (Array.to_list set.Repr.roots) with
+  | Some ps -> { set; ps; n_roots = Array.length set.Repr.roots }
+  | None -> error e_malformed "patterns: a root names no definition"
+  (* unreachable: the decoder checked the roots (Entry.load_set_some) *)
 
 let patterns_load (b : Decode.buf) : int = add (Patterns (pset_of_buf b))
 
 let handle_size h =
   match find h with
   | Graph g -> g.repr.Repr.n_nodes
-  | Patterns p -> Array.length p.rts
+  | Patterns p -> p.n_roots
   | Result r -> Bigarray.Array1.dim r
 
 let release h =
@@ -240,35 +215,27 @@ let release h =
 
 (* ------------------------------------------------------------ matching *)
 
-let effective_fuel fuel = if fuel <= 0 then default_fuel else fuel
-
-(* The bindings of slots [0, n) of [s], in increasing order: the root
-   definition's parameters (local variables live in slots >= max n m and are
-   not reported). *)
-let params (s : Matcher.subst) n : (int * int) list =
-  let acc = ref [] in
-  for i = n - 1 downto 0 do
-    match Matcher.lookup i s with Some v -> acc := (i, v) :: !acc | None -> ()
-  done;
-  !acc
-
-(* status, term bindings and operator bindings of root [r] matched at node
-   [node] *)
-let run (g : graph) (ps : pset) (r : root) node fuel : int * (int * int) list * (int * int) list =
-  match Matcher.run g.mg ps.set.Repr.defs fuel (start r node) with
-  | Matcher.OSuccess (theta, phi) ->
-      (status_match, params theta r.def.Matcher.nparams, params phi r.def.Matcher.nfparams)
-  | Matcher.OFailure -> (status_no_match, [], [])
-  | Matcher.OOutOfFuel -> (status_out_of_fuel, [], [])
+(* status, term bindings and operator bindings of an answer *)
+let of_answer = function
+  | Matcher.RMatch (binds, fbinds) -> (status_match, binds, fbinds)
+  | Matcher.RNoMatch -> (status_no_match, [], [])
+  | Matcher.ROutOfFuel -> (status_out_of_fuel, [], [])
 
 let match_one ~graph ~patterns ~index ~root ~fuel =
   let g = get_graph graph in
   let ps = get_patterns patterns in
-  let nr = Array.length ps.rts in
+  let nr = ps.n_roots in
   if index < 0 || index >= nr then error e_out_of_range "pattern index %d out of range [0, %d)" index nr;
   if root < 0 || root >= g.repr.Repr.n_nodes then
     error e_out_of_range "root node %d out of range [0, %d)" root g.repr.Repr.n_nodes;
-  run g ps ps.rts.(index) root (effective_fuel fuel)
+  of_answer (Matcher.set_match g.mg ps.ps (Matcher.effective_fuel (max 0 fuel)) index root)
+
+(* The roots (indices, increasing) whose root-operator index admits
+   [symbol]: the others answer no match at any node labelled [symbol]. *)
+let candidates ~patterns ~symbol : int list =
+  let ps = get_patterns patterns in
+  if symbol < 0 then error e_out_of_range "symbol %d out of range [0, 2^62)" symbol;
+  Matcher.set_candidates ps.ps symbol
 
 (* growable int buffer *)
 type ibuf = { mutable a : int array; mutable n : int }
@@ -291,30 +258,27 @@ let push_pairs b l =
     l
 
 (* n_entries, then entries (pattern_index, root, status, n_bindings, pairs,
-   n_fbindings, pairs) for status match / out of fuel, roots (nodes)
-   increasing, patterns (roots of the set) in order. *)
+   n_fbindings, pairs): Matcher.set_match_all's list, in its order. *)
 let match_all_words ~graph ~patterns ~fuel : Decode.buf =
   let g = get_graph graph in
   let ps = get_patterns patterns in
-  let fuel = effective_fuel fuel in
+  let entries =
+    Matcher.set_match_all g.mg ps.ps (Matcher.effective_fuel (max 0 fuel)) g.repr.Repr.n_nodes
+  in
   let b = { a = Array.make 1024 0; n = 0 } in
   push b 0;
-  let entries = ref 0 in
-  for root = 0 to g.repr.Repr.n_nodes - 1 do
-    Array.iteri
-      (fun i r ->
-        let status, binds, fbinds = run g ps r root fuel in
-        if status <> status_no_match then begin
-          incr entries;
-          push b i;
-          push b root;
-          push b status;
-          push_pairs b binds;
-          push_pairs b fbinds
-        end)
-      ps.rts
-  done;
-  b.a.(0) <- !entries;
+  let count = ref 0 in
+  List.iter
+    (fun ((i, root), a) ->
+      let status, binds, fbinds = of_answer a in
+      incr count;
+      push b i;
+      push b root;
+      push b status;
+      push_pairs b binds;
+      push_pairs b fbinds)
+    entries;
+  b.a.(0) <- !count;
   let out = Bigarray.Array1.create Bigarray.int64 Bigarray.c_layout b.n in
   for i = 0 to b.n - 1 do
     Bigarray.Array1.unsafe_set out i (Int64.of_int (Array.unsafe_get b.a i))

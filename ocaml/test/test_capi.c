@@ -4,8 +4,9 @@
  *      match_all and result layout, buffer-size protocol;
  *   1b. the full calculus: a recursive definition (UnaryChain) over chains
  *      of unary nodes, operator variables and their bindings, symbol
- *      attributes in guards, existentials, match constraints, and a
- *      non-terminating definition (OUT_OF_FUEL, never NO_MATCH);
+ *      attributes in guards, existentials, match constraints, and
+ *      non-terminating definitions: P(x) = P(x), whose root-operator index
+ *      is empty (NO_MATCH, proved), and Q(x) = Q(x) || x (OUT_OF_FUEL);
  *   2. every error code that can be provoked, NULL pointers, bad handles;
  *   3. inputs at the limits (depth 10000, wide nodes, big patterns) that
  *      stress the stack of the extracted, non-tail-recursive matcher;
@@ -157,10 +158,11 @@ static void test_basics(void) {
   /* out of fuel entries are listed */
   CHECK_RC(pypm_match_all(gh, ph, 1, &rh, &rlen), PYPM_OK);
   CHECK_RC(pypm_result_read(rh, rbuf, 64), PYPM_OK);
-  /* fuel 1: guarded pattern 1 is out of fuel everywhere, 0 and 2 at the
-   * MatMul nodes 3 and 4 (elsewhere the first step already fails) */
-  CHECK(rlen == 1 + 9 * 5 && rbuf[0] == 9, "fuel 1: 9 entries (%zu words)", rlen);
-  for (int e = 0; e < 9 && rlen == 46; e++)
+  /* fuel 1: every pattern's root is a MatMul (the root-operator index), so
+   * all three are out of fuel at the MatMul nodes 3 and 4 and answer no
+   * match elsewhere without running */
+  CHECK(rlen == 1 + 6 * 5 && rbuf[0] == 6, "fuel 1: 6 entries (%zu words)", rlen);
+  for (int e = 0; e < 6 && rlen == 31; e++)
     CHECK(rbuf[1 + 5 * e + 2] == PYPM_STATUS_OUT_OF_FUEL && rbuf[1 + 5 * e + 3] == 0 &&
               rbuf[1 + 5 * e + 4] == 0,
           "fuel 1: entry %d out of fuel", e);
@@ -478,15 +480,41 @@ static void test_full(void) {
   CHECK(SAME(out, n, PYPM_STATUS_MATCH, 1, 0, 4, 0), "UnaryOp at Neg");
   CHECK_RC(pypm_match(gh, ph, 1, L + 4, 0, out, 16, &n), PYPM_OK);
   CHECK(SAME(out, n, PYPM_STATUS_NO_MATCH, 0, 0), "UnaryOp at Trans (class 9)");
-  /* P(x) = P(x): out of fuel, with any fuel, never no-match */
+  /* P(x) = P(x): its root-operator index is empty (a derivation is finite),
+   * so no match with any fuel (Entry.match_root_index_no) */
   long long fuels[] = {1, 2, 1000, 100000, 0};
   for (int i = 0; i < 5; i++) {
     CHECK_RC(pypm_match(gh, ph, 2, 0, fuels[i], out, 16, &n), PYPM_OK);
-    CHECK(SAME(out, n, PYPM_STATUS_OUT_OF_FUEL, 0, 0), "P = P(x), fuel %lld: status %" PRId64,
+    CHECK(SAME(out, n, PYPM_STATUS_NO_MATCH, 0, 0), "P = P(x), fuel %lld: status %" PRId64,
           fuels[i], out[0]);
   }
   CHECK_RC(pypm_match(gh, ph, 3, 7, 100000, out, 16, &n), PYPM_OK);
   CHECK(SAME(out, n, PYPM_STATUS_OUT_OF_FUEL, 0, 0), "Q = Q(x) || x: out of fuel");
+  /* pypm_candidates: the roots whose index admits an operator; 0, 1 and 3
+   * may be anything (an operator variable or a variable at the root), 2
+   * nothing, 4 only Add and 5 only Neg */
+  CHECK_RC(pypm_candidates(ph, SYM_NEG, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, 4, 0, 1, 3, 5), "candidates of Neg");
+  CHECK_RC(pypm_candidates(ph, SYM_ADD, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, 4, 0, 1, 3, 4), "candidates of Add");
+  CHECK_RC(pypm_candidates(ph, 123456789, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, 3, 0, 1, 3), "candidates of an unknown operator");
+  CHECK_RC(pypm_candidates(ph, SYM_NEG, out, 4, &n), PYPM_E_BUFFER_TOO_SMALL);
+  CHECK(n == 5, "candidates: needs 5 words (%zu)", n);
+  CHECK_RC(pypm_candidates(ph, SYM_NEG, NULL, 0, &n), PYPM_E_BUFFER_TOO_SMALL);
+  CHECK(n == 5, "candidates: size query (%zu)", n);
+  CHECK_RC(pypm_candidates(ph, SYM_NEG, NULL, 4, &n), PYPM_E_NULL);
+  CHECK_RC(pypm_candidates(ph, SYM_NEG, out, 16, NULL), PYPM_E_NULL);
+  CHECK_RC(pypm_candidates(ph, -1, out, 16, &n), PYPM_E_OUT_OF_RANGE);
+  CHECK_RC(pypm_candidates(ph, INT64_MAX, out, 16, &n), PYPM_E_OUT_OF_RANGE);
+  CHECK_RC(pypm_candidates(gh, SYM_NEG, out, 16, &n), PYPM_E_BAD_HANDLE);
+  CHECK_RC(pypm_candidates(0, SYM_NEG, out, 16, &n), PYPM_E_BAD_HANDLE);
+  /* a non-candidate answers no match at every node with that operator */
+  for (int64_t root = 0; root < 8; root++) {
+    CHECK_RC(pypm_match(gh, ph, 4, root, 1, out, 16, &n), PYPM_OK);
+    if (root != L + 3)
+      CHECK(SAME(out, n, PYPM_STATUS_NO_MATCH, 0, 0), "non-candidate at %" PRId64, root);
+  }
   /* Add(L+2, 1) ; (UnaryChain(c; F) ≈ 1): 1 = Neg(0) */
   CHECK_RC(pypm_match(gh, ph, 4, L + 3, 0, out, 16, &n), PYPM_OK);
   CHECK(SAME(out, n, PYPM_STATUS_MATCH, 3, 0, L + 2, 1, 1, 2, 0, 1, 0, SYM_NEG),
@@ -503,7 +531,7 @@ static void test_full(void) {
   pypm_release(gh);
 
   /* match_all on a short chain (L = 3): every entry agrees with pypm_match,
-   * the loops are out of fuel everywhere */
+   * Q = Q(x) || x is out of fuel everywhere, P = P(x) never listed */
   g.n = 0;
   unary_graph(&g, 3);
   CHECK_RC(pypm_graph_load(g.w, g.n, &gh), PYPM_OK);
@@ -535,7 +563,7 @@ static void test_full(void) {
   }
   CHECK(pos == rlen && entries == r[0], "match_all: %" PRId64 " entries, %zu of %zu words",
         entries, pos, rlen);
-  CHECK(fuel_out == 2 * 8, "loops out of fuel at all 8 nodes: %" PRId64, fuel_out);
+  CHECK(fuel_out == 8, "Q = Q(x) || x out of fuel at all 8 nodes: %" PRId64, fuel_out);
   CHECK(chain_seen, "match_all: UnaryChain entry at node 3");
   long listed = 0;
   for (int pi = 0; pi < 6; pi++)

@@ -175,8 +175,20 @@ let unary_chain =
     pfbinds = [ 0 ];
   }
 
-(* P(x) = P(x) (definition 0): never terminates *)
+(* P(x) = P(x) (definition 0): never terminates; its root-operator index is
+   empty (derivations are finite), so it never matches *)
 let loop_def = { M.nparams = 1; nfparams = 0; body = M.PCall (0, [ 0 ], []); pbinds = []; pfbinds = [] }
+
+(* P(x) = x ; (P(x) ≈ x) (definition 0): never terminates, its root may be
+   anything (a variable), and the machine's state does not grow: out of fuel *)
+let constr_loop_def =
+  {
+    M.nparams = 1;
+    nfparams = 0;
+    body = M.PConstr (M.PVar 0, M.PCall (0, [ 0 ], []), 0);
+    pbinds = [ 0 ];
+    pfbinds = [];
+  }
 
 let expect_error what kind sub = function
   | Ok _ -> check (what ^ ": expected an error") false
@@ -897,9 +909,11 @@ let test_engine_full () =
   (* Add(3, 6) ; (UnaryChain(c; F) ≈ 6): 6 = Neg(5) with 5 a ReLU: c = 5 *)
   check "constraint at 7" (m 2 7 = (0, [ (0, 3); (1, 6); (2, 5) ], [ (0, neg) ]));
   check "constraint at 3" (m 2 3 = (1, [], []));
-  (* the loop: out of fuel, never no-match *)
-  check "loop, fuel 1000" (m ~fuel:1000 3 0 = (2, [], []));
-  check "loop, fuel 1" (m ~fuel:1 3 5 = (2, [], []));
+  (* the loop P(x) = P(x): its root-operator index is empty, so no match
+     (Entry.match_root_index_no), whatever the fuel *)
+  check "loop, fuel 1000" (m ~fuel:1000 3 0 = (1, [], []));
+  check "loop, fuel 1" (m ~fuel:1 3 5 = (1, [], []));
+  check "loop, default fuel" (m 3 5 = (1, [], []));
   (* local variable not reported *)
   check "local not reported" (m 4 2 = (0, [], []));
   check "local: no match" (m 4 4 = (1, [], []));
@@ -948,49 +962,76 @@ let test_engine_full () =
     done
   done;
   check "match_all: every non-failure listed" (List.length entries = !count);
-  check "match_all: loop out of fuel at every node"
-    (List.length (List.filter (fun (pi, _, st, _, _) -> pi = 3 && st = 2) entries) = 9);
+  check "match_all: the loop never listed"
+    (List.for_all (fun (pi, _, _, _, _) -> pi <> 3) entries);
+  check "match_all: left recursion out of fuel at every node"
+    (List.length (List.filter (fun (pi, _, st, _, _) -> pi = 7 && st = 2) entries) = 9);
   check "match_all: chain entry"
     (List.mem (0, 5, 0, [ (0, 3) ], [ (0, relu) ]) entries);
   Engine.release ph;
   Engine.release gh;
-  (* the engine's start state is Matcher.init's, and running it is
-     Matcher.match_pattern, for every root at every node *)
+  (* the prepared forms the engine runs are the specification functions of
+     theories/Entry.v (set_match_correct, set_match_all_correct,
+     set_candidates_correct), checked here on every root, node and symbol *)
   let mg =
     match Decode.decode_graph (buf (graph_words ~sym:g_sym chain_nodes)) with
     | Ok g -> Repr.to_matcher g
     | Error e -> failwith e.Decode.message
   in
-  let ps = Engine.pset_of_buf (buf (set_words defs [ 0; 1; 2; 3; 4; 5; 6; 7; 0 ])) in
-  let same_init = ref true and same_run = ref true in
-  Array.iter
-    (fun (r : Engine.root) ->
-      let d = r.Engine.def in
-      for t = 0 to 8 do
-        if Engine.start r t <> M.init d.M.nparams d.M.nfparams d.M.body t then same_init := false;
-        List.iter
-          (fun fuel ->
-            if
-              M.run mg defs fuel (Engine.start r t)
-              <> M.match_pattern mg defs fuel d.M.nparams d.M.nfparams d.M.body t
-            then same_run := false)
-          [ 1; 3; 10; 5000 ]
-      done)
-    ps.Engine.rts;
-  check "Engine.start = Matcher.init" !same_init;
-  check "Matcher.run of Engine.start = Matcher.match_pattern" !same_run;
-  let wide = { M.nparams = 300; nfparams = 70; body = M.PVar 0; pbinds = []; pfbinds = [] } in
-  let ps = Engine.pset_of_buf (buf (set_words [ wide ] [ 0 ])) in
-  check "Engine.start = Matcher.init (300, 70 parameters)"
-    (Engine.start ps.Engine.rts.(0) 5 = M.init 300 70 (M.PVar 0) 5)
+  let roots = [ 0; 1; 2; 3; 4; 5; 6; 7; 0 ] in
+  let ps = match M.load_set defs roots with Some ps -> ps | None -> failwith "load_set" in
+  check "Engine.pset_of_buf = Matcher.load_set"
+    ((Engine.pset_of_buf (buf (set_words defs roots))).Engine.ps = ps);
+  let same_match = ref true and same_all = ref true and same_cands = ref true in
+  List.iter
+    (fun fuel ->
+      List.iteri
+        (fun i r ->
+          for t = 0 to 8 do
+            if M.set_match mg ps fuel i t <> M.match_root mg defs fuel r t then
+              same_match := false
+          done)
+        roots;
+      if M.set_match_all mg ps fuel 9 <> M.match_all mg defs fuel roots 9 then same_all := false)
+    [ 1; 3; 10; 5000 ];
+  for f = 0 to 12 do
+    if M.set_candidates ps f <> M.candidates defs roots f then same_cands := false
+  done;
+  check "set_match = match_root" !same_match;
+  check "set_match_all = match_all" !same_all;
+  check "set_candidates = candidates" !same_cands;
+  (* the index: UnaryChain and UnaryOp may be any operator (an operator
+     variable at the root), the constraint's root is Add (5), the loop none,
+     the left recursion anything *)
+  let idx = M.root_index defs in
+  check "index" (List.map (M.ri_find idx) [ 0; 1; 2; 3; 4; 5; 6; 7 ]
+                 = M.[ RAny; RAny; RSyms [ 5 ]; RSyms []; RSyms [ neg ]; RAny; RAny; RAny ]);
+  check "candidates of Neg" (M.set_candidates ps neg = [ 0; 1; 4; 5; 6; 7; 8 ]);
+  check "candidates of Add" (M.set_candidates ps 5 = [ 0; 1; 2; 5; 6; 7; 8 ]);
+  (* P(x) = P(x) ‖ Relu(x) (issue 13): Relu only; no match at a Neg *)
+  let pr = { M.nparams = 1; nfparams = 0; body = M.PAlt (M.PCall (0, [ 0 ], []), M.PApp (relu, [ M.PVar 0 ]));
+             pbinds = [ 0 ]; pfbinds = [] } in
+  check "P = P || Relu: index" (M.ri_find (M.root_index [ pr ]) 0 = M.RSyms [ relu ]);
+  check "P = P || Relu at a Neg: no match" (M.match_root mg [ pr ] 0 0 2 = M.RNoMatch);
+  check "P = P || Relu at a ReLU: out of fuel" (M.match_root mg [ pr ] 1000 0 4 = M.ROutOfFuel);
+  (* a chain of calls at the root longer than the iteration's rounds:
+     every definition gets "any" (sound, and the matcher then decides) *)
+  let chain n =
+    List.init n (fun i ->
+        if i = n - 1 then { M.nparams = 1; nfparams = 0; body = M.PApp (neg, [ M.PVar 0 ]); pbinds = [ 0 ]; pfbinds = [] }
+        else { M.nparams = 1; nfparams = 0; body = M.PCall (i + 1, [ 0 ], []); pbinds = [ 0 ]; pfbinds = [] })
+  in
+  check "call chain of 64: converges" (M.ri_find (M.root_index (chain 64)) 0 = M.RSyms [ neg ]);
+  check "call chain of 66: any" (M.ri_find (M.root_index (chain 66)) 0 = M.RAny)
 
-(* The loop P(x) = P(x) at the default fuel terminates (steps, not time) *)
+(* The loop P(x) = x ; (P(x) ≈ x) at the default fuel terminates (steps, not
+   time) *)
 let test_default_fuel () =
   let gh = Engine.graph_load (buf (graph_words [ (leaf, [], []) ])) in
-  let ph = Engine.patterns_load (buf (set_words [ loop_def ] [ 0 ])) in
+  let ph = Engine.patterns_load (buf (set_words [ constr_loop_def ] [ 0 ])) in
   let t0 = Sys.time () in
   check "default fuel: out of fuel" (Engine.match_one ~graph:gh ~patterns:ph ~index:0 ~root:0 ~fuel:0 = (2, [], []));
-  Printf.printf "  P(x) = P(x) at the default fuel (2^24 steps): %.2f s\n" (Sys.time () -. t0);
+  Printf.printf "  P(x) = x ; (P(x) ≈ x) at the default fuel (2^24 steps): %.2f s\n" (Sys.time () -. t0);
   Engine.release ph;
   Engine.release gh
 

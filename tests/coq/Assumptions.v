@@ -1,6 +1,6 @@
 (* Golden check (fiat-crypto style): the main theorems depend on no axiom.
    `make proofs` compares this file's output with assumptions.golden. *)
-From PyPM Require Import Declarative Interpreter Soundness.
+From PyPM Require Import Declarative Values Interpreter Soundness RootIndex Entry.
 Print Assumptions match_weakening.
 Print Assumptions success_soundness.
 Print Assumptions failure_soundness.
@@ -10,3 +10,26 @@ Print Assumptions run_complete.
 Print Assumptions match_pattern_sound.
 Print Assumptions match_pattern_fail_sound.
 Print Assumptions run_out_of_fuel.
+(* integers (Values.v) *)
+Print Assumptions in_bound_abs.
+Print Assumptions guard_arith_in_range.
+Print Assumptions eval_expr_value_ok.
+Print Assumptions bounds_value_ok.
+(* the root-operator index (RootIndex.v) *)
+Print Assumptions root_index_sound.
+Print Assumptions root_index_no_match.
+(* the entry points (Entry.v) *)
+Print Assumptions match_root_sound.
+Print Assumptions match_root_index_no.
+Print Assumptions match_root_fail_sound.
+Print Assumptions match_root_out_of_fuel.
+Print Assumptions match_root_decided.
+Print Assumptions match_root_complete.
+Print Assumptions match_all_In.
+Print Assumptions match_all_S.
+Print Assumptions candidates_In.
+Print Assumptions candidates_sound.
+Print Assumptions load_set_some.
+Print Assumptions set_match_correct.
+Print Assumptions set_match_all_correct.
+Print Assumptions set_candidates_correct.

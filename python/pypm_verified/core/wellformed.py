@@ -149,35 +149,76 @@ def has_calls(p: CorePattern) -> bool:
     return any(isinstance(q, PCall) for q in walk(p))
 
 
+INDEX_ROUNDS = 64  # RootIndex.index_rounds
+
+
+def _root_of(p: CorePattern, R: Sequence[Optional[FrozenSet[int]]]) -> Optional[FrozenSet[int]]:
+    """``RootIndex.root_of``: the labels the root of ``p`` can have, reading
+    calls in ``R`` (None: any label)."""
+    while isinstance(p, (PGuard, PExists, PExistsF, PConstr)):
+        p = p.p
+    if isinstance(p, PApp):
+        return frozenset((p.f,))
+    if isinstance(p, PAlt):
+        a, b = _root_of(p.p1, R), _root_of(p.p2, R)
+        return None if a is None or b is None else a | b
+    if isinstance(p, PCall):
+        return R[p.P] if 0 <= p.P < len(R) else None  # ri_find: absent = any
+    return None  # PVar, PFunVar
+
+
 def root_symbols(defs: Sequence[PDef]) -> Tuple[Optional[FrozenSet[int]], ...]:
-    """For each definition, the labels a node it matches can have: a set of
-    symbols, or None for any label (a variable or an operator variable at the
-    root). Derivations are finite, so a call's labels are the least fixpoint
-    over the table (a cycle of calls at the root adds nothing). An index the
-    rewrite driver uses to skip patterns that cannot match at a node; not
-    part of the proved matcher (the differential tests check it)."""
-    roots: List[Optional[FrozenSet[int]]] = [frozenset()] * len(defs)
+    """``RootIndex.root_index``: for each definition, the labels a node it
+    matches can have (a set of symbols, or None for any label: a variable or
+    an operator variable at the root). The least fixpoint of ``_root_of``
+    over the table, by Kleene iteration from the empty sets, exactly as the
+    Coq function computes it: check that the current table is a
+    post-fixpoint, else take one round, at most ``INDEX_ROUNDS`` rounds; if
+    it has not converged by then (a chain of more than 64 calls at the
+    root), every definition gets None. Derivations are finite, so a cycle of
+    calls at the root adds nothing: ``P(x) = P(x) ‖ Relu(x)`` gets {Relu},
+    ``P(x) = P(x)`` the empty set.
 
-    def of(p: CorePattern) -> Optional[FrozenSet[int]]:
-        while isinstance(p, (PGuard, PExists, PExistsF, PConstr)):
-            p = p.p
-        if isinstance(p, PApp):
-            return frozenset((p.f,))
-        if isinstance(p, PAlt):
-            a, b = of(p.p1), of(p.p2)
-            return None if a is None or b is None else a | b
-        if isinstance(p, PCall):
-            return roots[p.P] if 0 <= p.P < len(defs) else None
-        return None  # PVar, PFunVar
+    ``RootIndex.root_index_sound`` proves that a definition has no
+    declarative match at a node whose label is not in its set; both engines
+    answer "no match" there without matching (``Entry.match_root``, and
+    :func:`pypm_verified.engines.reference.first_solution` through
+    :func:`root_admits`)."""
+    n = len(defs)
+    R: List[Optional[FrozenSet[int]]] = [frozenset()] * n
 
-    changed = True
-    while changed:  # monotone in a finite lattice (sets, then None): terminates
-        changed = False
-        for i, d in enumerate(defs):
-            r = of(d.body)
-            if r != roots[i]:
-                roots[i], changed = r, True
-    return tuple(roots)
+    def le(a, b) -> bool:
+        return b is None or (a is not None and a <= b)
+
+    for k in range(INDEX_ROUNDS + 1):
+        new = [_root_of(d.body, R) for d in defs]
+        if all(le(new[i], R[i]) for i in range(n)):
+            return tuple(R)
+        if k == INDEX_ROUNDS:
+            break
+        R = new
+    return (None,) * n
+
+
+_index_cache: dict = {}  # id(defs) -> (defs, root_symbols(defs))
+_INDEX_CACHE_SIZE = 64
+
+
+def root_admits(defs: Sequence[PDef], root: int, label: int) -> bool:
+    """Whether definition ``root`` of ``defs`` may match a node labelled
+    ``label`` by :func:`root_symbols` (``rs_mem`` of ``Entry.match_root``);
+    False means it does not match there. The index of a table is computed
+    once (cached by the table's identity)."""
+    ent = _index_cache.get(id(defs))
+    if ent is None or ent[0] is not defs:
+        ent = (defs, root_symbols(defs))
+        if len(_index_cache) >= _INDEX_CACHE_SIZE:
+            _index_cache.pop(next(iter(_index_cache)))
+        _index_cache[id(defs)] = ent
+    if not 0 <= root < len(defs):
+        return False  # Entry.match_root: no definition, no match
+    s = ent[1][root]
+    return s is None or label in s
 
 
 # ----------------------------------------------------------- well-formedness

@@ -51,6 +51,8 @@ int pypm_match(int64_t graph, int64_t patterns, int64_t pattern_index,
 int pypm_match_all(int64_t graph, int64_t patterns, int64_t fuel,
                    int64_t *result, size_t *result_len);
 int pypm_result_read(int64_t result, int64_t *out, size_t out_cap);
+int pypm_candidates(int64_t patterns, int64_t symbol, int64_t *out, size_t out_cap,
+                    size_t *out_len);
 const char *pypm_error_name(int code);
 const char *pypm_last_error(void);
 """
@@ -264,3 +266,17 @@ def match_all(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...],
         return serialize.decode_match_all(ffi.unpack(out, n))
     finally:
         rh.release()
+
+
+def candidates(defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], symbol: int,
+               owner=None) -> Tuple[int, ...]:
+    """Run ``pypm_candidates``: the root indices (increasing) whose
+    root-operator index admits operator ``symbol`` (``Entry.set_candidates``);
+    the others answer no match at every node with that operator."""
+    lib = open_library()
+    ph = pattern_set_handle(lib, defs, roots, owner)
+    cap = 1 + len(roots)
+    out = ffi.new("int64_t[]", cap)
+    out_len = ffi.new("size_t *")
+    check(lib, lib.pypm_candidates(ph.value, symbol, out, cap, out_len), "pypm_candidates")
+    return tuple(out[1:1 + out[0]])

@@ -217,7 +217,8 @@ class PatternSet:
 
     ``match(i, node)`` matches pattern ``i`` at ``node`` (as :func:`match`);
     ``candidates(label)`` are the patterns worth trying at a node with that
-    label (the others' roots are other operators)."""
+    label: the others answer no match there (the root-operator index, a
+    proved no: ``Entry.candidates_sound``)."""
 
     def __init__(self, patterns: Sequence[PatternLike], engine: str = "verified",
                  fuel: Optional[int] = None):
@@ -226,17 +227,27 @@ class PatternSet:
         self.fuel = fuel
         self._s = PreparedPatterns(self.patterns)
         self._owner = _Owner()
-        syms = core.root_symbols(self._s.defs)
-        self._root_syms = [syms[r] for r in self._s.roots]
+        self._root_syms = None
         self._by_label: Dict[int, Tuple[int, ...]] = {}
 
     def candidates(self, label: int) -> Tuple[int, ...]:
-        """Indices of the patterns that can match a node labelled ``label``
-        (by :func:`core.root_symbols`): the others cannot, so are not tried."""
+        """Indices (increasing) of the patterns whose root can have operator
+        ``label``; every other pattern answers no match at a node labelled
+        ``label``, whatever the fuel, so the driver does not try it. The
+        verified engine asks the library (``pypm_candidates``, the extracted
+        ``Entry.set_candidates``: the same index its matches consult); the
+        reference engine reads :func:`core.root_symbols` (the index its
+        ``first_solution`` consults). Cached per label."""
         c = self._by_label.get(label)
         if c is None:
-            c = self._by_label[label] = tuple(
-                i for i, r in enumerate(self._root_syms) if r is None or label in r)
+            if self.engine == "verified":
+                c = binding.candidates(self._s.defs, self._s.roots, label, self._owner)
+            else:
+                if self._root_syms is None:
+                    syms = core.root_symbols(self._s.defs)
+                    self._root_syms = [syms[r] for r in self._s.roots]
+                c = tuple(i for i, r in enumerate(self._root_syms) if r is None or label in r)
+            self._by_label[label] = c
         return c
 
     def match(self, i: int, node: Node) -> Optional[Match]:

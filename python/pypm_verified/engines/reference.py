@@ -325,9 +325,19 @@ def solutions(program: ProgramLike, node, theta: Optional[Mapping[int, object]] 
 def first_solution(program: ProgramLike, node, fuel: Optional[int] = None) -> Optional[Solution]:
     """The first solution (the match), or None; raises OutOfFuel when more
     than ``fuel`` steps are needed (default ``1 << 24``; ``fuel <= 0`` means
-    the default)."""
+    the default).
+
+    As the verified engine's entry point (``Entry.match_root``), the
+    root-operator index answers first: a root that cannot have ``node``'s
+    label (:func:`core.root_admits`, proved sound by
+    ``RootIndex.root_index_sound``) gives None without spending fuel, even
+    where the search would never end (``P(x) = P(x) ‖ Relu(x)`` at a
+    MatMul). :func:`solutions` does not consult the index."""
+    prog = core.as_program(program)
+    if not core.root_admits(prog.defs, prog.root, node.label):
+        return None
     budget = Fuel(fuel if fuel is not None and fuel > 0 else DEFAULT_FUEL)
-    for sol in _run(program, node, None, None, budget):
+    for sol in _run(prog, node, None, None, budget):
         budget.tick()  # ST-SUCCESS
         return sol
     return None
