@@ -14,9 +14,10 @@
     extracted file names [Pervasives]).
 
     The library calls the entry points of [Entry.v] ([load_set],
-    [set_match], [set_match_all], [set_candidates], [effective_fuel]) and
+    [set_match], [set_match_all_fold], [set_candidates], [effective_fuel]) and
     the checks [wf_defs] and [value_ok]; [match_root], [match_all],
-    [candidates], [root_index] and [match_pattern] are extracted for the
+    [candidates], [root_index], [set_match_all] and [match_pattern] are
+    extracted for the
     OCaml tests, which compare the prepared forms with them. *)
 
 From Coq Require Import ZArith Extraction ExtrOcamlBasic ExtrOcamlNatInt ExtrOcamlZInt.
@@ -38,7 +39,7 @@ Extract Inlined Constant Z.ltb => "(<)".
 Extract Inlined Constant Z.leb => "(<=)".
 
 Extraction "ocaml/extracted/matcher.ml"
-  load_set set_match set_match_all set_candidates effective_fuel
+  load_set set_match set_match_all set_match_all_fold set_candidates effective_fuel
   wfb wf_defs value_ok
   match_root match_all candidates root_index ri_find match_pattern
   lookup VarMap.elements mkGraph mkDef.

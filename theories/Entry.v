@@ -24,9 +24,10 @@
 
     The library runs the "prepared" forms, which compute the index and
     each root's start environment once per pattern set: [load_set],
-    [set_match], [set_match_all], [set_candidates]; [set_match_correct],
-    [set_match_all_correct] and [set_candidates_correct] say they are the
-    functions above. *)
+    [set_match], [set_match_all] (and its streaming form
+    [set_match_all_fold]), [set_candidates]; [set_match_correct],
+    [set_match_all_correct], [set_match_all_fold_correct] and
+    [set_candidates_correct] say they are the functions above. *)
 
 From Coq Require Import List Bool Arith Lia Sorted.
 From PyPM Require Import Syntax Subst Declarative Env Algorithmic Interpreter Soundness RootIndex.
@@ -464,6 +465,34 @@ Section Prepared.
   Definition set_match_all (ps : pset) (fuel : nat) (N : nat) : list (nat * node * answer) :=
     nodes_from (ps_defs ps) fuel (ps_roots ps) N [].
 
+  (** [pypm_match_all] as the library runs it: [f] is applied to the
+      entries one by one, in [set_match_all]'s order
+      ([set_match_all_fold_correct]), so that the library writes each entry
+      into the result buffer at once instead of holding the list. *)
+  Fixpoint fold_roots {A : Type} (f : A -> nat -> node -> answer -> A) (D : list pdef)
+      (fuel : nat) (prs : list proot) (i : nat) (t : node) (acc : A) : A :=
+    match prs with
+    | [] => acc
+    | pr :: prs' =>
+        let acc' := match run_root D fuel pr t with
+                    | RNoMatch => acc
+                    | a => f acc i t a
+                    end in
+        fold_roots f D fuel prs' (S i) t acc'
+    end.
+
+  (** Nodes [t], [t+1], …, [t+k-1] (a tail-recursive loop). *)
+  Fixpoint fold_nodes {A : Type} (f : A -> nat -> node -> answer -> A) (D : list pdef)
+      (fuel : nat) (prs : list proot) (k : nat) (t : node) (acc : A) : A :=
+    match k with
+    | O => acc
+    | S k' => fold_nodes f D fuel prs k' (S t) (fold_roots f D fuel prs 0 t acc)
+    end.
+
+  Definition set_match_all_fold {A : Type} (ps : pset) (fuel : nat) (N : nat)
+      (f : A -> nat -> node -> answer -> A) (acc : A) : A :=
+    fold_nodes f (ps_defs ps) fuel (ps_roots ps) N 0 acc.
+
   Fixpoint pcands_from (f : symbol) (prs : list proot) (i : nat) : list nat :=
     match prs with
     | [] => []
@@ -569,6 +598,41 @@ Section Prepared.
     intros D roots ps fuel N Hl. apply load_set_roots in Hl. destruct Hl as [Hd Hf].
     unfold set_match_all. rewrite Hd. rewrite (nodes_from_spec D fuel roots _ N [] Hf).
     apply app_nil_r.
+  Qed.
+
+  Definition apply_entry {A : Type} (f : A -> nat -> node -> answer -> A)
+      (acc : A) (e : nat * node * answer) : A :=
+    match e with (i, t, a) => f acc i t a end.
+
+  Lemma fold_roots_spec : forall A (f : A -> nat -> node -> answer -> A) D fuel roots prs i t acc,
+    Forall2 (fun r pr => prepare_root D (root_index D) r = Some pr) roots prs ->
+    fold_roots f D fuel prs i t acc = fold_left (apply_entry f) (at_node G D fuel roots i t) acc.
+  Proof.
+    intros A f D fuel roots prs i t acc H. revert i acc.
+    induction H as [|r pr rs prs Hp Hf IH]; intros i acc; simpl; auto.
+    rewrite (run_root_prepared D fuel r pr t Hp), IH, fold_left_app.
+    destruct (match_root G D fuel r t); reflexivity.
+  Qed.
+
+  Lemma fold_nodes_spec : forall A (f : A -> nat -> node -> answer -> A) D fuel roots prs k t acc,
+    Forall2 (fun r pr => prepare_root D (root_index D) r = Some pr) roots prs ->
+    fold_nodes f D fuel prs k t acc =
+      fold_left (apply_entry f) (flat_map (fun t => at_node G D fuel roots 0 t) (seq t k)) acc.
+  Proof.
+    intros A f D fuel roots prs k. induction k as [|k IH]; intros t acc H; simpl; auto.
+    rewrite IH by exact H. rewrite fold_left_app. f_equal.
+    apply fold_roots_spec. exact H.
+  Qed.
+
+  (** The streaming form applies [f] to [match_all]'s entries, in order. *)
+  Theorem set_match_all_fold_correct : forall A D roots ps fuel N
+      (f : A -> nat -> node -> answer -> A) acc,
+    load_set D roots = Some ps ->
+    set_match_all_fold ps fuel N f acc =
+      fold_left (apply_entry f) (match_all G D fuel roots N) acc.
+  Proof.
+    intros A D roots ps fuel N f acc Hl. apply load_set_roots in Hl. destruct Hl as [Hd Hf].
+    unfold set_match_all_fold, match_all. rewrite Hd. apply fold_nodes_spec. exact Hf.
   Qed.
 
   Theorem set_candidates_correct : forall D roots ps f,

@@ -9,7 +9,8 @@
    (doc/correspondence.md): a pattern set is [Matcher.load_set] of the
    decoded table and roots (the root-operator index and each root's start
    environment, computed once); [pypm_match] is [Matcher.set_match],
-   [pypm_match_all] is [Matcher.set_match_all] over the graph's nodes,
+   [pypm_match_all] is [Matcher.set_match_all_fold] over the graph's nodes
+   (the entries of [Matcher.set_match_all], handed over one by one),
    [pypm_candidates] is [Matcher.set_candidates], and the fuel is
    [Matcher.effective_fuel] of the caller's.  This module only checks
    handles and ranges (errors, not answers) and copies lists into words. *)
@@ -258,27 +259,26 @@ let push_pairs b l =
     l
 
 (* n_entries, then entries (pattern_index, root, status, n_bindings, pairs,
-   n_fbindings, pairs): Matcher.set_match_all's list, in its order. *)
+   n_fbindings, pairs): the entries Matcher.set_match_all_fold hands over,
+   in its order (that of Matcher.set_match_all), each written at once. *)
 let match_all_words ~graph ~patterns ~fuel : Decode.buf =
   let g = get_graph graph in
   let ps = get_patterns patterns in
-  let entries =
-    Matcher.set_match_all g.mg ps.ps (Matcher.effective_fuel (max 0 fuel)) g.repr.Repr.n_nodes
-  in
   let b = { a = Array.make 1024 0; n = 0 } in
   push b 0;
-  let count = ref 0 in
-  List.iter
-    (fun ((i, root), a) ->
-      let status, binds, fbinds = of_answer a in
-      incr count;
-      push b i;
-      push b root;
-      push b status;
-      push_pairs b binds;
-      push_pairs b fbinds)
-    entries;
-  b.a.(0) <- !count;
+  let count =
+    Matcher.set_match_all_fold g.mg ps.ps (Matcher.effective_fuel (max 0 fuel)) g.repr.Repr.n_nodes
+      (fun count i root a ->
+        let status, binds, fbinds = of_answer a in
+        push b i;
+        push b root;
+        push b status;
+        push_pairs b binds;
+        push_pairs b fbinds;
+        count + 1)
+      0
+  in
+  b.a.(0) <- count;
   let out = Bigarray.Array1.create Bigarray.int64 Bigarray.c_layout b.n in
   for i = 0 to b.n - 1 do
     Bigarray.Array1.unsafe_set out i (Int64.of_int (Array.unsafe_get b.a i))

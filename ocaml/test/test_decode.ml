@@ -992,13 +992,17 @@ let test_engine_full () =
               same_match := false
           done)
         roots;
-      if M.set_match_all mg ps fuel 9 <> M.match_all mg defs fuel roots 9 then same_all := false)
+      if M.set_match_all mg ps fuel 9 <> M.match_all mg defs fuel roots 9 then same_all := false;
+      if
+        List.rev (M.set_match_all_fold mg ps fuel 9 (fun acc i t a -> ((i, t), a) :: acc) [])
+        <> M.set_match_all mg ps fuel 9
+      then same_all := false)
     [ 1; 3; 10; 5000 ];
   for f = 0 to 12 do
     if M.set_candidates ps f <> M.candidates defs roots f then same_cands := false
   done;
   check "set_match = match_root" !same_match;
-  check "set_match_all = match_all" !same_all;
+  check "set_match_all = match_all = set_match_all_fold's entries" !same_all;
   check "set_candidates = candidates" !same_cands;
   (* the index: UnaryChain and UnaryOp may be any operator (an operator
      variable at the root), the constraint's root is Add (5), the loop none,

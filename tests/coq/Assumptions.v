@@ -32,4 +32,5 @@ Print Assumptions candidates_sound.
 Print Assumptions load_set_some.
 Print Assumptions set_match_correct.
 Print Assumptions set_match_all_correct.
+Print Assumptions set_match_all_fold_correct.
 Print Assumptions set_candidates_correct.
