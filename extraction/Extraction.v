@@ -31,10 +31,18 @@ Set Warnings "+extraction-opaque-accessed".
 Extraction Language OCaml.
 
 (** ExtrOcamlZInt still names OCaml's deprecated [Pervasives] module and
-    leaves [Z.eqb]/[Z.ltb]/[Z.leb] as case analyses: realize them by [Stdlib]. *)
+    leaves [Z.eqb]/[Z.ltb]/[Z.leb] as case analyses: realize them by [Stdlib]
+    (on [int]s, which these are). *)
 Extract Constant Pos.succ => "Stdlib.succ".
 Extract Constant Z.max => "Stdlib.max".
-Extract Inlined Constant Z.eqb => "(=)".
+Extract Inlined Constant Z.eqb => "Int.equal".
+(** ExtrOcamlNatInt realizes [Nat.eqb] by the polymorphic [(=)], which is a
+    call of the runtime's generic comparison wherever OCaml cannot see that
+    the operands are ints (e.g. [memb]): use [Int.equal]. *)
+Extract Inlined Constant Nat.eqb => "Int.equal".
+(** The same for [Nat.compare], the key comparison of the AVL maps. *)
+Extract Constant Nat.compare =>
+  "fun (n : int) (m : int) -> if n = m then Eq else if n < m then Lt else Gt".
 Extract Inlined Constant Z.ltb => "(<)".
 Extract Inlined Constant Z.leb => "(<=)".
 
