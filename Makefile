@@ -111,6 +111,15 @@ bench: deps lib
 	$(BENCH_ENV) $(VPY) bench/bench_matchers.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_models.py $(if $(QUICK),--quick)
 
+## check-rules: every rule of the library checked on PyTorch subgraphs generated
+## from its pattern (full mode: 200 instances per rule, guard necessity; about a
+## minute on 2 cores); bench/results/rules.md and rules.json. Non-zero exit if a
+## rule is refuted or vacuous (the reports are written anyway).
+.PHONY: check-rules
+check-rules: venv lib
+	$(BENCH_ENV) $(VPY) -m pypm_verified check-rules \
+	  --report bench/results/rules.json --markdown bench/results/rules.md
+
 ## bench-gpu: on a machine with a CUDA GPU: kernel profitability in float16 and
 ## bfloat16, and model speed eager and under torch.compile (results suffixed _cuda_*).
 bench-gpu: deps lib

@@ -1,0 +1,231 @@
+"""The check of a rule: draw instances of its pattern, run the rule on each,
+stop at the first counterexample (shrunk) or after ``examples`` instances
+the rule fired on; then, for a rule found correct, the necessity of each of
+its guards (:mod:`.guards`). See :func:`check_rule`."""
+from __future__ import annotations
+
+import math
+import os
+import random
+import time
+from collections import Counter
+from typing import Callable, Dict, List, Optional, Sequence
+
+import torch
+
+from ..engines import binding
+from .evaluate import Outcome, RuleRunner, shrink
+from .guards import check_guards
+from .hints import rule_hints
+from .instances import GenerationFailed, Instance, InstanceGenerator, Unbuildable, render
+from .report import Counterexample, RuleResult
+
+__all__ = ["check_rule", "check_rules", "FAST", "FULL", "default_engine"]
+
+#: (examples, guard instances per guard) of the two modes
+FULL = {"examples": 200, "per_guard": 24}
+FAST = {"examples": 12, "per_guard": 0}
+
+
+def default_engine() -> str:
+    """"verified" when the Coq-extracted matcher's library loads, else "reference"."""
+    return "verified" if binding.available() else "reference"
+
+
+def _json_value(v):
+    if isinstance(v, torch.dtype):
+        return str(v).replace("torch.", "")
+    if isinstance(v, float) and not math.isfinite(v):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return [_json_value(x) for x in v]
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    return repr(v)
+
+
+def _display(v) -> str:
+    if isinstance(v, torch.dtype):
+        return str(v).replace("torch.", "")
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    return repr(v)
+
+
+def _short(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("..") else path
+
+
+def make_counterexample(inst: Instance, o: Outcome, gen: InstanceGenerator) -> Counterexample:
+    """The report's form of a counterexample (shapes, dtypes, constants)."""
+    inputs = []
+    for name, shape, v in inst.inputs():
+        if shape is not None:
+            inputs.append({"name": name, "shape": list(shape), "dtype": _json_value(v)})
+        else:
+            inputs.append({"name": name, "value": _json_value(v)})
+    names = {(d, k): n for d, k, n in gen.alternates()}
+    alts = list(dict.fromkeys(names.get(c, str(c)) for c in inst.choices))
+    exp = [list(o.expected[0]), o.expected[1].replace("torch.", "")] if o.expected else None
+    got = [list(o.got[0]), o.got[1].replace("torch.", "")] if o.got else None
+    return Counterexample(render(inst), inputs, o.kind, o.detail,
+                          {k: v.name for k, v in inst.opvars.items()}, alts, o.max_abs,
+                          o.max_rel, list(o.tolerance) if o.tolerance else None,
+                          o.replacement, exp, got)
+
+
+class _Space:
+    """What the fired instances covered."""
+
+    def __init__(self, gen: InstanceGenerator):
+        self.gen = gen
+        self.alts = Counter()
+        self.ranks: Dict[str, set] = {}
+        self.sizes: List[int] = []
+        self.dtypes = Counter()
+        self.consts: Dict[str, set] = {}
+        self.ops: Dict[str, set] = {}
+
+    def add(self, inst: Instance) -> None:
+        self.alts.update(set(inst.choices))
+        self.dtypes[str(inst.dtype).replace("torch.", "")] += 1
+        for name, shape, v in inst.inputs():
+            if shape is not None:
+                self.ranks.setdefault(name, set()).add(len(shape))
+                self.sizes.extend(shape)
+            else:
+                self.consts.setdefault(name, set()).add(_display(v))
+        for k, op in inst.opvars.items():
+            self.ops.setdefault(k, set()).add(op.name)
+
+    def as_dict(self) -> dict:
+        allalts = self.gen.alternates()
+        never = [n for d, k, n in allalts if (d, k) not in self.alts]
+        return {
+            "alternates": {"total": len(allalts), "fired": len(allalts) - len(never),
+                           "never_fired": never},
+            "ranks": {k: sorted(v) for k, v in self.ranks.items()},
+            "sizes": [min(self.sizes), max(self.sizes)] if self.sizes else [],
+            "dtypes": [f"{k} ({v})" for k, v in self.dtypes.most_common()],
+            "constants": {k: sorted(v)[:8] for k, v in self.consts.items()},
+            "operators": {k: sorted(v) for k, v in self.ops.items()},
+            "inputs": "normal(0, 1) values (bool: uniform), seeded per instance",
+            "depth_bound": self.gen.max_depth,
+        }
+
+
+def check_rule(pattern, rule, examples: int = FULL["examples"], seed: int = 0,
+               engine: Optional[str] = None, guards: bool = True,
+               per_guard: int = FULL["per_guard"], max_attempts: Optional[int] = None,
+               max_depth: int = 3, pattern_guards: bool = True,
+               dtypes: Optional[Sequence[torch.dtype]] = None) -> RuleResult:
+    """Check ``rule`` (a ``@pm.rule`` of ``pattern``) on instances of its
+    pattern: :class:`~.report.RuleResult` with status "tested" (no
+    counterexample in ``examples`` instances the rule fired on), "refuted"
+    (a counterexample, shrunk) or "vacuous" (no instance was matched and
+    accepted). At most ``max_attempts`` instances are drawn (default 40 per
+    example). With ``guards``, a tested rule's guards are checked for
+    necessity, ``per_guard`` violating instances each (``pattern_guards``:
+    its pattern's guards too). ``engine``: "verified" or "reference"
+    (default: verified when its library is built)."""
+    t0 = time.perf_counter()
+    engine = engine or default_engine()
+    hints = rule_hints(rule)
+    gen = InstanceGenerator(pattern, hints, seed=f"{seed}:{rule.name}", max_depth=max_depth,
+                            **({"dtypes": tuple(dtypes)} if dtypes else {}))
+    runner = RuleRunner(pattern, rule, engine)
+    rng = random.Random(f"{seed}:{rule.name}:filter")
+    max_attempts = max_attempts or max(200, examples * 40)
+    counts = Counter()
+    lines = Counter()
+    declined: Dict[int, List[Instance]] = {}
+    space = _Space(gen)
+    cex, reason = None, ""
+    fails_in_a_row = 0
+    base = os.path.basename(rule.fn.__code__.co_filename) if hasattr(rule, "fn") else "?"
+    while counts["fired"] < examples and counts["generated"] < max_attempts:
+        try:
+            # a tenth unfiltered: instances the pattern's guards reject, too
+            inst = gen.generate(filtered=rng.random() > 0.1)
+        except GenerationFailed as e:
+            fails_in_a_row += 1
+            if fails_in_a_row >= 5:
+                reason = f"no instance could be generated: {e}"
+                break
+            continue
+        except Unbuildable as e:
+            reason = f"no PyTorch instance can be built: {e}"
+            break
+        fails_in_a_row = 0
+        counts["generated"] += 1
+        o = runner.run(inst)
+        counts[o.kind if not o.fired else "fired"] += 1
+        if o.kind == "declined":
+            lines[f"{base}:{o.line}" if o.line else "returned no replacement"] += 1
+            if o.line is not None and len(declined.setdefault(o.line, [])) < 64:
+                declined[o.line].append(inst)
+        if o.is_counterexample:
+            inst, o = shrink(inst, lambda c: (lambda oc: oc if oc.is_counterexample
+                                              else None)(runner.run(c)), o)
+            cex = make_counterexample(inst, o, gen)
+            break
+        if o.kind == "agree":
+            if o.detail:
+                counts["more_precise"] += 1
+            space.add(inst)
+    fired = counts["fired"]
+    if cex is not None:
+        status = "refuted"
+    elif fired == 0:
+        status = "vacuous"
+        if not reason:
+            matched = counts["declined"]
+            if matched == 0:
+                reason = (f"no generated instance matched the pattern ({counts['generated']} "
+                          f"drawn: {counts['invalid']} rejected by torch, "
+                          f"{counts['no_match']} not matched)")
+            else:
+                top = ", ".join(f"{k} ({v})" for k, v in lines.most_common(4))
+                reason = (f"the rule's asserts declined all {matched} matching instances "
+                          f"(at {top})")
+    else:
+        status = "tested"
+        if fired < examples:
+            reason = (f"only {fired} of the {examples} wanted instances fired within "
+                      f"{counts['generated']} drawn")
+    examples_ok = fired - (1 if cex is not None else 0)
+    guard_results = []
+    if guards and status == "tested" and per_guard > 0:
+        guard_results = check_guards(
+            pattern, rule, gen, runner, declined, engine, per_guard=per_guard,
+            max_attempts=per_guard * 20,
+            counterexample=lambda i, o: make_counterexample(i, o, gen),
+            patterns=pattern_guards)
+    return RuleResult(
+        rule=rule.name, pattern=pattern.name, module=pattern.module,
+        where=_short(rule.where), status=status, examples=examples_ok, requested=examples,
+        counts={k: counts[k] for k in ("generated", "invalid", "no_match", "declined",
+                                        "fired", "more_precise")},
+        declined_at=dict(lines.most_common()), space=space.as_dict() if fired else {},
+        reason=reason, counterexample=cex, guards=guard_results,
+        seconds=time.perf_counter() - t0, engine=engine, seed=seed)
+
+
+def check_rules(patterns: Sequence, examples: int = FULL["examples"], seed: int = 0,
+                engine: Optional[str] = None, guards: bool = True,
+                per_guard: int = FULL["per_guard"], progress: Optional[Callable] = None,
+                **kw) -> List[RuleResult]:
+    """:func:`check_rule` for every rule of every pattern in ``patterns`` (in
+    order); ``progress(pattern, rule)`` is called before each."""
+    out = []
+    for p in patterns:
+        for r in p.rules:
+            if progress is not None:
+                progress(p, r)
+            out.append(check_rule(p, r, examples=examples, seed=seed, engine=engine,
+                                  guards=guards, per_guard=per_guard, **kw))
+    return out

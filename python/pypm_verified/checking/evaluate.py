@@ -1,0 +1,426 @@
+"""Evaluation: one rule on one instance, the way a rewrite would run it.
+
+:func:`build` turns an :class:`~.instances.Instance` into an FX graph (one
+placeholder per tensor input, ``meta["val"]`` from fake tensors, as
+``torch.export`` leaves them) and random inputs (normal values, from the
+instance's seed). :class:`RuleRunner` then
+
+1. runs the original subgraph on the inputs;
+2. imports the graph into the term graph and matches the pattern at the
+   instance's root with the real matcher (:mod:`pypm_verified.engines`, the
+   pattern's own table or a variant of it, :mod:`.guards`);
+3. fires the rule through the PyTorch driver's own path (``Rule.fire``, the
+   driver's builder and its replacement checks,
+   :class:`pypm_verified.torch.driver.Driver` with profitability off), so the
+   rule's asserts decide exactly as in ``python -m pypm_verified rewrite``;
+4. runs the rewritten graph on the same inputs and compares the outputs at
+   the dtype-aware tolerances of :mod:`pypm_verified.torch.check`; where
+   they differ by more, the rewrite still agrees if it is, element by
+   element, at least as close as the original to the same subgraph
+   evaluated in float64 (:func:`closer_to_exact`: the rewrite computes more
+   precisely, e.g. SDPA in float64 where the original rounded its softmax
+   to float32).
+
+The :class:`Outcome` says which: ``invalid`` (torch rejects the generated
+subgraph), ``no_match``, ``declined`` (an assert of the rule failed: its
+line), ``agree``, or a counterexample -- ``disagree`` (outputs differ beyond
+the tolerance) or ``error`` (the rule raised, built an invalid
+replacement, or the replacement fails at run time).
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import types
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import torch
+import torch.fx as fx
+
+from ..engines.matching import PatternSet
+from ..errors import OutOfFuel, PatternError
+from ..torch.check import TOLERANCE
+from ..torch.driver import Driver, RewriteError
+from ..torch.importer import TermGraph
+from .instances import App, Instance, Leaf
+
+__all__ = ["Built", "InvalidInstance", "Outcome", "RuleRunner", "build", "compare_outputs",
+           "closer_to_exact", "shrink", "COUNTEREXAMPLES"]
+
+COUNTEREXAMPLES = ("disagree", "error")
+
+
+class InvalidInstance(Exception):
+    """torch rejects the generated subgraph (not a counterexample: no program
+    contains it)."""
+
+
+@dataclass
+class Built:
+    """An instance as a graph module: ``gm``, its ``root`` FX node, the
+    ``inputs`` (real tensors, in placeholder order) and ``nodes`` (App -> FX
+    node)."""
+
+    gm: fx.GraphModule
+    root: fx.Node
+    inputs: List[torch.Tensor]
+    nodes: Dict[int, fx.Node]
+
+    def dtype_of(self, app) -> Optional[torch.dtype]:
+        n = self.nodes.get(id(app))
+        v = n.meta.get("val") if n is not None else None
+        return v.dtype if isinstance(v, torch.Tensor) else None
+
+
+def _input(shape, dtype, g: torch.Generator) -> torch.Tensor:
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=g) < 0.5
+    if not dtype.is_floating_point:
+        return torch.randint(-4, 5, shape, generator=g, dtype=dtype)
+    return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+
+
+@contextlib.contextmanager
+def _quiet_fake_tensors():
+    """Fake tensors log every op they reject at ERROR level; a rejected draw
+    is routine here."""
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    old = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(old)
+
+
+def _promoted(v):
+    if isinstance(v, torch.dtype) and v.is_floating_point:
+        return torch.float64
+    if isinstance(v, (list, tuple)):
+        return type(v)(_promoted(x) for x in v)
+    return v
+
+
+def build(inst: Instance, promote: bool = False) -> Built:
+    """The FX graph of ``inst`` with fake-tensor metadata, and its inputs;
+    :class:`InvalidInstance` when torch rejects it. ``promote``: every
+    floating dtype (inputs, dtype arguments) float64 instead, with the same
+    input values: the exact computation the original approximates."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    mode = FakeTensorMode()
+    gen = torch.Generator().manual_seed(inst.seed)
+    graph = fx.Graph()
+    inputs, env = [], {}
+    for lf in inst.leaves:
+        if lf.kind != "tensor":
+            continue
+        real = _input(inst.shape(lf), inst.dtypes[lf], gen)
+        if promote and real.is_floating_point():
+            real = real.double()
+        ph = graph.placeholder(lf.name.replace(".", "_"))
+        ph.meta["val"] = mode.from_tensor(real)
+        inputs.append(real)
+        env[id(lf)] = ph
+    nodes: Dict[int, fx.Node] = {}
+
+    def arg(t):
+        if isinstance(t, App):
+            return nodes[id(t)]
+        if isinstance(t, Leaf):
+            if t.kind == "tensor":
+                return env[id(t)]
+            v = inst.value(t) if t.kind == "const" else None
+        else:
+            v = inst.value(t)
+        return _promoted(v) if promote else v
+
+    for a in inst.apps:
+        vals = [arg(t) for t in a.args]
+        schema = getattr(a.target, "_schema", None)
+        pos, kw = [], {}
+        if schema is None:
+            pos = vals
+        else:
+            for s, v in zip(schema.arguments, vals):
+                if s.kwarg_only:
+                    kw[s.name] = v
+                else:
+                    pos.append(v)
+        fake = fx.node.map_arg((tuple(pos), kw), lambda n: n.meta["val"])
+        try:
+            with mode:
+                val = a.target(*fake[0], **fake[1])
+        except Exception as e:  # noqa: BLE001 -- torch rejects it, whatever the type
+            raise InvalidInstance(f"{a.target}: {type(e).__name__}: {_first_line(e)}") \
+                from None
+        if not isinstance(val, torch.Tensor):
+            raise InvalidInstance(f"{a.target} does not return one tensor")
+        node = graph.call_function(a.target, tuple(pos), kw)
+        node.meta["val"] = val
+        nodes[id(a)] = node
+    root = nodes[id(inst.root)]
+    graph.output(root)
+    return Built(fx.GraphModule(torch.nn.Module(), graph), root, inputs, nodes)
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0][:300] if lines else ""
+
+
+@dataclass
+class Outcome:
+    """What happened to one instance (see the module docstring). ``line``:
+    the rule's failing assert (declined); ``max_abs``/``max_rel``/``tolerance``
+    for compared outputs; ``replacement``: the rewritten expression;
+    ``expected``/``got``: (shape, dtype) of the outputs."""
+
+    kind: str
+    detail: str = ""
+    line: Optional[int] = None
+    max_abs: Optional[float] = None
+    max_rel: Optional[float] = None
+    tolerance: Optional[Tuple[float, float]] = None
+    replacement: Optional[str] = None
+    expected: Optional[Tuple[tuple, str]] = None
+    got: Optional[Tuple[tuple, str]] = None
+
+    @property
+    def is_counterexample(self) -> bool:
+        return self.kind in COUNTEREXAMPLES
+
+    @property
+    def fired(self) -> bool:
+        return self.kind in ("agree",) + COUNTEREXAMPLES
+
+
+def compare_outputs(ref: torch.Tensor, got: torch.Tensor) -> Tuple[bool, float, float, str]:
+    """``(ok, max_abs, max_rel, message)`` as :func:`pypm_verified.torch.check.compare`
+    judges one output: same shape and dtype, non-finite values in the same
+    places, ``|got - ref| <= atol + rtol * |ref|`` elsewhere (``TOLERANCE``
+    by dtype); ``max_rel`` is relative to the reference's largest magnitude."""
+    if ref.shape != got.shape or ref.dtype != got.dtype:
+        return (False, float("nan"), float("nan"),
+                f"output {tuple(ref.shape)} {ref.dtype} became {tuple(got.shape)} {got.dtype}")
+    if not ref.is_floating_point():
+        ok = torch.equal(ref, got)
+        return ok, 0.0 if ok else float("nan"), 0.0, "" if ok else "integer outputs differ"
+    atol, rtol = TOLERANCE.get(ref.dtype, (1e-4, 1e-3))
+    r, o = ref.double(), got.double()
+    finite, nan = torch.isfinite(r), torch.isnan(r)
+    inf = ~finite & ~nan
+    if not torch.equal(finite, torch.isfinite(o)) or not torch.equal(nan, torch.isnan(o)) \
+            or not torch.equal(r[inf], o[inf]):
+        n = int((finite != torch.isfinite(o)).sum() + (nan != torch.isnan(o)).sum())
+        return False, float("inf"), float("inf"), \
+            f"non-finite values differ ({n} element(s): NaN or inf in one output only)"
+    diff = (r - o).abs()[finite]
+    if diff.numel() == 0:
+        return True, 0.0, 0.0, ""
+    mabs = float(diff.max())
+    scale = float(r[finite].abs().max())
+    mrel = mabs / scale if scale > 0 else 0.0
+    bad = diff > atol + rtol * r[finite].abs()
+    if bool(bad.any()):
+        return False, mabs, mrel, (f"max abs error {mabs:.3g} (rel {mrel:.3g}) exceeds atol "
+                                   f"{atol:g} + rtol {rtol:g}*|ref| at {int(bad.sum())} of "
+                                   f"{diff.numel()} element(s)")
+    return True, mabs, mrel, ""
+
+
+def closer_to_exact(exact: torch.Tensor, ref: torch.Tensor, got: torch.Tensor) -> bool:
+    """Whether ``got`` is, element by element, at least as close to the
+    ``exact`` (float64) result as the original ``ref`` is, up to ``ref``'s
+    dtype tolerance; non-finite values must be those of ``exact`` or of
+    ``ref``. (A rewrite may compute *more* precisely than the subgraph it
+    replaces, e.g. SDPA in float64 where the original rounded a softmax to
+    float32.)"""
+    if got.shape != ref.shape or got.dtype != ref.dtype or exact.shape != ref.shape:
+        return False
+    atol, rtol = TOLERANCE.get(ref.dtype, (1e-4, 1e-3))
+    e, a, b = exact.double(), ref.double(), got.double()
+    fin = torch.isfinite(e)
+    if bool((~fin).any()):
+        same = (b[~fin] == e[~fin]) | (b[~fin] == a[~fin]) | (
+            torch.isnan(b[~fin]) & (torch.isnan(e[~fin]) | torch.isnan(a[~fin])))
+        if not bool(same.all()):
+            return False
+    ea = (a - e).abs()[fin]
+    eb = (b - e).abs()[fin]
+    ea = torch.where(torch.isfinite(ea), ea, torch.full_like(ea, float("inf")))
+    if bool(torch.isnan(eb).any()) or bool(torch.isinf(eb).any()):
+        return False
+    return bool((eb <= ea + atol + rtol * e[fin].abs()).all())
+
+
+def _render_fx(node, depth: int = 0) -> str:
+    if not isinstance(node, fx.Node):
+        if isinstance(node, (list, tuple)):
+            return "[" + ", ".join(_render_fx(a, depth) for a in node) + "]"
+        return repr(node)
+    if node.op == "placeholder" or depth > 12:
+        return node.name
+    t = node.target
+    name = getattr(getattr(t, "overloadpacket", None), "__name__", None) or str(t)
+    args = [_render_fx(a, depth + 1) for a in node.args]
+    args += [f"{k}={_render_fx(v, depth + 1)}" for k, v in node.kwargs.items()]
+    return f"{name}({', '.join(args)})"
+
+
+class _Probe:
+    """The rule's compiled body, remembering the line of a failing assert."""
+
+    def __init__(self, run):
+        self.run = run
+        codes, stack = set(), [run.__code__]
+        while stack:
+            c = stack.pop()
+            codes.add(c)
+            stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+        self.codes = codes
+        self.line: Optional[int] = None
+
+    def __call__(self, *args, **kwargs):
+        try:
+            return self.run(*args, **kwargs)
+        except AssertionError as e:
+            tb, line = e.__traceback__, None
+            while tb is not None:
+                if tb.tb_frame.f_code in self.codes:
+                    line = tb.tb_lineno
+                tb = tb.tb_next
+            self.line = line
+            raise
+
+
+class RuleRunner:
+    """Runs ``rule`` of ``pattern`` on instances (:meth:`run`). ``program``:
+    a variant of the pattern's table to match with instead (a guard dropped);
+    ``body``: a variant of the rule's compiled body; ``engine``: "verified"
+    or "reference"."""
+
+    def __init__(self, pattern, rule, engine: str = "verified", program=None, body=None):
+        self.pattern = pattern
+        self.engine = engine
+        self.pset = PatternSet([program if program is not None else pattern], engine)
+        self.names = (pattern.term_params, pattern.op_params) if program is not None else None
+        self.probe = _Probe(body if body is not None else rule._run)
+        self.rule = copy.copy(rule)
+        self.rule._run = self.probe
+
+    def _values(self, d: Driver, m) -> dict:
+        if self.names is None:
+            values = {k: d._bound(t) for k, t in m.bindings.items()}  # noqa: SLF001
+            values.update(m.functions)
+            return values
+        tn, fn = self.names
+        values = {tn[v]: d._bound(t) for v, t in m.bindings.items()}  # noqa: SLF001
+        values.update({fn[F]: op for F, op in m.functions.items()})
+        return values
+
+    def run(self, inst: Instance, built: Optional[Built] = None) -> Outcome:
+        """The :class:`Outcome` of the rule on ``inst``."""
+        with _quiet_fake_tensors():
+            return self._run(inst, built)
+
+    def _run(self, inst: Instance, built: Optional[Built]) -> Outcome:
+        try:
+            b = built or build(inst)
+        except InvalidInstance as e:
+            return Outcome("invalid", str(e))
+        with torch.no_grad():
+            try:
+                expected = b.gm(*b.inputs)
+            except Exception as e:  # noqa: BLE001
+                return Outcome("invalid", f"the subgraph fails at run time: "
+                                          f"{type(e).__name__}: {_first_line(e)}")
+        d = Driver(b.gm, [self.pattern], engine=self.engine, target="cpu", recompile=False,
+                   check_profitability=False)
+        d.tg = TermGraph(b.gm.graph).build()
+        term = d.tg.term.get(b.root)
+        try:
+            m = self.pset.match(0, term) if term is not None else None
+        except OutOfFuel:
+            return Outcome("no_match", "out of fuel")
+        if m is None:
+            return Outcome("no_match")
+        values = self._values(d, m)
+        self.probe.line = None
+        try:
+            changed = d._fire(self.rule, values, b.root)  # noqa: SLF001 -- the driver's path
+        except RewriteError as e:
+            return Outcome("error", f"invalid replacement: {_first_line(e)}")
+        except PatternError as e:
+            return Outcome("error", _first_line(e))
+        except Exception as e:  # noqa: BLE001 -- a rule may raise anything
+            return Outcome("error", f"the rule raised {type(e).__name__}: {_first_line(e)}",
+                           line=_raise_line(e, self.probe.codes))
+        if changed is None:
+            why = "an assert failed" if self.probe.line is not None else \
+                "the rule returned no replacement"
+            return Outcome("declined", why, line=self.probe.line)
+        out = next(n for n in b.gm.graph.nodes if n.op == "output")
+        new_root = out.args[0]
+        replacement = _render_fx(new_root)
+        b.gm.recompile()
+        with torch.no_grad():
+            try:
+                got = b.gm(*b.inputs)
+            except Exception as e:  # noqa: BLE001
+                return Outcome("error", f"the replacement fails at run time: "
+                               f"{type(e).__name__}: {_first_line(e)}", replacement=replacement)
+        ok, mabs, mrel, msg = compare_outputs(expected, got)
+        tol = TOLERANCE.get(expected.dtype, (1e-4, 1e-3))
+        if not ok and expected.shape == got.shape and expected.dtype == got.dtype \
+                and expected.is_floating_point():
+            exact = _exact(inst)
+            if exact is not None and closer_to_exact(exact, expected, got):
+                ok, msg = True, (f"differs from the original by {mabs:.3g} but is at least as "
+                                 "close to the float64 evaluation (more precise)")
+        shapes = ((tuple(expected.shape), str(expected.dtype)), (tuple(got.shape), str(got.dtype)))
+        return Outcome("agree" if ok else "disagree", msg, None, mabs, mrel, tol, replacement,
+                       *shapes)
+
+
+def shrink(inst: Instance, fails, outcome: Outcome, max_runs: int = 40):
+    """A smaller counterexample: each drawn size tried at 1 and 2 (largest
+    first), then the instance in float32, kept while ``fails(candidate)``
+    returns an outcome (the new one) rather than None. Returns ``(instance,
+    outcome)``."""
+    best, out, runs = inst, outcome, 0
+    for d in inst.free_dims():
+        for s in (1, 2):
+            if runs >= max_runs or s >= best.sizes[d]:
+                continue
+            cand = best.with_sizes({**best.sizes, d: s})
+            runs += 1
+            o = fails(cand)
+            if o is not None:
+                best, out = cand, o
+                break
+    if best.dtype != torch.float32 and runs < max_runs:
+        cand = best.with_dtype(torch.float32)
+        o = fails(cand)
+        if o is not None:
+            best, out = cand, o
+    return best, out
+
+
+def _exact(inst: Instance) -> Optional[torch.Tensor]:
+    try:
+        b = build(inst, promote=True)
+        with torch.no_grad():
+            return b.gm(*b.inputs)
+    except Exception:  # noqa: BLE001 -- no exact evaluation: judged as is
+        return None
+
+
+def _raise_line(e: BaseException, codes) -> Optional[int]:
+    tb, line = e.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code in codes:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line

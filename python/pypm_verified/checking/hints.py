@@ -1,0 +1,186 @@
+"""What a rule's source says about the values it expects.
+
+The instance generator (:mod:`.instances`) draws constants and chooses
+between a tensor and a Python number for a pattern variable; a rule's
+asserts are Python, opaque to the generator, but their *literals* are
+plain to read. :func:`rule_hints` reads the rule body (and, one level deep,
+the module-level helpers it calls):
+
+* ``consts[v]``: constants (not None) that appear next to parameter ``v`` in a call or
+  a comparison, likeliest first (innermost expression first): ``_is(h, 0.5)``
+  gives ``h: [0.5]``, ``eps.value >= 0`` gives ``eps: [0]``,
+  ``{"none": ..., "tanh": ...}.get(approx.value)`` gives ``approx: ["none",
+  "tanh", ...]``; an expression of literals and ``math`` calls
+  (``math.sqrt(2.0 / math.pi)``) is evaluated;
+* ``const_leaning`` / ``tensor_leaning``: parameters the rule reads
+  ``.value``/``.is_const`` of (directly or through a helper that does), or
+  ``.shape``/``.rank``/``.dtype``/... of.
+
+These only bias the random choices; the rule's asserts still decide (the
+generator also draws values the hints do not name, so that guards are
+exercised both ways).
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import math
+import textwrap
+import types
+from dataclasses import dataclass, field
+from typing import Dict, List, Set
+
+__all__ = ["RuleHints", "rule_hints"]
+
+_CONST_ATTRS = {"value", "is_const"}
+_TENSOR_ATTRS = {"shape", "rank", "dtype", "torch_dtype", "device", "fx", "elType", "meta"}
+_SAFE_CALLS = {"float", "int", "abs", "min", "max", "pow", "round"}
+
+
+@dataclass
+class RuleHints:
+    """Hints read from a rule's source (see the module docstring)."""
+
+    consts: Dict[str, List[object]] = field(default_factory=dict)
+    const_leaning: Set[str] = field(default_factory=set)
+    tensor_leaning: Set[str] = field(default_factory=set)
+
+    def p_const(self, name: str) -> float:
+        """Probability of drawing a Python number (not a tensor) for ``name``
+        where both are possible."""
+        c, t = name in self.const_leaning, name in self.tensor_leaning
+        if c and not t:
+            return 0.85
+        if c and t:
+            return 0.4
+        if t:
+            return 0.1
+        return 0.3
+
+
+def _source_tree(fn):
+    try:
+        src = textwrap.dedent(inspect.getsource(fn))
+        return ast.parse(src)
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+
+
+def _names(node) -> Set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _evaluable(node, g, params) -> bool:
+    """Literals, arithmetic, containers and calls of ``math`` functions or a
+    few builtins over module-level names that are not rule parameters."""
+    for n in ast.walk(node):
+        if isinstance(n, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop,
+                          ast.Load, ast.Tuple, ast.List, ast.Set, ast.Dict)):
+            continue
+        if isinstance(n, ast.Name):
+            if n.id in params or (n.id not in g and not hasattr(builtins, n.id)):
+                return False
+            continue
+        if isinstance(n, ast.Attribute):
+            base = n.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if not isinstance(base, ast.Name) or not isinstance(g.get(base.id), types.ModuleType):
+                return False
+            continue
+        if isinstance(n, ast.Call):
+            f = n.func
+            if isinstance(f, ast.Name) and f.id in _SAFE_CALLS and f.id not in g:
+                continue
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
+                    and g.get(f.value.id) is math:
+                continue
+            return False
+        return False
+    return not isinstance(node, ast.Name) or not isinstance(g.get(node.id), types.ModuleType)
+
+
+def _flatten(v, out: list) -> None:
+    if isinstance(v, dict):
+        for k, x in v.items():
+            _flatten(k, out)
+            _flatten(x, out)
+    elif isinstance(v, (list, tuple, set, frozenset)):
+        for x in v:
+            _flatten(x, out)
+    else:
+        out.append(v)
+
+
+def _constants(node, g, params) -> list:
+    """Values of the maximal evaluable sub-expressions of ``node``, in source order."""
+    out: list = []
+
+    def visit(n):
+        if _evaluable(n, g, params) and not isinstance(n, (ast.Load, ast.operator,
+                                                           ast.unaryop)):
+            try:
+                v = eval(compile(ast.Expression(body=n), "<hint>", "eval"),  # noqa: S307
+                         dict(g))
+            except Exception:  # noqa: BLE001 -- a hint only
+                return
+            _flatten(v, out)
+            return
+        for c in ast.iter_child_nodes(n):
+            visit(c)
+    for c in ast.iter_child_nodes(node):
+        visit(c)
+    return out
+
+
+def _reads_const(fn) -> bool:
+    """Whether a helper function reads ``.value`` or ``.is_const`` of anything."""
+    tree = _source_tree(fn)
+    return tree is not None and any(
+        isinstance(n, ast.Attribute) and n.attr in _CONST_ATTRS for n in ast.walk(tree))
+
+
+def _size(node) -> int:
+    return sum(1 for _ in ast.walk(node))
+
+
+def rule_hints(rule) -> RuleHints:
+    """The :class:`RuleHints` of ``rule`` (a :class:`pypm_verified.dsl.rules.Rule`);
+    empty when its source cannot be read."""
+    fn = getattr(rule, "fn", None)
+    hints = RuleHints()
+    tree = _source_tree(fn) if fn is not None else None
+    if tree is None:
+        return hints
+    params = set(getattr(rule, "params", ()))
+    g = fn.__globals__
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
+                and n.value.id in params:
+            if n.attr in _CONST_ATTRS:
+                hints.const_leaning.add(n.value.id)
+            elif n.attr in _TENSOR_ATTRS:
+                hints.tensor_leaning.add(n.value.id)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+            helper = g.get(n.func.id)
+            if isinstance(helper, types.FunctionType) and _reads_const(helper):
+                for a in n.args:
+                    if isinstance(a, ast.Name) and a.id in params:
+                        hints.const_leaning.add(a.id)
+    # constants next to a parameter, innermost expression first
+    sites = [n for n in ast.walk(tree) if isinstance(n, (ast.Call, ast.Compare))]
+    sites.sort(key=_size)
+    for n in sites:
+        vs = _names(n) & params
+        if not vs:
+            continue
+        consts = [c for c in _constants(n, g, params)
+                  if isinstance(c, (bool, int, float, str))
+                  or type(c).__name__ in ("DType", "dtype")]
+        for v in sorted(vs):
+            have = hints.consts.setdefault(v, [])
+            for c in consts:
+                if not any(type(c) is type(h) and c == h for h in have):
+                    have.append(c)
+    return hints

@@ -1,0 +1,1201 @@
+"""Instances from patterns: concrete PyTorch subgraphs a pattern can match.
+
+An :class:`Instance` is generated from a pattern's lowered core table
+(``pattern.program``, :mod:`pypm_verified.core.syntax`) in three steps, by
+:class:`InstanceGenerator`:
+
+1. **Structure.** The root definition's body is unfolded into a term of
+   operators: an alternate is chosen at every definition (uniformly, so every
+   alternate of every pattern it reaches is drawn), pattern calls are
+   unfolded with their parameters aliasing the caller's variables, a match
+   constraint ``x <= P(...)`` makes ``x`` *be* the unfolding of ``P`` where
+   ``x`` occurs, ``∃x`` makes a fresh variable, an operator variable ``F(...)``
+   becomes an operator declared with a torch target whose arity fits and,
+   when a guard says ``F.op_class == c``, whose class is ``c`` (the operators
+   of :mod:`pypm_verified.torch.ops`). Recursion unfolds up to ``max_depth``
+   calls, then takes the alternates closest to a non-recursive one. A pattern
+   variable that stays a leaf is an input: a tensor, or -- where the op schema
+   allows (a later operand of a pointwise op, an optional tensor, a scalar
+   argument) -- a Python constant or None.
+2. **Shapes.** Sizes are symbols (:class:`Dim`, unified as in type
+   inference), assigned top-down from a root shape of a random rank (biased
+   to the ranks the pattern's guards name) by a shape rule per ATen op:
+   matmul/mm/bmm/linear/addmm/SDPA contract a fresh axis and broadcast batch
+   axes, transpose/t/permute move axes, reductions insert reduced axes,
+   pointwise ops broadcast (an operand may get size-1 axes or fewer leading
+   axes -- *either* operand, so a mask may also be the larger one), other ops
+   keep the shape. Then every free size is drawn, different sizes for
+   different symbols where possible (so an axis swap changes shapes), with
+   size 1 as an edge case.
+3. **Types and constants.** A dtype for the instance (float32, float64,
+   float16, bfloat16, and now and then int64), a different float one for
+   an input now and then (mixed dtypes), bool for ``mask``/``condition`` operands; constants from the
+   rule's literals (:mod:`.hints`) most of the time, else from edge values
+   (0, 1, -1, 0.5, 2, inf, nan, random).
+
+Unless told otherwise, a generated instance is kept only if the guards of
+the alternates it was unfolded from hold on its shapes (rank, sizes; dtypes
+are decided by torch later), so most instances are ones the pattern
+matches; the real matcher decides in the end (:mod:`.evaluate`).
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from .. import core
+from ..core import symbols
+from ..dsl.operators import Op
+from ..torch.importer import PM_TO_TORCH, TORCH_TO_PM
+from ..torch.targets import TORCH_OPS
+from .hints import RuleHints
+
+__all__ = ["Dim", "Leaf", "Lit", "App", "Instance", "InstanceGenerator", "GenerationFailed",
+           "Unbuildable", "GuardSite", "guard_atoms", "eval_guard", "render", "FLOAT_DTYPES",
+           "DTYPES"]
+
+FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+#: the instance dtypes drawn, and how often (int64: to exercise dtype guards)
+DTYPES = FLOAT_DTYPES + (torch.int64,)
+_DTYPE_WEIGHTS = {torch.float32: 0.37, torch.float64: 0.15, torch.float16: 0.2,
+                  torch.bfloat16: 0.2, torch.int64: 0.08}
+_SIZES = (2, 3, 4, 5, 6, 7, 8, 9)
+_P_SIZE_ONE = 0.1
+_P_MIXED_DTYPE = 0.07
+_P_NONE = 0.3
+
+
+class GenerationFailed(Exception):
+    """This random draw led nowhere (inconsistent shapes, out-of-range axes,
+    a guard that fails): draw again."""
+
+
+class Unbuildable(Exception):
+    """The pattern cannot produce PyTorch instances at all (e.g. an operator
+    with no torch target); the message says why."""
+
+
+# ------------------------------------------------------------------- sizes
+
+class Dim:
+    """A size symbol; unified with others, optionally fixed to a value."""
+
+    __slots__ = ("parent", "value", "uid")
+    _next = 0
+
+    def __init__(self, value: Optional[int] = None):
+        self.parent = self
+        self.value = value
+        Dim._next += 1
+        self.uid = Dim._next
+
+    def find(self) -> "Dim":
+        d = self
+        while d.parent is not d:
+            d.parent = d.parent.parent
+            d = d.parent
+        return d
+
+    def __repr__(self):
+        r = self.find()
+        return f"d{r.uid}" if r.value is None else str(r.value)
+
+
+def _unify(a: Dim, b: Dim) -> None:
+    ra, rb = a.find(), b.find()
+    if ra is rb:
+        return
+    if ra.value is not None and rb.value is not None and ra.value != rb.value:
+        raise GenerationFailed(f"size {ra.value} vs {rb.value}")
+    if ra.value is None:
+        ra.parent = rb
+    else:
+        rb.parent = ra
+
+
+def _unify_shapes(a: Sequence[Dim], b: Sequence[Dim]) -> None:
+    if len(a) != len(b):
+        raise GenerationFailed(f"rank {len(a)} vs {len(b)}")
+    for x, y in zip(a, b):
+        _unify(x, y)
+
+
+# ------------------------------------------------------------------ terms
+
+class Leaf:
+    """A pattern variable that is an input of the instance: ``kind`` is
+    "tensor", "const" (a Python value) or "none"; ``shape`` (Dims) for
+    tensors; ``arg_kinds`` the schema argument kinds of its positions."""
+
+    __slots__ = ("name", "kind", "shape", "arg_kinds", "var", "rank_hint")
+
+    def __init__(self, name: str, var: int):
+        self.name = name
+        self.var = var
+        self.rank_hint: Optional[int] = None  # a guard says rank == this
+        self.kind: Optional[str] = None
+        self.shape: Optional[List[Dim]] = None
+        self.arg_kinds: List[Tuple[str, str]] = []  # (kind, argument name)
+
+    def __repr__(self):
+        return f"<leaf {self.name} {self.kind}>"
+
+
+class Lit:
+    """A literal constant of the pattern (``Softmax(x, -1, None)``'s ``-1``)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        return f"<lit {self.value!r}>"
+
+
+class App:
+    """An operator application: ``op`` (the PyPM operator), ``target`` (its
+    torch target), ``args`` (Leaf / Lit / App), ``spec`` (output Dims)."""
+
+    __slots__ = ("op", "target", "args", "spec")
+
+    def __init__(self, op: Op, target, args):
+        self.op = op
+        self.target = target
+        self.args = list(args)
+        self.spec: Optional[List[Dim]] = None
+
+    def __repr__(self):
+        return f"<app {_op_name(self.target)}>"
+
+
+@dataclass
+class GuardSite:
+    """A guard of an alternate the instance was unfolded from: definition
+    ``d``, alternate ``k``, the core guard ``g`` and the instance terms of its
+    variables (``env``: term variable -> term, ``fenv``: operator variable ->
+    Op)."""
+
+    d: int
+    k: int
+    g: core.Guard
+    env: Dict[int, object]
+    fenv: Dict[int, Optional[Op]]
+
+
+def guard_atoms(g: core.Guard) -> List[core.Guard]:
+    """The conjuncts of ``g`` (top-level ``∧`` flattened, left to right)."""
+    if isinstance(g, core.GAnd):
+        return guard_atoms(g.g1) + guard_atoms(g.g2)
+    return [g]
+
+
+@dataclass
+class Instance:
+    """A generated instance: the term ``root`` over ``leaves``; per-instance
+    values: ``sizes`` (root Dim -> size), ``dtypes`` (tensor leaf ->
+    dtype), ``values`` (const leaf -> value), the instance ``dtype``, the
+    ``seed`` of its input values; how it was made: ``choices`` ((definition,
+    alternate) per unfolding), ``sites`` (the guards met), ``opvars``
+    (operator variable name -> Op)."""
+
+    root: App
+    leaves: List[Leaf]
+    apps: List[App]
+    sizes: Dict[Dim, int]
+    dtypes: Dict[Leaf, torch.dtype]
+    values: Dict[Leaf, object]
+    dtype: torch.dtype
+    seed: int
+    choices: Tuple[Tuple[int, int], ...] = ()
+    sites: List[GuardSite] = field(default_factory=list)
+    opvars: Dict[str, Op] = field(default_factory=dict)
+
+    def size(self, d: Dim) -> int:
+        r = d.find()
+        return r.value if r.value is not None else self.sizes[r]
+
+    def shape(self, t) -> Optional[Tuple[int, ...]]:
+        """Concrete shape of a tensor leaf or an application (None otherwise)."""
+        dims = t.shape if isinstance(t, Leaf) else t.spec if isinstance(t, App) else None
+        if dims is None or (isinstance(t, Leaf) and t.kind != "tensor"):
+            return None
+        return tuple(self.size(d) for d in dims)
+
+    def value(self, t):
+        """The Python value of a literal or a constant leaf."""
+        if isinstance(t, Lit):
+            return t.value
+        v = self.values[t]
+        return [self.size(d) for d in v] if isinstance(v, _DimList) else v
+
+    def free_dims(self) -> List[Dim]:
+        """The size symbols that were drawn (not fixed), largest first."""
+        return sorted(self.sizes, key=lambda d: -self.sizes[d])
+
+    def with_sizes(self, sizes: Dict[Dim, int]) -> "Instance":
+        return _replace(self, sizes=dict(sizes))
+
+    def with_dtype(self, dtype: torch.dtype) -> "Instance":
+        """Every input of the instance's dtype (and dtype constants equal to
+        it) in ``dtype`` instead."""
+        old = self.dtype
+        dts = {k: (dtype if v == old else v) for k, v in self.dtypes.items()}
+        vals = {k: (dtype if isinstance(v, torch.dtype) and v == old else v)
+                for k, v in self.values.items()}
+        return _replace(self, dtypes=dts, values=vals, dtype=dtype)
+
+    def inputs(self) -> List[Tuple[str, Optional[Tuple[int, ...]], object]]:
+        """(name, shape, dtype) of each tensor leaf, (name, None, value) of
+        each constant."""
+        out = []
+        for lf in self.leaves:
+            if lf.kind == "tensor":
+                out.append((lf.name, self.shape(lf), self.dtypes[lf]))
+            else:
+                out.append((lf.name, None, self.values.get(lf)))
+        return out
+
+
+def _replace(inst: Instance, **kw) -> Instance:
+    d = dict(inst.__dict__)
+    d.update(kw)
+    return Instance(**d)
+
+
+class _DimList(list):
+    """A list-of-ints constant that is the concrete sizes of some Dims
+    (``normalized_shape`` of a norm)."""
+
+
+# ----------------------------------------------------------- rendering
+
+def _op_name(target) -> str:
+    packet = getattr(target, "overloadpacket", None)
+    name = getattr(packet, "__name__", None) or getattr(target, "__name__", None) or str(target)
+    overload = getattr(target, "_overloadname", "default")
+    return name if overload in ("default", "Tensor", "int") else f"{name}.{overload}"
+
+
+def _show_value(v) -> str:
+    if isinstance(v, torch.dtype):
+        return str(v).replace("torch.", "torch.")
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else f"float('{v}')"
+    return repr(v)
+
+
+def render(inst: Instance, t=None) -> str:
+    """The instance as an expression: ``matmul(x, transpose(y, 0, 1))``;
+    tensor inputs by name, constants by value."""
+    t = inst.root if t is None else t
+    if isinstance(t, App):
+        return f"{_op_name(t.target)}({', '.join(render(inst, a) for a in t.args)})"
+    if isinstance(t, Leaf):
+        if t.kind == "tensor":
+            return t.name
+        return _show_value(inst.value(t)) if t.kind == "const" else "None"
+    return _show_value(t.value)
+
+
+# ------------------------------------------------------- schema argument kinds
+
+def _arg_kind(target, i: int) -> Tuple[str, str, object]:
+    """(kind, name, default) of argument ``i`` of ``target``'s schema."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return ("tensor", f"arg{i}", None)
+    a = schema.arguments[i]
+    default = a.default_value if a.has_default_value() else None
+    t = a.type
+    name = a.name
+    pointwise = torch.Tag.pointwise in getattr(target, "tags", ())
+    if isinstance(t, torch.TensorType):
+        # a Python number is a valid operand of a pointwise op with another
+        # tensor operand (``x * 0.5``; ``aten.mul.Tensor(0.5, x)`` runs too)
+        n_tensors = sum(isinstance(b.type, torch.TensorType) for b in schema.arguments)
+        if pointwise and n_tensors > 1:
+            return ("tensor_or_scalar", name, default)
+        return ("tensor", name, default)
+    if isinstance(t, torch.OptionalType):
+        e = t.getElementType()
+        if isinstance(e, torch.TensorType):
+            return ("tensor_or_none", name, default)
+        if name == "dtype":
+            return ("dtype", name, default)
+        if name in ("layout", "device", "memory_format", "pin_memory"):
+            return ("default", name, default)
+        if isinstance(e, torch.ListType):
+            return ("int_list_or_none", name, default)
+        if isinstance(e, torch.FloatType):
+            return ("float_or_none", name, default)
+        if isinstance(e, torch.IntType):
+            return ("int_or_none", name, default)
+        if isinstance(e, torch.BoolType):
+            return ("bool_or_none", name, default)
+        return ("default", name, default)
+    if isinstance(t, torch.IntType):
+        return ("int", name, default)
+    if isinstance(t, torch.FloatType):
+        return ("float", name, default)
+    if isinstance(t, torch.NumberType):
+        return ("number", name, default)
+    if isinstance(t, torch.BoolType):
+        return ("bool", name, default)
+    if isinstance(t, torch.StringType):
+        return ("str", name, default)
+    if isinstance(t, torch.ListType):
+        if isinstance(t.getElementType(), torch.TensorType):
+            return ("tensor_list", name, default)
+        return ("int_list", name, default)
+    return ("default", name, default)
+
+
+_TENSORISH = {"tensor", "tensor_or_scalar", "tensor_or_none"}
+
+
+# ------------------------------------------------------------ generation
+
+class _IVar:
+    """A term variable while unfolding: its term once known, the match
+    constraints still to unfold on it."""
+
+    __slots__ = ("name", "term", "deferred", "busy", "index")
+
+    def __init__(self, name: str, index: int):
+        self.name = name
+        self.index = index
+        self.term = None
+        self.deferred: list = []
+        self.busy = False
+
+
+class _FVar:
+    __slots__ = ("name", "op", "classes")
+
+    def __init__(self, name: str):
+        self.name = name
+        self.op: Optional[Op] = None
+        self.classes: set = set()
+
+
+def _alternatives(body) -> List[core.CorePattern]:
+    out = []
+    while isinstance(body, core.PAlt):
+        out.append(body.p1)
+        body = body.p2
+    out.append(body)
+    return out
+
+
+def _calls(p) -> List[int]:
+    return [q.P for q in core.walk(p) if isinstance(q, core.PCall)]
+
+
+def _heights(defs, alts) -> List[float]:
+    """Per definition, the fewest nested calls an unfolding needs (inf when
+    none terminates)."""
+    h = [math.inf] * len(defs)
+    for _ in range(len(defs) + 1):
+        changed = False
+        for d in range(len(defs)):
+            best = min(max([1 + h[c] for c in _calls(a)], default=0) for a in alts[d])
+            if best < h[d]:
+                h[d], changed = best, True
+        if not changed:
+            break
+    return h
+
+
+def _class_name(code: int) -> Optional[str]:
+    for name, c in symbols._classes.items():  # noqa: SLF001 -- the interned classes
+        if c.code == code:
+            return name
+    return None
+
+
+def _torch_ops() -> List[Op]:
+    seen, out = set(), []
+    for o in TORCH_OPS.values():
+        if id(o) not in seen and not getattr(o, "torch_auto", False):
+            seen.add(id(o))
+            out.append(o)
+    return out
+
+
+def _decode_const(key):
+    if not isinstance(key, tuple):
+        raise Unbuildable(f"constant {key!r} has no PyTorch form")
+    tag = key[0]
+    if tag == "none":
+        return None
+    if tag in ("bool", "str"):
+        return key[1]
+    if tag == "num":
+        return math.nan if key[1] == "nan" else key[1]
+    if tag == "seq":
+        return [_decode_const(k) for k in key[1]]
+    if tag == "dtype":
+        dt = core.DTYPE_BY_CODE.get(key[1])
+        return PM_TO_TORCH[dt]
+    raise Unbuildable(f"constant {key!r} has no PyTorch form")
+
+
+class InstanceGenerator:
+    """Draws :class:`Instance`\\ s of ``pattern`` (see the module docstring).
+
+    ``hints`` (:class:`.hints.RuleHints`) bias the constants; ``seed`` makes
+    the draws reproducible; ``max_depth`` bounds recursive unfolding;
+    ``dtypes`` are the instance dtypes drawn.
+    """
+
+    def __init__(self, pattern, hints: Optional[RuleHints] = None, seed=0,
+                 max_depth: int = 3, dtypes: Sequence[torch.dtype] = DTYPES,
+                 max_terms: int = 200):
+        self.pattern = pattern
+        self.hints = hints or RuleHints()
+        self.rng = random.Random(f"{seed}:{pattern.name}")
+        self.max_depth = max_depth
+        self.max_terms = max_terms
+        self.dtypes = tuple(dtypes)
+        linked = pattern.linked
+        self.program = pattern.program
+        self.defs = self.program.defs
+        self.by_index = {i: P for P, i in linked.index.items()}
+        self.alts = [list(linked.alternates[self.by_index[d]]) if d in self.by_index
+                     else _alternatives(self.defs[d].body) for d in range(len(self.defs))]
+        self.heights = _heights(self.defs, self.alts)
+        self.rank_hints = sorted({e.e2.z for d in self.defs for q in core.walk(d.body)
+                                  if isinstance(q, core.PGuard)
+                                  for e in guard_atoms(q.g)
+                                  if isinstance(e, core.GEq) and isinstance(e.e1, core.EAttr)
+                                  and e.e1.attr == core.RANK and isinstance(e.e2, core.EConst)
+                                  and 0 <= e.e2.z <= 6})
+        self.ops = _torch_ops()
+        self._use_classes = True
+
+    # ---------------------------------------------------------------- API
+
+    def alternates(self) -> List[Tuple[int, int, str]]:
+        """Every (definition, alternate, "Pattern#k (file:line)") of the table."""
+        out = []
+        for d in range(len(self.defs)):
+            P = self.by_index.get(d)
+            for k in range(len(self.alts[d])):
+                where = ""
+                if P is not None and k < len(P.definitions):
+                    c = P.definitions[k].compiled
+                    where = f" ({c.filename.rsplit('/', 1)[-1]}:{c.lineno})"
+                out.append((d, k, f"{P.name if P else d}#{k + 1}{where}"))
+        return out
+
+    def generate(self, filtered: bool = True, tries: int = 300, accept=None,
+                 op_classes: bool = True) -> Instance:
+        """One instance. ``filtered``: keep only instances on which the guards
+        of the alternates chosen do not fail (on shapes); ``accept(inst)``: an
+        extra test; ``op_classes``: choose operator variables from the class a
+        guard names (else from every operator of the arity). Raises
+        :class:`GenerationFailed` after ``tries`` draws, or
+        :class:`Unbuildable`."""
+        last = None
+        self._use_classes = op_classes
+        for _ in range(tries):
+            try:
+                inst = self._draw()
+            except GenerationFailed as e:
+                last = e
+                continue
+            if filtered and any(eval_guard(s.g, s, inst) is False for s in inst.sites):
+                last = GenerationFailed("a guard of the pattern fails")
+                continue
+            if accept is not None and not accept(inst):
+                last = GenerationFailed("not accepted")
+                continue
+            return inst
+        raise GenerationFailed(f"no instance in {tries} draws (last: {last})")
+
+    # ----------------------------------------------------------- drawing
+
+    def _draw(self) -> Instance:
+        rng = self.rng
+        self._terms = 0
+        self._choices: List[Tuple[int, int]] = []
+        self._sites: List[GuardSite] = []
+        self._leaves: List[Leaf] = []
+        self._nvars = 0
+        pat = self.pattern
+        root = self.defs[self.program.root]
+        env = {i: _IVar(n, i) for i, n in enumerate(pat.term_params)}
+        for i in range(root.nparams):
+            env.setdefault(i, _IVar(f"v{i}", i))
+        fenv = {j: _FVar(n) for j, n in enumerate(pat.op_params)}
+        for j in range(root.nfparams):
+            fenv.setdefault(j, _FVar(f"F{j}"))
+        self._nvars = root.nparams
+        term = self._def(self.program.root, env, fenv, 0)
+        if not isinstance(term, App):
+            raise GenerationFailed("the pattern's root is not an operator application")
+        dtype = rng.choices(self.dtypes, weights=[_DTYPE_WEIGHTS.get(d, 0.2)
+                                                  for d in self.dtypes])[0]
+        apps = _post_order(term)
+        # half the instances take the rule's hints at their word (so that rules
+        # with many guarded constants fire), the others draw more freely
+        self._focus = rng.random() < 0.5
+        self._kinds(apps)
+        values = self._consts(dtype)
+        self._values = values
+        self._rank_hints()
+        # shapes, top-down from the root
+        r = rng.choice(self.rank_hints) if self.rank_hints and rng.random() < 0.6 \
+            else rng.choice((1, 2, 3, 4) if rng.random() > 0.03 else (0,))
+        self._assign(term, [Dim() for _ in range(r)])
+        for lf in self._leaves:
+            if lf.kind == "tensor" and lf.shape is None:
+                raise GenerationFailed(f"no shape for {lf.name}")
+        sizes = self._sizes(apps)
+        dtypes = {}
+        for lf in self._leaves:
+            if lf.kind != "tensor":
+                continue
+            names = {n for _, n in lf.arg_kinds}
+            if names & {"mask", "condition"}:
+                dtypes[lf] = torch.bool
+            elif rng.random() < _P_MIXED_DTYPE:
+                dtypes[lf] = rng.choice([d for d in FLOAT_DTYPES if d != dtype])
+            else:
+                dtypes[lf] = dtype
+        opvars = {fv.name: fv.op for fv in fenv.values() if fv.op is not None}
+        return Instance(term, list(self._leaves), apps, sizes, dtypes, values, dtype,
+                        rng.randrange(1 << 30), tuple(self._choices), list(self._sites),
+                        opvars)
+
+    def _fresh(self, name: str) -> _IVar:
+        self._nvars += 1
+        return _IVar(name, self._nvars)
+
+    def _def(self, d: int, env, fenv, depth: int):
+        alts = self.alts[d]
+        ks = list(range(len(alts)))
+        if depth >= self.max_depth:
+            hs = [max([1 + self.heights[c] for c in _calls(a)], default=0) for a in alts]
+            best = min(hs)
+            if best == math.inf:
+                raise GenerationFailed("recursion bound reached")
+            ks = [k for k in ks if hs[k] == best]
+        k = self.rng.choice(ks)
+        self._choices.append((d, k))
+        return self._pat(alts[k], env, fenv, depth, d, k)
+
+    def _pat(self, p, env, fenv, depth, d, k):
+        self._terms += 1
+        if self._terms > self.max_terms:
+            raise GenerationFailed("instance too large")
+        if isinstance(p, core.PVar):
+            return self._var(env[p.x], depth)
+        if isinstance(p, core.PApp):
+            obj = symbols.lookup(p.f)
+            if isinstance(obj, Op):
+                return self._app(obj, [self._pat(a, env, fenv, depth, d, k) for a in p.args])
+            return Lit(_decode_const(obj))
+        if isinstance(p, core.PFunVar):
+            fv = fenv[p.F]
+            if fv.op is None:
+                fv.op = self._choose_op(fv, len(p.args))
+            return self._app(fv.op, [self._pat(a, env, fenv, depth, d, k) for a in p.args])
+        if isinstance(p, core.PAlt):  # an alternation inside an alternate
+            return self._pat(self.rng.choice(_alternatives(p)), env, fenv, depth, d, k)
+        if isinstance(p, core.PGuard):
+            for a in guard_atoms(p.g) if self._use_classes else ():
+                # operator classes first: they choose the operators
+                if isinstance(a, core.GEq) and isinstance(a.e1, core.EFAttr) \
+                        and a.e1.attr == core.OPCLASS and isinstance(a.e2, core.EConst):
+                    fenv[a.e1.F].classes.add(a.e2.z)
+            self._sites.append(GuardSite(d, k, p.g, env, fenv))
+            return self._pat(p.p, env, fenv, depth, d, k)
+        if isinstance(p, core.PExists):
+            env2 = dict(env)
+            env2[p.x] = self._fresh(f"{self._def_name(d)}.v{p.x}")
+            return self._pat(p.p, env2, fenv, depth, d, k)
+        if isinstance(p, core.PExistsF):
+            fenv2 = dict(fenv)
+            fenv2[p.F] = _FVar(f"{self._def_name(d)}.F{p.F}")
+            return self._pat(p.p, env, fenv2, depth, d, k)
+        if isinstance(p, core.PConstr):
+            env[p.x].deferred.append((p.p2, env, fenv, d, k, depth))
+            return self._pat(p.p, env, fenv, depth, d, k)
+        if isinstance(p, core.PCall):
+            callee = self.defs[p.P]
+            env2 = {i: env[x] for i, x in enumerate(p.xs)}
+            fenv2 = {j: fenv[F] for j, F in enumerate(p.Fs)}
+            assert len(env2) == callee.nparams and len(fenv2) == callee.nfparams
+            return self._def(p.P, env2, fenv2, depth + 1)
+        raise TypeError(f"not a core pattern: {p!r}")
+
+    def _def_name(self, d: int) -> str:
+        P = self.by_index.get(d)
+        return P.name if P is not None else f"def{d}"
+
+    def _var(self, iv: _IVar, depth: int):
+        if iv.term is not None:
+            return iv.term
+        if iv.busy:
+            raise GenerationFailed(f"{iv.name} would contain itself")
+        if iv.deferred:
+            p2, env, fenv, d, k, dep = iv.deferred.pop(0)
+            iv.busy = True
+            try:
+                iv.term = self._pat(p2, env, fenv, dep, d, k)
+            finally:
+                iv.busy = False
+            return iv.term
+        lf = Leaf(iv.name, iv.index)
+        self._leaves.append(lf)
+        iv.term = lf
+        return lf
+
+    def _app(self, op: Op, args) -> App:
+        targets = getattr(op, "torch_targets", ())
+        if not targets:
+            raise Unbuildable(f"operator {op.name} has no torch target (declare it with "
+                              "@pm.op(torch=[...]) to check rules over it)")
+        return App(op, self.rng.choice(targets), args)
+
+    def _choose_op(self, fv: _FVar, n: int) -> Op:
+        cands = [o for o in self.ops if o.arity == n and o.torch_targets]
+        if fv.classes:
+            cands = [o for o in cands if o.op_class is not None and o.op_class.code in fv.classes]
+        if not cands:
+            names = ", ".join(str(_class_name(c)) for c in fv.classes)
+            raise Unbuildable(f"no operator with a torch target for operator variable "
+                              f"{fv.name} (arity {n}{', class ' + names if names else ''})")
+        return self.rng.choice(cands)
+
+    # ------------------------------------------------------------ kinds
+
+    def _kinds(self, apps: List[App]) -> None:
+        for lf in self._leaves:
+            lf.arg_kinds = []
+        for a in apps:
+            for i, t in enumerate(a.args):
+                if isinstance(t, Leaf):
+                    kind, name, _ = _arg_kind(a.target, i)
+                    t.arg_kinds.append((kind, name))
+                elif isinstance(t, Lit):
+                    # symbols keep numbers by value (2 == 2.0): give each literal
+                    # the Python type its argument takes
+                    t.value = _coerce(_arg_kind(a.target, i)[0], t.value)
+        rng = self.rng
+        for lf in self._leaves:
+            kinds = {k for k, _ in lf.arg_kinds}
+            if not kinds:
+                raise GenerationFailed(f"{lf.name} is not an operator argument")
+            if "tensor_list" in kinds:
+                raise GenerationFailed("lists of tensors are not generated")
+            if kinds <= _TENSORISH:
+                if "tensor" in kinds:
+                    lf.kind = "tensor"
+                elif kinds == {"tensor_or_none"}:
+                    lf.kind = "none" if rng.random() < _P_NONE else "tensor"
+                elif "tensor_or_none" in kinds:
+                    lf.kind = "tensor"
+                else:
+                    p = self.hints.p_const(lf.name)
+                    if self._focus and p > 0.5:
+                        p = 0.97
+                    lf.kind = "const" if rng.random() < p else "tensor"
+            elif kinds & _TENSORISH:
+                raise GenerationFailed(f"{lf.name} is both a tensor and a constant argument")
+            else:
+                lf.kind = "const"
+
+    def _consts(self, dtype) -> Dict[Leaf, object]:
+        values = {}
+        for lf in self._leaves:
+            if lf.kind == "const":
+                kinds = [k for k, _ in lf.arg_kinds]
+                kind = "number" if "tensor_or_scalar" in kinds else kinds[0]
+                values[lf] = self._const(kind, lf, dtype)
+        return values
+
+    def _const(self, kind: str, lf: Leaf, dtype):
+        rng = self.rng
+        hinted = [v for v in self.hints.consts.get(lf.name, ()) if _fits(kind, v)]
+        if kind.endswith("_or_none") and rng.random() < 0.15:
+            return None
+        if hinted and rng.random() < (0.97 if self._focus else 0.7):
+            i = min(int(rng.expovariate(2.0 if self._focus else 1.0)), len(hinted) - 1)
+            v = hinted[i]
+            if kind == "dtype" and not isinstance(v, torch.dtype):
+                v = PM_TO_TORCH.get(v, dtype)
+            return v
+        base = kind.replace("_or_none", "")
+        if base in ("number", "float"):
+            pool = [0.5, 2.0, 1.0, 0.0, -1.0, 0.125, 8.0, 1e-5, 3.0, math.sqrt(2.0),
+                    math.sqrt(0.5), math.inf, math.nan, round(rng.gauss(0.0, 2.0), 3)]
+            if base == "number":
+                pool += [2, 3, 1, 0, -1]
+            return rng.choice(pool)
+        if base == "int":
+            return rng.choice((-1, -2, 0, 1, 2, 3))
+        if base == "bool":
+            return rng.random() < 0.5
+        if base == "str":
+            strs = [v for v in self.hints.consts.get(lf.name, ()) if isinstance(v, str)]
+            return rng.choice(strs) if strs else "none"
+        if base == "int_list":
+            return rng.choice(([-1], [0], [1], [-1, -2], [2], [3]))
+        if base == "dtype":
+            return rng.choice((dtype, dtype, torch.float32, torch.float16, torch.bfloat16,
+                               torch.float64))
+        return None  # "default": the schema's default (None for the ones kept so)
+
+    # ------------------------------------------------------------ shapes
+
+    def _assign(self, t, spec: List[Dim]) -> None:
+        if isinstance(t, Leaf):
+            if t.kind != "tensor":
+                raise GenerationFailed(f"{t.name} must be a tensor here")
+            if t.shape is None:
+                t.shape = list(spec)
+            else:
+                _unify_shapes(t.shape, spec)
+            return
+        if isinstance(t, Lit):
+            raise GenerationFailed("a literal where a tensor is expected")
+        if t.spec is not None:
+            _unify_shapes(t.spec, spec)
+            return
+        t.spec = list(spec)
+        name = getattr(getattr(t.target, "overloadpacket", None), "__name__", None)
+        rule = _SHAPE_RULES.get(name)
+        if rule is None:
+            rule = _pointwise if torch.Tag.pointwise in getattr(t.target, "tags", ()) \
+                else _same_shape
+        rule(self, t, t.spec)
+
+    def _rank_hints(self) -> None:
+        """Leaves a guard of a chosen alternate gives a rank (``x.rank == c``)
+        get that rank where a shape rule has the choice."""
+        for s in self._sites:
+            for a in guard_atoms(s.g):
+                if isinstance(a, core.GEq) and isinstance(a.e1, core.EAttr) \
+                        and a.e1.attr == core.RANK and isinstance(a.e2, core.EConst):
+                    iv = s.env.get(a.e1.x)
+                    t = iv.term if isinstance(iv, _IVar) else None
+                    if isinstance(t, Leaf):
+                        t.rank_hint = a.e2.z
+
+    def _hint(self, t) -> Optional[int]:
+        """The rank a guard wants for ``t`` (most of the time), else None."""
+        if isinstance(t, Leaf) and t.rank_hint is not None and self.rng.random() < 0.85:
+            return t.rank_hint
+        return None
+
+    def _val(self, t):
+        if isinstance(t, Lit):
+            return t.value
+        if isinstance(t, Leaf) and t.kind == "const":
+            return self._values[t]
+        if isinstance(t, Leaf) and t.kind == "none":
+            return None
+        raise GenerationFailed("a tensor where a constant is expected")
+
+    def _is_tensor(self, t) -> bool:
+        return isinstance(t, App) or (isinstance(t, Leaf) and t.kind == "tensor")
+
+    def _tensor_args(self, a: App) -> List[int]:
+        out = []
+        for i, t in enumerate(a.args):
+            kind = _arg_kind(a.target, i)[0]
+            if kind in _TENSORISH and self._is_tensor(t):
+                out.append(i)
+        return out
+
+    def _reduced(self, spec: List[Dim], drop: bool = True) -> List[Dim]:
+        """A shape that broadcasts to ``spec``: some axes 1, maybe fewer leading."""
+        rng = self.rng
+        dims = [d if rng.random() < 0.7 else Dim(1) for d in spec]
+        if drop and dims and rng.random() < 0.3:
+            dims = dims[rng.randint(1, len(dims)):]
+        return dims
+
+    def _sizes(self, apps: List[App]) -> Dict[Dim, int]:
+        roots = []
+        seen = set()
+        for dims in [lf.shape for lf in self._leaves if lf.shape] + [a.spec for a in apps
+                                                                      if a.spec]:
+            for dim in dims:
+                r = dim.find()
+                if r.value is None and id(r) not in seen:
+                    seen.add(id(r))
+                    roots.append(r)
+        rng = self.rng
+        pool = list(_SIZES)
+        rng.shuffle(pool)
+        sizes = {}
+        for r in roots:
+            if rng.random() < _P_SIZE_ONE:
+                sizes[r] = 1
+            elif pool:
+                sizes[r] = pool.pop()
+            else:
+                sizes[r] = rng.choice(_SIZES)
+        return sizes
+
+
+def _coerce(kind: str, v):
+    base = kind.replace("_or_none", "")
+    if base == "int" and isinstance(v, float) and v.is_integer():
+        return int(v)
+    if base == "int_list" and isinstance(v, (list, tuple)):
+        return [int(x) if isinstance(x, float) and x.is_integer() else x for x in v]
+    if base == "float" and isinstance(v, int) and not isinstance(v, bool):
+        return float(v)
+    return v
+
+
+def _fits(kind: str, v) -> bool:
+    base = kind.replace("_or_none", "")
+    if base in ("number", "float", "tensor_or_scalar"):
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    if base == "int":
+        return isinstance(v, int) and not isinstance(v, bool)
+    if base == "bool":
+        return isinstance(v, bool)
+    if base == "str":
+        return isinstance(v, str)
+    if base == "dtype":
+        return isinstance(v, torch.dtype) or type(v).__name__ == "DType"
+    return False
+
+
+def _post_order(root: App) -> List[App]:
+    out, seen = [], set()
+
+    def visit(t):
+        if not isinstance(t, App) or id(t) in seen:
+            return
+        seen.add(id(t))
+        for a in t.args:
+            visit(a)
+        out.append(t)
+    visit(root)
+    return out
+
+
+# ------------------------------------------------------------ shape rules
+# rule(gen, app, spec): assign the shapes of app's tensor arguments so that
+# it outputs ``spec`` (raise GenerationFailed where it cannot).
+
+def _axis(d, r: int) -> int:
+    if not isinstance(d, int) or isinstance(d, bool) or not -r <= d < max(r, 1):
+        raise GenerationFailed(f"axis {d!r} out of range for rank {r}")
+    return d % r if r else 0
+
+
+def _same_shape(gen, a: App, spec) -> None:
+    for i in gen._tensor_args(a):
+        gen._assign(a.args[i], spec)
+
+
+def _pointwise(gen, a: App, spec) -> None:
+    idx = gen._tensor_args(a)
+    r = len(spec)
+    if not idx:
+        if r:
+            raise GenerationFailed("a pointwise op without tensor operands")
+        return
+    rng = gen.rng
+    free = [i for i in idx if not (isinstance(a.args[i], Leaf) and a.args[i].rank_hint
+                                   is not None and a.args[i].rank_hint < r)]
+    carrier = rng.choice(free or idx)
+    plans = {}
+    for i in idx:
+        want = gen._hint(a.args[i]) if len(idx) > 1 else None
+        if want is not None and want <= r and i != carrier:
+            tail = list(spec[r - want:])
+            plans[i] = tail if rng.random() < 0.75 else gen._reduced(tail, drop=False)
+        elif len(idx) == 1 or rng.random() < 0.75:
+            plans[i] = list(spec)
+        else:
+            plans[i] = gen._reduced(spec, drop=i != carrier)
+    for j in range(r):  # an axis no operand carries is 1 in the output too
+        carried = False
+        for dims in plans.values():
+            m = len(dims)
+            if j >= r - m and dims[j - (r - m)] is spec[j]:
+                carried = True
+        if not carried:
+            _unify(spec[j], Dim(1))
+    for i, dims in plans.items():
+        gen._assign(a.args[i], dims)
+
+
+def _batch(gen, batch, p_full: float, p_empty: float, rank=None) -> List[Dim]:
+    if rank is not None and 2 <= rank <= len(batch) + 2:
+        return list(batch[len(batch) - (rank - 2):])
+    x = gen.rng.random()
+    if x < p_full:
+        return list(batch)
+    if x < p_full + p_empty:
+        return []
+    return gen._reduced(batch)
+
+
+def _cover(batch, *plans) -> None:
+    r = len(batch)
+    for j in range(r):
+        if not any(j >= r - len(p) and p[j - (r - len(p))] is batch[j] for p in plans):
+            _unify(batch[j], Dim(1))
+
+
+def _matmul(gen, a: App, spec) -> None:
+    x, y = a.args[0], a.args[1]
+    r = len(spec)
+    K = Dim()
+    if r == 0:
+        gen._assign(x, [K])
+        gen._assign(y, [K])
+    elif r == 1:
+        if gen.rng.random() < 0.5:
+            gen._assign(x, [spec[0], K])
+            gen._assign(y, [K])
+        else:
+            gen._assign(x, [K])
+            gen._assign(y, [K, spec[0]])
+    else:
+        batch, M, N = spec[:-2], spec[-2], spec[-1]
+        bx = _batch(gen, batch, 0.85, 0.0, gen._hint(x))
+        by = _batch(gen, batch, 0.6, 0.25, gen._hint(y))
+        _cover(batch, bx, by)
+        gen._assign(x, bx + [M, K])
+        gen._assign(y, by + [K, N])
+
+
+def _mm(gen, a: App, spec) -> None:
+    if len(spec) != 2:
+        raise GenerationFailed("mm is 2-D")
+    K = Dim()
+    gen._assign(a.args[0], [spec[0], K])
+    gen._assign(a.args[1], [K, spec[1]])
+
+
+def _bmm(gen, a: App, spec) -> None:
+    if len(spec) != 3:
+        raise GenerationFailed("bmm is 3-D")
+    K = Dim()
+    gen._assign(a.args[0], [spec[0], spec[1], K])
+    gen._assign(a.args[1], [spec[0], K, spec[2]])
+
+
+def _linear(gen, a: App, spec) -> None:
+    if len(spec) < 1:
+        raise GenerationFailed("linear outputs rank >= 1")
+    N, K = spec[-1], Dim()
+    gen._assign(a.args[0], list(spec[:-1]) + [K])
+    gen._assign(a.args[1], [N, K])
+    if gen._is_tensor(a.args[2]):
+        gen._assign(a.args[2], [N] if gen.rng.random() < 0.8 else gen._reduced([N]))
+
+
+def _addmm(gen, a: App, spec) -> None:
+    if len(spec) != 2:
+        raise GenerationFailed("addmm is 2-D")
+    K = Dim()
+    if gen._is_tensor(a.args[0]):
+        gen._assign(a.args[0], gen._reduced(spec))
+    gen._assign(a.args[1], [spec[0], K])
+    gen._assign(a.args[2], [K, spec[1]])
+
+
+def _transpose(gen, a: App, spec) -> None:
+    r = len(spec)
+    d0, d1 = _axis(gen._val(a.args[1]), r), _axis(gen._val(a.args[2]), r)
+    x = list(spec)
+    x[d0], x[d1] = spec[d1], spec[d0]
+    gen._assign(a.args[0], x)
+
+
+def _t(gen, a: App, spec) -> None:
+    if len(spec) > 2:
+        raise GenerationFailed("t() takes rank <= 2")
+    gen._assign(a.args[0], list(reversed(spec)))
+
+
+def _permute(gen, a: App, spec) -> None:
+    dims = gen._val(a.args[1])
+    r = len(spec)
+    if not isinstance(dims, (list, tuple)) or len(dims) != r:
+        raise GenerationFailed("permute needs a permutation of the axes")
+    norm = [_axis(d, r) for d in dims]
+    if sorted(norm) != list(range(r)):
+        raise GenerationFailed("not a permutation")
+    x = [None] * r
+    for i, d in enumerate(norm):
+        x[d] = spec[i]
+    gen._assign(a.args[0], x)
+
+
+def _softmax(gen, a: App, spec) -> None:
+    _axis(gen._val(a.args[1]), len(spec))
+    gen._assign(a.args[0], spec)
+
+
+def _reduction(gen, a: App, spec) -> None:
+    dims = gen._val(a.args[1])
+    keep = gen._val(a.args[2]) if len(a.args) > 2 else False
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        raise GenerationFailed("full reductions are not generated")
+    if isinstance(dims, int):
+        dims = [dims]
+    r = len(spec)
+    if keep:
+        norm = {_axis(d, r) for d in dims}
+        x = list(spec)
+        for d in norm:
+            _unify(spec[d], Dim(1))
+            x[d] = Dim()
+        gen._assign(a.args[0], x)
+        return
+    r_in = r + len(dims)
+    norm = {_axis(d, r_in) for d in dims}
+    if len(norm) != len(dims):
+        raise GenerationFailed("repeated reduction axes")
+    it = iter(spec)
+    gen._assign(a.args[0], [Dim() if j in norm else next(it) for j in range(r_in)])
+
+
+def _norm(gen, a: App, spec) -> None:
+    gen._assign(a.args[0], spec)
+    ns = a.args[1]
+    if isinstance(ns, Leaf) and ns.kind == "const":
+        k = 1 if len(spec) else 0
+        gen._values[ns] = _DimList(spec[len(spec) - k:])
+    else:
+        vals = gen._val(ns)
+        if not isinstance(vals, (list, tuple)) or len(vals) > len(spec):
+            raise GenerationFailed("normalized_shape does not fit")
+        k = len(vals)
+        for d, v in zip(spec[len(spec) - k:], vals):
+            _unify(d, Dim(int(v)))
+    last = spec[len(spec) - k:]
+    for t in a.args[2:]:
+        if gen._is_tensor(t):
+            gen._assign(t, list(last))
+
+
+def _sdpa(gen, a: App, spec) -> None:
+    if len(spec) < 2:
+        raise GenerationFailed("SDPA outputs rank >= 2")
+    batch, L, Ev = spec[:-2], spec[-2], spec[-1]
+    S, E = Dim(), Dim()
+    gen._assign(a.args[0], list(batch) + [L, E])
+    gen._assign(a.args[1], list(batch) + [S, E])
+    gen._assign(a.args[2], list(batch) + [S, Ev])
+    if gen._is_tensor(a.args[3]):
+        gen._assign(a.args[3], gen._reduced(list(batch) + [L, S]))
+
+
+_SHAPE_RULES = {
+    "matmul": _matmul, "mm": _mm, "bmm": _bmm, "linear": _linear, "addmm": _addmm,
+    "transpose": _transpose, "t": _t, "permute": _permute,
+    "softmax": _softmax, "log_softmax": _softmax, "_softmax": _softmax,
+    "_log_softmax": _softmax,
+    "mean": _reduction, "sum": _reduction, "amax": _reduction, "amin": _reduction,
+    "rms_norm": _norm, "layer_norm": _norm,
+    "scaled_dot_product_attention": _sdpa,
+}
+
+
+# ------------------------------------------------------------ guards
+
+def _attr(inst: Instance, t, attr: int, dtype_of=None) -> Optional[int]:
+    if isinstance(t, Leaf) and t.kind != "tensor":
+        return None
+    if not isinstance(t, (Leaf, App)):
+        return None
+    shape = inst.shape(t)
+    if attr == core.RANK:
+        return None if shape is None else len(shape)
+    if attr == core.DTYPE:
+        dt = inst.dtypes.get(t) if isinstance(t, Leaf) else (
+            dtype_of(t) if dtype_of is not None else None)
+        pm = TORCH_TO_PM.get(dt) if dt is not None else None
+        return pm.code if pm is not None else None
+    if shape is None:
+        return None
+    if core.SHAPE_BASE <= attr < core.SHAPE_BASE + core.MAX_RANK:
+        i = attr - core.SHAPE_BASE
+        return shape[i] if i < len(shape) else None
+    if core.SHAPE_NEG_BASE <= attr < core.SHAPE_NEG_BASE + core.MAX_RANK:
+        j = attr - core.SHAPE_NEG_BASE
+        return shape[len(shape) - 1 - j] if j < len(shape) else None
+    return None
+
+
+_ABSENT, _PENDING = "absent", "pending"
+
+
+def _expr(e, site: GuardSite, inst: Instance, dtype_of):
+    if isinstance(e, core.EConst):
+        return e.z
+    if isinstance(e, core.EAttr):
+        iv = site.env.get(e.x)
+        t = iv.term if isinstance(iv, _IVar) else iv
+        if e.attr == core.DTYPE and isinstance(t, App) and dtype_of is None:
+            return _PENDING
+        v = _attr(inst, t, e.attr, dtype_of)
+        return _ABSENT if v is None else v
+    if isinstance(e, core.EFAttr):
+        fv = site.fenv.get(e.F)
+        op = fv.op if isinstance(fv, _FVar) else fv
+        if e.attr == core.OPCLASS and op is not None and op.op_class is not None:
+            return op.op_class.code
+        return _ABSENT
+    a, b = _expr(e.e1, site, inst, dtype_of), _expr(e.e2, site, inst, dtype_of)
+    for u in (_ABSENT, _PENDING):
+        if a == u or b == u:
+            return u
+    return a + b if isinstance(e, core.EAdd) else a - b if isinstance(e, core.ESub) else a * b
+
+
+def _truth(g, site, inst, dtype_of):
+    """Four-valued: True, False, _ABSENT (an attribute is missing: the
+    matcher's guard is unknown, so it fails) or _PENDING (a dtype torch has
+    not decided yet)."""
+    if isinstance(g, core.GTrue):
+        return True
+    if isinstance(g, (core.GEq, core.GLt)):
+        a, b = _expr(g.e1, site, inst, dtype_of), _expr(g.e2, site, inst, dtype_of)
+        if _ABSENT in (a, b):
+            return _ABSENT
+        if _PENDING in (a, b):
+            return _PENDING
+        return a == b if isinstance(g, core.GEq) else a < b
+    if isinstance(g, core.GNot):
+        v = _truth(g.g, site, inst, dtype_of)
+        return v if v in (_ABSENT, _PENDING) else not v
+    a, b = _truth(g.g1, site, inst, dtype_of), _truth(g.g2, site, inst, dtype_of)
+    if _ABSENT in (a, b):
+        return _ABSENT
+    if isinstance(g, core.GAnd) and (a is False or b is False):
+        return False
+    if _PENDING in (a, b):
+        return _PENDING
+    return (a and b) if isinstance(g, core.GAnd) else (a or b)
+
+
+def eval_guard(g, site: GuardSite, inst: Instance, dtype_of=None) -> Optional[bool]:
+    """``g`` on the instance's terms as the matcher would judge it: True
+    (holds), False (fails: false, or reads an attribute the term lacks, such
+    as the rank of a constant), or None when it depends on the dtype of an
+    operator's result that torch has not computed yet (``dtype_of(app)``
+    gives them once the instance is built)."""
+    v = _truth(g, site, inst, dtype_of)
+    if v is _PENDING:
+        return None
+    return v is True

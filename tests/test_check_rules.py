@@ -1,0 +1,360 @@
+"""``check-rules`` (issue 14, the testing part): every shipped rule is tested
+in the fast mode CI runs; deliberately wrong rules (tests/wrong_rules/) are
+refuted with a counterexample that shows the shapes and constants; vacuous
+rules are reported, never passed; guard necessity; the command's exit codes.
+
+Skipped when torch is missing (`make test` installs it)."""
+import json
+import os
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from pypm_verified.checking import FAST, STATUSES, check_rule, check_rules  # noqa: E402
+from pypm_verified.checking.guards import (pattern_guards, program_without,  # noqa: E402
+                                           rule_guards)
+from pypm_verified.checking.instances import App, InstanceGenerator  # noqa: E402
+from pypm_verified.checking.report import counterexample_lines, markdown  # noqa: E402
+from pypm_verified.cli import main  # noqa: E402
+from pypm_verified.library import default_patterns, load_rules  # noqa: E402
+from pypm_verified.torch.ops import BY_NAME  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WRONG = os.path.join(ROOT, "tests", "wrong_rules")
+
+
+def _inputs(c):
+    return {i["name"]: i for i in c.inputs}
+
+
+def _write(tmp_path, name, body):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+# ------------------------------------------------------------ the library
+
+@pytest.fixture(scope="module")
+def shipped_fast():
+    return check_rules(default_patterns(), examples=FAST["examples"],
+                       per_guard=FAST["per_guard"])
+
+
+SHIPPED = [(p.name, r.name) for p in default_patterns() for r in p.rules]
+#: shipped rules check-rules refutes (a bug in the library, not in the checker):
+#: strict xfails, so fixing the rule makes the test fail until the entry goes
+KNOWN_REFUTED = {
+    "sdpa": "found by check-rules: library/attention.py's sdpa checks that the mask "
+            "broadcasts to x = scores + mask (always true) instead of to the scores "
+            "q @ kT; with size-1 batch/head axes in q and k and a larger mask the rule "
+            "fires and SDPA fails at run time",
+}
+
+
+@pytest.mark.parametrize("rule", [
+    pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=KNOWN_REFUTED[r]))
+    if r in KNOWN_REFUTED else r for _, r in SHIPPED])
+def test_every_shipped_rule_is_tested_in_fast_mode(shipped_fast, rule):
+    assert [r.rule for r in shipped_fast] == [r for _, r in SHIPPED]
+    (r,) = [r for r in shipped_fast if r.rule == rule]
+    assert r.status in STATUSES
+    assert r.status == "tested", (r.rule, r.reason, r.counterexample and
+                                  counterexample_lines(r.counterexample))
+    assert r.examples == FAST["examples"] and r.counts["fired"] == r.examples
+    assert r.space["alternates"]["fired"] >= 1 and r.space["dtypes"]
+
+
+def test_the_known_sdpa_refutation_is_a_mask_that_does_not_broadcast(shipped_fast):
+    (r,) = [r for r in shipped_fast if r.rule == "sdpa"]
+    if r.status != "refuted":
+        pytest.skip("sdpa is no longer refuted (see KNOWN_REFUTED)")
+    ins = _inputs(r.counterexample)
+    q, k, mask = ins["q"]["shape"], ins["k"]["shape"], ins["mask"]["shape"]
+    assert not _broadcasts(mask, q[:-1] + [k[-2]])
+
+
+def test_the_instance_space_is_described(shipped_fast):
+    by = {r.rule: r for r in shipped_fast}
+    # the operator variable of LinearEpilog is drawn from its guard's class
+    unary = {n for n, o in BY_NAME.items() if o.op_class == "unary_pointwise"}
+    ops = by["linear_act"].space["operators"]["f"]
+    assert ops and set(ops) <= unary
+    assert by["linear_nt"].space["ranks"]["y"] == [2]
+    text = markdown(shipped_fast)
+    for r in shipped_fast:
+        assert f"## `{r.rule}`" in text
+
+
+# ------------------------------------------------ deliberately wrong rules
+
+def _broadcasts(shape, to):
+    return len(shape) <= len(to) and all(a in (1, b) for a, b in zip(reversed(shape),
+                                                                       reversed(to)))
+
+
+def _softmax_axis(r):
+    c = r.counterexample
+    ins = _inputs(c)
+    dim = ins["dim"]["value"]
+    assert dim % 4 != 3  # not the last axis of the rank-4 scores
+    assert len(ins["q"]["shape"]) == 4 and "softmax(" in c.expression
+
+
+def _mask(r):
+    ins = _inputs(r.counterexample)
+    q, k, mask = ins["q"]["shape"], ins["k"]["shape"], ins["mask"]["shape"]
+    scores = q[:-1] + [k[-2]]
+    assert not _broadcasts(mask, scores), (mask, scores)
+
+
+def _gelu(r):
+    c = r.counterexample
+    ins = _inputs(c)
+    assert ins["a"]["value"] == pytest.approx(0.04715)
+    assert c.kind == "disagree" and c.max_abs > c.tolerance[0]
+    assert "x" in ins and ins["x"]["shape"] is not None
+
+
+def _transpose(r):
+    c = r.counterexample
+    ins = _inputs(c)
+    assert len(ins["x"]["shape"]) == 3 and len(ins["y"]["shape"]) == 3
+    assert "transpose(y, -1, -2)" in c.expression
+
+
+@pytest.mark.parametrize("name,check", [
+    ("attention_softmax_axis.py", _softmax_axis),
+    ("attention_mask_broadcast.py", _mask),
+    ("gelu_constant.py", _gelu),
+    ("transpose_axes.py", _transpose),
+])
+def test_wrong_variants_are_refuted_with_a_counterexample(name, check):
+    (r,) = check_rules(load_rules(os.path.join(WRONG, name)), examples=60, guards=False)
+    assert r.status == "refuted", (r.status, r.reason)
+    c = r.counterexample
+    assert c is not None and c.kind in ("disagree", "error") and c.message
+    assert any("shape" in i for i in c.inputs)  # shapes and dtypes are shown
+    for i in c.inputs:
+        assert ("shape" in i and "dtype" in i) or "value" in i
+    check(r)
+    lines = counterexample_lines(c)
+    assert lines[0].startswith("instance: ") and lines[-1].startswith("result: ")
+
+
+# ------------------------------------------------------------ vacuity
+
+def test_a_rule_whose_asserts_decline_everything_is_vacuous(tmp_path):
+    path = _write(tmp_path, "vacuous_rules.py", """\
+        import pypm_verified as pm
+        from pypm_verified.torch.ops import MatMul, Relu
+
+        @pm.pattern
+        def ReluMM(x, y):
+            return Relu(MatMul(x, y))
+
+        @pm.rule(ReluMM)
+        def never_fires(x, y):
+            assert x.rank == 7
+            return Relu(MatMul(x, y))
+        """)
+    (r,) = check_rules(load_rules(path), examples=5, guards=False)
+    assert r.status == "vacuous" and not r.ok
+    assert "declined all" in r.reason and "vacuous_rules.py:10" in r.reason
+
+
+def test_a_pattern_nothing_matches_is_vacuous(tmp_path):
+    path = _write(tmp_path, "unmatched_rules.py", """\
+        import pypm_verified as pm
+        from pypm_verified.torch.ops import Neg
+
+        @pm.pattern
+        def Impossible(x):
+            assert x.rank == 2 and x.rank == 3
+            return Neg(x)
+
+        @pm.rule(Impossible)
+        def neg(x):
+            return Neg(x)
+        """)
+    (r,) = check_rules(load_rules(path), examples=5, guards=False)
+    assert r.status == "vacuous" and "no " in r.reason and r.counts["fired"] == 0
+
+
+def test_an_operator_without_torch_target_is_vacuous_with_the_reason(tmp_path):
+    path = _write(tmp_path, "abstract_rules.py", """\
+        import pypm_verified as pm
+
+        @pm.op
+        def Foo(x): return 1
+
+        @pm.pattern
+        def P(x):
+            return Foo(x)
+
+        @pm.rule(P)
+        def r(x):
+            return Foo(x)
+        """)
+    (r,) = check_rules(load_rules(path), examples=5, guards=False)
+    assert r.status == "vacuous" and "Foo has no torch target" in r.reason
+
+
+# ------------------------------------------------ generation from patterns
+
+REC = """\
+    import pypm_verified as pm
+    from pypm_verified.torch.ops import Relu
+
+    @pm.pattern
+    def ReluChain(x):
+        return Relu(ReluChain(x))
+
+    @pm.pattern
+    def ReluChain(x):  # noqa: F811
+        return Relu(x)
+
+    @pm.rule(ReluChain)
+    def one_relu(x):
+        return Relu(x)
+    """
+
+
+def test_recursion_unfolds_up_to_the_depth_bound(tmp_path):
+    (p,) = load_rules(_write(tmp_path, "rec_rules.py", REC))
+    for bound in (1, 3):
+        gen = InstanceGenerator(p, seed=1, max_depth=bound)
+        lengths = set()
+        for _ in range(200):
+            inst = gen.generate()
+            lengths.add(sum(isinstance(a, App) for a in inst.apps))
+        assert lengths == set(range(1, bound + 2))
+    r = check_rule(p, p.rules[0], examples=20, guards=False)
+    assert r.status == "tested" and r.space["alternates"]["fired"] == 2
+
+
+def test_every_alternate_of_attention_is_generated():
+    p = next(p for p in default_patterns() if p.name == "Attention")
+    gen = InstanceGenerator(p, seed=0)
+    seen = set()
+    for _ in range(400):
+        seen.update(gen.generate().choices)
+    assert {(d, k) for d, k, _ in gen.alternates()} <= seen
+
+
+# ------------------------------------------------------------ guards
+
+GUARDS = """\
+    import pypm_verified as pm
+    from pypm_verified.torch.ops import Linear, MatMul, Transpose
+
+    @pm.pattern
+    def MMT(x, y):
+        assert y.rank == 2
+        return MatMul(x, Transpose(y, -1, -2))
+
+    @pm.rule(MMT)
+    def to_linear(x, y, ctx):
+        assert x.rank >= 1
+        assert ctx.profitable("matmul_t", dtype=x.torch_dtype)
+        return Linear(x, y, None)
+    """
+
+
+def test_guard_necessity(tmp_path):
+    (p,) = load_rules(_write(tmp_path, "guard_rules.py", GUARDS))
+    rule = p.rules[0]
+    gs = rule_guards(rule)
+    assert [g.text for g in gs] == ["x.rank >= 1",
+                                    "ctx.profitable('matmul_t', dtype=x.torch_dtype)"]
+    assert [g.profitability for g in gs] == [False, True]
+    (pg,) = pattern_guards(p)
+    assert pg.text == "y.rank == 2" and pg.where == "guard_rules.py:6"
+    assert program_without(p, pg) != p.program
+    r = check_rule(p, rule, examples=20, per_guard=6)
+    assert r.status == "tested"
+    by = {g.text.split(": ")[-1]: g for g in r.guards}
+    assert by["x.rank >= 1"].status == "redundant"
+    assert by["ctx.profitable('matmul_t', dtype=x.torch_dtype)"].status == "skipped"
+    nec = by["y.rank == 2"]
+    assert nec.kind == "pattern" and nec.status == "necessary"
+    y = _inputs(nec.counterexample)["y"]["shape"]
+    assert len(y) != 2  # the counterexample is one the guard excludes
+
+
+# ------------------------------------------------------------ the command
+
+def run(argv, capsys):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_refuted_is_exit_1_with_reports(tmp_path, capsys):
+    rep, md = tmp_path / "r.json", tmp_path / "r.md"
+    # a copy: loading one file twice in a process would define its patterns twice
+    src = tmp_path / "gelu_constant_cli.py"
+    src.write_text(open(os.path.join(WRONG, "gelu_constant.py")).read())
+    code, out, _ = run(["check-rules", "--rules", src,
+                        "--examples", 30, "--no-guards", "--report", rep, "--markdown", md],
+                       capsys)
+    assert code == 1
+    assert "refuted" in out and "counterexample to gelu_tanh_typo" in out
+    doc = json.loads(rep.read_text())
+    assert doc["summary"]["refuted"] == 1 and doc["rules"][0]["status"] == "refuted"
+    assert doc["rules"][0]["counterexample"]["inputs"]
+    assert "**refuted**" in md.read_text()
+
+
+def test_cli_tested_is_exit_0(tmp_path, capsys):
+    code, out, err = run(["check-rules", "--rules", "transpose", "--fast", "-q"], capsys)
+    assert code == 0, out + err
+    assert "1 rule(s): 1 tested" in out and "fast mode" in out
+
+
+def test_cli_vacuous_is_exit_1(tmp_path, capsys):
+    path = _write(tmp_path, "vac_cli_rules.py", """\
+        import pypm_verified as pm
+        from pypm_verified.torch.ops import Neg
+
+        @pm.pattern
+        def N(x):
+            return Neg(x)
+
+        @pm.rule(N)
+        def never(x):
+            assert x.rank == 9
+            return Neg(x)
+        """)
+    code, out, _ = run(["check-rules", "--rules", path, "--examples", 3, "-q"], capsys)
+    assert code == 1 and "vacuous" in out
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["--rules", "no_such_rules_module"], "--rules no_such_rules_module"),
+    (["--report", "no_dir/r.json"], "directory no_dir does not exist"),
+    (["--examples", "0"], "0 is too few"),
+])
+def test_cli_bad_input_is_exit_2(argv, fragment, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(["check-rules"] + argv, capsys)
+    assert code == 2 and fragment in err
+
+
+def test_cli_undefined_name_is_exit_3(tmp_path, capsys):
+    path = _write(tmp_path, "undef_rules.py", """\
+        import pypm_verified as pm
+        from pypm_verified.torch.ops import Neg
+
+        @pm.pattern
+        def N2(x):
+            return Neg(x)
+
+        @pm.rule(N2)
+        def uses_undefined(x):
+            return undefined_helper(x)
+        """)
+    code, _, err = run(["check-rules", "--rules", path], capsys)
+    assert code == 3 and "undefined_helper" in err
