@@ -1,6 +1,6 @@
 (* Golden check (fiat-crypto style): the main theorems depend on no axiom.
    `make proofs` compares this file's output with assumptions.golden. *)
-From PyPM Require Import Declarative Values Interpreter Soundness RootIndex Entry.
+From PyPM Require Import Declarative Values Interpreter Soundness Priority RootIndex Entry Spec.
 Print Assumptions match_weakening.
 Print Assumptions success_soundness.
 Print Assumptions failure_soundness.
@@ -34,3 +34,24 @@ Print Assumptions set_match_correct.
 Print Assumptions set_match_all_correct.
 Print Assumptions set_match_all_fold_correct.
 Print Assumptions set_candidates_correct.
+(* which answer: the priority specification (Priority.v) *)
+Print Assumptions solutions_sound.
+Print Assumptions ksols_solutions.
+Print Assumptions ksols_behaves.
+Print Assumptions first_solution.
+Print Assumptions first_solution_complete.
+(* the specification file (Spec.v): each statement is proved *)
+Print Assumptions spec_match_weakening.
+Print Assumptions spec_match_pattern_sound.
+Print Assumptions spec_match_pattern_fail_sound.
+Print Assumptions spec_run_out_of_fuel.
+Print Assumptions spec_solutions_sound.
+Print Assumptions spec_first_solution.
+Print Assumptions spec_first_solution_complete.
+Print Assumptions spec_match_root_sound.
+Print Assumptions spec_match_root_fail_sound.
+Print Assumptions spec_root_index_no_match.
+Print Assumptions spec_match_all_In.
+Print Assumptions spec_candidates_sound.
+Print Assumptions spec_set_match_correct.
+Print Assumptions spec_set_match_all_correct.

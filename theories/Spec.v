@@ -1,0 +1,199 @@
+(** * Spec: the statements a reader must trust
+
+    The proofs are long; what they prove is short. This file gathers, with
+    no proof, the statements of the main theorems, over the definitions
+    they mention (the split of Warblre's spec/props). To trust the project
+    a reader checks:
+
+    1. the definitions these statements use (all in the files named below,
+       each short and commented with the paper's rule names):
+       - [Syntax.v]: [graph], [expr], [guard], [pattern] (Figure 15),
+         [pdef], and well-formedness [wfb] / [wf_defs];
+       - [Declarative.v]: [eval_expr], [eval_guard] (Figure 8) and the
+         declarative relation [matches] (Figure 16), restated below;
+       - [Env.v] / [Soundness.v]: [tsub], [fsub], [root_env]: how a result
+         of the machine (substitutions over slots) is read as a
+         substitution of the pattern's variables;
+       - [Priority.v]: [solutions], the ordered list of matches (which
+         answer the matcher gives);
+       - [Entry.v]: [answer], [assoc], [match_root], [match_all],
+         [candidates] (what the library answers) and the prepared forms
+         [load_set], [set_match], [set_match_all] the library runs;
+    2. the statements below ([S_…]);
+    3. that the last section of this file type-checks (each statement is
+       proved by the named theorem), and that [make proofs] passes: no
+       admitted proof, no axiom ([tests/coq/assumptions.golden]), and
+       [coqchk] re-checks the compiled files.
+
+    The machine itself ([Algorithmic.step], [Interpreter.run],
+    [match_pattern]) need not be read: the statements say what its answers
+    mean. It must be read only to know that [OOutOfFuel] counts steps.
+
+    ** The declarative relation (Figure 16), as [Declarative.matches]
+
+    [p @ ⟨θ, φ⟩ ≈ t], written [matches G D θ φ p t]:
+    - P-VAR: [θ(x) = t] gives [x @ ⟨θ, φ⟩ ≈ t];
+    - P-FUN: [label t = f] and [pᵢ @ ⟨θ, φ⟩ ≈ tᵢ] for the children [tᵢ]
+      of [t] give [f(p1..pn) @ ⟨θ, φ⟩ ≈ t];
+    - P-ALT-1 / P-ALT-2: [p1 ≈ t] or [p2 ≈ t] gives [p1 ‖ p2 ≈ t];
+    - P-GUARD: [p ≈ t] and ⟦g[θ, φ]⟧ = true give [p ; guard(g) ≈ t]
+      (three-valued: an unknown guard is not true);
+    - P-EXISTS: [p @ ⟨θ ∪ {x ↦ t'}, φ⟩ ≈ t] for some [t'] gives [∃x.p ≈ t]
+      (and the same for an operator variable [∃F.p]);
+    - P-MATCHCONSTR: [p ≈ t], [θ(x) = t'] and [p' ≈ t'] give
+      [p ; (p' ≈ x) ≈ t];
+    - P-FUN-VAR: [φ(F) = label t] and [pᵢ ≈ tᵢ] give [F(p1..pn) ≈ t];
+    - P-MU: the body of definition [P], with parameter [i] read as the
+      caller's [xᵢ] ([call_sub]), matches [t]: [P(x1..xn) ≈ t]. *)
+
+From Coq Require Import List Sorted.
+From PyPM Require Import Syntax Subst Declarative Env Algorithmic Interpreter Soundness
+  Priority RootIndex Entry.
+Import ListNotations.
+
+(** ** The declarative relation *)
+
+(** Theorem 1 (Match Weakening): growing the substitutions keeps a match. *)
+Definition S_match_weakening : Prop :=
+  forall G D σ ψ p t σ' ψ',
+    matches G D σ ψ p t -> ext σ σ' -> ext ψ ψ' -> matches G D σ' ψ' p t.
+
+(** ** The matcher ([match_pattern]: the machine run with [fuel] steps from
+    [match(p, t)], the root's variables being [0..n-1] / [0..m-1]) *)
+
+(** Theorem 2, success: an answer is a declarative match. *)
+Definition S_match_pattern_sound : Prop :=
+  forall G D fuel n m p t Θ Φ,
+    match_pattern G D fuel n m p t = OSuccess Θ Φ ->
+    matches G D (tsub Θ (root_env n m)) (fsub Φ (root_env n m)) p t.
+
+(** Theorem 2, failure: "no match" is true of every substitution of the
+    root's variables (well-formed patterns: see [wfb]). *)
+Definition S_match_pattern_fail_sound : Prop :=
+  forall G D fuel n m p t,
+    wf_defs D = true -> wfb D p = true ->
+    match_pattern G D fuel n m p t = OFailure ->
+    forall σ ψ, (forall x, n <= x -> σ x = None) -> (forall F, m <= F -> ψ F = None) ->
+    ~ matches G D σ ψ p t.
+
+(** [OOutOfFuel] is no disguised answer: after [fuel] steps the machine is
+    still running. *)
+Definition S_run_out_of_fuel : Prop :=
+  forall G D fuel st, run G D fuel st = OOutOfFuel ->
+    exists Θ Φ nf stk k, steps G D fuel st (Running Θ Φ nf stk k).
+
+(** ** Which answer ([Priority.v]; fragment: no call, no [∃]) *)
+
+(** [solutions] lists declarative matches. *)
+Definition S_solutions_sound : Prop :=
+  forall G D p σ ψ t σ' ψ',
+    In (σ', ψ') (solutions G σ ψ p t) ->
+    matches G D σ' ψ' p t /\ ext σ σ' /\ ext ψ ψ'.
+
+(** The matcher's answer is the first of them; "no match" means there is
+    none. *)
+Definition S_first_solution : Prop :=
+  forall G D fuel n m p t,
+    in_frag n m p = true ->
+    (forall Θ Φ, match_pattern G D fuel n m p t = OSuccess Θ Φ ->
+       exists σ ψ L, solutions G none_t none_f p t = (σ, ψ) :: L /\
+         (forall x, tsub Θ (root_env n m) x = σ x) /\
+         (forall F, fsub Φ (root_env n m) F = ψ F)) /\
+    (match_pattern G D fuel n m p t = OFailure -> solutions G none_t none_f p t = []).
+
+(** With enough fuel, the matcher gives the first solution, or "no match"
+    when there is none. *)
+Definition S_first_solution_complete : Prop :=
+  forall G D n m p t,
+    in_frag n m p = true ->
+    (forall σ ψ L, solutions G none_t none_f p t = (σ, ψ) :: L ->
+       exists fuel Θ Φ, match_pattern G D fuel n m p t = OSuccess Θ Φ /\
+         (forall x, tsub Θ (root_env n m) x = σ x) /\
+         (forall F, fsub Φ (root_env n m) F = ψ F)) /\
+    (solutions G none_t none_f p t = [] ->
+       exists fuel, match_pattern G D fuel n m p t = OFailure).
+
+(** ** The library's entry points ([Entry.v]) *)
+
+(** A single match ([pypm_match]): the bindings satisfy the declarative
+    relation, bind only the parameters, sorted by variable. *)
+Definition S_match_root_sound : Prop :=
+  forall G D fuel r t bs fbs,
+    match_root G D fuel r t = RMatch bs fbs ->
+    exists d, nth_error D r = Some d /\
+      matches G D (assoc bs) (assoc fbs) (body d) t /\
+      (forall x v, In (x, v) bs -> x < nparams d) /\
+      (forall F f, In (F, f) fbs -> F < nfparams d) /\
+      StronglySorted (fun a b => fst a < fst b) bs /\
+      StronglySorted (fun a b => fst a < fst b) fbs.
+
+Definition S_match_root_fail_sound : Prop :=
+  forall G D fuel r t d,
+    wf_defs D = true -> nth_error D r = Some d ->
+    match_root G D fuel r t = RNoMatch ->
+    forall σ ψ, (forall x, nparams d <= x -> σ x = None) ->
+                (forall F, nfparams d <= F -> ψ F = None) ->
+    ~ matches G D σ ψ (body d) t.
+
+(** The root-operator index is a proved "no". *)
+Definition S_root_index_no_match : Prop :=
+  forall G D P d σ ψ t,
+    nth_error D P = Some d ->
+    rs_mem (label G t) (ri_find (root_index D) P) = false ->
+    ~ matches G D σ ψ (body d) t.
+
+(** [pypm_match_all]: exactly [match_root]'s answers that are not "no". *)
+Definition S_match_all_In : Prop :=
+  forall G D fuel roots N i t a,
+    In (i, t, a) (match_all G D fuel roots N) <->
+    t < N /\ exists r, nth_error roots i = Some r /\ match_root G D fuel r t = a /\
+                       a <> RNoMatch.
+
+(** [pypm_candidates]: a root that is not a candidate has no match. *)
+Definition S_candidates_sound : Prop :=
+  forall G D roots i r t fuel,
+    nth_error roots i = Some r -> ~ In i (candidates D roots (label G t)) ->
+    match_root G D fuel r t = RNoMatch /\
+    forall d σ ψ, nth_error D r = Some d -> ~ matches G D σ ψ (body d) t.
+
+(** The prepared forms the library runs are the functions above. *)
+Definition S_set_match_correct : Prop :=
+  forall G D roots ps fuel i r t,
+    load_set D roots = Some ps -> nth_error roots i = Some r ->
+    set_match G ps fuel i t = match_root G D fuel r t.
+
+Definition S_set_match_all_correct : Prop :=
+  forall G D roots ps fuel N,
+    load_set D roots = Some ps ->
+    set_match_all G ps fuel N = match_all G D fuel roots N.
+
+(** ** Each statement is proved by the named theorem *)
+
+Lemma spec_match_weakening : S_match_weakening.
+Proof. exact match_weakening. Qed.
+Lemma spec_match_pattern_sound : S_match_pattern_sound.
+Proof. exact match_pattern_sound. Qed.
+Lemma spec_match_pattern_fail_sound : S_match_pattern_fail_sound.
+Proof. exact match_pattern_fail_sound. Qed.
+Lemma spec_run_out_of_fuel : S_run_out_of_fuel.
+Proof. exact run_out_of_fuel. Qed.
+Lemma spec_solutions_sound : S_solutions_sound.
+Proof. exact solutions_sound. Qed.
+Lemma spec_first_solution : S_first_solution.
+Proof. exact first_solution. Qed.
+Lemma spec_first_solution_complete : S_first_solution_complete.
+Proof. exact first_solution_complete. Qed.
+Lemma spec_match_root_sound : S_match_root_sound.
+Proof. exact match_root_sound. Qed.
+Lemma spec_match_root_fail_sound : S_match_root_fail_sound.
+Proof. exact match_root_fail_sound. Qed.
+Lemma spec_root_index_no_match : S_root_index_no_match.
+Proof. exact root_index_no_match. Qed.
+Lemma spec_match_all_In : S_match_all_In.
+Proof. exact match_all_In. Qed.
+Lemma spec_candidates_sound : S_candidates_sound.
+Proof. exact candidates_sound. Qed.
+Lemma spec_set_match_correct : S_set_match_correct.
+Proof. exact set_match_correct. Qed.
+Lemma spec_set_match_all_correct : S_set_match_all_correct.
+Proof. exact set_match_all_correct. Qed.
