@@ -37,7 +37,8 @@
     them. *)
 
 From Coq Require Import ZArith List Bool Arith Lia.
-From PyPM Require Import Syntax Subst Declarative Env Algorithmic Interpreter Soundness.
+From PyPM Require Import Syntax Subst Declarative Env Algorithmic Interpreter Soundness
+  RootIndex Entry.
 Import ListNotations.
 
 Section Priority.
@@ -644,3 +645,47 @@ Section Priority.
     exact (Hp p σ ψ t (σ', ψ') H).
   Qed.
 End Priority.
+
+(** ** Which answer the library gives ([match_root], the function behind
+    [pypm_match] and every entry of [pypm_match_all]): for a root
+    definition whose body is in the fragment, the bindings [m.bindings]
+    are the first solution, and "no match" means there is none. *)
+Section RootPriority.
+  Variable G : graph.
+  Variable D : list pdef.
+
+  Theorem match_root_first : forall fuel r t d bs fbs,
+    nth_error D r = Some d -> in_frag (nparams d) (nfparams d) (body d) = true ->
+    match_root G D fuel r t = RMatch bs fbs ->
+    exists σ ψ L, solutions G none_t none_f (body d) t = (σ, ψ) :: L /\
+      (forall x, assoc bs x = σ x) /\ (forall F, assoc fbs F = ψ F).
+  Proof.
+    intros fuel r t d bs fbs Hd Hf H. unfold match_root in H. rewrite Hd in H.
+    destruct (rs_mem _ _); [|discriminate].
+    destruct (match_pattern G D fuel (nparams d) (nfparams d) (body d) t) as [Θ Φ| |]
+      eqn:Hm; simpl in H; try discriminate.
+    inversion H; subst.
+    destruct (proj1 (first_solution G D fuel _ _ _ t Hf) Θ Φ Hm)
+      as (σ & ψ & L & E & H1 & H2).
+    exists σ, ψ, L. split; auto. split.
+    - intros x. rewrite assoc_project, <- H1. reflexivity.
+    - intros F. rewrite assoc_project, <- H2. reflexivity.
+  Qed.
+
+  Theorem match_root_none_first : forall fuel r t d,
+    nth_error D r = Some d -> in_frag (nparams d) (nfparams d) (body d) = true ->
+    match_root G D fuel r t = RNoMatch ->
+    solutions G none_t none_f (body d) t = [].
+  Proof.
+    intros fuel r t d Hd Hf H. unfold match_root in H. rewrite Hd in H.
+    destruct (rs_mem (label G t) (ri_find (root_index D) r)) eqn:Hi.
+    - destruct (match_pattern G D fuel (nparams d) (nfparams d) (body d) t) eqn:Hm;
+        simpl in H; try discriminate.
+      exact (proj2 (first_solution G D fuel _ _ _ t Hf) Hm).
+    - destruct (solutions G none_t none_f (body d) t) as [|[σ ψ] L] eqn:E; auto.
+      exfalso. assert (Hin : In (σ, ψ) (solutions G none_t none_f (body d) t))
+        by (rewrite E; left; reflexivity).
+      destruct (solutions_sound G D _ _ _ _ _ _ Hin) as [Hm _].
+      eapply root_index_no_match; eauto.
+  Qed.
+End RootPriority.

@@ -156,6 +156,17 @@ Definition S_candidates_sound : Prop :=
     match_root G D fuel r t = RNoMatch /\
     forall d σ ψ, nth_error D r = Some d -> ~ matches G D σ ψ (body d) t.
 
+(** Which answer [pypm_match] gives: for a root definition in the
+    fragment of [Priority.v], the bindings are the first solution, and "no
+    match" means there is none. *)
+Definition S_match_root_first : Prop :=
+  forall G D fuel r t d,
+    nth_error D r = Some d -> in_frag (nparams d) (nfparams d) (body d) = true ->
+    (forall bs fbs, match_root G D fuel r t = RMatch bs fbs ->
+       exists σ ψ L, solutions G none_t none_f (body d) t = (σ, ψ) :: L /\
+         (forall x, assoc bs x = σ x) /\ (forall F, assoc fbs F = ψ F)) /\
+    (match_root G D fuel r t = RNoMatch -> solutions G none_t none_f (body d) t = []).
+
 (** The prepared forms the library runs are the functions above. *)
 Definition S_set_match_correct : Prop :=
   forall G D roots ps fuel i r t,
@@ -193,6 +204,12 @@ Lemma spec_match_all_In : S_match_all_In.
 Proof. exact match_all_In. Qed.
 Lemma spec_candidates_sound : S_candidates_sound.
 Proof. exact candidates_sound. Qed.
+Lemma spec_match_root_first : S_match_root_first.
+Proof.
+  intros G D fuel r t d Hd Hf. split.
+  - intros bs fbs. exact (match_root_first G D fuel r t d bs fbs Hd Hf).
+  - exact (match_root_none_first G D fuel r t d Hd Hf).
+Qed.
 Lemma spec_set_match_correct : S_set_match_correct.
 Proof. exact set_match_correct. Qed.
 Lemma spec_set_match_all_correct : S_set_match_all_correct.

@@ -40,6 +40,8 @@ Print Assumptions ksols_solutions.
 Print Assumptions ksols_behaves.
 Print Assumptions first_solution.
 Print Assumptions first_solution_complete.
+Print Assumptions match_root_first.
+Print Assumptions match_root_none_first.
 (* the specification file (Spec.v): each statement is proved *)
 Print Assumptions spec_match_weakening.
 Print Assumptions spec_match_pattern_sound.
@@ -53,5 +55,6 @@ Print Assumptions spec_match_root_fail_sound.
 Print Assumptions spec_root_index_no_match.
 Print Assumptions spec_match_all_In.
 Print Assumptions spec_candidates_sound.
+Print Assumptions spec_match_root_first.
 Print Assumptions spec_set_match_correct.
 Print Assumptions spec_set_match_all_correct.
