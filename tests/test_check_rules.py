@@ -46,12 +46,7 @@ def shipped_fast():
 SHIPPED = [(p.name, r.name) for p in default_patterns() for r in p.rules]
 #: shipped rules check-rules refutes (a bug in the library, not in the checker):
 #: strict xfails, so fixing the rule makes the test fail until the entry goes
-KNOWN_REFUTED = {
-    "sdpa": "found by check-rules: library/attention.py's sdpa checks that the mask "
-            "broadcasts to x = scores + mask (always true) instead of to the scores "
-            "q @ kT; with size-1 batch/head axes in q and k and a larger mask the rule "
-            "fires and SDPA fails at run time",
-}
+KNOWN_REFUTED: dict = {}  # sdpa's mask-broadcast guard was one (fixed: it now checks q kT)
 
 
 @pytest.mark.parametrize("rule", [
@@ -65,15 +60,6 @@ def test_every_shipped_rule_is_tested_in_fast_mode(shipped_fast, rule):
                                   counterexample_lines(r.counterexample))
     assert r.examples == FAST["examples"] and r.counts["fired"] == r.examples
     assert r.space["alternates"]["fired"] >= 1 and r.space["dtypes"]
-
-
-def test_the_known_sdpa_refutation_is_a_mask_that_does_not_broadcast(shipped_fast):
-    (r,) = [r for r in shipped_fast if r.rule == "sdpa"]
-    if r.status != "refuted":
-        pytest.skip("sdpa is no longer refuted (see KNOWN_REFUTED)")
-    ins = _inputs(r.counterexample)
-    q, k, mask = ins["q"]["shape"], ins["k"]["shape"], ins["mask"]["shape"]
-    assert not _broadcasts(mask, q[:-1] + [k[-2]])
 
 
 def test_the_instance_space_is_described(shipped_fast):

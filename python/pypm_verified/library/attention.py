@@ -171,13 +171,17 @@ def sdpa(q, k, v, smul, sdiv, mask, x, cast, pd, ctx):
     """-> aten.scaled_dot_product_attention(q, k, v, mask, scale=s)."""
     scale = _scale(smul, sdiv)
     assert scale is not None
+    assert q.dtype in (pm.f32, pm.f16, pm.bf16, pm.f64)  # SDPA computes in floating point
     # the softmax is over x's dtype, cast back to q's (or not cast)
     assert x.dtype == q.dtype or (cast is not None and cast.is_const and x.dtype == pm.f32)
     if cast is not None:
         assert cast.is_const and cast.value == q.torch_dtype
     if mask is not None:
         assert not mask.is_const and mask.dtype == q.dtype
-        assert _broadcasts(mask.shape, x.shape)
+        # the mask must broadcast to the scores q kT (not merely to scores + mask,
+        # which it always does), and SDPA refuses a mask of rank < 2
+        scores = tuple(q.shape[:-1]) + (k.shape[-2],) if q.shape and k.shape else None
+        assert mask.rank is not None and mask.rank >= 2 and _broadcasts(mask.shape, scores)
     if pd is not None:  # dropout(p, pd, train=False): the identity whatever pd
         assert pd.is_const
     target = ctx.target
