@@ -66,7 +66,7 @@ class _Asserts(ast.NodeVisitor):
 
 
 def _parse_rule(rule):
-    return ast_transform._parse(rule.fn, "rule", rule.name)  # noqa: SLF001 -- same parse
+    return ast_transform.parse_function(rule.fn, "rule", rule.name)
 
 
 def rule_guards(rule) -> List[RuleGuard]:
@@ -95,8 +95,6 @@ def rule_guards(rule) -> List[RuleGuard]:
 def rule_without(rule, guard: RuleGuard) -> Callable:
     """``rule``'s compiled body with ``guard`` replaced by ``True`` (what
     :class:`~.evaluate.RuleRunner` takes as ``body``)."""
-    fndef, filename, _ = _parse_rule(rule)
-
     class Drop(ast.NodeTransformer):
         i = -1
 
@@ -112,16 +110,7 @@ def rule_without(rule, guard: RuleGuard) -> Callable:
                     node.test.values = vals
             return node
 
-    Drop().visit(fndef)
-    # as ast_transform.compile_rule does it
-    fndef.returns = None
-    a = fndef.args
-    for arg in a.posonlyargs + a.args + a.kwonlyargs:
-        arg.annotation = None
-    a.defaults, a.kw_defaults = [], [None] * len(a.kwonlyargs)
-    fndef.body = [ast_transform._RuleAsserts().visit(s) for s in fndef.body]  # noqa: SLF001
-    ast.fix_missing_locations(fndef)
-    return ast_transform._compile(rule.fn, fndef, filename, ()).make({})  # noqa: SLF001
+    return ast_transform.compile_rule(rule.fn, rule.name, transform=Drop().visit).make({})
 
 
 # --------------------------------------------------------- pattern guards
@@ -173,7 +162,7 @@ def _const_text(attr_side, c) -> str:
             return repr(core.DTYPE_BY_CODE[c.z])
         if attr_side.attr == core.OPCLASS:
             from ..core import symbols
-            for n, oc in symbols._classes.items():  # noqa: SLF001 -- interned classes
+            for n, oc in symbols.opclasses().items():
                 if oc.code == c.z:
                     return repr(oc)
     return None
@@ -207,7 +196,7 @@ def pattern_guards(pattern) -> List[PatternGuard]:
     linked = pattern.linked
     out = []
     for P, d in sorted(linked.index.items(), key=lambda kv: kv[1]):
-        traced = P._traced_alternates()  # noqa: SLF001 -- the traced guards' lines
+        traced = P.traced_alternates()  # the traced guards' lines
         names = dict(enumerate(linked.term_params[P]))
         fnames = dict(enumerate(linked.op_params[P]))
         counters = {"t": len(linked.term_params[P]), "f": len(linked.op_params[P])}

@@ -412,7 +412,7 @@ def _heights(defs, alts) -> List[float]:
 
 
 def _class_name(code: int) -> Optional[str]:
-    for name, c in symbols._classes.items():  # noqa: SLF001 -- the interned classes
+    for name, c in symbols.opclasses().items():
         if c.code == code:
             return name
     return None

@@ -120,3 +120,9 @@ def opclass(name: str) -> OpClass:
                 c.code = len(_classes) + 1
                 _classes[str(name)] = c
     return c
+
+
+def opclasses() -> Dict[str, OpClass]:
+    """The operator classes interned so far, by name."""
+    with _lock:
+        return dict(_classes)

@@ -246,7 +246,10 @@ def constraint_use(frame) -> bool:
         and nxt[0].opname == "POP_TOP"
 
 
-def _parse(fn: Callable, what: str, name: str):
+def parse_function(fn: Callable, what: str, name: str):
+    """``(fndef, filename, fail)``: the ``def`` of ``fn`` parsed from its source
+    with its file's line numbers (``what``/``name`` for messages; ``fail(line,
+    problem)`` raises a located PatternError). Raises :class:`NoSource`."""
     filename = fn.__code__.co_filename
     first = fn.__code__.co_firstlineno
 
@@ -297,7 +300,7 @@ def compile_pattern(fn: Callable, pattern_name: str):
     PatternError for unsupported code. A function whose source cannot be read
     is traced as it is (a :class:`Sourceless`)."""
     try:
-        fndef, filename, fail = _parse(fn, "pattern", pattern_name)
+        fndef, filename, fail = parse_function(fn, "pattern", pattern_name)
     except NoSource:
         return Sourceless(fn)
     for node in ast.walk(fndef):
@@ -318,10 +321,15 @@ def compile_pattern(fn: Callable, pattern_name: str):
     return _compile(fn, fndef, filename, HELPERS)
 
 
-def compile_rule(fn: Callable, rule_name: str) -> Compiled:
+def compile_rule(fn: Callable, rule_name: str, transform=None) -> Compiled:
     """Compile a rule function with its ``assert`` statements made explicit
-    (see the module docstring); its defaults are kept by :meth:`Compiled.make`."""
-    fndef, filename, _ = _parse(fn, "rule", rule_name)  # NoSource: the caller runs fn as is
+    (see the module docstring); its defaults are kept by :meth:`Compiled.make`.
+    ``transform``, if given, edits the parsed ``def`` first (e.g. a variant
+    with one assert dropped, for guard-necessity checks)."""
+    fndef, filename, _ = parse_function(fn, "rule", rule_name)  # NoSource: the caller runs fn as is
+    if transform is not None:
+        fndef = transform(fndef)
+        ast.fix_missing_locations(fndef)
     fndef.returns = None
     a = fndef.args
     for arg in a.posonlyargs + a.args + a.kwonlyargs:

@@ -75,7 +75,7 @@ def _reachable(roots) -> Tuple[list, dict]:
         i += 1
         if P in alts:
             continue
-        alts[P] = P._traced_alternates()
+        alts[P] = P.traced_alternates()
         order.append(P)
         for a in alts[P]:
             queue.extend(c.pattern for c in a.trace.calls)

@@ -134,7 +134,9 @@ class Pattern:
 
     # -------------------------------------------------------------- tracing
 
-    def _traced_alternates(self) -> Tuple[Alternate, ...]:
+    def traced_alternates(self) -> Tuple[Alternate, ...]:
+        """Each definition traced (cached until the next definition): the
+        returned IR term, parameter symbols and :class:`~.trace.Trace`."""
         with _lock:
             cached = self._traced
             if cached is not None and cached[0] == _generation:
