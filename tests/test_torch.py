@@ -412,3 +412,24 @@ def test_pickled_module_and_cli(tmp_path, lib):
     p = _cli("rewrite", str(sd), "-o", str(tmp_path / "x.pt2"))
     assert p.returncode == 2 and "state_dict" in p.stdout + p.stderr
     assert not (tmp_path / "x.pt2").exists()
+
+
+def test_loading_a_rules_file_twice_gives_the_same_patterns(tmp_path):
+    """Executing a rules file again would add each definition as a further
+    alternate; load_rules loads a file once per version of it."""
+    from pypm_verified.library import load_rules
+    f = tmp_path / "twice.py"
+    f.write_text("import pypm_verified as pm\n"
+                 "from pypm_verified.torch.ops import Neg\n"
+                 "@pm.pattern\n"
+                 "def DoubleNeg(x):\n"
+                 "    return Neg(Neg(x))\n"
+                 "@pm.rule(DoubleNeg)\n"
+                 "def cancel(x):\n"
+                 "    return x\n")
+    (a,), (b,) = load_rules(str(f)), load_rules(str(f))
+    assert a is b and len(a.definitions) == 1 and [r.name for r in a.rules] == ["cancel"]
+    f.write_text(f.read_text() + "\n# edited\n")
+    os.utime(f, ns=(1, 1))  # a new version of the file: loaded anew, not merged
+    (c,) = load_rules(str(f))
+    assert c is not a and len(c.definitions) == 1 and len(c.rules) == 1

@@ -21,7 +21,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-from typing import List
+import threading
+from typing import Dict, List, Tuple
 
 from ..dsl.patterns import Pattern
 
@@ -45,6 +46,31 @@ def default_patterns(modules=MODULES) -> List[Pattern]:
     return out
 
 
+_files: Dict[str, Tuple[Tuple[int, int], object]] = {}  # path -> ((mtime, size), module)
+_file_lock = threading.Lock()
+
+
+def _load_file(path: str):
+    """The module of the rules file ``path``, executed once per version of the
+    file: loading it again returns the same module (executing it again would
+    add every definition as a further alternate of the same patterns); a
+    changed file is executed as a new module, with patterns of its own."""
+    path = os.path.realpath(path)
+    st = os.stat(path)
+    stamp = (st.st_mtime_ns, st.st_size)
+    with _file_lock:
+        hit = _files.get(path)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        stem = os.path.splitext(os.path.basename(path))[0]
+        name = f"pypm_user_rules_{stem}_{len(_files)}"
+        s = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(s)
+        s.loader.exec_module(mod)
+        _files[path] = (stamp, mod)
+        return mod
+
+
 def load_rules(spec: str) -> List[Pattern]:
     """Patterns from ``spec``: a library module name (``attention``), a
     dotted module path, or a ``.py`` file. Raises ValueError when it cannot
@@ -55,10 +81,7 @@ def load_rules(spec: str) -> List[Pattern]:
         if spec.endswith(".py") or os.sep in spec:
             if not os.path.isfile(spec):
                 raise ValueError(f"rules file {spec!r} does not exist")
-            name = "pypm_user_rules_" + os.path.splitext(os.path.basename(spec))[0]
-            s = importlib.util.spec_from_file_location(name, spec)
-            mod = importlib.util.module_from_spec(s)
-            s.loader.exec_module(mod)
+            mod = _load_file(spec)
         else:
             mod = importlib.import_module(spec)
     except ValueError:
