@@ -498,17 +498,45 @@ class _Null:
         pass
 
 
+def why_not_fired(report, pattern: str, rule: str) -> str:
+    """The "why not fired" cell of ``rule`` (of ``pattern``): its most
+    frequent reason for declining, with its count when there were several
+    (all of them are in ``--report``'s ``declines``); "" if it never declined
+    on a match that no rule fired on."""
+    reasons = report.why_not_fired(pattern, rule)
+    if not reasons:
+        return ""
+    top, n = reasons[0]
+    if len(reasons) == 1:
+        return top
+    total = sum(c for _, c in reasons)
+    others = len(reasons) - 1
+    return (f"{top} ({n} of {total}; {others} other reason{'s' if others > 1 else ''} "
+            "in --report)")
+
+
 def _table(console, report, numerics, timings, out_path, target_line, note):
+    from rich.markup import escape
     from rich.table import Table
     t = Table(title="rules")
     t.add_column("pattern / rule")
     t.add_column("matches", justify="right")
     t.add_column("fired", justify="right")
-    names = sorted(set(report.matches) | set(report.firings))
-    for n in names:
-        t.add_row(n, str(report.matches.get(n, "")), str(report.firings.get(n, "")))
-    if not names:
-        t.add_row("(no pattern matched)", "", "")
+    t.add_column("why not fired")
+    # a pattern: its matches and how many fired; under it, each of its rules:
+    # how often it fired and, when a match fired no rule, why it declined
+    shown = set()
+    for p in sorted(report.matches):
+        m = report.matches[p]
+        t.add_row(p, str(m), str(m - report.unfired(p)), "")
+        for r in report.rules.get(p, ()):
+            shown.add(r)
+            t.add_row(f"  {r}", "", str(report.firings.get(r, 0)),
+                      escape(why_not_fired(report, p, r)))
+    for r in sorted(set(report.firings) - shown):  # a report without rule lists
+        t.add_row(r, "", str(report.firings[r]), "")
+    if not report.matches and not report.firings:
+        t.add_row("(no pattern matched)", "", "", "")
     console.print(t)
     s = Table(title="summary", show_header=False)
     s.add_column()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from ..dsl.patterns import Pattern
+from ..dsl.rules import short_path
 from ..engines.matching import check_engine, match_all
 from ..errors import PatternError
 from .report import RewriteReport
@@ -27,7 +28,8 @@ def rewrite(graph: Graph, patterns: Sequence[Pattern], engine: str = "verified",
     count). Passes repeat until one fires nothing, at most
     ``max_iterations`` times. A graph without designated outputs gets its
     current sinks (nodes no node uses) as outputs. Raises OutOfFuel like
-    :func:`match_all`.
+    :func:`match_all`. For each match where no rule fired, the report
+    records why each rule declined (:attr:`RewriteReport.declines`).
     """
     check_engine(engine)
     if not isinstance(graph, Graph):
@@ -53,10 +55,12 @@ def rewrite(graph: Graph, patterns: Sequence[Pattern], engine: str = "verified",
         for pattern, root, m in match_all(active, graph, engine=engine, fuel=fuel):
             if root.id not in live:
                 continue
-            report.record_match(pattern.name)
+            report.record_match(pattern.name, [r.name for r in pattern.rules])
             values = {**m.bindings, **m.functions}
+            declined = []  # (rule, reason) for each rule that did not fire
             for rule in pattern.rules:
-                new = rule.fire(values, graph)
+                new = rule.fire(values, graph,
+                                on_decline=lambda d: declined.append((d.rule.name, d.reason)))
                 if new is None:
                     continue
                 if not isinstance(new, Node) or new.graph is not graph:
@@ -65,12 +69,17 @@ def rewrite(graph: Graph, patterns: Sequence[Pattern], engine: str = "verified",
                         "node of the matched graph (build it by calling operators on the bound "
                         "nodes)")
                 if new == root:
+                    declined.append((rule.name, "returned the matched root (no change) "
+                                                f"[{short_path(rule.where)}]"))
                     break
                 graph.replace(root, new)
                 report.record_firing(rule.name, root, new)
                 fired = True
                 live = {n.id for n in graph.live()}
+                declined = None
                 break
+            if declined is not None:
+                report.record_unfired(pattern.name, declined)
         if not fired:
             return report
     report.cap_hit = True

@@ -19,14 +19,16 @@ a hang).
 """
 from __future__ import annotations
 
+import sys
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.fx as fx
 
 from ..core.graph import TensorShape
 from ..dsl.patterns import Pattern
+from ..dsl.rules import short_path
 from ..engines.matching import PatternSet, check_engine
 from ..errors import PatternError
 from ..rewriting.report import RewriteReport
@@ -35,6 +37,7 @@ from .importer import TermGraph, is_pure
 
 ASSERT_METADATA = torch.ops.aten._assert_tensor_metadata.default
 TARGETS = profitability.TARGETS
+_REFUSAL_FRAMES = 6  # how far up a refusal looks for the rule's assert
 
 
 class RewriteError(RuntimeError):
@@ -47,21 +50,48 @@ class RuleContext:
     ``target`` (the device the rewrite optimizes for, "cpu" or "cuda") and
     :meth:`profitable`, the measured profitability table on that target
     (answering True for every kernel when ``check_profitability`` is off,
-    e.g. to make every rule fire in a benchmark or a test)."""
+    e.g. to make every rule fire in a benchmark or a test).
 
-    __slots__ = ("target", "check_profitability")
+    ``refusals`` lists, since the driver last cleared it (before each rule
+    it fires), every ``profitable`` call that answered False: ``(sites,
+    reason)``, the ``(file, line)`` of the call and of its callers (a few
+    frames up: the guard may call a helper that calls ``profitable``) and
+    :func:`~pypm_verified.torch.profitability.refusal`'s reason, so that a
+    rule declining on a ``ctx.profitable(...)`` guard is reported with the
+    threshold and the size seen (:meth:`explain`)."""
+
+    __slots__ = ("target", "check_profitability", "refusals")
 
     def __init__(self, target: str, check_profitability: bool = True):
         if target not in TARGETS:
             raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
         self.target = target
         self.check_profitability = check_profitability
+        self.refusals: List[Tuple[Tuple[Tuple[str, int], ...], str]] = []
 
     def profitable(self, rule: str, *, dtype, variant: str = "default", **sizes) -> bool:
-        """:func:`pypm_verified.torch.profitability.profitable` on this target."""
+        """:func:`pypm_verified.torch.profitability.profitable` on this target
+        (a refusal is recorded in :attr:`refusals`)."""
         if not self.check_profitability:
             return True
-        return profitability.profitable(rule, self.target, dtype=dtype, variant=variant, **sizes)
+        why = profitability.refusal(rule, self.target, dtype=dtype, variant=variant, **sizes)
+        if why is None:
+            return True
+        sites, frame = [], sys._getframe(1)
+        while frame is not None and len(sites) < _REFUSAL_FRAMES:
+            sites.append((frame.f_code.co_filename, frame.f_lineno))
+            frame = frame.f_back
+        self.refusals.append((tuple(sites), why))
+        return False
+
+    def explain(self, decline):
+        """``decline`` (a :class:`~pypm_verified.dsl.rules.Decline`) with the
+        reason of the profitability refusal recorded at its failing assert,
+        if there is one."""
+        for sites, why in reversed(self.refusals):
+            if any(decline.covers(f, ln) for f, ln in sites):
+                return decline.with_detail(why)
+        return decline
 
     def __repr__(self):
         return (f"RuleContext(target={self.target!r}"
@@ -268,25 +298,43 @@ class Driver:
             return None
         for i, m in self._matches(term):
             pattern = self.patterns[i]
-            self.report.record_match(pattern.name)
+            self.report.record_match(pattern.name, [r.name for r in pattern.rules])
             values = {k: self._bound(t) for k, t in m.bindings.items()}
             values.update(m.functions)
+            declined: List[Tuple[str, str]] = []
             for rule in pattern.rules:
-                changed = self._fire(rule, values, node)
+                changed = self._fire(rule, values, node, declined)
                 if changed is not None:
                     return changed
+            # no rule fired on this match: the report says why, rule by rule
+            self.report.record_unfired(pattern.name, declined)
         return None
 
-    def _fire(self, rule, values, root: fx.Node) -> Optional[List[fx.Node]]:
+    def _fire(self, rule, values, root: fx.Node,
+              declined: Optional[List[Tuple[str, str]]] = None) -> Optional[List[fx.Node]]:
+        """Fire ``rule`` at ``root``: the nodes it created, or None when it
+        does not fire -- then ``(rule name, reason)`` is appended to
+        ``declined`` if given."""
+        if declined is None:
+            declined = []
         b = _Builder(self, root, rule)
+        ctx = self.context
+        ctx.refusals.clear()
+
+        def on_decline(d):
+            declined.append((rule.name, ctx.explain(d).reason))
+
         try:
-            out = rule.fire(values, b, self.context)
+            out = rule.fire(values, b, ctx, on_decline=on_decline)
         except Exception:
             for n in reversed(b.created):
                 if n.graph is self.gm.graph and not n.users:
                     self.tg.erase(n)
             raise
         if out is None or (isinstance(out, Value) and out.fx is root):
+            if out is not None:
+                declined.append((rule.name, "returned the matched root (no change) "
+                                            f"[{short_path(rule.where)}]"))
             for n in reversed(b.created):
                 if not n.users:
                     self.tg.erase(n)

@@ -46,6 +46,8 @@ except where the CUDA implementation is only the unfused fallback
 
 Unknown sizes (``None``, e.g. symbolic dimensions), dtypes or variants absent
 from the table answer ``False``: a guard that cannot decide keeps the original.
+:func:`refusal` says why in one line (the threshold and the size seen); the
+driver shows it as the reason a rule did not fire (``rewrite``'s summary).
 """
 from __future__ import annotations
 
@@ -53,7 +55,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-__all__ = ["RULES", "TARGETS", "TABLE_PATH", "profitable", "table", "thresholds_from_rows",
+__all__ = ["RULES", "TARGETS", "TABLE_PATH", "profitable", "refusal", "table", "thresholds_from_rows",
            "write_table"]
 
 TABLE_PATH = Path(__file__).with_name("profitability.json")
@@ -98,19 +100,44 @@ def profitable(rule: str, target: str, *, dtype, variant: str = "default", **siz
     ``seq=512``. Extra size keywords are ignored; a missing or ``None`` size,
     or a dtype/variant not in the table, gives ``False``. Raises
     :class:`KeyError` for an unknown rule and :class:`ValueError` for an
-    unknown target."""
+    unknown target. :func:`refusal` says why it is ``False``."""
+    return refusal(rule, target, dtype=dtype, variant=variant, **sizes) is None
+
+
+#: How a size keyword reads in a reason.
+SIZE_WORDS = {"seq": "sequence length", "numel": "elements", "tokens": "tokens"}
+
+
+def refusal(rule: str, target: str, *, dtype, variant: str = "default",
+            **sizes) -> Optional[str]:
+    """Why :func:`profitable` answers ``False`` for these arguments, as one
+    line (None when it answers ``True``): the measured threshold and the size
+    seen (``not profitable on cpu: attention (mask, float32) needs sequence
+    length >= 512, saw 128``), a threshold that is never reached ("never
+    profitable"), an unknown size, or no entry in the table."""
     if rule not in RULES:
         raise KeyError(f"profitable: unknown rule {rule!r}; known: {', '.join(RULES)}")
     if target not in TARGETS:
         raise ValueError(f"profitable: unknown target {target!r}; expected one of {TARGETS}")
+    dt = _dtype_name(dtype)
+    head = f"not profitable on {target}: {rule} ({variant}, {dt})"
     entry = table()["table"].get(rule, {}).get(target)
     if entry is None:
-        return False
-    size = sizes.get(entry["size"])
+        return f"not profitable on {target}: no {target} entry for {rule} in the table"
+    key = entry["size"]
+    word = SIZE_WORDS.get(key, key)
+    per_dtype = entry["thresholds"].get(dt)
+    if per_dtype is None or variant not in per_dtype:
+        return f"{head}: not in the table (no measurement)"
+    threshold = per_dtype[variant]
+    if threshold is None:
+        return f"{head}: never profitable (slower at every measured size)"
+    size = sizes.get(key)
     if size is None:
-        return False
-    threshold = entry["thresholds"].get(_dtype_name(dtype), {}).get(variant)
-    return threshold is not None and int(size) >= threshold
+        return f"{head} needs {word} >= {threshold}, size unknown (symbolic or missing)"
+    if int(size) < threshold:
+        return f"{head} needs {word} >= {threshold}, saw {int(size)}"
+    return None
 
 
 def thresholds_from_rows(rows, min_ratio: float) -> Dict[str, Dict[str, Dict[str, Optional[int]]]]:
