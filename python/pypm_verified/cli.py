@@ -366,10 +366,8 @@ def _rule_codes(patterns) -> Dict[types.CodeType, object]:
     codes = {}
     for p in patterns:
         for r in getattr(p, "rules", ()):
-            for f in (getattr(r, "fn", None), getattr(r, "_run", None)):
-                code = getattr(f, "__code__", None)
-                if code is not None:
-                    codes[code] = r
+            for code in r.codes:  # the function and its compiled body
+                codes[code] = r
     return codes
 
 

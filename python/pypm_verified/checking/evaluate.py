@@ -30,7 +30,6 @@ replacement, or the replacement fails at run time).
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 import types
 from dataclasses import dataclass
@@ -43,7 +42,6 @@ from ..engines.matching import PatternSet
 from ..errors import OutOfFuel, PatternError
 from ..torch.check import TOLERANCE
 from ..torch.driver import Driver, RewriteError
-from ..torch.importer import TermGraph
 from .instances import App, Instance, Leaf
 
 __all__ = ["Built", "InvalidInstance", "Outcome", "RuleRunner", "build", "compare_outputs",
@@ -273,8 +271,9 @@ class _Probe:
     """The rule's compiled body, remembering the line of a failing assert."""
 
     def __init__(self, run):
-        self.run = run
-        codes, stack = set(), [run.__code__]
+        self.run = run  # a compiled body, or the Rule itself (calling it runs its body)
+        codes = set(getattr(run, "codes", ()))
+        stack = [run.__code__] if hasattr(run, "__code__") else list(codes)
         while stack:
             c = stack.pop()
             codes.add(c)
@@ -306,17 +305,16 @@ class RuleRunner:
         self.engine = engine
         self.pset = PatternSet([program if program is not None else pattern], engine)
         self.names = (pattern.term_params, pattern.op_params) if program is not None else None
-        self.probe = _Probe(body if body is not None else rule._run)
-        self.rule = copy.copy(rule)
-        self.rule._run = self.probe
+        self.probe = _Probe(body if body is not None else rule)
+        self.rule = rule.with_body(self.probe)
 
     def _values(self, d: Driver, m) -> dict:
         if self.names is None:
-            values = {k: d._bound(t) for k, t in m.bindings.items()}  # noqa: SLF001
+            values = {k: d.bound_value(t) for k, t in m.bindings.items()}
             values.update(m.functions)
             return values
         tn, fn = self.names
-        values = {tn[v]: d._bound(t) for v, t in m.bindings.items()}  # noqa: SLF001
+        values = {tn[v]: d.bound_value(t) for v, t in m.bindings.items()}
         values.update({fn[F]: op for F, op in m.functions.items()})
         return values
 
@@ -338,7 +336,7 @@ class RuleRunner:
                                           f"{type(e).__name__}: {_first_line(e)}")
         d = Driver(b.gm, [self.pattern], engine=self.engine, target="cpu", recompile=False,
                    check_profitability=False)
-        d.tg = TermGraph(b.gm.graph).build()
+        d.prepare()
         term = d.tg.term.get(b.root)
         try:
             m = self.pset.match(0, term) if term is not None else None
@@ -349,7 +347,7 @@ class RuleRunner:
         values = self._values(d, m)
         self.probe.line = None
         try:
-            changed = d._fire(self.rule, values, b.root)  # noqa: SLF001 -- the driver's path
+            changed = d.fire_at(self.rule, values, b.root)  # the driver's own path
         except RewriteError as e:
             return Outcome("error", f"invalid replacement: {_first_line(e)}")
         except PatternError as e:

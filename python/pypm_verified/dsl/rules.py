@@ -27,6 +27,7 @@ driver adds the profitability threshold and the size seen to a failing
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import os
 import textwrap
@@ -269,6 +270,15 @@ class Rule:
         seen = tuple((e, v) for e, v in ((e, _show(path, f_locals)) for e, path in reads)
                      if v is not None)
         return Decline(self, filename, lo, hi, text, message, seen=seen)
+
+    def with_body(self, run: Callable) -> "Rule":
+        """A copy of this rule whose body is ``run`` (same name, parameters
+        and pattern; not registered with the pattern): a variant for tools,
+        e.g. the rule checker's body with one assert dropped, or a wrapper
+        that observes the body."""
+        r = copy.copy(self)
+        r._run = run
+        return r
 
     def __repr__(self):
         return f"<rule {self.name} of {self.pattern.name}>"

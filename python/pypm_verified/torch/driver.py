@@ -251,7 +251,8 @@ class Driver:
     def value(self, node: fx.Node) -> Value:
         return Value(self.tg.term[node], node)
 
-    def _bound(self, term) -> object:
+    def bound_value(self, term) -> object:
+        """The :class:`Value` a rule receives for the bound term node ``term``."""
         if term.kind == "const":
             return Value(term, None, self.tg.const_values.get(term.id, term.value), True)
         node = self.tg.fx_of.get(term.id)
@@ -299,19 +300,19 @@ class Driver:
         for i, m in self._matches(term):
             pattern = self.patterns[i]
             self.report.record_match(pattern.name, [r.name for r in pattern.rules])
-            values = {k: self._bound(t) for k, t in m.bindings.items()}
+            values = {k: self.bound_value(t) for k, t in m.bindings.items()}
             values.update(m.functions)
             declined: List[Tuple[str, str]] = []
             for rule in pattern.rules:
-                changed = self._fire(rule, values, node, declined)
+                changed = self.fire_at(rule, values, node, declined)
                 if changed is not None:
                     return changed
             # no rule fired on this match: the report says why, rule by rule
             self.report.record_unfired(pattern.name, declined)
         return None
 
-    def _fire(self, rule, values, root: fx.Node,
-              declined: Optional[List[Tuple[str, str]]] = None) -> Optional[List[fx.Node]]:
+    def fire_at(self, rule, values, root: fx.Node,
+                declined: Optional[List[Tuple[str, str]]] = None) -> Optional[List[fx.Node]]:
         """Fire ``rule`` at ``root``: the nodes it created, or None when it
         does not fire -- then ``(rule name, reason)`` is appended to
         ``declined`` if given."""
@@ -369,14 +370,20 @@ class Driver:
                 return True
         return False
 
+    def prepare(self) -> None:
+        """Import the FX graph as a term graph (``tg``) and prepare the
+        patterns (``pset``); :meth:`run` starts with it, tools that fire
+        rules one at a time (:meth:`fire_at`) call it themselves."""
+        self.tg = TermGraph(self.gm.graph).build()
+        self.pset = PatternSet(self.patterns, self.engine)
+        self.report.merged = self.tg.merged
+
     def run(self) -> RewriteReport:
         """Rewrite to a fixpoint (or the iteration cap); returns the report."""
         t_start = time.perf_counter()
         g = self.gm.graph
         self.report.nodes_before = count_calls(g)
-        self.tg = TermGraph(g).build()
-        self.pset = PatternSet(self.patterns, self.engine)
-        self.report.merged = self.tg.merged
+        self.prepare()
         work = [n for n in g.nodes if n.op == "call_function"]
         term = self.tg.term
         while work and self.report.iterations < self.max_iterations:
