@@ -32,6 +32,7 @@ from .core.symbols import OpClass, opclass
 from .dsl import Op, Pattern, Rule, op, pattern, rule, var
 from .engines import ENGINES, Match, match, match_all
 from .engines.binding import available as engine_available
+from .engines.explain import Explanation, explain, explain_all
 from .errors import EngineError, EngineUnavailable, GraphError, OutOfFuel, PatternError
 from .rewriting import RewriteReport, rewrite
 
@@ -42,6 +43,7 @@ __all__ = [
     "RewriteReport", "rewrite",
     "EngineError", "EngineUnavailable", "GraphError", "OutOfFuel", "PatternError",
     "Graph", "Node", "TensorShape", "load",
+    "explain", "explain_all", "Explanation",
 ]
 
 

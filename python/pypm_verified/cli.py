@@ -7,6 +7,8 @@ Commands (one function each, registered in :data:`COMMANDS`):
   check-rules                check the rules on PyTorch subgraphs generated
                              from their patterns (tested / refuted / vacuous;
                              its exit codes are in `check-rules --help`).
+  explain MODEL --pattern P  why pattern P does not match (at --node, or the
+                             near misses over the model).
 
 Every path and every rule is checked before the model is loaded, so a
 mistake costs a second, not an export; each problem is one line on stderr
@@ -907,6 +909,146 @@ def check_rules_main(args, state: dict) -> int:
                              f"{e.strerror or e}") from None
         state["written"].append(args.markdown)
     return EXIT_OK if all(r.ok for r in results) else EXIT_REFUTED
+
+
+# ----------------------------------------------------------------- explain
+
+EXPLAIN_DESCRIPTION = """\
+Why does a pattern not match? Loads MODEL (as `rewrite` does), imports its
+graph into the term graph the rules match on, and explains pattern NAME:
+with --node FX_NODE_NAME at that node (the match, or the deepest partial
+match: which sub-pattern, alternate and child position failed, at which
+node, and why: operator, guard and the values it read, unknown size,
+conflict, fuel); without --node, the near misses over the whole model,
+deepest first. The verdict is the matcher's (--engine); the explanation is
+only attached to its "no".
+"""
+
+
+def _configure_explain(sub) -> None:
+    ex = sub.add_parser("explain", help="explain why a pattern does not match",
+                        description=EXPLAIN_DESCRIPTION, epilog="""\
+example:
+  python -m pypm_verified explain bert.pt2 --pattern Attention --rules attention
+  python -m pypm_verified explain m.pt2 --pattern MyPat --rules my_rules.py --node softmax
+""", formatter_class=argparse.RawDescriptionHelpFormatter)
+    ex.add_argument("model", help="model file (as for rewrite)")
+    ex.add_argument("--pattern", required=True, metavar="NAME",
+                    help="the pattern to explain (any pattern the rules define or call)")
+    ex.add_argument("--node", metavar="FX_NODE_NAME",
+                    help="the FX node to explain at (default: the near misses of the model)")
+    ex.add_argument("--rules", action="append", metavar="MODULE_OR_FILE",
+                    help="where the pattern is defined (repeatable; default: the library)")
+    ex.add_argument("--engine", choices=("verified", "reference"), default="verified",
+                    help="matcher whose verdict is explained (default: verified)")
+    ex.add_argument("--top", type=_int_at_least(1, "too few"), default=10, metavar="N",
+                    help="near misses shown without --node (default 10)")
+    ex.add_argument("--example-inputs", metavar="FILE",
+                    help="torch.save'd tuple of example inputs (TorchScript models)")
+
+
+def _explain_patterns(specs) -> list:
+    """Every pattern of the ``--rules`` specs (or the library) and every
+    pattern they call; a .py file without rules contributes its patterns."""
+    from .dsl.patterns import Pattern
+    roots = []
+    for spec in specs or [None]:
+        if spec is None:
+            from .library import default_patterns
+            roots.extend(default_patterns())
+            continue
+        try:
+            roots.extend(load_rule_spec(spec))
+        except UsageError:
+            if not (spec.endswith(".py") and os.path.isfile(spec)):
+                raise
+            import importlib.util
+            name = f"pypm_explain_{os.path.splitext(os.path.basename(spec))[0]}"
+            mspec = importlib.util.spec_from_file_location(name, spec)
+            mod = importlib.util.module_from_spec(mspec)
+            try:
+                mspec.loader.exec_module(mod)
+            except Exception as e:  # noqa: BLE001 -- a user's file may raise anything
+                raise UsageError(f"--rules {spec}: cannot import it: {type(e).__name__}: "
+                                 f"{_first_line(e)}") from None
+            roots.extend(v for v in vars(mod).values() if isinstance(v, Pattern))
+    out = {}
+    for p in roots:
+        out.setdefault(p, None)
+        try:
+            for q in p.linked.index:
+                out.setdefault(q, None)
+        except Exception as e:  # noqa: BLE001 -- PatternError and tracing errors
+            raise UsageError(f"pattern {p.name}: {_first_line(e)}") from None
+    return list(out)
+
+
+@command("explain", _configure_explain)
+def explain_main(args, state: dict) -> int:
+    """``explain``: see :data:`EXPLAIN_DESCRIPTION`."""
+    check_model_path(args.model)
+    try:
+        import torch
+    except ImportError:
+        raise UsageError("PyTorch is not installed; pip install -e '.[torch]' "
+                         "-c requirements/constraints.txt") from None
+    from .engines.explain import explain, explain_all, node_desc
+    from .engines.matching import match_all
+    from .torch import kernels  # noqa: F401 -- programs may already use pypm ops
+    from .torch.importer import TermGraph
+    from .torch.loader import LoadError, load_model
+    patterns = _explain_patterns(args.rules)
+    hits = [p for p in patterns if p.name == args.pattern] or \
+        [p for p in patterns if p.name.lower() == args.pattern.lower()]
+    if not hits:
+        known = ", ".join(sorted({p.name for p in patterns}))
+        raise UsageError(f"--pattern {args.pattern}: no such pattern in the rules "
+                         f"(known: {known})")
+    pat = hits[0]
+    example = None
+    if args.example_inputs:
+        try:
+            example = torch.load(args.example_inputs, weights_only=True)
+        except Exception as e:  # noqa: BLE001
+            raise UsageError(f"--example-inputs {args.example_inputs}: cannot read it: "
+                             f"{type(e).__name__}: {_first_line(e)}") from None
+        example = tuple(example) if isinstance(example, (list, tuple)) else (example,)
+    try:
+        prog = load_model(args.model, example)
+    except LoadError as e:
+        raise UsageError(str(e)) from None
+    except Exception as e:  # noqa: BLE001 -- anything torch raises
+        raise UsageError(f"{args.model}: cannot load it: {type(e).__name__}: "
+                         f"{_first_line(e)}") from None
+    tg = TermGraph(prog.ep.graph).build()
+
+    def describe(n) -> str:
+        fx = tg.fx_of.get(n.id)
+        return node_desc(n) if fx is None else f"{fx.name} = {node_desc(n)[len(str(n.id)) + 2:]}"
+
+    if args.node:
+        by_name = {fx.name: t for fx, t in tg.term.items()}
+        node = by_name.get(args.node)
+        if node is None:
+            near = [n for n in by_name if args.node.lower() in n.lower()][:8]
+            raise UsageError(f"--node {args.node}: no FX node of that name in the model"
+                             + (f" (similar: {', '.join(near)})" if near else ""))
+        print(explain(pat, node, engine=args.engine, describe=describe))
+        return EXIT_OK
+    g = tg.graph
+    matched = [n for _, n, _ in match_all([pat], g, engine=args.engine)]
+    print(f"pattern {pat.name}: matches at {len(matched)} node(s)"
+          + (": " + ", ".join(describe(n).split(" = ")[0] for n in matched[:10])
+             + (" ..." if len(matched) > 10 else "") if matched else ""))
+    misses = explain_all(pat, g, top=args.top, engine=args.engine, describe=describe)
+    if not misses:
+        print("no near misses: the root operator of the pattern occurs nowhere else")
+        return EXIT_OK
+    print(f"near misses (deepest first, top {args.top}):")
+    for e in misses:
+        print()
+        print(e)
+    return EXIT_OK
 
 
 # -------------------------------------------------------------------- main

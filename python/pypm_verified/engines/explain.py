@@ -1,0 +1,690 @@
+"""Why a pattern does not match a node: ``pm.explain`` and ``pm.explain_all``.
+
+The verdict always comes from an engine: :func:`explain` calls
+:func:`pypm_verified.match` first (``engine="verified"`` by default), so a
+match is reported as a match, a fuel exhaustion as one, and an explanation
+is only ever attached to a "no" the engine gave. The explanation itself is
+computed by an *instrumented backtracking search* over the lowered core
+table, with the semantics and the alternate order of
+:mod:`.reference` (the declarative rules read left to right): it tries
+every alternate, every way of threading the substitution through the
+children, and records each failure as ``(depth, path, reason)``, where
+*depth* is the number of pattern steps that succeeded on the way there
+(pattern nodes matched, guards and constraints passed). The deepest failure
+(the first one found at that depth, in the engine's order) is the
+explanation: which definition (sub-pattern) and which of its alternates
+(index, file:line) was being tried, the child positions that led to the
+failing graph node, and why it failed:
+
+* ``operator``  — the node's operator is not the one the pattern expects
+  (expected vs found names); ``arity`` — the same operator with another
+  number of arguments;
+* ``guard``     — an ``assert`` was false, with the values it read
+  (``x.rank == 4: x.rank = 3``); ``unknown`` — it could not be decided
+  because an attribute it reads is unknown (a symbolic or missing size):
+  a guard is only passed when it is *true*;
+* ``nonlinear`` — a variable already bound to node A met node B;
+* ``opvar``     — an operator variable already bound to operator A met B
+  (an ``op_class`` mismatch is a ``guard`` on ``F.op_class``);
+* ``root``      — the proved root-operator index says no before any matching
+  (``core.root_symbols``): "the pattern's root can only be …";
+* ``fuel``      — the engine ran out of fuel (the deepest partial match of a
+  bounded search is still shown).
+
+If the instrumented search finds a match where the engine said "no" (or
+the other way round, finds none where it said "yes"), that is an internal
+inconsistency and :class:`ExplainInconsistency` is raised: the explanation
+never contradicts the engine.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+from .. import core
+from ..core import symbols
+from ..core.graph import Graph, Node
+from ..dsl.patterns import Pattern
+from ..dsl.trace import FUN, TERM
+from ..errors import OutOfFuel
+from . import matching
+
+#: steps (pattern nodes tried) the instrumented search may take before it
+#: stops and reports the deepest failure found so far
+DEFAULT_BUDGET = 1 << 20
+
+__all__ = ["Explanation", "ExplainInconsistency", "explain", "explain_all", "DEFAULT_BUDGET"]
+
+
+class ExplainInconsistency(AssertionError):
+    """The instrumented search disagrees with the engine's verdict (a bug)."""
+
+
+class _Budget(Exception):
+    pass
+
+
+# ------------------------------------------------------------------ naming
+
+class _Names:
+    """Readable names for the definitions, alternates, variables and guards
+    of a table: from the ``@pm.pattern`` sources when there are some."""
+
+    def __init__(self, defs, root: int, pattern=None):
+        self.defs = defs
+        n = len(defs)
+        self.def_name = [f"P{i}" for i in range(n)]
+        self.alts: List[Tuple[core.CorePattern, ...]] = []
+        self.alt_line: List[List[Optional[str]]] = []
+        self.var: List[Dict[Tuple[str, int], str]] = [{} for _ in range(n)]
+        self.guard_lines: Dict[int, List[Tuple[core.Guard, Optional[str]]]] = {}
+        self.constr_line: Dict[int, Optional[str]] = {}
+        linked = pattern.linked if isinstance(pattern, Pattern) else None
+        by_index = {i: P for P, i in linked.index.items()} if linked is not None else {}
+        for i, d in enumerate(defs):
+            P = by_index.get(i)
+            alts = None
+            if P is not None:
+                alts = tuple(linked.alternates[P])
+                if not alts or core.alts(alts) != d.body:
+                    alts = None
+            if alts is None:
+                self.alts.append(_spine(d.body))
+                self.alt_line.append([None] * len(self.alts[-1]))
+                self.var[i].update({(TERM, v): f"x{v}" for v in range(d.nparams)})
+                self.var[i].update({(FUN, v): f"F{v}" for v in range(d.nfparams)})
+                continue
+            self.alts.append(alts)
+            self.def_name[i] = P.name
+            names = self.var[i]
+            names.update({(TERM, v): s for v, s in enumerate(linked.term_params[P])})
+            names.update({(FUN, v): s for v, s in enumerate(linked.op_params[P])})
+            counters = {TERM: d.nparams, FUN: d.nfparams}
+            lines = []
+            traced = P.traced_alternates()
+            for body, a in zip(alts, traced):
+                lines.append(f"{a.filename}:{a.lineno}")
+                for sym in a.trace.locals:
+                    names[(sym.kind, counters[sym.kind])] = sym.name
+                    counters[sym.kind] += 1
+                self._index_alt(body, a)
+            self.alt_line.append(lines)
+
+    def _index_alt(self, body, a) -> None:
+        """Source lines of the alternate's guards (one conjunct each) and
+        constraints, keyed by the identity of the core nodes."""
+        q = body
+        while isinstance(q, (core.PExists, core.PExistsF)):
+            q = q.p
+        guards = [line for _, line in a.trace.guards]
+        if isinstance(q, core.PGuard) and guards:
+            g, parts = q.g, []
+            for line in guards[:-1]:
+                if not isinstance(g, core.GAnd):
+                    parts = []
+                    break
+                parts.append((g.g1, f"{a.filename}:{line}"))
+                g = g.g2
+            else:
+                parts.append((g, f"{a.filename}:{guards[-1]}"))
+            if parts:
+                self.guard_lines[id(q)] = parts
+            q = q.p
+        for _, _, line in reversed(a.trace.constraints):
+            if not isinstance(q, core.PConstr):
+                break
+            self.constr_line[id(q)] = f"{a.filename}:{line}"
+            q = q.p
+
+    def conjuncts(self, p: core.PGuard) -> List[Tuple[core.Guard, Optional[str]]]:
+        return self.guard_lines.get(id(p)) or [(p.g, None)]
+
+    def name(self, di: int, kind: str, v: int) -> str:
+        return self.var[di].get((kind, v), ("x" if kind == TERM else "F") + str(v))
+
+
+def _spine(p) -> Tuple[core.CorePattern, ...]:
+    out = []
+    while isinstance(p, core.PAlt):
+        out.append(p.p1)
+        p = p.p2
+    out.append(p)
+    return tuple(out)
+
+
+def op_name(label: int) -> str:
+    """The readable name of an operator symbol (or leaf)."""
+    return symbols.describe(label)
+
+
+def _what(label: int) -> str:
+    """``operator X`` or ``constant 3`` for an expected symbol."""
+    try:
+        key = symbols.lookup(label)
+    except (IndexError, TypeError):
+        key = None
+    if isinstance(key, tuple) and key and key[0] != "input":
+        return f"constant {op_name(label)}"
+    return f"operator {op_name(label)}"
+
+
+def node_desc(n: Node) -> str:
+    """``%id Op`` (or ``%id input 'a'``) with the node's type when known."""
+    if n.kind == "op":
+        what = n.op.name
+    elif n.kind == "input":
+        what = f"input {n.name!r}"
+    else:
+        what = f"const {n.value!r}"
+    return f"%{n.id} {what}{n.type_str()}"
+
+
+# ------------------------------------------------------------------ guards
+
+def _fmt_value(attr: Optional[int], v) -> str:
+    if v is None:
+        return "unknown"
+    if attr == core.DTYPE and v in core.DTYPE_BY_CODE:
+        return core.DTYPE_BY_CODE[v].name
+    if attr == core.OPCLASS:
+        for name, c in symbols.opclasses().items():
+            if c.code == v:
+                return f"{name!r}"
+    return str(v)
+
+
+class _GuardView:
+    """A guard under a state: its text, the attribute values it read and
+    its three-valued truth (as :mod:`.reference` computes it)."""
+
+    def __init__(self, g, st, env, graph, names: _Names, di: int):
+        self.st, self.env, self.graph, self.names, self.di = st, env, graph, names, di
+        self.reads: Dict[str, str] = {}
+        self.unknown: List[str] = []
+        self.text = self._guard(g, None)
+        self.truth = _truth(g, st, env, graph)
+
+    def _expr(self, e, hint: Optional[int]) -> str:
+        if isinstance(e, core.EConst):
+            return _fmt_value(hint, e.z) if hint in (core.DTYPE, core.OPCLASS) else str(e.z)
+        if isinstance(e, (core.EAttr, core.EFAttr)):
+            is_t = isinstance(e, core.EAttr)
+            var = e.x if is_t else e.F
+            label = f"{self.names.name(self.di, TERM if is_t else FUN, var)}." \
+                    f"{core.attr_name(e.attr)}"
+            v = _value(e, self.st, self.env, self.graph)
+            shown = _fmt_value(e.attr, v)
+            if v is None and label not in self.unknown:
+                self.unknown.append(label)
+            self.reads[label] = shown
+            return label
+        op = {core.EAdd: "+", core.ESub: "-", core.EMul: "*"}[type(e)]
+        return f"({self._expr(e.e1, None)} {op} {self._expr(e.e2, None)})"
+
+    def _cmp(self, g, neg: bool) -> str:
+        hint = None
+        for e in (g.e1, g.e2):
+            if isinstance(e, (core.EAttr, core.EFAttr)):
+                hint = e.attr
+        a, b = self._expr(g.e1, hint), self._expr(g.e2, hint)
+        if isinstance(g, core.GEq):
+            return f"{a} {'!=' if neg else '=='} {b}"
+        return f"{a} {'>=' if neg else '<'} {b}"
+
+    def _guard(self, g, _ctx) -> str:
+        if isinstance(g, core.GTrue):
+            return "True"
+        if isinstance(g, (core.GEq, core.GLt)):
+            return self._cmp(g, False)
+        if isinstance(g, core.GNot):
+            if isinstance(g.g, (core.GEq, core.GLt)):
+                return self._cmp(g.g, True)
+            return f"not ({self._guard(g.g, None)})"
+        op = "and" if isinstance(g, core.GAnd) else "or"
+        parts = []
+        for sub in (g.g1, g.g2):
+            s = self._guard(sub, None)
+            parts.append(f"({s})" if isinstance(sub, (core.GAnd, core.GOr)) and
+                         type(sub) is not type(g) else s)
+        return f" {op} ".join(parts)
+
+    def values(self) -> str:
+        return ", ".join(f"{k} = {v}" for k, v in self.reads.items())
+
+
+def _value(e, st, env, graph):
+    from .reference import _value as ref_value
+    return ref_value(e, st, env, graph)
+
+
+def _truth(g, st, env, graph):
+    from .reference import _truth as ref_truth
+    return ref_truth(g, st, env, graph)
+
+
+# ------------------------------------------------------------- the search
+
+class _Failure:
+    __slots__ = ("depth", "path", "node", "kind", "message", "details")
+
+    def __init__(self, depth, path, node, kind, message, details):
+        self.depth, self.path, self.node = depth, path, node
+        self.kind, self.message, self.details = kind, message, details
+
+
+def _path_list(path) -> List[tuple]:
+    out = []
+    while path is not None:
+        path, item = path
+        out.append(item)
+    out.reverse()
+    return out
+
+
+class _Search:
+    """The instrumented search: :mod:`.reference`'s rules as recursive
+    generators, each failure recorded with its depth and path. States are
+    ``(theta, phi, depth)`` over cells (as in :mod:`.reference`)."""
+
+    def __init__(self, defs, root: int, names: _Names, graph: Graph, budget: int,
+                 describe: Callable[[Node], str]):
+        self.defs, self.root, self.names, self.graph = defs, root, names, graph
+        self.budget = budget
+        self.steps = 0
+        self.best: Optional[_Failure] = None
+        self.describe = describe
+        d = defs[root]
+        self.next_cell = max(d.nparams, d.nfparams)
+
+    def fail(self, st, path, node, kind, message, **details) -> None:
+        depth = st[2]
+        b = self.best
+        if b is None or depth > b.depth:
+            self.best = _Failure(depth, path, node, kind, message, details)
+        elif (depth == b.depth and kind == b.kind == "operator" and node == b.node
+              and details["whats"][0] not in b.details["whats"]):
+            # another alternate wanted another operator at the same node and
+            # depth: "expected constant -1 or constant 3, found const 2"
+            b.details["whats"].append(details["whats"][0])
+            b.details["expected"].append(details["expected"][0])
+            b.message = f"expected {' or '.join(b.details['whats'])}, found " \
+                        f"{self.describe(node)}"
+
+    def fresh(self) -> int:
+        c = self.next_cell
+        self.next_cell += 1
+        return c
+
+    def run(self, node: Node):
+        d = self.defs[self.root]
+        env = ({i: i for i in range(d.nparams)}, {i: i for i in range(d.nfparams)})
+        st = ({}, {}, 0)
+        yield from self.alternates(self.root, node, env, st, None)
+
+    def alternates(self, di, t, env, st, path):
+        for j, body in enumerate(self.names.alts[di]):
+            yield from self.solve(body, t, env, st, di, (path, ("alt", di, j)))
+
+    def each(self, ps, ts, i, env, st, di, path, f):
+        if i == len(ps):
+            yield st
+            return
+        for s in self.solve(ps[i], ts[i], env, st, di, (path, ("arg", f, i))):
+            yield from self.each(ps, ts, i + 1, env, s, di, path, f)
+
+    def solve(self, p, t, env, st, di, path):
+        self.steps += 1
+        if self.steps > self.budget:
+            raise _Budget()
+        k = type(p)
+        theta, phi, depth = st
+        if k is core.PVar:
+            cell = env[0].get(p.x)
+            name = self.names.name(di, TERM, p.x)
+            if cell is None:
+                self.fail(st, path, t, "scope", f"variable {name} is not in scope")
+                return
+            bound = theta.get(cell)
+            if bound is None:
+                th = dict(theta)
+                th[cell] = t
+                yield th, phi, depth + 1
+            elif bound == t:
+                yield theta, phi, depth + 1
+            else:
+                self.fail(st, path, t, "nonlinear",
+                          f"variable {name} is already bound to {self.describe(bound)}, "
+                          f"found {self.describe(t)}", variable=name, bound=bound, found=t)
+        elif k is core.PApp:
+            if t.label != p.f:
+                self.fail(st, path, t, "operator",
+                          f"expected {_what(p.f)}, found {self.describe(t)}",
+                          expected=[op_name(p.f)], whats=[_what(p.f)],
+                          found=op_name(t.label))
+            elif len(t.args) != len(p.args):
+                self.fail(st, path, t, "arity",
+                          f"{op_name(p.f)} with {len(p.args)} argument(s) expected, "
+                          f"{self.describe(t)} has {len(t.args)}",
+                          expected=len(p.args), found=len(t.args))
+            else:
+                yield from self.each(p.args, t.args, 0, env, (theta, phi, depth + 1), di, path,
+                                     op_name(p.f))
+        elif k is core.PAlt:
+            yield from self.solve(p.p1, t, env, st, di, path)
+            yield from self.solve(p.p2, t, env, st, di, path)
+        elif k is core.PGuard:
+            for s in self.solve(p.p, t, env, st, di, path):
+                ok = True
+                for g, line in self.names.conjuncts(p):
+                    view = _GuardView(g, s, env, self.graph, self.names, di)
+                    if view.truth is True:
+                        continue
+                    ok = False
+                    where = f" ({line})" if line else ""
+                    whole = view.text
+                    while isinstance(g, core.GAnd):  # the first conjunct that is not true
+                        first = _GuardView(g.g1, s, env, self.graph, self.names, di)
+                        g = g.g1 if first.truth is not True else g.g2
+                        view = first if first.truth is not True else \
+                            _GuardView(g, s, env, self.graph, self.names, di)
+                    if view.text != whole:
+                        where = f" (in `{whole}`" + (f", {line}" if line else "") + ")"
+                    if view.truth is None:
+                        self.fail(s, path, t, "unknown",
+                                  f"guard `{view.text}`{where} is unknown: "
+                                  f"{', '.join(view.unknown)} unknown (a symbolic or missing "
+                                  f"size/attribute); a guard must be true to pass",
+                                  guard=view.text, assertion=whole, values=dict(view.reads),
+                                  line=line)
+                    else:
+                        self.fail(s, path, t, "guard",
+                                  f"guard `{view.text}`{where} is false: {view.values()}",
+                                  guard=view.text, assertion=whole, values=dict(view.reads),
+                                  line=line)
+                    break
+                if ok:
+                    yield s[0], s[1], s[2] + 1
+        elif k is core.PExists or k is core.PExistsF:
+            cell = self.fresh()
+            if k is core.PExists:
+                scope, which = ({**env[0], p.x: cell}, env[1]), 0
+                name = self.names.name(di, TERM, p.x)
+            else:
+                scope, which = (env[0], {**env[1], p.F: cell}), 1
+                name = self.names.name(di, FUN, p.F)
+            for s in self.solve(p.p, t, scope, st, di, path):
+                if cell in s[which]:
+                    yield s
+                else:
+                    self.fail(s, path, t, "local", f"local variable {name} was not bound")
+        elif k is core.PConstr:
+            name = self.names.name(di, TERM, p.x)
+            line = self.names.constr_line.get(id(p))
+            for s in self.solve(p.p, t, env, st, di, path):
+                cell = env[0].get(p.x)
+                target = None if cell is None else s[0].get(cell)
+                if target is None:
+                    self.fail(s, path, t, "constraint",
+                              f"match constraint on {name}: {name} is not bound")
+                    continue
+                sub = (path, ("constr", name, line))
+                yield from self.solve(p.p2, target, env, (s[0], s[1], s[2] + 1), di, sub)
+        elif k is core.PFunVar:
+            name = self.names.name(di, FUN, p.F)
+            if len(t.args) != len(p.args):
+                self.fail(st, path, t, "arity",
+                          f"operator variable {name} with {len(p.args)} argument(s) expected, "
+                          f"{self.describe(t)} has {len(t.args)}",
+                          expected=len(p.args), found=len(t.args))
+                return
+            cell = env[1].get(p.F)
+            if cell is None:
+                self.fail(st, path, t, "scope", f"operator variable {name} is not in scope")
+                return
+            bound = phi.get(cell)
+            if bound is None:
+                phi = dict(phi)
+                phi[cell] = t.label
+            elif bound != t.label:
+                self.fail(st, path, t, "opvar",
+                          f"operator variable {name} is already bound to {op_name(bound)}, "
+                          f"found {self.describe(t)}",
+                          variable=name, expected=[op_name(bound)], found=op_name(t.label))
+                return
+            yield from self.each(p.args, t.args, 0, env, (theta, phi, depth + 1), di, path,
+                                 name)
+        elif k is core.PCall:
+            d = self.defs[p.P] if 0 <= p.P < len(self.defs) else None
+            if d is None or len(p.xs) != d.nparams or len(p.Fs) != d.nfparams:
+                self.fail(st, path, t, "call", f"ill-formed call of definition {p.P}")
+                return
+            tenv, fenv = env
+            scope = ({i: tenv[x] for i, x in enumerate(p.xs) if x in tenv},
+                     {i: fenv[F] for i, F in enumerate(p.Fs) if F in fenv})
+            yield from self.alternates(p.P, t, scope, st, path)
+        else:
+            raise TypeError(f"not a pattern: {p!r}")
+
+
+# ------------------------------------------------------------ explanations
+
+class Explanation:
+    """Why ``pattern`` does or does not match at ``node``.
+
+    ``verdict``: "match", "no match" or "out of fuel" (the engine's answer,
+    from :func:`pypm_verified.match`); ``match`` (the :class:`Match` when
+    it matched); for a "no": ``kind`` (operator, arity, guard, unknown,
+    nonlinear, opvar, root, fuel, …), ``message`` (one line), ``at`` (the
+    graph node where the deepest attempt failed), ``depth`` (pattern steps
+    matched before it), ``definition`` (the sub-pattern being matched),
+    ``alternate`` (its index, 0-based) and ``line`` (its source, file:line,
+    when known), ``path`` (the steps from the root: alternates entered,
+    children taken, match constraints), ``details`` (expected/found names,
+    the values a guard read, the two nodes of a conflict) and
+    ``truncated`` (the search stopped at its step budget).
+    ``str(explanation)`` is the readable report.
+    """
+
+    def __init__(self, pattern, node: Node, verdict: str, engine: str, match=None,
+                 kind: Optional[str] = None, message: str = "", at: Optional[Node] = None,
+                 depth: int = 0, definition: Optional[str] = None,
+                 alternate: Optional[int] = None, line: Optional[str] = None,
+                 path: Sequence[str] = (), details: Optional[dict] = None,
+                 truncated: bool = False, describe: Callable[[Node], str] = node_desc):
+        self.pattern, self.node, self.verdict, self.engine = pattern, node, verdict, engine
+        self.match = match
+        self.kind, self.message, self.at, self.depth = kind, message, at, depth
+        self.definition, self.alternate, self.line = definition, alternate, line
+        self.path = tuple(path)
+        self.details = details or {}
+        self.truncated = truncated
+        self._describe = describe
+
+    @property
+    def matched(self) -> bool:
+        return self.verdict == "match"
+
+    @property
+    def pattern_name(self) -> str:
+        return self.pattern.name if isinstance(self.pattern, Pattern) else "<core>"
+
+    def __repr__(self):
+        if self.matched:
+            return f"<Explanation {self.pattern_name} at %{self.node.id}: match>"
+        return (f"<Explanation {self.pattern_name} at %{self.node.id}: {self.verdict}, "
+                f"{self.kind} at depth {self.depth}>")
+
+    def __str__(self):
+        head = f"pattern {self.pattern_name} at {self._describe(self.node)}"
+        if self.matched:
+            binds = ", ".join(f"{k} = {self._describe(v)}" for k, v in
+                              self.match.bindings.items())
+            fns = ", ".join(f"{k} = {getattr(f, 'name', f)}" for k, f in
+                            self.match.functions.items())
+            return f"{head}: MATCHES ({self.engine} engine)" + \
+                (f"\n  bindings: {binds}" if binds else "") + \
+                (f"\n  operators: {fns}" if fns else "")
+        lines = [f"{head}: {'does not match' if self.verdict == 'no match' else self.verdict}"
+                 f" ({self.engine} engine)"]
+        if self.kind == "root":
+            lines.append(f"  {self.message}")
+            return "\n".join(lines)
+        if self.definition is not None:
+            alt = f", alternate {self.alternate}" if self.alternate is not None else ""
+            src = f" ({self.line})" if self.line else ""
+            lines.append(f"  deepest partial match: {self.depth} step(s), failed in "
+                         f"{self.definition}{alt}{src}")
+        if self.path:
+            lines.append("  path: " + " > ".join(self.path))
+        if self.at is not None:
+            lines.append(f"  at node: {self._describe(self.at)}")
+        lines.append(f"  why: [{self.kind}] {self.message}")
+        if self.truncated:
+            lines.append("  (the explanation's search stopped at its step budget: deepest "
+                         "failure found so far)")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict:
+        """A JSON-able summary."""
+        def conv(v):
+            if isinstance(v, Node):
+                return self._describe(v)
+            if isinstance(v, dict):
+                return {k: conv(x) for k, x in v.items()}
+            if isinstance(v, (list, tuple)):
+                return [conv(x) for x in v]
+            return v
+        return {"pattern": self.pattern_name, "node": self._describe(self.node),
+                "verdict": self.verdict, "engine": self.engine, "kind": self.kind,
+                "message": self.message, "depth": self.depth,
+                "at": None if self.at is None else self._describe(self.at),
+                "definition": self.definition, "alternate": self.alternate,
+                "line": self.line, "path": list(self.path), "details": conv(self.details),
+                "truncated": self.truncated}
+
+
+def _table(pattern) -> Tuple[tuple, int]:
+    if isinstance(pattern, Pattern):
+        linked = pattern.linked
+        return linked.defs, linked.index[pattern]
+    prog = matching._program(pattern)
+    return prog.defs, prog.root
+
+
+def _render_path(items, names: _Names, describe) -> Tuple[List[str], Optional[tuple]]:
+    out, last_alt = [], None
+    for it in items:
+        if it[0] == "alt":
+            _, di, j = it
+            last_alt = (di, j)
+            n_alts = len(names.alts[di])
+            out.append(f"{names.def_name[di]}" + (f"[alt {j}]" if n_alts > 1 else ""))
+        elif it[0] == "arg":
+            out.append(f"{it[1]} arg {it[2]}")
+        else:
+            out.append(f"constraint on {it[1]}" + (f" ({it[2]})" if it[2] else ""))
+    return out, last_alt
+
+
+def _search(pattern, node: Node, engine: str, budget: int, describe, verdict: str,
+            match=None) -> Explanation:
+    defs, root = _table(pattern)
+    names = _Names(defs, root, pattern)
+    if not core.root_admits(defs, root, node.label):
+        syms = core.root_symbols(defs)[root] or frozenset()
+        can = ", ".join(sorted(op_name(s) for s in syms)) or "nothing (no finite derivation)"
+        return Explanation(pattern, node, verdict, engine, kind="root",
+                           message=f"the pattern's root can only be {can}, found "
+                                   f"{op_name(node.label)} (the proved root-operator index)",
+                           details={"expected": sorted(op_name(s) for s in syms),
+                                    "found": op_name(node.label)},
+                           describe=describe)
+    s = _Search(defs, root, names, node.graph, budget, describe)
+    truncated = False
+    found = None
+    try:
+        for sol in s.run(node):
+            found = sol
+            break
+    except (_Budget, RecursionError):  # a very deep (or endless) pattern: stop there
+        truncated = True
+    if found is not None and verdict == "no match":
+        raise ExplainInconsistency(
+            f"the {engine} engine says pattern {names.def_name[root]} does not match at "
+            f"%{node.id}, but the explanation's search found a match")
+    if found is None and verdict == "match" and not truncated:
+        raise ExplainInconsistency(
+            f"the {engine} engine matched pattern {names.def_name[root]} at %{node.id}, but "
+            "the explanation's search found no match")
+    b = s.best
+    if verdict == "out of fuel":
+        kind, msg = "fuel", ("the engine ran out of fuel: the search did not end within its "
+                             "step budget (a recursive pattern that never ends?)")
+        if b is not None:
+            msg += f"; deepest failure seen: {b.message}"
+    elif b is None:
+        return Explanation(pattern, node, verdict, engine, kind="empty",
+                           message="no alternate could be tried", truncated=truncated,
+                           describe=describe)
+    else:
+        kind, msg = b.kind, b.message
+    if b is None:
+        return Explanation(pattern, node, verdict, engine, kind=kind, message=msg,
+                           truncated=truncated, describe=describe)
+    path, last = _render_path(_path_list(b.path), names, describe)
+    di, j = last if last is not None else (root, None)
+    return Explanation(pattern, node, verdict, engine, match=match, kind=kind, message=msg,
+                       at=b.node, depth=b.depth, definition=names.def_name[di],
+                       alternate=j, line=names.alt_line[di][j] if j is not None else None,
+                       path=path, details=b.details, truncated=truncated, describe=describe)
+
+
+PatternLike = Union[Pattern, core.CorePattern, core.Program]
+
+
+def explain(pattern: PatternLike, node: Node, engine: str = "verified",
+            fuel: Optional[int] = None, budget: int = DEFAULT_BUDGET,
+            describe: Callable[[Node], str] = node_desc) -> Explanation:
+    """Why ``pattern`` does (not) match at ``node``.
+
+    The verdict is ``pm.match(pattern, node, engine=engine, fuel=fuel)``'s:
+    a match is returned as an :class:`Explanation` with ``verdict ==
+    "match"`` and the :class:`Match`; a "no" gets the deepest partial match
+    of the instrumented search (see the module docstring); an
+    :class:`OutOfFuel` gets ``verdict == "out of fuel"``, ``kind ==
+    "fuel"``. ``budget`` bounds the instrumented search (``truncated`` is
+    set when it is spent); ``describe`` names graph nodes in messages (the
+    CLI passes FX node names). Raises :class:`ExplainInconsistency` if the
+    search contradicts the engine."""
+    matching.check_engine(engine)
+    if not isinstance(node, Node):
+        raise TypeError(f"explain() needs a graph node, not {node!r}")
+    try:
+        m = matching.match(pattern, node, engine=engine, fuel=fuel)
+    except OutOfFuel:
+        return _search(pattern, node, engine, min(budget, 1 << 16), describe, "out of fuel")
+    if m is not None:
+        return Explanation(pattern, node, "match", engine, match=m, describe=describe)
+    return _search(pattern, node, engine, budget, describe, "no match")
+
+
+def explain_all(pattern: PatternLike, graph_or_nodes: Union[Graph, Iterable[Node]],
+                top: int = 10, engine: str = "verified", fuel: Optional[int] = None,
+                budget: int = DEFAULT_BUDGET,
+                describe: Callable[[Node], str] = node_desc) -> List[Explanation]:
+    """The near misses of ``pattern``: an :class:`Explanation` for each node
+    where it does not match (or runs out of fuel) and its root operator is
+    admitted (nodes the root-operator index rules out are not near misses),
+    deepest first (ties by node id), at most ``top`` (all if None)."""
+    nodes = graph_or_nodes.nodes if isinstance(graph_or_nodes, Graph) else list(graph_or_nodes)
+    if not nodes:
+        return []
+    defs, root = _table(pattern)
+    out = []
+    for n in nodes:
+        if not core.root_admits(defs, root, n.label):
+            continue
+        e = explain(pattern, n, engine=engine, fuel=fuel, budget=budget, describe=describe)
+        if not e.matched:
+            out.append(e)
+    out.sort(key=lambda e: (-e.depth, e.node.id))
+    return out if top is None else out[:top]
