@@ -464,9 +464,6 @@ def test_rewrite_writes_and_reports(files, tmp_path, capsys):
 
 
 def test_training_mode_warning(tmp_path, capsys):
-    from pypm_verified.torch.loader import LoadedModel
-    if "warnings" not in getattr(LoadedModel, "__dataclass_fields__", {}):
-        pytest.skip("the loader does not report warnings yet (LoadedModel.warnings)")
     src = tmp_path / "train.pt"
     torch.save({"model": WithDropout().train(), "example_inputs": (torch.randn(4, 8),)},
                str(src))

@@ -18,7 +18,7 @@
       every root (in order), the entries whose answer is not [RNoMatch]
       ([match_all_In], [match_all_nil], [match_all_cons] fix the order).
     - [candidates D roots f]: the roots (positions, increasing) whose index
-      admits operator [f]; [candidates_sound]: a root that is not a
+      allows operator [f]; [candidates_sound]: a root that is not a
       candidate for [t]'s operator answers [RNoMatch] at [t] and has no
       declarative match there.
 
@@ -209,7 +209,7 @@ Section Entry.
     - apply project_from_sorted.
   Qed.
 
-  (** A definition whose index does not admit the node's operator: no
+  (** A definition whose index does not allow the node's operator: no
       match, for every substitution, and [RNoMatch] whatever the fuel. *)
   Theorem match_root_index_no : forall fuel r t d,
     nth_error D r = Some d ->

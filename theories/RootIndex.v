@@ -222,7 +222,7 @@ Section Sound.
       apply (post_from_nth D R 0 P d HR e).
   Qed.
 
-  (** The index is sound: a definition whose index does not admit the
+  (** The index is sound: a definition whose index does not allow the
       node's operator has no match there, whatever the substitutions. *)
   Theorem root_index_sound : forall P d σ ψ t,
     nth_error D P = Some d -> matches G D σ ψ (body d) t ->

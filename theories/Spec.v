@@ -22,7 +22,7 @@
     2. the statements below ([S_…]);
     3. that the last section of this file type-checks (each statement is
        proved by the named theorem), and that [make proofs] passes: no
-       admitted proof, no axiom ([tests/coq/assumptions.golden]), and
+       unfinished proof, no axiom ([tests/coq/assumptions.golden]), and
        [coqchk] re-checks the compiled files.
 
     The machine itself ([Algorithmic.step], [Interpreter.run],
