@@ -59,11 +59,12 @@ EXIT_CODES = (
 )
 
 
-def exit_code_table(width: int = 79) -> str:
-    """The exit-code table as ``--help`` and the module docstring show it."""
+def exit_code_table(width: int = 79, codes=None) -> str:
+    """The exit-code table (``codes``, default :data:`EXIT_CODES`) as ``--help``
+    and the module docstring show it."""
     import textwrap
     lines = ["exit codes:"]
-    for code, text in EXIT_CODES:
+    for code, text in (EXIT_CODES if codes is None else codes):
         lines.extend(textwrap.wrap(text, width=width, initial_indent=f"  {code:<5}",
                                    subsequent_indent=" " * 7))
     return "\n".join(lines)
@@ -799,19 +800,10 @@ add "proved".
 """
 
 
-def _check_rules_codes(width: int = 79) -> str:
-    import textwrap
-    lines = ["exit codes:"]
-    for code, text in CHECK_RULES_EXIT_CODES:
-        lines.extend(textwrap.wrap(text, width=width, initial_indent=f"  {code:<5}",
-                                   subsequent_indent=" " * 7))
-    return "\n".join(lines)
-
-
 def _configure_check_rules(sub) -> None:
     cr = sub.add_parser("check-rules", help="check the rules on generated instances",
                         description=CHECK_RULES_DESCRIPTION,
-                        epilog=_check_rules_codes() + """
+                        epilog=exit_code_table(codes=CHECK_RULES_EXIT_CODES) + """
 
 example:
   python -m pypm_verified check-rules --fast

@@ -31,17 +31,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import types
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.fx as fx
 
+from ..dsl import ast_transform
 from ..engines.matching import PatternSet
 from ..errors import OutOfFuel, PatternError
 from ..torch.check import TOLERANCE
-from ..torch.driver import Driver, RewriteError
+from ..torch.driver import Driver, RewriteError, schema_call
 from .instances import App, Instance, Leaf
 
 __all__ = ["Built", "InvalidInstance", "Outcome", "RuleRunner", "build", "compare_outputs",
@@ -135,17 +135,7 @@ def build(inst: Instance, promote: bool = False) -> Built:
         return _promoted(v) if promote else v
 
     for a in inst.apps:
-        vals = [arg(t) for t in a.args]
-        schema = getattr(a.target, "_schema", None)
-        pos, kw = [], {}
-        if schema is None:
-            pos = vals
-        else:
-            for s, v in zip(schema.arguments, vals):
-                if s.kwarg_only:
-                    kw[s.name] = v
-                else:
-                    pos.append(v)
+        pos, kw = schema_call(a.target, [arg(t) for t in a.args])
         fake = fx.node.map_arg((tuple(pos), kw), lambda n: n.meta["val"])
         try:
             with mode:
@@ -273,24 +263,17 @@ class _Probe:
     def __init__(self, run):
         self.run = run  # a compiled body, or the Rule itself (calling it runs its body)
         codes = set(getattr(run, "codes", ()))
-        stack = [run.__code__] if hasattr(run, "__code__") else list(codes)
-        while stack:
-            c = stack.pop()
-            codes.add(c)
-            stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-        self.codes = codes
+        for c in ([run.__code__] if hasattr(run, "__code__") else list(codes)):
+            codes |= ast_transform.code_objects(c)
+        self.codes = frozenset(codes)
         self.line: Optional[int] = None
 
     def __call__(self, *args, **kwargs):
         try:
             return self.run(*args, **kwargs)
         except AssertionError as e:
-            tb, line = e.__traceback__, None
-            while tb is not None:
-                if tb.tb_frame.f_code in self.codes:
-                    line = tb.tb_lineno
-                tb = tb.tb_next
-            self.line = line
+            found, line = ast_transform.error_line(e.__traceback__, self.codes)
+            self.line = line if found else None
             raise
 
 

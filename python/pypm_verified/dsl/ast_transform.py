@@ -148,6 +148,17 @@ class _RuleAsserts(ast.NodeTransformer):
         return ast.copy_location(ast.If(test=test, body=[raise_], orelse=[]), node)
 
 
+def code_objects(code: types.CodeType) -> FrozenSet[types.CodeType]:
+    """``code`` and every code object nested in it (lambdas, inner functions):
+    what a traceback frame of the function can be running."""
+    out, stack = set(), [code]
+    while stack:
+        c = stack.pop()
+        out.add(c)
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return frozenset(out)
+
+
 class Compiled:
     """A rewritten pattern function.
 
@@ -161,13 +172,7 @@ class Compiled:
         self.fn = fn
         self.filename = filename
         self.lineno = lineno
-        codes = set()
-        stack = [code]
-        while stack:
-            c = stack.pop()
-            codes.add(c)
-            stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-        self.codes: FrozenSet[types.CodeType] = frozenset(codes)
+        self.codes = code_objects(code)
 
     def make(self, helpers: Dict[str, Callable]) -> Callable:
         orig = self.fn.__code__.co_freevars
@@ -204,12 +209,7 @@ class Sourceless:
         self.code = fn.__code__
         self.filename = fn.__code__.co_filename
         self.lineno = fn.__code__.co_firstlineno
-        codes, stack = set(), [fn.__code__]
-        while stack:
-            c = stack.pop()
-            codes.add(c)
-            stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-        self.codes: FrozenSet[types.CodeType] = frozenset(codes)
+        self.codes = code_objects(fn.__code__)
 
     def make(self, helpers: Dict[str, Callable]) -> Callable:
         return self.fn

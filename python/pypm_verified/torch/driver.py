@@ -142,6 +142,21 @@ class Value:
         return f"<value {self.fx.name if self.fx is not None else '?'}{self.term.type_str()}>"
 
 
+def schema_call(target, vals: Sequence) -> tuple:
+    """``(args, kwargs)`` calling ``target`` with ``vals``, its arguments in
+    full positional (schema) order: keyword-only ones go to ``kwargs``."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return list(vals), {}
+    pos, kw = [], {}
+    for a, v in zip(schema.arguments, vals):
+        if a.kwarg_only:
+            kw[a.name] = v
+        else:
+            pos.append(v)
+    return pos, kw
+
+
 class _Builder:
     """What operator calls in a rule body build on: FX nodes in front of the
     root (the builder of :meth:`pypm_verified.Rule.fire`)."""
@@ -167,17 +182,7 @@ class _Builder:
             raise RewriteError(f"rule {self.rule.name}: operator {op.name} has no torch target "
                                "(declare it with @pm.op(torch=[...]))")
         target = targets[0]
-        vals = [self._fx_arg(a) for a in args]
-        schema = getattr(target, "_schema", None)
-        pos, kw = [], {}
-        if schema is None:
-            pos = vals
-        else:
-            for a, v in zip(schema.arguments, vals):
-                if a.kwarg_only:
-                    kw[a.name] = v
-                else:
-                    pos.append(v)
+        pos, kw = schema_call(target, [self._fx_arg(a) for a in args])
         fake = fx.node.map_arg((tuple(pos), kw), lambda n: n.meta["val"])
         try:
             with self.driver.fake_mode:
