@@ -14,10 +14,71 @@
     backwards along each step, for a fixed final ⟨θ', φ'⟩. For failure it is
     preserved forwards with ⟨θ', φ'⟩ chosen anew at each step: an [∃x] moves
     [x] to a fresh slot [nf], and the witness of P-EXISTS is stored there;
-    since every slot the state mentions is below [nf] ([inv_fresh]), the rest
+    since every slot the state mentions is below [nf] ([inv]), the rest
     of the state cannot see the difference. [wfk] carries well-formedness:
     guards, [checkName] and [matchConstr] only read slots that are bound by
-    the time they run. *)
+    the time they run.
+
+    ** Structure: one lemma per rule
+
+    Three inductions go over the machine's step relation [step]
+    (Figures 7, 17, 18): [ssol_step_back] (success, backwards), [inv_step]
+    (freshness and well-formedness, forwards) and [fsol_step] (failure,
+    forwards). Each is a list of one-line dispatches, one per constructor of
+    [step], to a lemma that handles that rule alone and is stated with the
+    rule's own premises:
+
+    - [success_step_R : premises of R -> ssol Θ' Φ' st' -> ssol Θ' Φ' st]
+    - [inv_step_R     : premises of R -> inv st -> inv st']
+    - [fail_step_R    : premises of R -> inv st -> fsol st -> fsol st']
+
+    for [R : st ↦ st']. The cases of the declarative rules (Figure 16) that
+    the failure proof needs are the inversion lemmas [matches_inv_X], one
+    per pattern form.
+
+<<<
+    | paper rule (constructor)                    | success                         | invariant                     | failure                          |
+    |---------------------------------------------|---------------------------------|-------------------------------|----------------------------------|
+    | ST-SUCCESS ([ST_Success])                   | success_step_success            | inv_step_success              | fail_step_success                |
+    | ST-MATCH-VAR-BIND ([ST_Match_Var_Bind])     | success_step_var_bind           | inv_step_var_bind             | fail_step_var_bind               |
+    | ST-MATCH-VAR-BOUND ([ST_Match_Var_Bound])   | success_step_var_bound          | inv_step_var_bound            | fail_step_var_bound              |
+    | ST-MATCH-VAR-CONFLICT                       | success_step_backtrack          | inv_step_backtrack            | fail_step_var_conflict           |
+    | ST-MATCH-FUN ([ST_Match_Fun])               | success_step_fun                | inv_step_fun                  | fail_step_fun                    |
+    | ST-MATCH-FUN-CONFLICT                       | success_step_backtrack          | inv_step_backtrack            | fail_step_fun_conflict           |
+    | ST-MATCH-ALT ([ST_Match_Alt])               | success_step_alt                | inv_step_alt                  | fail_step_alt                    |
+    | ST-MATCH-GUARD ([ST_Match_Guard])           | success_step_guard              | inv_step_guard                | fail_step_guard                  |
+    | ST-CHECKGUARD-CONTINUE                      | success_step_checkguard_continue| inv_step_checkguard_continue  | fail_step_checkguard_continue    |
+    | ST-CHECKGUARD-BACKTRACK                     | success_step_backtrack          | inv_step_backtrack            | fail_step_checkguard_backtrack   |
+    | ST-MATCH-EXISTS ([ST_Match_Exists])         | success_step_exists             | inv_step_exists               | fail_step_exists                 |
+    | — ∃F ([ST_Match_ExistsF])                   | success_step_existsf            | inv_step_existsf              | fail_step_existsf                |
+    | ST-CHECKNAME ([ST_CheckName])               | success_step_checkname          | inv_step_checkname            | fail_step_checkname              |
+    | — ([ST_CheckName_Backtrack])                | success_step_backtrack          | inv_step_backtrack            | fail_step_checkname_backtrack    |
+    | — ([ST_CheckFName])                         | success_step_checkfname         | inv_step_checkfname           | fail_step_checkfname             |
+    | — ([ST_CheckFName_Backtrack])               | success_step_backtrack          | inv_step_backtrack            | fail_step_checkfname_backtrack   |
+    | ST-MATCH-MATCHCONSTR                        | success_step_match_matchconstr  | inv_step_match_matchconstr    | fail_step_match_matchconstr      |
+    | ST-MATCHCONSTR ([ST_MatchConstr])           | success_step_matchconstr        | inv_step_matchconstr          | fail_step_matchconstr            |
+    | — ([ST_MatchConstr_Backtrack])              | success_step_backtrack          | inv_step_backtrack            | fail_step_matchconstr_backtrack  |
+    | ST-MATCH-FUN-VAR-BIND                       | success_step_funvar_bind        | inv_step_funvar_bind          | fail_step_funvar_bind            |
+    | ST-MATCH-FUN-VAR-BOUND                      | success_step_funvar_bound       | inv_step_funvar_bound         | fail_step_funvar_bound           |
+    | ST-MATCH-FUN-VAR-CONFLICT                   | success_step_backtrack          | inv_step_backtrack            | fail_step_funvar_conflict        |
+    | ST-MATCH-MU ([ST_Match_Mu])                 | success_step_mu                 | inv_step_mu                   | fail_step_mu                     |
+    | — ([ST_Match_Mu_Conflict])                  | success_step_backtrack          | inv_step_backtrack            | fail_step_mu_conflict            |
+>>>
+
+    Every rule that backtracks shares [success_step_backtrack] and
+    [inv_step_backtrack] (neither depends on why the branch was dropped);
+    its failure lemma shows that the dropped branch cannot be completed.
+    Inversion of Figure 16 ([matches_inv_X], used by the failure lemmas):
+    P-VAR [matches_inv_var], P-FUN [matches_inv_fun], P-ALT-1/2
+    [matches_inv_alt], P-GUARD [matches_inv_guard], P-EXISTS
+    [matches_inv_exists] (and [matches_inv_existsf]), P-MATCHCONSTR
+    [matches_inv_constr], P-FUN-VAR [matches_inv_funvar], P-MU
+    [matches_inv_mu].
+
+    A new rule [R] of [step] needs [success_step_R], [inv_step_R] and
+    [fail_step_R] (or the shared backtrack lemmas) and one line in each of
+    the three dispatches; no existing proof mentions a hypothesis name
+    that Coq generated, so none of them changes. *)
 
 From Coq Require Import ZArith List Bool Arith Lia.
 From PyPM Require Import Syntax Subst Declarative Env Algorithmic Interpreter.
@@ -51,21 +112,24 @@ Section Soundness.
   Lemma tsub_var : forall Θ ρ x t,
     tsub Θ ρ x = Some t -> exists s, vfind x (tenv ρ) = Some s /\ lookup s Θ = Some t.
   Proof.
-    unfold tsub, gsub. intros. destruct (vfind x (tenv ρ)); eauto. discriminate.
+    unfold tsub, gsub. intros Θ ρ x t Hx.
+    destruct (vfind x (tenv ρ)) as [s|]; [exists s; split; [reflexivity|exact Hx]|discriminate].
   Qed.
 
   Lemma fsub_var : forall Φ ρ F f,
     fsub Φ ρ F = Some f -> exists s, vfind F (fenv ρ) = Some s /\ lookup s Φ = Some f.
   Proof.
-    unfold fsub, gsub. intros. destruct (vfind F (fenv ρ)); eauto. discriminate.
+    unfold fsub, gsub. intros Φ ρ F f HF.
+    destruct (vfind F (fenv ρ)) as [s|]; [exists s; split; [reflexivity|exact HF]|discriminate].
   Qed.
 
   Lemma Forall_push : forall Θ Φ ps ts ρ k,
     matches_list G D (tsub Θ ρ) (fsub Φ ρ) ps ts -> Forall (holds Θ Φ) k ->
     Forall (holds Θ Φ) (push_matches ps ts ρ k).
   Proof.
-    intros Θ Φ ps. induction ps as [|p ps IH]; intros ts ρ k H Hk;
-      inversion H; subst; simpl; auto.
+    intros Θ Φ ps. induction ps as [|p ps IH]; intros ts ρ k Hps Hk;
+      inversion Hps as [|σ ψ p' ps' t ts' Hp Hps']; subst; simpl; [exact Hk|].
+    constructor; [exact Hp | apply IH; [exact Hps' | exact Hk]].
   Qed.
 
   Lemma Forall_push_inv : forall Θ Φ ps ts ρ k,
@@ -75,13 +139,87 @@ Section Soundness.
     intros Θ Φ ps. induction ps as [|p ps IH]; intros ts ρ k Hl H;
       destruct ts as [|t ts]; simpl in *; try discriminate.
     - split; [apply ML_Nil | exact H].
-    - inversion H; subst. injection Hl as Hl.
-      destruct (IH ts ρ k Hl H3). split; [apply ML_Cons|]; auto.
+    - apply Forall_cons_iff in H as [Hp Hrest]. injection Hl as Hl.
+      destruct (IH ts ρ k Hl Hrest) as [Hps Hk].
+      split; [apply ML_Cons; [exact Hp | exact Hps] | exact Hk].
   Qed.
 
   Lemma matches_list_length : forall σ ψ ps ts,
     matches_list G D σ ψ ps ts -> length ps = length ts.
-  Proof. intros σ ψ ps ts H. induction H; simpl; auto. Qed.
+  Proof.
+    intros σ ψ ps ts H.
+    induction H as [σ ψ|σ ψ p ps t ts _ _ IH]; simpl; [reflexivity | rewrite IH; reflexivity].
+  Qed.
+
+  (** ** Inversion of the declarative rules (Figure 16), one per pattern form *)
+
+  Lemma matches_inv_var : forall σ ψ x t,
+    matches G D σ ψ (PVar x) t -> σ x = Some t.
+  Proof. intros σ ψ x t H. inversion H as [σ' ψ' x' t' Hx| | | | | | | | |]. exact Hx. Qed.
+
+  Lemma matches_inv_fun : forall σ ψ f ps t,
+    matches G D σ ψ (PApp f ps) t -> label G t = f /\ matches_list G D σ ψ ps (children G t).
+  Proof.
+    intros σ ψ f ps t H.
+    inversion H as [|σ' ψ' f' ps' t' Hf Hps| | | | | | | |]. split; [exact Hf | exact Hps].
+  Qed.
+
+  Lemma matches_inv_alt : forall σ ψ p1 p2 t,
+    matches G D σ ψ (PAlt p1 p2) t -> matches G D σ ψ p1 t \/ matches G D σ ψ p2 t.
+  Proof.
+    intros σ ψ p1 p2 t H.
+    inversion H as [| |σ' ψ' p1' p2' t' Hm1|σ' ψ' p1' p2' t' Hm2| | | | | |];
+      [left; exact Hm1 | right; exact Hm2].
+  Qed.
+
+  Lemma matches_inv_guard : forall σ ψ p g t,
+    matches G D σ ψ (PGuard p g) t ->
+    matches G D σ ψ p t /\ eval_guard G σ ψ g = Some true.
+  Proof.
+    intros σ ψ p g t H.
+    inversion H as [| | | |σ' ψ' p' g' t' Hm Hg| | | | |]. split; [exact Hm | exact Hg].
+  Qed.
+
+  Lemma matches_inv_exists : forall σ ψ x p t,
+    matches G D σ ψ (PExists x p) t -> exists t', matches G D (upd σ x t') ψ p t.
+  Proof.
+    intros σ ψ x p t H.
+    inversion H as [| | | | |σ' ψ' x' p' t0 t' Hm| | | |]. exists t'. exact Hm.
+  Qed.
+
+  Lemma matches_inv_existsf : forall σ ψ F p t,
+    matches G D σ ψ (PExistsF F p) t -> exists f, matches G D σ (upd ψ F f) p t.
+  Proof.
+    intros σ ψ F p t H.
+    inversion H as [| | | | | |σ' ψ' F' p' t0 f Hm| | |]. exists f. exact Hm.
+  Qed.
+
+  Lemma matches_inv_constr : forall σ ψ p p' x t,
+    matches G D σ ψ (PConstr p p' x) t ->
+    exists t', matches G D σ ψ p t /\ σ x = Some t' /\ matches G D σ ψ p' t'.
+  Proof.
+    intros σ ψ p p' x t H.
+    inversion H as [| | | | | | |σ' ψ' p0 p0' x' t0 t' Hm Hx Hm'| |].
+    exists t'. split; [exact Hm | split; [exact Hx | exact Hm']].
+  Qed.
+
+  Lemma matches_inv_funvar : forall σ ψ F ps t,
+    matches G D σ ψ (PFunVar F ps) t ->
+    ψ F = Some (label G t) /\ matches_list G D σ ψ ps (children G t).
+  Proof.
+    intros σ ψ F ps t H.
+    inversion H as [| | | | | | | |σ' ψ' F' ps' t' HF Hps|]. split; [exact HF | exact Hps].
+  Qed.
+
+  Lemma matches_inv_mu : forall σ ψ P xs Fs t,
+    matches G D σ ψ (PCall P xs Fs) t ->
+    exists d, nth_error D P = Some d /\ length xs = nparams d /\ length Fs = nfparams d /\
+              matches G D (call_sub σ xs) (call_sub ψ Fs) (body d) t.
+  Proof.
+    intros σ ψ P xs Fs t H.
+    inversion H as [| | | | | | | | |σ' ψ' P' xs' Fs' d t' HP Hxs HFs Hm].
+    exists d. split; [exact HP | split; [exact Hxs | split; [exact HFs | exact Hm]]].
+  Qed.
 
   (** ** Success soundness *)
 
@@ -104,7 +242,7 @@ Section Soundness.
     tsub Θ (env_add_t ρ x s) y =
       if Nat.eqb x y then lookup s Θ else tsub Θ ρ y.
   Proof.
-    intros. unfold tsub, gsub. simpl. rewrite vfind_add.
+    intros Θ ρ x s y. unfold tsub, gsub. simpl. rewrite vfind_add.
     destruct (Nat.eqb x y); reflexivity.
   Qed.
 
@@ -112,103 +250,290 @@ Section Soundness.
     fsub Φ (env_add_f ρ F s) y =
       if Nat.eqb F y then lookup s Φ else fsub Φ ρ y.
   Proof.
-    intros. unfold fsub, gsub. simpl. rewrite vfind_add.
+    intros Φ ρ F s y. unfold fsub, gsub. simpl. rewrite vfind_add.
     destruct (Nat.eqb F y); reflexivity.
   Qed.
 
-  Ltac solve_sub := first [assumption | apply sub_refl].
+  (** The two shapes of a success case: a step that keeps the stack (the
+      current branch's solution is pulled back), and a step that
+      backtracks (the solution is in a frame of the stack). *)
+  Lemma ssol_same_stack : forall Θ' Φ' Θ1 Φ1 nf1 k1 Θ2 Φ2 nf2 k2 stk,
+    (branch_sol Θ' Φ' Θ2 Φ2 k2 -> branch_sol Θ' Φ' Θ1 Φ1 k1) ->
+    ssol Θ' Φ' (Running Θ2 Φ2 nf2 stk k2) -> ssol Θ' Φ' (Running Θ1 Φ1 nf1 stk k1).
+  Proof.
+    intros Θ' Φ' Θ1 Φ1 nf1 k1 Θ2 Φ2 nf2 k2 stk Hback [Hsol|Hstk].
+    - left. exact (Hback Hsol).
+    - right. exact Hstk.
+  Qed.
 
-  Ltac bt H := right; apply ssol_backtrack in H; exact H.
-  Ltac open_left H := destruct H as [[Hs [Hf Hk]]|H]; [left|right; exact H].
+  Lemma branch_sol_cons : forall Θ' Φ' Θ Φ a k,
+    sub Θ Θ' -> sub Φ Φ' -> holds Θ' Φ' a -> Forall (holds Θ' Φ') k ->
+    branch_sol Θ' Φ' Θ Φ (a :: k).
+  Proof.
+    intros Θ' Φ' Θ Φ a k Hs Hf Ha Hk. split; [exact Hs | split; [exact Hf | constructor; assumption]].
+  Qed.
 
+  (** Every rule whose result is [backtrack nf stk]. *)
+  Lemma success_step_backtrack : forall Θ' Φ' Θ Φ nf stk k,
+    ssol Θ' Φ' (backtrack nf stk) -> ssol Θ' Φ' (Running Θ Φ nf stk k).
+  Proof.
+    intros Θ' Φ' Θ Φ nf stk k Hbt. right. exact (ssol_backtrack _ _ _ _ Hbt).
+  Qed.
+
+  (** ST-SUCCESS *)
+  Lemma success_step_success : forall Θ' Φ' Θ Φ nf stk,
+    ssol Θ' Φ' (Success Θ Φ) -> ssol Θ' Φ' (Running Θ Φ nf stk []).
+  Proof.
+    intros Θ' Φ' Θ Φ nf stk [HΘ HΦ]. subst Θ' Φ'. left.
+    split; [apply sub_refl | split; [apply sub_refl | constructor]].
+  Qed.
+
+  (** ST-MATCH-VAR-BIND *)
+  Lemma success_step_var_bind : forall Θ' Φ' Θ Φ nf stk x t ρ s k,
+    vfind x (tenv ρ) = Some s -> lookup s Θ = None ->
+    ssol Θ' Φ' (Running (extend s t Θ) Φ nf stk k) ->
+    ssol Θ' Φ' (Running Θ Φ nf stk (AMatch (PVar x) t ρ :: k)).
+  Proof.
+    intros Θ' Φ' Θ Φ nf stk x t ρ s k Hx Hfree.
+    apply ssol_same_stack. intros [Hs [Hf Hk]].
+    apply branch_sol_cons; [| exact Hf | | exact Hk].
+    - eapply sub_trans; [apply sub_extend; exact Hfree | exact Hs].
+    - simpl. apply P_Var. unfold tsub, gsub. rewrite Hx. apply Hs, lookup_extend_eq.
+  Qed.
+
+  (** ST-MATCH-VAR-BOUND *)
+  Lemma success_step_var_bound : forall Θ' Φ' Θ Φ nf stk x t ρ k,
+    tsub Θ ρ x = Some t ->
+    ssol Θ' Φ' (Running Θ Φ nf stk k) ->
+    ssol Θ' Φ' (Running Θ Φ nf stk (AMatch (PVar x) t ρ :: k)).
+  Proof.
+    intros Θ' Φ' Θ Φ nf stk x t ρ k Hx.
+    apply ssol_same_stack. intros [Hs [Hf Hk]].
+    apply branch_sol_cons; [exact Hs | exact Hf | | exact Hk].
+    simpl. apply P_Var. exact (sub_gsub _ _ _ Hs x t Hx).
+  Qed.
+
+  (** ST-MATCH-FUN *)
+  Lemma success_step_fun : forall Θ' Φ' Θ Φ nf stk f ps t ρ k,
+    label G t = f -> length ps = length (children G t) ->
+    ssol Θ' Φ' (Running Θ Φ nf stk (push_matches ps (children G t) ρ k)) ->
+    ssol Θ' Φ' (Running Θ Φ nf stk (AMatch (PApp f ps) t ρ :: k)).
+  Proof.
+    intros Θ' Φ' Θ Φ nf stk f ps t ρ k Hlabel Hl.
+    apply ssol_same_stack. intros [Hs [Hf Hk]].
+    destruct (Forall_push_inv _ _ _ _ _ _ Hl Hk) as [Hps Hk'].
+    apply branch_sol_cons; [exact Hs | exact Hf | | exact Hk'].
+    simpl. apply P_Fun; [exact Hlabel | exact Hps].
+  Qed.
+
+  (** ST-MATCH-ALT: a solution of the first branch gives P-ALT-1, one of
+      the saved frame P-ALT-2. *)
+  Lemma success_step_alt : forall Θ' Φ' Θ Φ nf stk p1 p2 t ρ k,
+    ssol Θ' Φ' (Running Θ Φ nf ((Θ, Φ, AMatch p2 t ρ :: k) :: stk) (AMatch p1 t ρ :: k)) ->
+    ssol Θ' Φ' (Running Θ Φ nf stk (AMatch (PAlt p1 p2) t ρ :: k)).
+  Proof.
+    intros Θ' Φ' Θ Φ nf stk p1 p2 t ρ k [[Hs [Hf Hk]]|Hstk].
+    - apply Forall_cons_iff in Hk as [Hm Hk']. left.
+      apply branch_sol_cons; [exact Hs | exact Hf | | exact Hk'].
+      simpl. apply P_Alt1. exact Hm.
+    - apply Exists_cons in Hstk as [Hfr|Hstk'].
+      + destruct Hfr as [Hs [Hf Hk]]. simpl in Hs, Hf, Hk.
+        apply Forall_cons_iff in Hk as [Hm Hk']. left.
+        apply branch_sol_cons; [exact Hs | exact Hf | | exact Hk'].
+        simpl. apply P_Alt2. exact Hm.
+      + right. exact Hstk'.
+  Qed.
+
+  (** ST-MATCH-GUARD *)
+  Lemma success_step_guard : forall Θ' Φ' Θ Φ nf stk p g t ρ k,
+    ssol Θ' Φ' (Running Θ Φ nf stk (AMatch p t ρ :: AGuard g ρ :: k)) ->
+    ssol Θ' Φ' (Running Θ Φ nf stk (AMatch (PGuard p g) t ρ :: k)).
+  Proof.
+    intros Θ' Φ' Θ Φ nf stk p g t ρ k.
+    apply ssol_same_stack. intros [Hs [Hf Hk]].
+    apply Forall_cons_iff in Hk as [Hm Hk']. apply Forall_cons_iff in Hk' as [Hg Hk''].
+    apply branch_sol_cons; [exact Hs | exact Hf | | exact Hk''].
+    simpl. apply P_Guard; [exact Hm | exact Hg].
+  Qed.
+
+  (** ST-CHECKGUARD-CONTINUE: guards are monotone ([eval_guard_mono]). *)
+  Lemma success_step_checkguard_continue : forall Θ' Φ' Θ Φ nf stk g ρ k,
+    eval_guard G (tsub Θ ρ) (fsub Φ ρ) g = Some true ->
+    ssol Θ' Φ' (Running Θ Φ nf stk k) ->
+    ssol Θ' Φ' (Running Θ Φ nf stk (AGuard g ρ :: k)).
+  Proof.
+    intros Θ' Φ' Θ Φ nf stk g ρ k Hg.
+    apply ssol_same_stack. intros [Hs [Hf Hk]].
+    apply branch_sol_cons; [exact Hs | exact Hf | | exact Hk].
+    simpl. eapply eval_guard_mono; [apply sub_gsub; exact Hs | apply sub_gsub; exact Hf | exact Hg].
+  Qed.
+
+  (** ST-MATCH-EXISTS: the witness of P-EXISTS is the final value of slot
+      [nf], bound there by the pending [checkName(nf)]. *)
+  Lemma success_step_exists : forall Θ' Φ' Θ Φ nf stk x p t ρ k,
+    ssol Θ' Φ' (Running Θ Φ (S nf) stk (AMatch p t (env_add_t ρ x nf) :: ACheckName nf :: k)) ->
+    ssol Θ' Φ' (Running Θ Φ nf stk (AMatch (PExists x p) t ρ :: k)).
+  Proof.
+    intros Θ' Φ' Θ Φ nf stk x p t ρ k.
+    apply ssol_same_stack. intros [Hs [Hf Hk]].
+    apply Forall_cons_iff in Hk as [Hm Hk']. apply Forall_cons_iff in Hk' as [Hc Hk''].
+    simpl in Hm, Hc. destruct (lookup nf Θ') as [t'|] eqn:Ht'; [|congruence].
+    apply branch_sol_cons; [exact Hs | exact Hf | | exact Hk''].
+    simpl. apply P_Exists with (t' := t').
+    eapply matches_ext; [| | exact Hm].
+    - intros y. rewrite tsub_add_t. unfold upd. destruct (Nat.eqb x y); [exact Ht' | reflexivity].
+    - intros y. reflexivity.
+  Qed.
+
+  (** ST-MATCH-EXISTS for [∃F]. *)
+  Lemma success_step_existsf : forall Θ' Φ' Θ Φ nf stk F p t ρ k,
+    ssol Θ' Φ' (Running Θ Φ (S nf) stk (AMatch p t (env_add_f ρ F nf) :: ACheckFName nf :: k)) ->
+    ssol Θ' Φ' (Running Θ Φ nf stk (AMatch (PExistsF F p) t ρ :: k)).
+  Proof.
+    intros Θ' Φ' Θ Φ nf stk F p t ρ k.
+    apply ssol_same_stack. intros [Hs [Hf Hk]].
+    apply Forall_cons_iff in Hk as [Hm Hk']. apply Forall_cons_iff in Hk' as [Hc Hk''].
+    simpl in Hm, Hc. destruct (lookup nf Φ') as [f|] eqn:Hf'; [|congruence].
+    apply branch_sol_cons; [exact Hs | exact Hf | | exact Hk''].
+    simpl. apply P_ExistsF with (f := f).
+    eapply matches_ext; [| | exact Hm].
+    - intros y. reflexivity.
+    - intros y. rewrite fsub_add_f. unfold upd. destruct (Nat.eqb F y); [exact Hf' | reflexivity].
+  Qed.
+
+  (** ST-CHECKNAME *)
+  Lemma success_step_checkname : forall Θ' Φ' Θ Φ nf stk s k,
+    lookup s Θ <> None ->
+    ssol Θ' Φ' (Running Θ Φ nf stk k) ->
+    ssol Θ' Φ' (Running Θ Φ nf stk (ACheckName s :: k)).
+  Proof.
+    intros Θ' Φ' Θ Φ nf stk s k Hb.
+    apply ssol_same_stack. intros [Hs [Hf Hk]].
+    apply branch_sol_cons; [exact Hs | exact Hf | | exact Hk].
+    simpl. destruct (lookup s Θ) as [v|] eqn:E; [|congruence].
+    rewrite (Hs _ _ E). discriminate.
+  Qed.
+
+  (** ST-CHECKNAME for operator variables. *)
+  Lemma success_step_checkfname : forall Θ' Φ' Θ Φ nf stk s k,
+    lookup s Φ <> None ->
+    ssol Θ' Φ' (Running Θ Φ nf stk k) ->
+    ssol Θ' Φ' (Running Θ Φ nf stk (ACheckFName s :: k)).
+  Proof.
+    intros Θ' Φ' Θ Φ nf stk s k Hb.
+    apply ssol_same_stack. intros [Hs [Hf Hk]].
+    apply branch_sol_cons; [exact Hs | exact Hf | | exact Hk].
+    simpl. destruct (lookup s Φ) as [v|] eqn:E; [|congruence].
+    rewrite (Hf _ _ E). discriminate.
+  Qed.
+
+  (** ST-MATCH-MATCHCONSTR *)
+  Lemma success_step_match_matchconstr : forall Θ' Φ' Θ Φ nf stk p p' x t ρ k,
+    ssol Θ' Φ' (Running Θ Φ nf stk (AMatch p t ρ :: AMatchConstr p' x ρ :: k)) ->
+    ssol Θ' Φ' (Running Θ Φ nf stk (AMatch (PConstr p p' x) t ρ :: k)).
+  Proof.
+    intros Θ' Φ' Θ Φ nf stk p p' x t ρ k.
+    apply ssol_same_stack. intros [Hs [Hf Hk]].
+    apply Forall_cons_iff in Hk as [Hm Hk']. apply Forall_cons_iff in Hk' as [Hc Hk''].
+    destruct Hc as [t' [Hx Hm']].
+    apply branch_sol_cons; [exact Hs | exact Hf | | exact Hk''].
+    simpl. eapply P_MatchConstr; [exact Hm | exact Hx | exact Hm'].
+  Qed.
+
+  (** ST-MATCHCONSTR *)
+  Lemma success_step_matchconstr : forall Θ' Φ' Θ Φ nf stk p x ρ t k,
+    tsub Θ ρ x = Some t ->
+    ssol Θ' Φ' (Running Θ Φ nf stk (AMatch p t ρ :: k)) ->
+    ssol Θ' Φ' (Running Θ Φ nf stk (AMatchConstr p x ρ :: k)).
+  Proof.
+    intros Θ' Φ' Θ Φ nf stk p x ρ t k Hx.
+    apply ssol_same_stack. intros [Hs [Hf Hk]].
+    apply Forall_cons_iff in Hk as [Hm Hk'].
+    apply branch_sol_cons; [exact Hs | exact Hf | | exact Hk'].
+    simpl. exists t. split; [exact (sub_gsub _ _ _ Hs x t Hx) | exact Hm].
+  Qed.
+
+  (** ST-MATCH-FUN-VAR-BIND *)
+  Lemma success_step_funvar_bind : forall Θ' Φ' Θ Φ nf stk F ps t ρ s k,
+    vfind F (fenv ρ) = Some s -> lookup s Φ = None ->
+    length ps = length (children G t) ->
+    ssol Θ' Φ' (Running Θ (extend s (label G t) Φ) nf stk (push_matches ps (children G t) ρ k)) ->
+    ssol Θ' Φ' (Running Θ Φ nf stk (AMatch (PFunVar F ps) t ρ :: k)).
+  Proof.
+    intros Θ' Φ' Θ Φ nf stk F ps t ρ s k HF Hfree Hl.
+    apply ssol_same_stack. intros [Hs [Hf Hk]].
+    destruct (Forall_push_inv _ _ _ _ _ _ Hl Hk) as [Hps Hk'].
+    apply branch_sol_cons; [exact Hs | | | exact Hk'].
+    - eapply sub_trans; [apply sub_extend; exact Hfree | exact Hf].
+    - simpl. apply P_FunVar; [|exact Hps].
+      unfold fsub, gsub. rewrite HF. apply Hf, lookup_extend_eq.
+  Qed.
+
+  (** ST-MATCH-FUN-VAR-BOUND *)
+  Lemma success_step_funvar_bound : forall Θ' Φ' Θ Φ nf stk F ps t ρ k,
+    fsub Φ ρ F = Some (label G t) -> length ps = length (children G t) ->
+    ssol Θ' Φ' (Running Θ Φ nf stk (push_matches ps (children G t) ρ k)) ->
+    ssol Θ' Φ' (Running Θ Φ nf stk (AMatch (PFunVar F ps) t ρ :: k)).
+  Proof.
+    intros Θ' Φ' Θ Φ nf stk F ps t ρ k HF Hl.
+    apply ssol_same_stack. intros [Hs [Hf Hk]].
+    destruct (Forall_push_inv _ _ _ _ _ _ Hl Hk) as [Hps Hk'].
+    apply branch_sol_cons; [exact Hs | exact Hf | | exact Hk'].
+    simpl. apply P_FunVar; [exact (sub_gsub _ _ _ Hf F _ HF) | exact Hps].
+  Qed.
+
+  (** ST-MATCH-MU: the body's scope [call_env] reads the caller's slots. *)
+  Lemma success_step_mu : forall Θ' Φ' Θ Φ nf stk P xs Fs d t ρ k,
+    nth_error D P = Some d -> length xs = nparams d -> length Fs = nfparams d ->
+    ssol Θ' Φ' (Running Θ Φ nf stk (AMatch (body d) t (call_env ρ xs Fs) :: k)) ->
+    ssol Θ' Φ' (Running Θ Φ nf stk (AMatch (PCall P xs Fs) t ρ :: k)).
+  Proof.
+    intros Θ' Φ' Θ Φ nf stk P xs Fs d t ρ k HP Hxs HFs.
+    apply ssol_same_stack. intros [Hs [Hf Hk]].
+    apply Forall_cons_iff in Hk as [Hm Hk'].
+    apply branch_sol_cons; [exact Hs | exact Hf | | exact Hk'].
+    simpl. eapply P_Mu; [exact HP | exact Hxs | exact HFs |].
+    eapply matches_ext; [| | exact Hm]; intros y;
+      unfold tsub, fsub, call_env; simpl; rewrite gsub_call_map; reflexivity.
+  Qed.
+
+  (** One line per rule of [step]. *)
   Lemma ssol_step_back : forall Θ' Φ' st st',
     step G D st st' -> ssol Θ' Φ' st' -> ssol Θ' Φ' st.
   Proof.
-    intros Θ' Φ' st st' Hst H.
-    destruct Hst; simpl in H |- *.
-    - (* ST-SUCCESS *) destruct H; subst. left. repeat split; try apply sub_refl; constructor.
-    - (* ST-MATCH-VAR-BIND *) open_left H. split; [|split; auto].
-      + eapply sub_trans; [apply sub_extend; exact H1 | exact Hs].
-      + constructor; auto. simpl. apply P_Var. unfold tsub, gsub. rewrite H0.
-        apply Hs, lookup_extend_eq.
-    - (* ST-MATCH-VAR-BOUND *) open_left H. repeat split; auto. constructor; auto.
-      simpl. apply P_Var. eapply sub_gsub; eauto.
-    - (* ST-MATCH-VAR-CONFLICT *) bt H.
-    - (* ST-MATCH-FUN *) open_left H.
-      apply Forall_push_inv in Hk; auto. destruct Hk as [Hps Hk].
-      repeat split; auto. constructor; auto. simpl. apply P_Fun; auto.
-    - (* ST-MATCH-FUN-CONFLICT *) bt H.
-    - (* ST-MATCH-ALT *) destruct H as [[Hs [Hf Hk]]|H].
-      + inversion Hk; subst. left. repeat split; auto. constructor; auto.
-        simpl. apply P_Alt1. auto.
-      + inversion H; subst.
-        * destruct H1 as [Hs [Hf Hk]]. simpl in *. inversion Hk; subst.
-          left. repeat split; auto. constructor; auto. simpl. apply P_Alt2. auto.
-        * right. auto.
-    - (* ST-MATCH-GUARD *) open_left H.
-      inversion Hk as [|? ? Hm Hk']; subst. inversion Hk'; subst.
-      repeat split; auto. constructor; auto. simpl. apply P_Guard; auto.
-    - (* ST-CHECKGUARD-CONTINUE *) open_left H.
-      repeat split; auto. constructor; auto. simpl.
-      eapply eval_guard_mono; [apply sub_gsub; exact Hs | apply sub_gsub; exact Hf | exact H0].
-    - (* ST-CHECKGUARD-BACKTRACK *) bt H.
-    - (* ST-MATCH-EXISTS *) open_left H.
-      inversion Hk as [|? ? Hm Hk']; subst. inversion Hk' as [|? ? Hc Hk'']; subst.
-      simpl in Hc. destruct (lookup nf Θ') as [t'|] eqn:Ht'; [|congruence].
-      repeat split; auto. constructor; auto. simpl.
-      apply P_Exists with (t' := t'). simpl in Hm.
-      eapply matches_ext; [| | exact Hm].
-      + intros y. rewrite tsub_add_t. unfold upd. destruct (Nat.eqb x y); auto.
-      + intros y. reflexivity.
-    - (* ST-MATCH-EXISTS for ∃F *) open_left H.
-      inversion Hk as [|? ? Hm Hk']; subst. inversion Hk' as [|? ? Hc Hk'']; subst.
-      simpl in Hc. destruct (lookup nf Φ') as [f|] eqn:Hf'; [|congruence].
-      repeat split; auto. constructor; auto. simpl.
-      apply P_ExistsF with (f := f). simpl in Hm.
-      eapply matches_ext; [| | exact Hm].
-      + intros y. reflexivity.
-      + intros y. rewrite fsub_add_f. unfold upd. destruct (Nat.eqb F y); auto.
-    - (* ST-CHECKNAME *) open_left H. repeat split; auto. constructor; auto.
-      simpl. destruct (lookup s Θ) eqn:E; [|congruence].
-      rewrite (Hs _ _ E). discriminate.
-    - (* ST-CHECKNAME, backtrack *) bt H.
-    - (* ST-CHECKFNAME *) open_left H. repeat split; auto. constructor; auto.
-      simpl. destruct (lookup s Φ) eqn:E; [|congruence].
-      rewrite (Hf _ _ E). discriminate.
-    - (* ST-CHECKFNAME, backtrack *) bt H.
-    - (* ST-MATCH-MATCHCONSTR *) open_left H.
-      inversion Hk as [|? ? Hm Hk']; subst. inversion Hk' as [|? ? Hc Hk'']; subst.
-      destruct Hc as [t' [Hx Hm']].
-      repeat split; auto. constructor; auto. simpl. eapply P_MatchConstr; eauto.
-    - (* ST-MATCHCONSTR *) open_left H.
-      inversion Hk as [|? ? Hm Hk']; subst.
-      repeat split; auto. constructor; auto. simpl. exists t. split; auto.
-      eapply sub_gsub; eauto.
-    - (* ST-MATCHCONSTR, backtrack *) bt H.
-    - (* ST-MATCH-FUN-VAR-BIND *) open_left H.
-      apply Forall_push_inv in Hk; auto. destruct Hk as [Hps Hk].
-      split; [exact Hs|split].
-      + eapply sub_trans; [apply sub_extend; exact H1 | exact Hf].
-      + constructor; auto. simpl. apply P_FunVar; auto.
-        unfold fsub, gsub. rewrite H0. apply Hf, lookup_extend_eq.
-    - (* ST-MATCH-FUN-VAR-BOUND *) open_left H.
-      apply Forall_push_inv in Hk; auto. destruct Hk as [Hps Hk].
-      repeat split; auto. constructor; auto. simpl. apply P_FunVar; auto.
-      eapply sub_gsub; eauto.
-    - (* ST-MATCH-FUN-VAR-CONFLICT *) bt H.
-    - (* ST-MATCH-MU *) open_left H.
-      inversion Hk as [|? ? Hm Hk']; subst.
-      repeat split; auto. constructor; auto. simpl. eapply P_Mu; eauto.
-      eapply matches_ext; [| | exact Hm]; intros y;
-        unfold tsub, fsub, call_env; simpl; rewrite gsub_call_map; reflexivity.
-    - (* ST-MATCH-MU, bad call *) bt H.
+    intros Θ' Φ' st st' Hst. destruct Hst.
+    - (* ST-SUCCESS *)                apply success_step_success.
+    - (* ST-MATCH-VAR-BIND *)         apply success_step_var_bind; assumption.
+    - (* ST-MATCH-VAR-BOUND *)        apply success_step_var_bound; assumption.
+    - (* ST-MATCH-VAR-CONFLICT *)     apply success_step_backtrack.
+    - (* ST-MATCH-FUN *)              apply success_step_fun; assumption.
+    - (* ST-MATCH-FUN-CONFLICT *)     apply success_step_backtrack.
+    - (* ST-MATCH-ALT *)              apply success_step_alt.
+    - (* ST-MATCH-GUARD *)            apply success_step_guard.
+    - (* ST-CHECKGUARD-CONTINUE *)    apply success_step_checkguard_continue; assumption.
+    - (* ST-CHECKGUARD-BACKTRACK *)   apply success_step_backtrack.
+    - (* ST-MATCH-EXISTS *)           apply success_step_exists.
+    - (* ST-MATCH-EXISTS for ∃F *)    apply success_step_existsf.
+    - (* ST-CHECKNAME *)              apply success_step_checkname; assumption.
+    - (* ST-CHECKNAME, backtrack *)   apply success_step_backtrack.
+    - (* ST-CHECKFNAME *)             apply success_step_checkfname; assumption.
+    - (* ST-CHECKFNAME, backtrack *)  apply success_step_backtrack.
+    - (* ST-MATCH-MATCHCONSTR *)      apply success_step_match_matchconstr.
+    - (* ST-MATCHCONSTR *)            apply success_step_matchconstr; assumption.
+    - (* ST-MATCHCONSTR, backtrack *) apply success_step_backtrack.
+    - (* ST-MATCH-FUN-VAR-BIND *)     apply success_step_funvar_bind; assumption.
+    - (* ST-MATCH-FUN-VAR-BOUND *)    apply success_step_funvar_bound; assumption.
+    - (* ST-MATCH-FUN-VAR-CONFLICT *) apply success_step_backtrack.
+    - (* ST-MATCH-MU *)               apply success_step_mu; assumption.
+    - (* ST-MATCH-MU, bad call *)     apply success_step_backtrack.
   Qed.
 
   Lemma ssol_star_back : forall Θ' Φ' st st',
     star G D st st' -> ssol Θ' Φ' st' -> ssol Θ' Φ' st.
   Proof.
-    intros Θ' Φ' st st' H. induction H; auto.
-    intros. eapply ssol_step_back; eauto.
+    intros Θ' Φ' st st' Hstar.
+    induction Hstar as [st|st st1 st2 Hst _ IH]; intros Hsol; [exact Hsol|].
+    exact (ssol_step_back _ _ _ _ Hst (IH Hsol)).
   Qed.
 
   (** The root's scope: variable [i] is slot [i]. *)
@@ -220,10 +545,11 @@ Section Soundness.
     matches G D (tsub Θ (root_env n m)) (fsub Φ (root_env n m)) p t.
   Proof.
     intros n m p t Θ Φ H.
-    assert (Hs : ssol Θ Φ (init n m p t)) by (eapply ssol_star_back; eauto; simpl; auto).
-    simpl in Hs. destruct Hs as [[_ [_ Hk]]|Hk].
-    - inversion Hk; subst. exact H2.
-    - inversion Hk.
+    assert (Hs : ssol Θ Φ (init n m p t)).
+    { eapply ssol_star_back; [exact H | split; reflexivity]. }
+    destruct Hs as [[_ [_ Hk]]|Hstk].
+    - apply Forall_cons_iff in Hk as [Hm _]. exact Hm.
+    - inversion Hstk.
   Qed.
 
   (** ** Failure soundness *)
@@ -331,8 +657,8 @@ Section Soundness.
     Forall (fun fr => branch_inv nf (fst (fst fr)) (snd (fst fr)) (snd fr)) stk ->
     inv (backtrack nf stk).
   Proof.
-    intros nf stk H. destruct stk as [|[[Θ Φ] k] stk]; simpl; auto.
-    inversion H; subst. auto.
+    intros nf stk H. destruct stk as [|[[Θ Φ] k] stk]; simpl; [exact I|].
+    apply Forall_cons_iff in H as [Hfr Hstk]. split; [exact Hfr | exact Hstk].
   Qed.
 
   Lemma Forall_below_push : forall nf ps ts ρ k,
@@ -390,148 +716,327 @@ Section Soundness.
       apply vfind_call_map_in in Hx; destruct Hx as [y Hy]; eauto.
   Qed.
 
-  Ltac open_inv Hinv :=
-    destruct Hinv as [[Hb1 [Hb2 [Hk1 Hk2]]] Hstk].
+  (** *** The invariant, one lemma per rule *)
 
+  (** Most rules keep the stack and [nf]: only the current branch changes. *)
+  Lemma inv_same_stack : forall nf stk Θ1 Φ1 k1 Θ2 Φ2 k2,
+    (branch_inv nf Θ1 Φ1 k1 -> branch_inv nf Θ2 Φ2 k2) ->
+    inv (Running Θ1 Φ1 nf stk k1) -> inv (Running Θ2 Φ2 nf stk k2).
+  Proof.
+    intros nf stk Θ1 Φ1 k1 Θ2 Φ2 k2 Hfwd [Hbr Hstk]. exact (conj (Hfwd Hbr) Hstk).
+  Qed.
+
+  (** Every rule whose result is [backtrack nf stk]. *)
+  Lemma inv_step_backtrack : forall Θ Φ nf stk k,
+    inv (Running Θ Φ nf stk k) -> inv (backtrack nf stk).
+  Proof. intros Θ Φ nf stk k [_ Hstk]. exact (inv_backtrack nf stk Hstk). Qed.
+
+  (** ST-SUCCESS *)
+  Lemma inv_step_success : forall Θ Φ nf stk,
+    inv (Running Θ Φ nf stk []) -> inv (Success Θ Φ).
+  Proof. intros Θ Φ nf stk _. exact I. Qed.
+
+  (** ST-MATCH-VAR-BIND: the slot bound is below [nf], and [x] is bound
+      from now on. *)
+  Lemma inv_step_var_bind : forall Θ Φ nf stk x t ρ s k,
+    vfind x (tenv ρ) = Some s ->
+    inv (Running Θ Φ nf stk (AMatch (PVar x) t ρ :: k)) ->
+    inv (Running (extend s t Θ) Φ nf stk k).
+  Proof.
+    intros Θ Φ nf stk x t ρ s k Hx. apply inv_same_stack.
+    intros [Hb1 [Hb2 [Hk1 Hk2]]].
+    apply Forall_cons_iff in Hk1 as [[Ha _] Hk1']. simpl in Hk2. destruct Hk2 as [_ Hk2].
+    refine (conj _ (conj Hb2 (conj Hk1' _))).
+    - apply dom_below_extend; [eapply Ha; exact Hx | exact Hb1].
+    - eapply wfk_mono; [| | exact Hk2].
+      + intros s' [Hs'|Hs']; [apply bound_in_extend; exact Hs'|].
+        apply img_single in Hs'. rewrite Hx in Hs'. injection Hs' as Hss. subst s'.
+        unfold bound_in. rewrite lookup_extend_eq. discriminate.
+      + intros s' [Hs'|Hs']; [exact Hs'|]. destruct (img_nil _ _ Hs').
+  Qed.
+
+  (** ST-MATCH-VAR-BOUND *)
+  Lemma inv_step_var_bound : forall Θ Φ nf stk x t ρ k,
+    tsub Θ ρ x = Some t ->
+    inv (Running Θ Φ nf stk (AMatch (PVar x) t ρ :: k)) ->
+    inv (Running Θ Φ nf stk k).
+  Proof.
+    intros Θ Φ nf stk x t ρ k Hx. apply tsub_var in Hx. destruct Hx as [s [Hxs Hs]].
+    apply inv_same_stack. intros [Hb1 [Hb2 [Hk1 Hk2]]].
+    apply Forall_cons_iff in Hk1 as [_ Hk1']. simpl in Hk2. destruct Hk2 as [_ Hk2].
+    refine (conj Hb1 (conj Hb2 (conj Hk1' _))).
+    eapply wfk_mono; [| | exact Hk2].
+    - intros s' [Hs'|Hs']; [exact Hs'|].
+      apply img_single in Hs'. rewrite Hxs in Hs'. injection Hs' as Hss. subst s'.
+      unfold bound_in. congruence.
+    - intros s' [Hs'|Hs']; [exact Hs'|]. destruct (img_nil _ _ Hs').
+  Qed.
+
+  (** ST-MATCH-FUN *)
+  Lemma inv_step_fun : forall Θ Φ nf stk f ps t ρ k,
+    length ps = length (children G t) ->
+    inv (Running Θ Φ nf stk (AMatch (PApp f ps) t ρ :: k)) ->
+    inv (Running Θ Φ nf stk (push_matches ps (children G t) ρ k)).
+  Proof.
+    intros Θ Φ nf stk f ps t ρ k Hl. apply inv_same_stack.
+    intros [Hb1 [Hb2 [Hk1 Hk2]]].
+    apply Forall_cons_iff in Hk1 as [Ha Hk1']. simpl in Hk2. destruct Hk2 as [Hw Hk2].
+    refine (conj Hb1 (conj Hb2 (conj _ _))).
+    - apply Forall_below_push; [exact Ha | exact Hk1'].
+    - apply wfk_push; [exact Hl | exact Hw | exact Hk2].
+  Qed.
+
+  (** ST-MATCH-ALT: both branches bind at least [binds (p1 ‖ p2)]. *)
+  Lemma inv_step_alt : forall Θ Φ nf stk p1 p2 t ρ k,
+    inv (Running Θ Φ nf stk (AMatch (PAlt p1 p2) t ρ :: k)) ->
+    inv (Running Θ Φ nf ((Θ, Φ, AMatch p2 t ρ :: k) :: stk) (AMatch p1 t ρ :: k)).
+  Proof.
+    intros Θ Φ nf stk p1 p2 t ρ k [[Hb1 [Hb2 [Hk1 Hk2]]] Hstk].
+    apply Forall_cons_iff in Hk1 as [Ha Hk1']. simpl in Hk2. destruct Hk2 as [Hw Hk2].
+    apply andb_true_iff in Hw. destruct Hw as [Hw1 Hw2].
+    assert (Hbranch : forall p, wfb D p = true ->
+              (forall x, In x (inter (binds D p1) (binds D p2)) -> In x (binds D p)) ->
+              (forall x, In x (inter (fbinds D p1) (fbinds D p2)) -> In x (fbinds D p)) ->
+              branch_inv nf Θ Φ (AMatch p t ρ :: k)).
+    { intros p Hwp Hp Hpf. refine (conj Hb1 (conj Hb2 (conj _ _))).
+      - constructor; [exact Ha | exact Hk1'].
+      - simpl. split; [exact Hwp|].
+        eapply wfk_mono; [| | exact Hk2]; intros s' [Hs'|[y [Hy Hs']]];
+          (left; exact Hs') || (right; exists y; split; auto). }
+    split; [|constructor; [simpl | exact Hstk]].
+    - apply Hbranch; [exact Hw1 | |]; intros y Hy; apply In_inter in Hy; tauto.
+    - apply Hbranch; [exact Hw2 | |]; intros y Hy; apply In_inter in Hy; tauto.
+  Qed.
+
+  (** ST-MATCH-GUARD: a guard reads only what its pattern binds ([wfb]). *)
+  Lemma inv_step_guard : forall Θ Φ nf stk p g t ρ k,
+    inv (Running Θ Φ nf stk (AMatch (PGuard p g) t ρ :: k)) ->
+    inv (Running Θ Φ nf stk (AMatch p t ρ :: AGuard g ρ :: k)).
+  Proof.
+    intros Θ Φ nf stk p g t ρ k. apply inv_same_stack.
+    intros [Hb1 [Hb2 [Hk1 Hk2]]].
+    apply Forall_cons_iff in Hk1 as [Ha Hk1']. simpl in Hk2. destruct Hk2 as [Hw Hk2].
+    apply andb_true_iff in Hw. destruct Hw as [Hw Hwf].
+    apply andb_true_iff in Hw. destruct Hw as [Hwp Hwt].
+    refine (conj Hb1 (conj Hb2 (conj _ _))).
+    - constructor; [exact Ha | constructor; [exact Ha | exact Hk1']].
+    - simpl. split; [exact Hwp | split; [| split; [| exact Hk2]]].
+      + intros y s Hy Hs. right. exists y.
+        split; [eapply subset_In; [exact Hwt | exact Hy] | exact Hs].
+      + intros y s Hy Hs. right. exists y.
+        split; [eapply subset_In; [exact Hwf | exact Hy] | exact Hs].
+  Qed.
+
+  (** ST-CHECKGUARD-CONTINUE *)
+  Lemma inv_step_checkguard_continue : forall Θ Φ nf stk g ρ k,
+    inv (Running Θ Φ nf stk (AGuard g ρ :: k)) -> inv (Running Θ Φ nf stk k).
+  Proof.
+    intros Θ Φ nf stk g ρ k. apply inv_same_stack.
+    intros [Hb1 [Hb2 [Hk1 Hk2]]].
+    apply Forall_cons_iff in Hk1 as [_ Hk1']. simpl in Hk2. destruct Hk2 as [_ [_ Hk2]].
+    exact (conj Hb1 (conj Hb2 (conj Hk1' Hk2))).
+  Qed.
+
+  (** ST-MATCH-EXISTS: [nf] grows, so everything stays below it; the
+      [checkName(nf)] reads a slot that [p] binds ([wfb]). *)
+  Lemma inv_step_exists : forall Θ Φ nf stk x p t ρ k,
+    inv (Running Θ Φ nf stk (AMatch (PExists x p) t ρ :: k)) ->
+    inv (Running Θ Φ (S nf) stk (AMatch p t (env_add_t ρ x nf) :: ACheckName nf :: k)).
+  Proof.
+    intros Θ Φ nf stk x p t ρ k [[Hb1 [Hb2 [Hk1 Hk2]]] Hstk].
+    apply Forall_cons_iff in Hk1 as [[Ha1 Ha2] Hk1']. simpl in Hk2. destruct Hk2 as [Hw Hk2].
+    apply andb_true_iff in Hw. destruct Hw as [Hw Hx]. apply memb_In in Hx.
+    refine (conj (conj _ (conj _ (conj _ _))) _).
+    - intros g v Hg. apply Hb1 in Hg. lia.
+    - intros g v Hg. apply Hb2 in Hg. lia.
+    - constructor; [|constructor; [simpl; lia|]].
+      + split; simpl; intros y s Hy.
+        * rewrite vfind_add in Hy. destruct (Nat.eqb x y).
+          -- injection Hy as Hy. lia.
+          -- apply Ha1 in Hy. lia.
+        * apply Ha2 in Hy. lia.
+      + eapply Forall_impl; [|exact Hk1']. intros a. apply below_mono. lia.
+    - simpl. split; [exact Hw | split].
+      + right. exists x. split; [exact Hx|]. simpl. rewrite vfind_add, Nat.eqb_refl. reflexivity.
+      + eapply wfk_mono; [| | exact Hk2].
+        * intros s' [Hs'|[y [Hy Hs']]]; [left; exact Hs'|].
+          apply In_remove_var in Hy. destruct Hy as [Hy Hne].
+          right. exists y. split; [exact Hy|]. simpl. rewrite vfind_add.
+          apply Nat.eqb_neq in Hne. rewrite Hne. exact Hs'.
+        * intros s' Hs'. exact Hs'.
+    - eapply Forall_impl; [|exact Hstk]. intros fr. apply branch_inv_mono. lia.
+  Qed.
+
+  (** ST-MATCH-EXISTS for [∃F]. *)
+  Lemma inv_step_existsf : forall Θ Φ nf stk F p t ρ k,
+    inv (Running Θ Φ nf stk (AMatch (PExistsF F p) t ρ :: k)) ->
+    inv (Running Θ Φ (S nf) stk (AMatch p t (env_add_f ρ F nf) :: ACheckFName nf :: k)).
+  Proof.
+    intros Θ Φ nf stk F p t ρ k [[Hb1 [Hb2 [Hk1 Hk2]]] Hstk].
+    apply Forall_cons_iff in Hk1 as [[Ha1 Ha2] Hk1']. simpl in Hk2. destruct Hk2 as [Hw Hk2].
+    apply andb_true_iff in Hw. destruct Hw as [Hw Hx]. apply memb_In in Hx.
+    refine (conj (conj _ (conj _ (conj _ _))) _).
+    - intros g v Hg. apply Hb1 in Hg. lia.
+    - intros g v Hg. apply Hb2 in Hg. lia.
+    - constructor; [|constructor; [simpl; lia|]].
+      + split; simpl; intros y s Hy.
+        * apply Ha1 in Hy. lia.
+        * rewrite vfind_add in Hy. destruct (Nat.eqb F y).
+          -- injection Hy as Hy. lia.
+          -- apply Ha2 in Hy. lia.
+      + eapply Forall_impl; [|exact Hk1']. intros a. apply below_mono. lia.
+    - simpl. split; [exact Hw | split].
+      + right. exists F. split; [exact Hx|]. simpl. rewrite vfind_add, Nat.eqb_refl. reflexivity.
+      + eapply wfk_mono; [| | exact Hk2].
+        * intros s' Hs'. exact Hs'.
+        * intros s' [Hs'|[y [Hy Hs']]]; [left; exact Hs'|].
+          apply In_remove_var in Hy. destruct Hy as [Hy Hne].
+          right. exists y. split; [exact Hy|]. simpl. rewrite vfind_add.
+          apply Nat.eqb_neq in Hne. rewrite Hne. exact Hs'.
+    - eapply Forall_impl; [|exact Hstk]. intros fr. apply branch_inv_mono. lia.
+  Qed.
+
+  (** ST-CHECKNAME *)
+  Lemma inv_step_checkname : forall Θ Φ nf stk s k,
+    inv (Running Θ Φ nf stk (ACheckName s :: k)) -> inv (Running Θ Φ nf stk k).
+  Proof.
+    intros Θ Φ nf stk s k. apply inv_same_stack.
+    intros [Hb1 [Hb2 [Hk1 Hk2]]].
+    apply Forall_cons_iff in Hk1 as [_ Hk1']. simpl in Hk2. destruct Hk2 as [_ Hk2].
+    exact (conj Hb1 (conj Hb2 (conj Hk1' Hk2))).
+  Qed.
+
+  (** ST-CHECKNAME for operator variables. *)
+  Lemma inv_step_checkfname : forall Θ Φ nf stk s k,
+    inv (Running Θ Φ nf stk (ACheckFName s :: k)) -> inv (Running Θ Φ nf stk k).
+  Proof.
+    intros Θ Φ nf stk s k. apply inv_same_stack.
+    intros [Hb1 [Hb2 [Hk1 Hk2]]].
+    apply Forall_cons_iff in Hk1 as [_ Hk1']. simpl in Hk2. destruct Hk2 as [_ Hk2].
+    exact (conj Hb1 (conj Hb2 (conj Hk1' Hk2))).
+  Qed.
+
+  (** ST-MATCH-MATCHCONSTR: [x] is bound by [p] ([wfb]). *)
+  Lemma inv_step_match_matchconstr : forall Θ Φ nf stk p p' x t ρ k,
+    inv (Running Θ Φ nf stk (AMatch (PConstr p p' x) t ρ :: k)) ->
+    inv (Running Θ Φ nf stk (AMatch p t ρ :: AMatchConstr p' x ρ :: k)).
+  Proof.
+    intros Θ Φ nf stk p p' x t ρ k. apply inv_same_stack.
+    intros [Hb1 [Hb2 [Hk1 Hk2]]].
+    apply Forall_cons_iff in Hk1 as [Ha Hk1']. simpl in Hk2. destruct Hk2 as [Hw Hk2].
+    apply andb_true_iff in Hw. destruct Hw as [Hw Hx].
+    apply andb_true_iff in Hw. destruct Hw as [Hwp Hwp']. apply memb_In in Hx.
+    refine (conj Hb1 (conj Hb2 (conj _ _))).
+    - constructor; [exact Ha | constructor; [exact Ha | exact Hk1']].
+    - simpl. split; [exact Hwp | split; [| split; [exact Hwp' |]]].
+      + intros s Hs. right. exists x. split; [exact Hx | exact Hs].
+      + eapply wfk_mono; [| | exact Hk2];
+          intros s' [Hs'|Hs']; try (left; left; exact Hs');
+          apply img_app in Hs'; unfold union; tauto.
+  Qed.
+
+  (** ST-MATCHCONSTR *)
+  Lemma inv_step_matchconstr : forall Θ Φ nf stk p x ρ t k,
+    inv (Running Θ Φ nf stk (AMatchConstr p x ρ :: k)) ->
+    inv (Running Θ Φ nf stk (AMatch p t ρ :: k)).
+  Proof.
+    intros Θ Φ nf stk p x ρ t k. apply inv_same_stack.
+    intros [Hb1 [Hb2 [Hk1 Hk2]]].
+    apply Forall_cons_iff in Hk1 as [Ha Hk1']. simpl in Hk2. destruct Hk2 as [_ [Hw Hk2]].
+    refine (conj Hb1 (conj Hb2 (conj _ _))).
+    - constructor; [exact Ha | exact Hk1'].
+    - simpl. split; [exact Hw | exact Hk2].
+  Qed.
+
+  (** ST-MATCH-FUN-VAR-BIND *)
+  Lemma inv_step_funvar_bind : forall Θ Φ nf stk F ps t ρ s k,
+    vfind F (fenv ρ) = Some s -> length ps = length (children G t) ->
+    inv (Running Θ Φ nf stk (AMatch (PFunVar F ps) t ρ :: k)) ->
+    inv (Running Θ (extend s (label G t) Φ) nf stk (push_matches ps (children G t) ρ k)).
+  Proof.
+    intros Θ Φ nf stk F ps t ρ s k HF Hl. apply inv_same_stack.
+    intros [Hb1 [Hb2 [Hk1 Hk2]]].
+    apply Forall_cons_iff in Hk1 as [Ha Hk1']. simpl in Hk2. destruct Hk2 as [Hw Hk2].
+    refine (conj Hb1 (conj _ (conj _ _))).
+    - apply dom_below_extend; [|exact Hb2]. destruct Ha as [_ Ha2]. eapply Ha2. exact HF.
+    - apply Forall_below_push; [exact Ha | exact Hk1'].
+    - apply wfk_push; [exact Hl | exact Hw |]. eapply wfk_mono; [| | exact Hk2].
+      + intros s' Hs'. exact Hs'.
+      + intros s' [Hs'|[y [[<-|Hy] Hs']]].
+        * left. apply bound_in_extend. exact Hs'.
+        * left. rewrite HF in Hs'. injection Hs' as Hss. subst s'.
+          unfold bound_in. rewrite lookup_extend_eq. discriminate.
+        * right. exists y. split; [exact Hy | exact Hs'].
+  Qed.
+
+  (** ST-MATCH-FUN-VAR-BOUND *)
+  Lemma inv_step_funvar_bound : forall Θ Φ nf stk F ps t ρ k,
+    fsub Φ ρ F = Some (label G t) -> length ps = length (children G t) ->
+    inv (Running Θ Φ nf stk (AMatch (PFunVar F ps) t ρ :: k)) ->
+    inv (Running Θ Φ nf stk (push_matches ps (children G t) ρ k)).
+  Proof.
+    intros Θ Φ nf stk F ps t ρ k HFt Hl. apply fsub_var in HFt. destruct HFt as [s [HF Hs]].
+    apply inv_same_stack. intros [Hb1 [Hb2 [Hk1 Hk2]]].
+    apply Forall_cons_iff in Hk1 as [Ha Hk1']. simpl in Hk2. destruct Hk2 as [Hw Hk2].
+    refine (conj Hb1 (conj Hb2 (conj _ _))).
+    - apply Forall_below_push; [exact Ha | exact Hk1'].
+    - apply wfk_push; [exact Hl | exact Hw |]. eapply wfk_mono; [| | exact Hk2].
+      + intros s' Hs'. exact Hs'.
+      + intros s' [Hs'|[y [[<-|Hy] Hs']]].
+        * left. exact Hs'.
+        * left. rewrite HF in Hs'. injection Hs' as Hss. subst s'.
+          unfold bound_in. congruence.
+        * right. exists y. split; [exact Hy | exact Hs'].
+  Qed.
+
+  (** ST-MATCH-MU: the body binds the parameters it claims ([wf_defs]). *)
+  Lemma inv_step_mu : wf_defs D = true -> forall Θ Φ nf stk P xs Fs d t ρ k,
+    nth_error D P = Some d ->
+    inv (Running Θ Φ nf stk (AMatch (PCall P xs Fs) t ρ :: k)) ->
+    inv (Running Θ Φ nf stk (AMatch (body d) t (call_env ρ xs Fs) :: k)).
+  Proof.
+    intros Hd Θ Φ nf stk P xs Fs d t ρ k HP. apply inv_same_stack.
+    intros [Hb1 [Hb2 [Hk1 Hk2]]].
+    apply Forall_cons_iff in Hk1 as [Ha Hk1']. simpl in Hk2. destruct Hk2 as [_ Hk2].
+    rewrite HP in Hk2.
+    destruct (wf_defs_body Hd P d HP) as [Hwb [Hpb Hpfb]].
+    refine (conj Hb1 (conj Hb2 (conj _ _))).
+    - constructor; [apply env_below_call; exact Ha | exact Hk1'].
+    - simpl. split; [exact Hwb|].
+      eapply wfk_mono; [| | exact Hk2];
+        intros s' [Hs'|Hs']; try (left; exact Hs'); right;
+        eapply img_call; eauto.
+  Qed.
+
+  (** One line per rule of [step]. *)
   Lemma inv_step : wf_defs D = true ->
     forall st st', step G D st st' -> inv st -> inv st'.
   Proof.
-    intros Hd st st' Hst Hinv.
-    destruct Hst; simpl in Hinv |- *; auto;
-      try (open_inv Hinv; apply inv_backtrack; exact Hstk);
-      open_inv Hinv; inversion Hk1 as [|? ? Ha Hk1']; subst; simpl in Hk2.
-    - (* VAR-BIND *)
-      destruct Hk2 as [_ Hk2]. destruct Ha as [Ha _].
-      split; [|exact Hstk]. repeat split; auto.
-      + apply dom_below_extend; auto. eapply Ha; eauto.
-      + eapply wfk_mono; [| |exact Hk2].
-        * intros s' [Hs'|Hs']; [apply bound_in_extend; exact Hs'|].
-          apply img_single in Hs'. rewrite H in Hs'. inversion Hs'; subst.
-          unfold bound_in. rewrite lookup_extend_eq. discriminate.
-        * intros s' [Hs'|Hs']; [exact Hs'|]. destruct (img_nil _ _ Hs').
-    - (* VAR-BOUND *)
-      destruct Hk2 as [_ Hk2]. repeat split; auto.
-      apply tsub_var in H. destruct H as [s [Hx Hs]].
-      eapply wfk_mono; [| |exact Hk2].
-      + intros s' [Hs'|Hs']; [exact Hs'|].
-        apply img_single in Hs'. rewrite Hx in Hs'. inversion Hs'; subst.
-        unfold bound_in. congruence.
-      + intros s' [Hs'|Hs']; [exact Hs'|]. destruct (img_nil _ _ Hs').
-    - (* FUN *)
-      destruct Hk2 as [Hw Hk2]. repeat split; auto.
-      + apply Forall_below_push; auto.
-      + apply wfk_push; auto.
-    - (* ALT *)
-      destruct Hk2 as [Hw Hk2]. simpl in Hw. apply andb_true_iff in Hw.
-      destruct Hw as [Hw1 Hw2].
-      assert (Hm : forall p, (forall x, In x (inter (binds D p1) (binds D p2)) -> In x (binds D p)) ->
-                     (forall x, In x (inter (fbinds D p1) (fbinds D p2)) -> In x (fbinds D p)) ->
-                     wfk (union (bound_in Θ) (img (tenv ρ) (binds D p)))
-                         (union (bound_in Φ) (img (fenv ρ) (fbinds D p))) k).
-      { intros p Hp Hpf. eapply wfk_mono; [| |exact Hk2]; intros s' [Hs'|[y [Hy Hs']]];
-          (left; exact Hs') || (right; exists y; split; auto). }
-      split; [|constructor; [|exact Hstk]]; simpl.
-      + repeat split; auto. all: try (constructor; auto).
-        all: apply Hm; intros y Hy; apply In_inter in Hy; tauto.
-      + repeat split; auto. all: try (constructor; auto).
-        all: apply Hm; intros y Hy; apply In_inter in Hy; tauto.
-    - (* GUARD *)
-      destruct Hk2 as [Hw Hk2]. simpl in Hw.
-      apply andb_true_iff in Hw. destruct Hw as [Hw Hwf].
-      apply andb_true_iff in Hw. destruct Hw as [Hw Hwt].
-      repeat split; auto.
-      all: try (constructor; auto; constructor; auto).
-      all: intros y s Hy Hs; right; exists y; split; auto; eapply subset_In; eauto.
-    - (* CHECKGUARD-CONTINUE *) destruct Hk2 as [_ [_ Hk2]]. repeat split; auto.
-    - (* EXISTS *)
-      destruct Hk2 as [Hw Hk2]. simpl in Hw. apply andb_true_iff in Hw.
-      destruct Hw as [Hw Hx]. apply memb_In in Hx. destruct Ha as [Ha1 Ha2].
-      refine (conj (conj _ (conj _ (conj _ _))) _).
-      + intros g v Hg. apply Hb1 in Hg. lia.
-      + intros g v Hg. apply Hb2 in Hg. lia.
-      + constructor; [|constructor; [simpl; lia|]].
-        * split; simpl; intros y s Hy.
-          -- rewrite vfind_add in Hy. destruct (Nat.eqb x y).
-             ++ inversion Hy. lia.
-             ++ apply Ha1 in Hy. lia.
-          -- apply Ha2 in Hy. lia.
-        * eapply Forall_impl; [|exact Hk1']. intros a. apply below_mono. lia.
-      + simpl. split; auto. split.
-        * right. exists x. split; auto. simpl. rewrite vfind_add, Nat.eqb_refl. reflexivity.
-        * eapply wfk_mono; [| |exact Hk2].
-          -- intros s' [Hs'|[y [Hy Hs']]]; [left; exact Hs'|].
-             apply In_remove_var in Hy. destruct Hy as [Hy Hne].
-             right. exists y. split; auto. simpl. rewrite vfind_add.
-             apply Nat.eqb_neq in Hne. rewrite Hne. exact Hs'.
-          -- intros s' Hs'. exact Hs'.
-      + eapply Forall_impl; [|exact Hstk]. intros fr. apply branch_inv_mono. lia.
-    - (* EXISTS for ∃F *)
-      destruct Hk2 as [Hw Hk2]. simpl in Hw. apply andb_true_iff in Hw.
-      destruct Hw as [Hw Hx]. apply memb_In in Hx. destruct Ha as [Ha1 Ha2].
-      refine (conj (conj _ (conj _ (conj _ _))) _).
-      + intros g v Hg. apply Hb1 in Hg. lia.
-      + intros g v Hg. apply Hb2 in Hg. lia.
-      + constructor; [|constructor; [simpl; lia|]].
-        * split; simpl; intros y s Hy.
-          -- apply Ha1 in Hy. lia.
-          -- rewrite vfind_add in Hy. destruct (Nat.eqb F y).
-             ++ inversion Hy. lia.
-             ++ apply Ha2 in Hy. lia.
-        * eapply Forall_impl; [|exact Hk1']. intros a. apply below_mono. lia.
-      + simpl. split; auto. split.
-        * right. exists F. split; auto. simpl. rewrite vfind_add, Nat.eqb_refl. reflexivity.
-        * eapply wfk_mono; [| |exact Hk2].
-          -- intros s' Hs'. exact Hs'.
-          -- intros s' [Hs'|[y [Hy Hs']]]; [left; exact Hs'|].
-             apply In_remove_var in Hy. destruct Hy as [Hy Hne].
-             right. exists y. split; auto. simpl. rewrite vfind_add.
-             apply Nat.eqb_neq in Hne. rewrite Hne. exact Hs'.
-      + eapply Forall_impl; [|exact Hstk]. intros fr. apply branch_inv_mono. lia.
-    - (* CHECKNAME *) destruct Hk2 as [_ Hk2]. repeat split; auto.
-    - (* CHECKFNAME *) destruct Hk2 as [_ Hk2]. repeat split; auto.
-    - (* MATCH-MATCHCONSTR *)
-      destruct Hk2 as [Hw Hk2]. simpl in Hw.
-      apply andb_true_iff in Hw. destruct Hw as [Hw Hx].
-      apply andb_true_iff in Hw. destruct Hw as [Hw Hw']. apply memb_In in Hx.
-      repeat split; auto.
-      all: try (constructor; auto; constructor; auto).
-      + intros s Hs. right. exists x. auto.
-      + eapply wfk_mono; [| |exact Hk2];
-          intros s' [Hs'|Hs']; try (left; left; exact Hs');
-          apply img_app in Hs'; unfold union; tauto.
-    - (* MATCHCONSTR *)
-      destruct Hk2 as [_ [Hw Hk2]]. repeat split; auto.
-    - (* FUN-VAR-BIND *)
-      destruct Hk2 as [Hw Hk2]. destruct Ha as [Ha1 Ha2].
-      repeat split; auto.
-      + apply dom_below_extend; auto. eapply Ha2; eauto.
-      + apply Forall_below_push; auto. split; auto.
-      + apply wfk_push; auto. eapply wfk_mono; [| |exact Hk2].
-        * intros s' Hs'. exact Hs'.
-        * intros s' [Hs'|[y [[<-|Hy] Hs']]].
-          -- left. apply bound_in_extend. exact Hs'.
-          -- left. rewrite H in Hs'. inversion Hs'; subst.
-             unfold bound_in. rewrite lookup_extend_eq. discriminate.
-          -- right. exists y. auto.
-    - (* FUN-VAR-BOUND *)
-      destruct Hk2 as [Hw Hk2]. apply fsub_var in H. destruct H as [s [HF Hs]].
-      repeat split; auto.
-      + apply Forall_below_push; auto.
-      + apply wfk_push; auto. eapply wfk_mono; [| |exact Hk2].
-        * intros s' Hs'. exact Hs'.
-        * intros s' [Hs'|[y [[<-|Hy] Hs']]].
-          -- left. exact Hs'.
-          -- left. rewrite HF in Hs'. inversion Hs'; subst.
-             unfold bound_in. congruence.
-          -- right. exists y. auto.
-    - (* MU *)
-      destruct Hk2 as [_ Hk2]. simpl in Hk2. rewrite H in Hk2.
-      destruct (wf_defs_body Hd P d H) as [Hwb [Hpb Hpfb]].
-      repeat split; auto.
-      + constructor; auto. apply env_below_call. exact Ha.
-      + eapply wfk_mono; [| |exact Hk2];
-          intros s' [Hs'|Hs']; try (left; exact Hs'); right;
-          eapply img_call; eauto.
+    intros Hd st st' Hst. destruct Hst.
+    - (* ST-SUCCESS *)                apply inv_step_success.
+    - (* ST-MATCH-VAR-BIND *)         apply inv_step_var_bind; assumption.
+    - (* ST-MATCH-VAR-BOUND *)        apply inv_step_var_bound; assumption.
+    - (* ST-MATCH-VAR-CONFLICT *)     apply inv_step_backtrack.
+    - (* ST-MATCH-FUN *)              apply inv_step_fun; assumption.
+    - (* ST-MATCH-FUN-CONFLICT *)     apply inv_step_backtrack.
+    - (* ST-MATCH-ALT *)              apply inv_step_alt.
+    - (* ST-MATCH-GUARD *)            apply inv_step_guard.
+    - (* ST-CHECKGUARD-CONTINUE *)    apply inv_step_checkguard_continue.
+    - (* ST-CHECKGUARD-BACKTRACK *)   apply inv_step_backtrack.
+    - (* ST-MATCH-EXISTS *)           apply inv_step_exists.
+    - (* ST-MATCH-EXISTS for ∃F *)    apply inv_step_existsf.
+    - (* ST-CHECKNAME *)              apply inv_step_checkname.
+    - (* ST-CHECKNAME, backtrack *)   apply inv_step_backtrack.
+    - (* ST-CHECKFNAME *)             apply inv_step_checkfname.
+    - (* ST-CHECKFNAME, backtrack *)  apply inv_step_backtrack.
+    - (* ST-MATCH-MATCHCONSTR *)      apply inv_step_match_matchconstr.
+    - (* ST-MATCHCONSTR *)            apply inv_step_matchconstr.
+    - (* ST-MATCHCONSTR, backtrack *) apply inv_step_backtrack.
+    - (* ST-MATCH-FUN-VAR-BIND *)     apply inv_step_funvar_bind; assumption.
+    - (* ST-MATCH-FUN-VAR-BOUND *)    apply inv_step_funvar_bound; assumption.
+    - (* ST-MATCH-FUN-VAR-CONFLICT *) apply inv_step_backtrack.
+    - (* ST-MATCH-MU *)               apply inv_step_mu; assumption.
+    - (* ST-MATCH-MU, bad call *)     apply inv_step_backtrack.
   Qed.
 
   Lemma eval_expr_agree : forall σ σ' ψ ψ' e,
@@ -539,14 +1044,17 @@ Section Soundness.
     (forall F, In F (expr_fvars e) -> ψ F = ψ' F) ->
     eval_expr G σ ψ e = eval_expr G σ' ψ' e.
   Proof.
-    intros σ σ' ψ ψ' e. induction e; intros Hs Hf; simpl in *; auto.
-    - rewrite Hs; auto.
-    - rewrite Hf; auto.
-    - rewrite IHe1, IHe2; auto; intros y Hy; first [apply Hs | apply Hf];
+    intros σ σ' ψ ψ' e.
+    induction e as [z|x a|F a|e1 IH1 e2 IH2|e1 IH1 e2 IH2|e1 IH1 e2 IH2];
+      intros Hs Hf; simpl in *.
+    - reflexivity.
+    - rewrite Hs; [reflexivity | left; reflexivity].
+    - rewrite Hf; [reflexivity | left; reflexivity].
+    - rewrite IH1, IH2; auto; intros y Hy; first [apply Hs | apply Hf];
         apply in_or_app; auto.
-    - rewrite IHe1, IHe2; auto; intros y Hy; first [apply Hs | apply Hf];
+    - rewrite IH1, IH2; auto; intros y Hy; first [apply Hs | apply Hf];
         apply in_or_app; auto.
-    - rewrite IHe1, IHe2; auto; intros y Hy; first [apply Hs | apply Hf];
+    - rewrite IH1, IH2; auto; intros y Hy; first [apply Hs | apply Hf];
         apply in_or_app; auto.
   Qed.
 
@@ -555,16 +1063,18 @@ Section Soundness.
     (forall F, In F (guard_fvars g) -> ψ F = ψ' F) ->
     eval_guard G σ ψ g = eval_guard G σ' ψ' g.
   Proof.
-    intros σ σ' ψ ψ' g. induction g; intros Hs Hf; simpl in *; auto.
+    intros σ σ' ψ ψ' g.
+    induction g as [|e1 e2|e1 e2|g1 IH1 g2 IH2|g1 IH1 g2 IH2|g IH]; intros Hs Hf; simpl in *.
+    - reflexivity.
     - rewrite !(eval_expr_agree σ σ' ψ ψ'); auto; intros y Hy;
         first [apply Hs | apply Hf]; apply in_or_app; auto.
     - rewrite !(eval_expr_agree σ σ' ψ ψ'); auto; intros y Hy;
         first [apply Hs | apply Hf]; apply in_or_app; auto.
-    - rewrite IHg1, IHg2; auto; intros y Hy;
+    - rewrite IH1, IH2; auto; intros y Hy;
         first [apply Hs | apply Hf]; apply in_or_app; auto.
-    - rewrite IHg1, IHg2; auto; intros y Hy;
+    - rewrite IH1, IH2; auto; intros y Hy;
         first [apply Hs | apply Hf]; apply in_or_app; auto.
-    - rewrite IHg; auto.
+    - rewrite IH; auto.
   Qed.
 
   (** An action below [nf] cannot tell apart substitutions that agree
@@ -595,8 +1105,10 @@ Section Soundness.
     (forall g, g < nf -> lookup g Φ1 = lookup g Φ2) ->
     Forall (action_below nf) k -> Forall (holds Θ1 Φ1) k -> Forall (holds Θ2 Φ2) k.
   Proof.
-    intros nf Θ1 Φ1 Θ2 Φ2 k HΘ HΦ Hb H. induction H; auto.
-    inversion Hb; subst. constructor; auto. eapply holds_agree; eauto.
+    intros nf Θ1 Φ1 Θ2 Φ2 k HΘ HΦ Hb H.
+    induction H as [|a k Ha _ IH]; [constructor|].
+    apply Forall_cons_iff in Hb as [Hba Hbk].
+    constructor; [eapply holds_agree; [exact HΘ | exact HΦ | exact Hba | exact Ha] | exact (IH Hbk)].
   Qed.
 
   Definition can_complete (Θ Φ : subst) (k : cont) : Prop :=
@@ -616,140 +1128,417 @@ Section Soundness.
     fsol (backtrack nf stk).
   Proof.
     intros nf stk H. destruct stk as [|[[Θ Φ] k] stk]; simpl.
-    - inversion H.
-    - inversion H; subst; [left | right]; auto.
+    - apply Exists_nil in H. destruct H.
+    - apply Exists_cons in H as [Hfr|Hstk]; [left; exact Hfr | right; exact Hstk].
   Qed.
 
   Lemma lookup_add_other : forall nf v Θ g,
     g < nf -> lookup g (extend nf v Θ) = lookup g Θ.
-  Proof. intros. apply lookup_extend_neq. lia. Qed.
+  Proof. intros nf v Θ g Hg. apply lookup_extend_neq. lia. Qed.
 
-  Ltac bt_case H := apply fsol_backtrack; destruct H as [[Θ' [Φ' [Hs [Hf Hk]]]]|H];
-    [exfalso; inversion Hk as [|? ? Hm Hk']; subst; simpl in Hm | exact H].
-  Ltac keep H := destruct H as [[Θ' [Φ' [Hs [Hf Hk]]]]|H]; [left; exists Θ', Φ' | right; exact H];
-    inversion Hk as [|? ? Hm Hk']; subst; simpl in Hm.
+  (** *** Failure, one lemma per rule *)
 
+  (** The two shapes of a failure case: a step that keeps the stack (a
+      completion of the current branch gives one of the next), and a step
+      that backtracks (the current branch has no completion). *)
+  Lemma fsol_same_stack : forall nf1 nf2 stk Θ1 Φ1 k1 Θ2 Φ2 k2,
+    (can_complete Θ1 Φ1 k1 -> can_complete Θ2 Φ2 k2) ->
+    fsol (Running Θ1 Φ1 nf1 stk k1) -> fsol (Running Θ2 Φ2 nf2 stk k2).
+  Proof.
+    intros nf1 nf2 stk Θ1 Φ1 k1 Θ2 Φ2 k2 Hfwd [Hsol|Hstk].
+    - left. exact (Hfwd Hsol).
+    - right. exact Hstk.
+  Qed.
+
+  Lemma fsol_dead_branch : forall Θ Φ nf stk k,
+    ~ can_complete Θ Φ k -> fsol (Running Θ Φ nf stk k) -> fsol (backtrack nf stk).
+  Proof.
+    intros Θ Φ nf stk k Hno [Hsol|Hstk].
+    - destruct (Hno Hsol).
+    - exact (fsol_backtrack nf stk Hstk).
+  Qed.
+
+  (** A completion of [a :: k] completes [k]. *)
+  Lemma can_complete_tail : forall Θ Φ a k, can_complete Θ Φ (a :: k) -> can_complete Θ Φ k.
+  Proof.
+    intros Θ Φ a k [Θ' [Φ' [Hs [Hf Hk]]]]. apply Forall_cons_iff in Hk as [_ Hk'].
+    exists Θ', Φ'. exact (conj Hs (conj Hf Hk')).
+  Qed.
+
+  (** ST-SUCCESS *)
+  Lemma fail_step_success : forall Θ Φ nf stk,
+    inv (Running Θ Φ nf stk []) -> fsol (Running Θ Φ nf stk []) -> fsol (Success Θ Φ).
+  Proof. intros Θ Φ nf stk _ _. exact I. Qed.
+
+  (** ST-MATCH-VAR-BIND: the completion already maps [x]'s slot to [t]. *)
+  Lemma fail_step_var_bind : forall Θ Φ nf stk x t ρ s k,
+    vfind x (tenv ρ) = Some s ->
+    inv (Running Θ Φ nf stk (AMatch (PVar x) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatch (PVar x) t ρ :: k)) ->
+    fsol (Running (extend s t Θ) Φ nf stk k).
+  Proof.
+    intros Θ Φ nf stk x t ρ s k Hx _. apply fsol_same_stack.
+    intros [Θ' [Φ' [Hs [Hf Hk]]]]. apply Forall_cons_iff in Hk as [Hm Hk'].
+    simpl in Hm. apply matches_inv_var in Hm. unfold tsub, gsub in Hm. rewrite Hx in Hm.
+    exists Θ', Φ'. refine (conj _ (conj Hf Hk')). apply extend_sub; [exact Hs | exact Hm].
+  Qed.
+
+  (** ST-MATCH-VAR-BOUND *)
+  Lemma fail_step_var_bound : forall Θ Φ nf stk x t ρ k,
+    inv (Running Θ Φ nf stk (AMatch (PVar x) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatch (PVar x) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk k).
+  Proof.
+    intros Θ Φ nf stk x t ρ k _. apply fsol_same_stack, can_complete_tail.
+  Qed.
+
+  (** ST-MATCH-VAR-CONFLICT: P-VAR would need [θ'(x) = t]. *)
+  Lemma fail_step_var_conflict : forall Θ Φ nf stk x t ρ k,
+    (vfind x (tenv ρ) = None \/ exists t', tsub Θ ρ x = Some t' /\ t' <> t) ->
+    inv (Running Θ Φ nf stk (AMatch (PVar x) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatch (PVar x) t ρ :: k)) ->
+    fsol (backtrack nf stk).
+  Proof.
+    intros Θ Φ nf stk x t ρ k Hc _. apply fsol_dead_branch.
+    intros [Θ' [Φ' [Hs [Hf Hk]]]]. apply Forall_cons_iff in Hk as [Hm _].
+    simpl in Hm. apply matches_inv_var in Hm. unfold tsub in Hm.
+    destruct Hc as [Hnone|[t' [Ht' Hne]]].
+    - unfold gsub in Hm. rewrite Hnone in Hm. discriminate.
+    - apply (sub_gsub _ _ (tenv ρ) Hs) in Ht'. congruence.
+  Qed.
+
+  (** ST-MATCH-FUN *)
+  Lemma fail_step_fun : forall Θ Φ nf stk f ps t ρ k,
+    inv (Running Θ Φ nf stk (AMatch (PApp f ps) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatch (PApp f ps) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (push_matches ps (children G t) ρ k)).
+  Proof.
+    intros Θ Φ nf stk f ps t ρ k _. apply fsol_same_stack.
+    intros [Θ' [Φ' [Hs [Hf Hk]]]]. apply Forall_cons_iff in Hk as [Hm Hk'].
+    simpl in Hm. apply matches_inv_fun in Hm as [_ Hps].
+    exists Θ', Φ'. refine (conj Hs (conj Hf _)). apply Forall_push; [exact Hps | exact Hk'].
+  Qed.
+
+  (** ST-MATCH-FUN-CONFLICT: P-FUN needs the label and the arity. *)
+  Lemma fail_step_fun_conflict : forall Θ Φ nf stk f ps t ρ k,
+    label G t <> f \/ length ps <> length (children G t) ->
+    inv (Running Θ Φ nf stk (AMatch (PApp f ps) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatch (PApp f ps) t ρ :: k)) ->
+    fsol (backtrack nf stk).
+  Proof.
+    intros Θ Φ nf stk f ps t ρ k Hc _. apply fsol_dead_branch.
+    intros [Θ' [Φ' [_ [_ Hk]]]]. apply Forall_cons_iff in Hk as [Hm _].
+    simpl in Hm. apply matches_inv_fun in Hm as [Hlabel Hps].
+    apply matches_list_length in Hps. destruct Hc as [Hc|Hc]; contradiction.
+  Qed.
+
+  (** ST-MATCH-ALT: P-ALT-1 completes the first branch, P-ALT-2 the frame. *)
+  Lemma fail_step_alt : forall Θ Φ nf stk p1 p2 t ρ k,
+    inv (Running Θ Φ nf stk (AMatch (PAlt p1 p2) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatch (PAlt p1 p2) t ρ :: k)) ->
+    fsol (Running Θ Φ nf ((Θ, Φ, AMatch p2 t ρ :: k) :: stk) (AMatch p1 t ρ :: k)).
+  Proof.
+    intros Θ Φ nf stk p1 p2 t ρ k _ [[Θ' [Φ' [Hs [Hf Hk]]]]|Hstk].
+    - apply Forall_cons_iff in Hk as [Hm Hk']. simpl in Hm.
+      apply matches_inv_alt in Hm as [Hm1|Hm2].
+      + left. exists Θ', Φ'. refine (conj Hs (conj Hf _)).
+        constructor; [exact Hm1 | exact Hk'].
+      + right. apply Exists_cons_hd. exists Θ', Φ'. simpl. refine (conj Hs (conj Hf _)).
+        constructor; [exact Hm2 | exact Hk'].
+    - right. apply Exists_cons_tl. exact Hstk.
+  Qed.
+
+  (** ST-MATCH-GUARD *)
+  Lemma fail_step_guard : forall Θ Φ nf stk p g t ρ k,
+    inv (Running Θ Φ nf stk (AMatch (PGuard p g) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatch (PGuard p g) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatch p t ρ :: AGuard g ρ :: k)).
+  Proof.
+    intros Θ Φ nf stk p g t ρ k _. apply fsol_same_stack.
+    intros [Θ' [Φ' [Hs [Hf Hk]]]]. apply Forall_cons_iff in Hk as [Hm Hk'].
+    simpl in Hm. apply matches_inv_guard in Hm as [Hm Hg].
+    exists Θ', Φ'. refine (conj Hs (conj Hf _)).
+    constructor; [exact Hm | constructor; [exact Hg | exact Hk']].
+  Qed.
+
+  (** ST-CHECKGUARD-CONTINUE *)
+  Lemma fail_step_checkguard_continue : forall Θ Φ nf stk g ρ k,
+    inv (Running Θ Φ nf stk (AGuard g ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AGuard g ρ :: k)) ->
+    fsol (Running Θ Φ nf stk k).
+  Proof.
+    intros Θ Φ nf stk g ρ k _. apply fsol_same_stack, can_complete_tail.
+  Qed.
+
+  (** ST-CHECKGUARD-BACKTRACK: every variable the guard reads is bound
+      already ([wfk]), so the completion sees the same values. *)
+  Lemma fail_step_checkguard_backtrack : forall Θ Φ nf stk g ρ k,
+    eval_guard G (tsub Θ ρ) (fsub Φ ρ) g <> Some true ->
+    inv (Running Θ Φ nf stk (AGuard g ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AGuard g ρ :: k)) ->
+    fsol (backtrack nf stk).
+  Proof.
+    intros Θ Φ nf stk g ρ k Hng [[_ [_ [_ Hw]]] _]. simpl in Hw. destruct Hw as [Hg1 [Hg2 _]].
+    apply fsol_dead_branch. intros [Θ' [Φ' [Hs [Hf Hk]]]].
+    apply Forall_cons_iff in Hk as [Hm _]. simpl in Hm.
+    apply Hng. rewrite <- Hm. apply eval_guard_agree.
+    - intros y Hy. unfold tsub, gsub. destruct (vfind y (tenv ρ)) as [sl|] eqn:E; [|reflexivity].
+      specialize (Hg1 y sl Hy E). unfold bound_in in Hg1.
+      destruct (lookup sl Θ) as [v|] eqn:E2; [|congruence]. rewrite (Hs _ _ E2). reflexivity.
+    - intros y Hy. unfold fsub, gsub. destruct (vfind y (fenv ρ)) as [sl|] eqn:E; [|reflexivity].
+      specialize (Hg2 y sl Hy E). unfold bound_in in Hg2.
+      destruct (lookup sl Φ) as [v|] eqn:E2; [|congruence]. rewrite (Hf _ _ E2). reflexivity.
+  Qed.
+
+  (** ST-MATCH-EXISTS: the witness [t'] of P-EXISTS goes to the fresh slot
+      [nf], which nothing else in the state can see ([inv]). *)
+  Lemma fail_step_exists : forall Θ Φ nf stk x p t ρ k,
+    inv (Running Θ Φ nf stk (AMatch (PExists x p) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatch (PExists x p) t ρ :: k)) ->
+    fsol (Running Θ Φ (S nf) stk (AMatch p t (env_add_t ρ x nf) :: ACheckName nf :: k)).
+  Proof.
+    intros Θ Φ nf stk x p t ρ k [[Hb1 [_ [Hk1 _]]] _].
+    apply Forall_cons_iff in Hk1 as [[Ha1 _] Hk1'].
+    apply fsol_same_stack. intros [Θ' [Φ' [Hs [Hf Hk]]]].
+    apply Forall_cons_iff in Hk as [Hm Hk']. simpl in Hm.
+    apply matches_inv_exists in Hm as [t' Hm].
+    exists (extend nf t' Θ'), Φ'. refine (conj _ (conj Hf _)).
+    - intros g v Hg. rewrite lookup_add_other; [apply Hs; exact Hg|]. eapply Hb1. exact Hg.
+    - constructor; [|constructor].
+      + simpl. eapply matches_ext; [| | exact Hm].
+        * intros y. rewrite tsub_add_t. unfold upd.
+          destruct (Nat.eqb x y); [rewrite lookup_extend_eq; reflexivity|].
+          unfold tsub, gsub. destruct (vfind y (tenv ρ)) as [sl|] eqn:E; [|reflexivity].
+          rewrite lookup_add_other; [reflexivity|]. eapply Ha1. exact E.
+        * intros y. reflexivity.
+      + simpl. rewrite lookup_extend_eq. discriminate.
+      + eapply Forall_holds_agree; [| | exact Hk1' | exact Hk'].
+        * intros g Hg. symmetry. apply lookup_add_other. exact Hg.
+        * intros g _. reflexivity.
+  Qed.
+
+  (** ST-MATCH-EXISTS for [∃F]. *)
+  Lemma fail_step_existsf : forall Θ Φ nf stk F p t ρ k,
+    inv (Running Θ Φ nf stk (AMatch (PExistsF F p) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatch (PExistsF F p) t ρ :: k)) ->
+    fsol (Running Θ Φ (S nf) stk (AMatch p t (env_add_f ρ F nf) :: ACheckFName nf :: k)).
+  Proof.
+    intros Θ Φ nf stk F p t ρ k [[_ [Hb2 [Hk1 _]]] _].
+    apply Forall_cons_iff in Hk1 as [[_ Ha2] Hk1'].
+    apply fsol_same_stack. intros [Θ' [Φ' [Hs [Hf Hk]]]].
+    apply Forall_cons_iff in Hk as [Hm Hk']. simpl in Hm.
+    apply matches_inv_existsf in Hm as [f Hm].
+    exists Θ', (extend nf f Φ'). refine (conj Hs (conj _ _)).
+    - intros g v Hg. rewrite lookup_add_other; [apply Hf; exact Hg|]. eapply Hb2. exact Hg.
+    - constructor; [|constructor].
+      + simpl. eapply matches_ext; [| | exact Hm].
+        * intros y. reflexivity.
+        * intros y. rewrite fsub_add_f. unfold upd.
+          destruct (Nat.eqb F y); [rewrite lookup_extend_eq; reflexivity|].
+          unfold fsub, gsub. destruct (vfind y (fenv ρ)) as [sl|] eqn:E; [|reflexivity].
+          rewrite lookup_add_other; [reflexivity|]. eapply Ha2. exact E.
+      + simpl. rewrite lookup_extend_eq. discriminate.
+      + eapply Forall_holds_agree; [| | exact Hk1' | exact Hk'].
+        * intros g _. reflexivity.
+        * intros g Hg. symmetry. apply lookup_add_other. exact Hg.
+  Qed.
+
+  (** ST-CHECKNAME *)
+  Lemma fail_step_checkname : forall Θ Φ nf stk s k,
+    inv (Running Θ Φ nf stk (ACheckName s :: k)) ->
+    fsol (Running Θ Φ nf stk (ACheckName s :: k)) ->
+    fsol (Running Θ Φ nf stk k).
+  Proof.
+    intros Θ Φ nf stk s k _. apply fsol_same_stack, can_complete_tail.
+  Qed.
+
+  (** ST-CHECKNAME, backtrack: impossible, the slot is bound ([wfk]). *)
+  Lemma fail_step_checkname_backtrack : forall Θ Φ nf stk s k,
+    lookup s Θ = None ->
+    inv (Running Θ Φ nf stk (ACheckName s :: k)) ->
+    fsol (Running Θ Φ nf stk (ACheckName s :: k)) ->
+    fsol (backtrack nf stk).
+  Proof.
+    intros Θ Φ nf stk s k Hnone [[_ [_ [_ Hw]]] _]. simpl in Hw. destruct Hw as [Hbound _].
+    destruct (Hbound Hnone).
+  Qed.
+
+  (** ST-CHECKNAME for operator variables. *)
+  Lemma fail_step_checkfname : forall Θ Φ nf stk s k,
+    inv (Running Θ Φ nf stk (ACheckFName s :: k)) ->
+    fsol (Running Θ Φ nf stk (ACheckFName s :: k)) ->
+    fsol (Running Θ Φ nf stk k).
+  Proof.
+    intros Θ Φ nf stk s k _. apply fsol_same_stack, can_complete_tail.
+  Qed.
+
+  (** ST-CHECKNAME for operator variables, backtrack: impossible. *)
+  Lemma fail_step_checkfname_backtrack : forall Θ Φ nf stk s k,
+    lookup s Φ = None ->
+    inv (Running Θ Φ nf stk (ACheckFName s :: k)) ->
+    fsol (Running Θ Φ nf stk (ACheckFName s :: k)) ->
+    fsol (backtrack nf stk).
+  Proof.
+    intros Θ Φ nf stk s k Hnone [[_ [_ [_ Hw]]] _]. simpl in Hw. destruct Hw as [Hbound _].
+    destruct (Hbound Hnone).
+  Qed.
+
+  (** ST-MATCH-MATCHCONSTR *)
+  Lemma fail_step_match_matchconstr : forall Θ Φ nf stk p p' x t ρ k,
+    inv (Running Θ Φ nf stk (AMatch (PConstr p p' x) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatch (PConstr p p' x) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatch p t ρ :: AMatchConstr p' x ρ :: k)).
+  Proof.
+    intros Θ Φ nf stk p p' x t ρ k _. apply fsol_same_stack.
+    intros [Θ' [Φ' [Hs [Hf Hk]]]]. apply Forall_cons_iff in Hk as [Hm Hk'].
+    simpl in Hm. apply matches_inv_constr in Hm as [t' [Hm [Hx Hm']]].
+    exists Θ', Φ'. refine (conj Hs (conj Hf _)).
+    constructor; [exact Hm | constructor; [| exact Hk']].
+    simpl. exists t'. split; [exact Hx | exact Hm'].
+  Qed.
+
+  (** ST-MATCHCONSTR: the completion extends [θ], so it reads the same [t]. *)
+  Lemma fail_step_matchconstr : forall Θ Φ nf stk p x ρ t k,
+    tsub Θ ρ x = Some t ->
+    inv (Running Θ Φ nf stk (AMatchConstr p x ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatchConstr p x ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatch p t ρ :: k)).
+  Proof.
+    intros Θ Φ nf stk p x ρ t k Hx _. apply fsol_same_stack.
+    intros [Θ' [Φ' [Hs [Hf Hk]]]]. apply Forall_cons_iff in Hk as [Hc Hk'].
+    simpl in Hc. destruct Hc as [t' [Hx' Hm]].
+    apply (sub_gsub _ _ (tenv ρ) Hs) in Hx. unfold tsub in Hx'. rewrite Hx in Hx'.
+    injection Hx' as Ht. subst t'.
+    exists Θ', Φ'. refine (conj Hs (conj Hf _)). constructor; [exact Hm | exact Hk'].
+  Qed.
+
+  (** ST-MATCHCONSTR, backtrack: impossible, [x] is bound ([wfk]). *)
+  Lemma fail_step_matchconstr_backtrack : forall Θ Φ nf stk p x ρ k,
+    tsub Θ ρ x = None ->
+    inv (Running Θ Φ nf stk (AMatchConstr p x ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatchConstr p x ρ :: k)) ->
+    fsol (backtrack nf stk).
+  Proof.
+    intros Θ Φ nf stk p x ρ k Hnone [[_ [_ [_ Hw]]] _]. simpl in Hw. destruct Hw as [Hw _].
+    apply fsol_dead_branch. intros [Θ' [Φ' [_ [_ Hk]]]].
+    apply Forall_cons_iff in Hk as [Hc _]. simpl in Hc. destruct Hc as [t' [Hx _]].
+    apply tsub_var in Hx. destruct Hx as [sl [Hv _]].
+    specialize (Hw sl Hv). unfold bound_in in Hw. unfold tsub, gsub in Hnone.
+    rewrite Hv in Hnone. contradiction.
+  Qed.
+
+  (** ST-MATCH-FUN-VAR-BIND *)
+  Lemma fail_step_funvar_bind : forall Θ Φ nf stk F ps t ρ s k,
+    vfind F (fenv ρ) = Some s ->
+    inv (Running Θ Φ nf stk (AMatch (PFunVar F ps) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatch (PFunVar F ps) t ρ :: k)) ->
+    fsol (Running Θ (extend s (label G t) Φ) nf stk (push_matches ps (children G t) ρ k)).
+  Proof.
+    intros Θ Φ nf stk F ps t ρ s k HF _. apply fsol_same_stack.
+    intros [Θ' [Φ' [Hs [Hf Hk]]]]. apply Forall_cons_iff in Hk as [Hm Hk'].
+    simpl in Hm. apply matches_inv_funvar in Hm as [HFt Hps].
+    exists Θ', Φ'. refine (conj Hs (conj _ _)).
+    - apply extend_sub; [exact Hf |]. unfold fsub, gsub in HFt. rewrite HF in HFt. exact HFt.
+    - apply Forall_push; [exact Hps | exact Hk'].
+  Qed.
+
+  (** ST-MATCH-FUN-VAR-BOUND *)
+  Lemma fail_step_funvar_bound : forall Θ Φ nf stk F ps t ρ k,
+    inv (Running Θ Φ nf stk (AMatch (PFunVar F ps) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatch (PFunVar F ps) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (push_matches ps (children G t) ρ k)).
+  Proof.
+    intros Θ Φ nf stk F ps t ρ k _. apply fsol_same_stack.
+    intros [Θ' [Φ' [Hs [Hf Hk]]]]. apply Forall_cons_iff in Hk as [Hm Hk'].
+    simpl in Hm. apply matches_inv_funvar in Hm as [_ Hps].
+    exists Θ', Φ'. refine (conj Hs (conj Hf _)). apply Forall_push; [exact Hps | exact Hk'].
+  Qed.
+
+  (** ST-MATCH-FUN-VAR-CONFLICT: P-FUN-VAR needs [φ'(F)] to be the label
+      and the arity to agree. *)
+  Lemma fail_step_funvar_conflict : forall Θ Φ nf stk F ps t ρ k,
+    (vfind F (fenv ρ) = None \/
+     (exists f, fsub Φ ρ F = Some f /\ f <> label G t) \/
+     length ps <> length (children G t)) ->
+    inv (Running Θ Φ nf stk (AMatch (PFunVar F ps) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatch (PFunVar F ps) t ρ :: k)) ->
+    fsol (backtrack nf stk).
+  Proof.
+    intros Θ Φ nf stk F ps t ρ k Hc _. apply fsol_dead_branch.
+    intros [Θ' [Φ' [Hs [Hf Hk]]]]. apply Forall_cons_iff in Hk as [Hm _].
+    simpl in Hm. apply matches_inv_funvar in Hm as [HFt Hps]. unfold fsub in HFt.
+    destruct Hc as [Hnone|[[f [Hf' Hne]]|Hl]].
+    - unfold gsub in HFt. rewrite Hnone in HFt. discriminate.
+    - apply (sub_gsub _ _ (fenv ρ) Hf) in Hf'. congruence.
+    - apply matches_list_length in Hps. contradiction.
+  Qed.
+
+  (** ST-MATCH-MU *)
+  Lemma fail_step_mu : forall Θ Φ nf stk P xs Fs d t ρ k,
+    nth_error D P = Some d ->
+    inv (Running Θ Φ nf stk (AMatch (PCall P xs Fs) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatch (PCall P xs Fs) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatch (body d) t (call_env ρ xs Fs) :: k)).
+  Proof.
+    intros Θ Φ nf stk P xs Fs d t ρ k HP _. apply fsol_same_stack.
+    intros [Θ' [Φ' [Hs [Hf Hk]]]]. apply Forall_cons_iff in Hk as [Hm Hk'].
+    simpl in Hm. apply matches_inv_mu in Hm as [d' [HP' [_ [_ Hm]]]].
+    rewrite HP in HP'. injection HP' as Hd'. subst d'.
+    exists Θ', Φ'. refine (conj Hs (conj Hf _)). constructor; [| exact Hk']. simpl.
+    eapply matches_ext; [| | exact Hm]; intros y;
+      unfold tsub, fsub, call_env; simpl; rewrite gsub_call_map; reflexivity.
+  Qed.
+
+  (** ST-MATCH-MU, bad call: P-MU needs the arities to agree. *)
+  Lemma fail_step_mu_conflict : forall Θ Φ nf stk P xs Fs t ρ k,
+    (forall d, nth_error D P = Some d ->
+               length xs <> nparams d \/ length Fs <> nfparams d) ->
+    inv (Running Θ Φ nf stk (AMatch (PCall P xs Fs) t ρ :: k)) ->
+    fsol (Running Θ Φ nf stk (AMatch (PCall P xs Fs) t ρ :: k)) ->
+    fsol (backtrack nf stk).
+  Proof.
+    intros Θ Φ nf stk P xs Fs t ρ k Hbad _. apply fsol_dead_branch.
+    intros [Θ' [Φ' [_ [_ Hk]]]]. apply Forall_cons_iff in Hk as [Hm _].
+    simpl in Hm. apply matches_inv_mu in Hm as [d [HP [Hxs [HFs _]]]].
+    destruct (Hbad d HP) as [Hc|Hc]; contradiction.
+  Qed.
+
+  (** One line per rule of [step]. *)
   Lemma fsol_step : forall st st', step G D st st' -> inv st -> fsol st -> fsol st'.
   Proof.
-    intros st st' Hst Hinv H. destruct Hst; simpl in H |- *; auto.
-    - (* VAR-BIND *) keep H. inversion Hm; subst. repeat split; auto.
-      apply extend_sub; auto.
-      match goal with Hx : tsub _ _ _ = Some _ |- _ =>
-        unfold tsub, gsub in Hx; rewrite H0 in Hx; exact Hx end.
-    - (* VAR-BOUND *) keep H. repeat split; auto.
-    - (* VAR-CONFLICT *) bt_case H. inversion Hm; subst.
-      destruct H0 as [H0|[t' [Ht' Hne]]].
-      + match goal with Hx : tsub _ _ _ = Some _ |- _ =>
-          unfold tsub, gsub in Hx; rewrite H0 in Hx; discriminate end.
-      + apply (sub_gsub _ _ (tenv ρ) Hs) in Ht'.
-        match goal with Hx : tsub _ _ _ = Some _ |- _ => unfold tsub in Hx; congruence end.
-    - (* FUN *) keep H. inversion Hm; subst. repeat split; auto. apply Forall_push; auto.
-    - (* FUN-CONFLICT *) bt_case H. inversion Hm; subst.
-      match goal with Hl : matches_list _ _ _ _ _ _ |- _ => apply matches_list_length in Hl end.
-      destruct H0; congruence.
-    - (* ALT *) destruct H as [[Θ' [Φ' [Hs [Hf Hk]]]]|H].
-      + inversion Hk as [|? ? Hm Hk']; subst. simpl in Hm. inversion Hm; subst.
-        * left. exists Θ', Φ'. repeat split; auto.
-        * right. apply Exists_cons_hd. exists Θ', Φ'. simpl. repeat split; auto.
-      + right. apply Exists_cons_tl. exact H.
-    - (* GUARD *) keep H. inversion Hm; subst. repeat split; auto.
-    - (* CHECKGUARD-CONTINUE *) keep H. repeat split; auto.
-    - (* CHECKGUARD-BACKTRACK *) bt_case H.
-      destruct Hinv as [[_ [_ [_ Hw]]] _]. simpl in Hw. destruct Hw as [Hg1 [Hg2 _]].
-      apply H0. rewrite <- Hm. apply eval_guard_agree.
-      + intros y Hy. unfold tsub, gsub. destruct (vfind y (tenv ρ)) eqn:E; auto.
-        specialize (Hg1 y n Hy E). unfold bound_in in Hg1.
-        destruct (lookup n Θ) eqn:E2; [|congruence]. rewrite (Hs _ _ E2). reflexivity.
-      + intros y Hy. unfold fsub, gsub. destruct (vfind y (fenv ρ)) eqn:E; auto.
-        specialize (Hg2 y n Hy E). unfold bound_in in Hg2.
-        destruct (lookup n Φ) eqn:E2; [|congruence]. rewrite (Hf _ _ E2). reflexivity.
-    - (* EXISTS *) destruct H as [[Θ' [Φ' [Hs [Hf Hk]]]]|H]; [left|right; exact H].
-      inversion Hk as [|? ? Hm Hk']; subst. simpl in Hm. inversion Hm; subst.
-      destruct Hinv as [[Hb1 [Hb2 [Hk1 _]]] _].
-      inversion Hk1 as [|? ? Ha Hk1']; subst. destruct Ha as [Ha1 Ha2].
-      exists (extend nf t' Θ'), Φ'. repeat split; auto.
-      + intros g v Hg. rewrite lookup_add_other; [apply Hs; exact Hg|]. eapply Hb1; eauto.
-      + constructor; [|constructor].
-        * simpl. match goal with Hx : matches _ _ (upd _ _ _) _ _ _ |- _ =>
-            eapply matches_ext; [| |exact Hx] end.
-          -- intros y. rewrite tsub_add_t. unfold upd.
-             destruct (Nat.eqb x y); [rewrite lookup_extend_eq; reflexivity|].
-             unfold tsub, gsub. destruct (vfind y (tenv ρ)) eqn:E; auto.
-             rewrite lookup_add_other; auto. eapply Ha1; eauto.
-          -- intros y. reflexivity.
-        * simpl. rewrite lookup_extend_eq. discriminate.
-        * eapply Forall_holds_agree; [| |exact Hk1'|exact Hk'].
-          -- intros g Hg. symmetry. apply lookup_add_other. exact Hg.
-          -- reflexivity.
-    - (* EXISTS for ∃F *) destruct H as [[Θ' [Φ' [Hs [Hf Hk]]]]|H]; [left|right; exact H].
-      inversion Hk as [|? ? Hm Hk']; subst. simpl in Hm. inversion Hm; subst.
-      destruct Hinv as [[Hb1 [Hb2 [Hk1 _]]] _].
-      inversion Hk1 as [|? ? Ha Hk1']; subst. destruct Ha as [Ha1 Ha2].
-      exists Θ', (extend nf f Φ'). repeat split; auto.
-      + intros g v Hg. rewrite lookup_add_other; [apply Hf; exact Hg|]. eapply Hb2; eauto.
-      + constructor; [|constructor].
-        * simpl. match goal with Hx : matches _ _ _ (upd _ _ _) _ _ |- _ =>
-            eapply matches_ext; [| |exact Hx] end.
-          -- intros y. reflexivity.
-          -- intros y. rewrite fsub_add_f. unfold upd.
-             destruct (Nat.eqb F y); [rewrite lookup_extend_eq; reflexivity|].
-             unfold fsub, gsub. destruct (vfind y (fenv ρ)) eqn:E; auto.
-             rewrite lookup_add_other; auto. eapply Ha2; eauto.
-        * simpl. rewrite lookup_extend_eq. discriminate.
-        * eapply Forall_holds_agree; [| |exact Hk1'|exact Hk'].
-          -- reflexivity.
-          -- intros g Hg. symmetry. apply lookup_add_other. exact Hg.
-    - (* CHECKNAME *) keep H. repeat split; auto.
-    - (* CHECKNAME-BACKTRACK *) bt_case H.
-      destruct Hinv as [[_ [_ [_ Hw]]] _]. simpl in Hw. destruct Hw as [Hw _].
-      apply Hw. exact H0.
-    - (* CHECKFNAME *) keep H. repeat split; auto.
-    - (* CHECKFNAME-BACKTRACK *) bt_case H.
-      destruct Hinv as [[_ [_ [_ Hw]]] _]. simpl in Hw. destruct Hw as [Hw _].
-      apply Hw. exact H0.
-    - (* MATCH-MATCHCONSTR *) keep H. inversion Hm; subst. repeat split; auto.
-      constructor; auto. constructor; auto. simpl. eauto.
-    - (* MATCHCONSTR *) keep H. destruct Hm as [t' [Hx Hm]].
-      apply (sub_gsub _ _ (tenv ρ) Hs) in H0. unfold tsub in Hx. rewrite H0 in Hx.
-      inversion Hx; subst. repeat split; auto.
-    - (* MATCHCONSTR-BACKTRACK *) bt_case H.
-      destruct Hm as [t' [Hx _]].
-      destruct Hinv as [[_ [_ [_ Hw]]] _]. simpl in Hw. destruct Hw as [Hw _].
-      apply tsub_var in Hx. destruct Hx as [sl [Hv _]].
-      specialize (Hw sl Hv). unfold bound_in in Hw. unfold tsub, gsub in H0.
-      rewrite Hv in H0. congruence.
-    - (* FUN-VAR-BIND *) keep H. inversion Hm; subst. repeat split; auto.
-      + apply extend_sub; auto.
-        match goal with Hx : fsub _ _ _ = Some _ |- _ =>
-          unfold fsub, gsub in Hx; rewrite H0 in Hx; exact Hx end.
-      + apply Forall_push; auto.
-    - (* FUN-VAR-BOUND *) keep H. inversion Hm; subst. repeat split; auto.
-      apply Forall_push; auto.
-    - (* FUN-VAR-CONFLICT *) bt_case H. inversion Hm; subst.
-      destruct H0 as [H0|[[f [Hf' Hne]]|H0]].
-      + match goal with Hx : fsub _ _ _ = Some _ |- _ =>
-          unfold fsub, gsub in Hx; rewrite H0 in Hx; discriminate end.
-      + apply (sub_gsub _ _ (fenv ρ) Hf) in Hf'.
-        match goal with Hx : fsub _ _ _ = Some _ |- _ => unfold fsub in Hx; congruence end.
-      + match goal with Hl : matches_list _ _ _ _ _ _ |- _ => apply matches_list_length in Hl end.
-        congruence.
-    - (* MU *) keep H. inversion Hm; subst.
-      match goal with Hn : nth_error D P = Some _ |- _ => rewrite H0 in Hn; inversion Hn; subst end.
-      repeat split; auto. constructor; auto. simpl.
-      match goal with Hx : matches _ _ (call_sub _ _) _ _ _ |- _ =>
-        eapply matches_ext; [| |exact Hx] end; intros y;
-        unfold tsub, fsub, call_env; simpl; rewrite gsub_call_map; reflexivity.
-    - (* MU-CONFLICT *) bt_case H. inversion Hm; subst.
-      edestruct H0 as [Hc|Hc]; [eassumption| |]; apply Hc; assumption.
+    intros st st' Hst. destruct Hst.
+    - (* ST-SUCCESS *)                apply fail_step_success.
+    - (* ST-MATCH-VAR-BIND *)         apply fail_step_var_bind; assumption.
+    - (* ST-MATCH-VAR-BOUND *)        apply fail_step_var_bound.
+    - (* ST-MATCH-VAR-CONFLICT *)     apply fail_step_var_conflict; assumption.
+    - (* ST-MATCH-FUN *)              apply fail_step_fun.
+    - (* ST-MATCH-FUN-CONFLICT *)     apply fail_step_fun_conflict; assumption.
+    - (* ST-MATCH-ALT *)              apply fail_step_alt.
+    - (* ST-MATCH-GUARD *)            apply fail_step_guard.
+    - (* ST-CHECKGUARD-CONTINUE *)    apply fail_step_checkguard_continue.
+    - (* ST-CHECKGUARD-BACKTRACK *)   apply fail_step_checkguard_backtrack; assumption.
+    - (* ST-MATCH-EXISTS *)           apply fail_step_exists.
+    - (* ST-MATCH-EXISTS for ∃F *)    apply fail_step_existsf.
+    - (* ST-CHECKNAME *)              apply fail_step_checkname.
+    - (* ST-CHECKNAME, backtrack *)   apply fail_step_checkname_backtrack; assumption.
+    - (* ST-CHECKFNAME *)             apply fail_step_checkfname.
+    - (* ST-CHECKFNAME, backtrack *)  apply fail_step_checkfname_backtrack; assumption.
+    - (* ST-MATCH-MATCHCONSTR *)      apply fail_step_match_matchconstr.
+    - (* ST-MATCHCONSTR *)            apply fail_step_matchconstr; assumption.
+    - (* ST-MATCHCONSTR, backtrack *) apply fail_step_matchconstr_backtrack; assumption.
+    - (* ST-MATCH-FUN-VAR-BIND *)     apply fail_step_funvar_bind; assumption.
+    - (* ST-MATCH-FUN-VAR-BOUND *)    apply fail_step_funvar_bound.
+    - (* ST-MATCH-FUN-VAR-CONFLICT *) apply fail_step_funvar_conflict; assumption.
+    - (* ST-MATCH-MU *)               apply fail_step_mu; assumption.
+    - (* ST-MATCH-MU, bad call *)     apply fail_step_mu_conflict; assumption.
   Qed.
 
   Lemma fsol_star : wf_defs D = true ->
     forall st st', star G D st st' -> inv st -> fsol st -> fsol st'.
   Proof.
-    intros Hd st st' H. induction H; auto.
-    intros Hi Hf. apply IHstar.
-    - eapply inv_step; eauto.
-    - eapply fsol_step; eauto.
+    intros Hd st st' Hstar.
+    induction Hstar as [st|st st1 st2 Hst _ IH]; intros Hi Hf; [exact Hf|].
+    apply IH; [exact (inv_step Hd _ _ Hst Hi) | exact (fsol_step _ _ Hst Hi Hf)].
   Qed.
 
   (** A finite map holding [σ]'s values below [n]. *)
@@ -824,7 +1613,8 @@ Section Soundness.
     match_pattern G D fuel n m p t = OSuccess Θ Φ ->
     matches G D (tsub Θ (root_env n m)) (fsub Φ (root_env n m)) p t.
   Proof.
-    intros. apply success_soundness. eapply run_refines_success. exact H.
+    intros fuel n m p t Θ Φ Hrun. apply success_soundness.
+    eapply run_refines_success. exact Hrun.
   Qed.
 
   Theorem match_pattern_fail_sound : forall fuel n m p t,
@@ -833,6 +1623,7 @@ Section Soundness.
     forall σ ψ, (forall x, n <= x -> σ x = None) -> (forall F, m <= F -> ψ F = None) ->
     ~ matches G D σ ψ p t.
   Proof.
-    intros. eapply failure_soundness; eauto. eapply run_refines_failure. exact H1.
+    intros fuel n m p t Hd Hw Hrun.
+    eapply failure_soundness; [exact Hd | exact Hw |]. eapply run_refines_failure. exact Hrun.
   Qed.
 End Soundness.
