@@ -159,27 +159,33 @@ Section Declarative.
   Lemma eval_expr_mono : forall σ σ' ψ ψ' e v,
     ext σ σ' -> ext ψ ψ' -> eval_expr σ ψ e = Some v -> eval_expr σ' ψ' e = Some v.
   Proof.
-    intros σ σ' ψ ψ' e. induction e; intros v Hs Hf H; simpl in *; auto.
+    intros σ σ' ψ ψ' e.
+    induction e as [z|x a|F a|e1 IH1 e2 IH2|e1 IH1 e2 IH2|e1 IH1 e2 IH2];
+      intros v Hs Hf H; simpl in *.
+    - exact H.
     - destruct (σ x) eqn:Hx; [|discriminate]. rewrite (Hs _ _ Hx). exact H.
     - destruct (ψ F) eqn:Hx; [|discriminate]. rewrite (Hf _ _ Hx). exact H.
     - unfold option_map2 in *.
       destruct (eval_expr σ ψ e1) eqn:E1; destruct (eval_expr σ ψ e2) eqn:E2;
         try discriminate.
-      rewrite (IHe1 _ Hs Hf eq_refl), (IHe2 _ Hs Hf eq_refl). exact H.
+      rewrite (IH1 _ Hs Hf eq_refl), (IH2 _ Hs Hf eq_refl). exact H.
     - unfold option_map2 in *.
       destruct (eval_expr σ ψ e1) eqn:E1; destruct (eval_expr σ ψ e2) eqn:E2;
         try discriminate.
-      rewrite (IHe1 _ Hs Hf eq_refl), (IHe2 _ Hs Hf eq_refl). exact H.
+      rewrite (IH1 _ Hs Hf eq_refl), (IH2 _ Hs Hf eq_refl). exact H.
     - unfold option_map2 in *.
       destruct (eval_expr σ ψ e1) eqn:E1; destruct (eval_expr σ ψ e2) eqn:E2;
         try discriminate.
-      rewrite (IHe1 _ Hs Hf eq_refl), (IHe2 _ Hs Hf eq_refl). exact H.
+      rewrite (IH1 _ Hs Hf eq_refl), (IH2 _ Hs Hf eq_refl). exact H.
   Qed.
 
   Lemma eval_guard_mono : forall σ σ' ψ ψ' g b,
     ext σ σ' -> ext ψ ψ' -> eval_guard σ ψ g = Some b -> eval_guard σ' ψ' g = Some b.
   Proof.
-    intros σ σ' ψ ψ' g. induction g; intros b Hs Hf H; simpl in *; auto.
+    intros σ σ' ψ ψ' g.
+    induction g as [|e1 e2|e1 e2|g1 IH1 g2 IH2|g1 IH1 g2 IH2|g IH];
+      intros b Hs Hf H; simpl in *.
+    - exact H.
     - unfold cmp_map2 in *.
       destruct (eval_expr σ ψ e1) eqn:E1; destruct (eval_expr σ ψ e2) eqn:E2;
         try discriminate.
@@ -193,13 +199,13 @@ Section Declarative.
     - unfold bool_map2 in *.
       destruct (eval_guard σ ψ g1) eqn:E1; destruct (eval_guard σ ψ g2) eqn:E2;
         try discriminate.
-      rewrite (IHg1 _ Hs Hf eq_refl), (IHg2 _ Hs Hf eq_refl). exact H.
+      rewrite (IH1 _ Hs Hf eq_refl), (IH2 _ Hs Hf eq_refl). exact H.
     - unfold bool_map2 in *.
       destruct (eval_guard σ ψ g1) eqn:E1; destruct (eval_guard σ ψ g2) eqn:E2;
         try discriminate.
-      rewrite (IHg1 _ Hs Hf eq_refl), (IHg2 _ Hs Hf eq_refl). exact H.
+      rewrite (IH1 _ Hs Hf eq_refl), (IH2 _ Hs Hf eq_refl). exact H.
     - destruct (eval_guard σ ψ g) eqn:E; try discriminate.
-      rewrite (IHg _ Hs Hf eq_refl). exact H.
+      rewrite (IH _ Hs Hf eq_refl). exact H.
   Qed.
 
   (** When every variable a guard reads is bound, growing the substitutions
@@ -209,16 +215,19 @@ Section Declarative.
     (forall F, In F (expr_fvars e) -> ψ F <> None) ->
     ext σ σ' -> ext ψ ψ' -> eval_expr σ' ψ' e = eval_expr σ ψ e.
   Proof.
-    intros σ σ' ψ ψ' e. induction e; intros Hb Hbf Hs Hf; simpl in *; auto.
+    intros σ σ' ψ ψ' e.
+    induction e as [z|x a|F a|e1 IH1 e2 IH2|e1 IH1 e2 IH2|e1 IH1 e2 IH2];
+      intros Hb Hbf Hs Hf; simpl in *.
+    - reflexivity.
     - specialize (Hb x (or_introl eq_refl)).
       destruct (σ x) eqn:Hx; [|congruence]. rewrite (Hs _ _ Hx). reflexivity.
     - specialize (Hbf F (or_introl eq_refl)).
       destruct (ψ F) eqn:Hx; [|congruence]. rewrite (Hf _ _ Hx). reflexivity.
-    - rewrite IHe1, IHe2; auto; intros y Hy;
+    - rewrite IH1, IH2; auto; intros y Hy;
         first [apply Hb | apply Hbf]; apply in_or_app; auto.
-    - rewrite IHe1, IHe2; auto; intros y Hy;
+    - rewrite IH1, IH2; auto; intros y Hy;
         first [apply Hb | apply Hbf]; apply in_or_app; auto.
-    - rewrite IHe1, IHe2; auto; intros y Hy;
+    - rewrite IH1, IH2; auto; intros y Hy;
         first [apply Hb | apply Hbf]; apply in_or_app; auto.
   Qed.
 
@@ -227,16 +236,19 @@ Section Declarative.
     (forall F, In F (guard_fvars g) -> ψ F <> None) ->
     ext σ σ' -> ext ψ ψ' -> eval_guard σ' ψ' g = eval_guard σ ψ g.
   Proof.
-    intros σ σ' ψ ψ' g. induction g; intros Hb Hbf Hs Hf; simpl in *; auto.
+    intros σ σ' ψ ψ' g.
+    induction g as [|e1 e2|e1 e2|g1 IH1 g2 IH2|g1 IH1 g2 IH2|g IH];
+      intros Hb Hbf Hs Hf; simpl in *.
+    - reflexivity.
     - rewrite !(eval_expr_stable σ σ' ψ ψ'); auto;
         intros y Hy; first [apply Hb | apply Hbf]; apply in_or_app; auto.
     - rewrite !(eval_expr_stable σ σ' ψ ψ'); auto;
         intros y Hy; first [apply Hb | apply Hbf]; apply in_or_app; auto.
-    - rewrite IHg1, IHg2; auto;
+    - rewrite IH1, IH2; auto;
         intros y Hy; first [apply Hb | apply Hbf]; apply in_or_app; auto.
-    - rewrite IHg1, IHg2; auto;
+    - rewrite IH1, IH2; auto;
         intros y Hy; first [apply Hb | apply Hbf]; apply in_or_app; auto.
-    - rewrite IHg; auto.
+    - rewrite IH; auto.
   Qed.
 
   (** ** Theorem 1 (Match Weakening): [p @ ⟨θ, φ⟩ ≈ t], [θ ⊆ θ'] and
@@ -244,23 +256,36 @@ Section Declarative.
   Theorem match_weakening : forall σ ψ p t σ' ψ',
     matches σ ψ p t -> ext σ σ' -> ext ψ ψ' -> matches σ' ψ' p t.
   Proof.
-    intros σ ψ p t σ' ψ' H. revert σ' ψ'.
-    induction H using matches_mut with
+    intros σ0 ψ0 p0 t0 σ' ψ' H. revert σ' ψ'.
+    induction H as
+      [ ? ? x t Hx                           (* P-VAR *)
+      | ? ? f ps t Hlabel Hps IHps           (* P-FUN *)
+      | ? ? p1 p2 t Hm IH                    (* P-ALT-1 *)
+      | ? ? p1 p2 t Hm IH                    (* P-ALT-2 *)
+      | ? ? p g t Hm IH Hg                   (* P-GUARD *)
+      | ? ? x p t t' Hm IH                   (* P-EXISTS *)
+      | ? ? F p t f Hm IH                    (* ∃F *)
+      | ? ? p p' x t t' Hm IH Hx Hm' IH'     (* P-MATCHCONSTR *)
+      | ? ? F ps t HF Hps IHps               (* P-FUN-VAR *)
+      | ? ? P xs Fs d t HP Hxs HFs Hm IH     (* P-MU *)
+      | ? ?                                  (* [] *)
+      | ? ? p ps t ts Hm IH Hms IHms ]       (* p :: ps *)
+      using matches_mut with
       (P0 := fun σ ψ ps ts _ => forall σ' ψ', ext σ σ' -> ext ψ ψ' ->
                                 matches_list σ' ψ' ps ts);
       intros σ2 ψ2 Hs Hf.
-    - apply P_Var. apply Hs. assumption.
-    - apply P_Fun; auto.
-    - apply P_Alt1; auto.
-    - apply P_Alt2; auto.
-    - apply P_Guard; auto. eapply eval_guard_mono; eauto.
-    - eapply P_Exists. apply IHmatches; auto. apply ext_upd. exact Hs.
-    - eapply P_ExistsF. apply IHmatches; auto. apply ext_upd. exact Hf.
-    - eapply P_MatchConstr; eauto.
-    - apply P_FunVar; auto.
-    - eapply P_Mu; eauto. apply IHmatches; apply ext_call; assumption.
+    - apply P_Var. apply Hs. exact Hx.
+    - apply P_Fun; [exact Hlabel | apply IHps; assumption].
+    - apply P_Alt1. apply IH; assumption.
+    - apply P_Alt2. apply IH; assumption.
+    - apply P_Guard; [apply IH; assumption | eapply eval_guard_mono; [exact Hs | exact Hf | exact Hg]].
+    - eapply P_Exists. apply IH; [apply ext_upd; exact Hs | exact Hf].
+    - eapply P_ExistsF. apply IH; [exact Hs | apply ext_upd; exact Hf].
+    - eapply P_MatchConstr; [apply IH; assumption | apply Hs; exact Hx | apply IH'; assumption].
+    - apply P_FunVar; [apply Hf; exact HF | apply IHps; assumption].
+    - eapply P_Mu; [exact HP | exact Hxs | exact HFs |]. apply IH; apply ext_call; assumption.
     - apply ML_Nil.
-    - apply ML_Cons; auto.
+    - apply ML_Cons; [apply IH | apply IHms]; assumption.
   Qed.
 
   (** Matching only depends on the values of the substitutions. *)
@@ -279,36 +304,49 @@ Section Declarative.
     (forall x, In x (binds D p) -> σ x <> None) /\
     (forall F, In F (fbinds D p) -> ψ F <> None).
   Proof.
-    intros Hd σ ψ p t H.
-    induction H using matches_mut with
+    intros Hd σ0 ψ0 p0 t0 H.
+    induction H as
+      [ ? ? x t Hx                           (* P-VAR *)
+      | ? ? f ps t Hlabel Hps IHps           (* P-FUN *)
+      | ? ? p1 p2 t Hm IH                    (* P-ALT-1 *)
+      | ? ? p1 p2 t Hm IH                    (* P-ALT-2 *)
+      | ? ? p g t Hm IH Hg                   (* P-GUARD *)
+      | ? ? x p t t' Hm IH                   (* P-EXISTS *)
+      | ? ? F p t f Hm IH                    (* ∃F *)
+      | ? ? p p' x t t' Hm IH Hx Hm' IH'     (* P-MATCHCONSTR *)
+      | ? ? F ps t HF Hps IHps               (* P-FUN-VAR *)
+      | ? ? P xs Fs d t HP Hxs HFs Hm IH     (* P-MU *)
+      | ? ?                                  (* [] *)
+      | ? ? p ps t ts Hm IH Hms IHms ]       (* p :: ps *)
+      using matches_mut with
       (P0 := fun σ ψ ps ts _ =>
          (forall x, In x (flat_map (binds D) ps) -> σ x <> None) /\
          (forall F, In F (flat_map (fbinds D) ps) -> ψ F <> None));
       simpl in *.
     - split; [intros y [<-|[]]; congruence | intros _ []].
-    - exact IHmatches.
-    - destruct IHmatches as [IH1 IH2]. split; intros y Hy;
-        apply In_inter in Hy; destruct Hy; auto.
-    - destruct IHmatches as [IH1 IH2]. split; intros y Hy;
-        apply In_inter in Hy; destruct Hy; auto.
-    - exact IHmatches.
-    - destruct IHmatches as [IH1 IH2]. split.
+    - exact IHps.
+    - destruct IH as [IH1 IH2]. split; intros y Hy;
+        apply In_inter in Hy; destruct Hy as [Hy1 Hy2]; auto.
+    - destruct IH as [IH1 IH2]. split; intros y Hy;
+        apply In_inter in Hy; destruct Hy as [Hy1 Hy2]; auto.
+    - exact IH.
+    - destruct IH as [IH1 IH2]. split.
       + intros y Hy. apply In_remove_var in Hy. destruct Hy as [Hy Hne].
         specialize (IH1 y Hy). unfold upd in IH1.
         apply Nat.eqb_neq in Hne. rewrite Hne in IH1. exact IH1.
       + exact IH2.
-    - destruct IHmatches as [IH1 IH2]. split.
+    - destruct IH as [IH1 IH2]. split.
       + exact IH1.
       + intros y Hy. apply In_remove_var in Hy. destruct Hy as [Hy Hne].
         specialize (IH2 y Hy). unfold upd in IH2.
         apply Nat.eqb_neq in Hne. rewrite Hne in IH2. exact IH2.
-    - destruct IHmatches1 as [IH1 IH2]. destruct IHmatches2 as [IH3 IH4].
-      split; intros y Hy; apply in_app_or in Hy; destruct Hy; auto.
-    - destruct IHmatches as [IH1 IH2]. split; auto.
+    - destruct IH as [IH1 IH2]. destruct IH' as [IH3 IH4].
+      split; intros y Hy; apply in_app_or in Hy; destruct Hy as [Hy|Hy]; auto.
+    - destruct IHps as [IH1 IH2]. split; [exact IH1|].
       intros y [<-|Hy]; [congruence | auto].
-    - rewrite e. destruct IHmatches as [IH1 IH2].
+    - rewrite HP. destruct IH as [IH1 IH2].
       unfold wf_defs in Hd. rewrite forallb_forall in Hd.
-      assert (Hwd : wf_def D d = true) by (apply Hd; eapply nth_error_In; eauto).
+      assert (Hwd : wf_def D d = true) by (apply Hd; eapply nth_error_In; exact HP).
       unfold wf_def in Hwd. apply andb_true_iff in Hwd. destruct Hwd as [Hwd Hf].
       apply andb_true_iff in Hwd. destruct Hwd as [_ Hb].
       split.
@@ -319,7 +357,7 @@ Section Declarative.
         specialize (IH2 i (subset_In _ _ Hf i Hi)). unfold call_sub in IH2.
         rewrite Hn in IH2. exact IH2.
     - split; intros _ [].
-    - destruct IHmatches as [IH1 IH2]. destruct IHmatches0 as [IH3 IH4].
-      split; intros y Hy; apply in_app_or in Hy; destruct Hy; auto.
+    - destruct IH as [IH1 IH2]. destruct IHms as [IH3 IH4].
+      split; intros y Hy; apply in_app_or in Hy; destruct Hy as [Hy|Hy]; auto.
   Qed.
 End Declarative.
