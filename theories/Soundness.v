@@ -19,7 +19,7 @@
     guards, [checkName] and [matchConstr] only read slots that are bound by
     the time they run.
 
-    ** Structure: one lemma per rule
+    Structure: one lemma per rule.
 
     Three inductions go over the machine's step relation [step]
     (Figures 7, 17, 18): [ssol_step_back] (success, backwards), [inv_step]
@@ -32,37 +32,39 @@
     - [inv_step_R     : premises of R -> inv st -> inv st']
     - [fail_step_R    : premises of R -> inv st -> fsol st -> fsol st']
 
-    for [R : st ↦ st']. The cases of the declarative rules (Figure 16) that
-    the failure proof needs are the inversion lemmas [matches_inv_X], one
-    per pattern form.
+    for [R : st ↦ st']; the table gives [R] for each rule of [step] (paper
+    names; the constructors are in [Algorithmic.v] and
+    doc/correspondence.md). The cases of the declarative rules (Figure 16)
+    that the failure proof needs are the inversion lemmas [matches_inv_X],
+    one per pattern form.
 
 <<<
-    | paper rule (constructor)                    | success                         | invariant                     | failure                          |
-    |---------------------------------------------|---------------------------------|-------------------------------|----------------------------------|
-    | ST-SUCCESS ([ST_Success])                   | success_step_success            | inv_step_success              | fail_step_success                |
-    | ST-MATCH-VAR-BIND ([ST_Match_Var_Bind])     | success_step_var_bind           | inv_step_var_bind             | fail_step_var_bind               |
-    | ST-MATCH-VAR-BOUND ([ST_Match_Var_Bound])   | success_step_var_bound          | inv_step_var_bound            | fail_step_var_bound              |
-    | ST-MATCH-VAR-CONFLICT                       | success_step_backtrack          | inv_step_backtrack            | fail_step_var_conflict           |
-    | ST-MATCH-FUN ([ST_Match_Fun])               | success_step_fun                | inv_step_fun                  | fail_step_fun                    |
-    | ST-MATCH-FUN-CONFLICT                       | success_step_backtrack          | inv_step_backtrack            | fail_step_fun_conflict           |
-    | ST-MATCH-ALT ([ST_Match_Alt])               | success_step_alt                | inv_step_alt                  | fail_step_alt                    |
-    | ST-MATCH-GUARD ([ST_Match_Guard])           | success_step_guard              | inv_step_guard                | fail_step_guard                  |
-    | ST-CHECKGUARD-CONTINUE                      | success_step_checkguard_continue| inv_step_checkguard_continue  | fail_step_checkguard_continue    |
-    | ST-CHECKGUARD-BACKTRACK                     | success_step_backtrack          | inv_step_backtrack            | fail_step_checkguard_backtrack   |
-    | ST-MATCH-EXISTS ([ST_Match_Exists])         | success_step_exists             | inv_step_exists               | fail_step_exists                 |
-    | — ∃F ([ST_Match_ExistsF])                   | success_step_existsf            | inv_step_existsf              | fail_step_existsf                |
-    | ST-CHECKNAME ([ST_CheckName])               | success_step_checkname          | inv_step_checkname            | fail_step_checkname              |
-    | — ([ST_CheckName_Backtrack])                | success_step_backtrack          | inv_step_backtrack            | fail_step_checkname_backtrack    |
-    | — ([ST_CheckFName])                         | success_step_checkfname         | inv_step_checkfname           | fail_step_checkfname             |
-    | — ([ST_CheckFName_Backtrack])               | success_step_backtrack          | inv_step_backtrack            | fail_step_checkfname_backtrack   |
-    | ST-MATCH-MATCHCONSTR                        | success_step_match_matchconstr  | inv_step_match_matchconstr    | fail_step_match_matchconstr      |
-    | ST-MATCHCONSTR ([ST_MatchConstr])           | success_step_matchconstr        | inv_step_matchconstr          | fail_step_matchconstr            |
-    | — ([ST_MatchConstr_Backtrack])              | success_step_backtrack          | inv_step_backtrack            | fail_step_matchconstr_backtrack  |
-    | ST-MATCH-FUN-VAR-BIND                       | success_step_funvar_bind        | inv_step_funvar_bind          | fail_step_funvar_bind            |
-    | ST-MATCH-FUN-VAR-BOUND                      | success_step_funvar_bound       | inv_step_funvar_bound         | fail_step_funvar_bound           |
-    | ST-MATCH-FUN-VAR-CONFLICT                   | success_step_backtrack          | inv_step_backtrack            | fail_step_funvar_conflict        |
-    | ST-MATCH-MU ([ST_Match_Mu])                 | success_step_mu                 | inv_step_mu                   | fail_step_mu                     |
-    | — ([ST_Match_Mu_Conflict])                  | success_step_backtrack          | inv_step_backtrack            | fail_step_mu_conflict            |
+    | rule                      | success_step_…      | inv_step_…          | fail_step_…           |
+    |---------------------------|---------------------|---------------------|-----------------------|
+    | ST-SUCCESS                | success             | success             | success               |
+    | ST-MATCH-VAR-BIND         | var_bind            | var_bind            | var_bind              |
+    | ST-MATCH-VAR-BOUND        | var_bound           | var_bound           | var_bound             |
+    | ST-MATCH-VAR-CONFLICT     | backtrack           | backtrack           | var_conflict          |
+    | ST-MATCH-FUN              | fun                 | fun                 | fun                   |
+    | ST-MATCH-FUN-CONFLICT     | backtrack           | backtrack           | fun_conflict          |
+    | ST-MATCH-ALT              | alt                 | alt                 | alt                   |
+    | ST-MATCH-GUARD            | guard               | guard               | guard                 |
+    | ST-CHECKGUARD-CONTINUE    | checkguard_continue | checkguard_continue | checkguard_continue   |
+    | ST-CHECKGUARD-BACKTRACK   | backtrack           | backtrack           | checkguard_backtrack  |
+    | ST-MATCH-EXISTS           | exists              | exists              | exists                |
+    | ST-MATCH-EXISTS for ∃F    | existsf             | existsf             | existsf               |
+    | ST-CHECKNAME              | checkname           | checkname           | checkname             |
+    | ST_CheckName_Backtrack    | backtrack           | backtrack           | checkname_backtrack   |
+    | ST_CheckFName             | checkfname          | checkfname          | checkfname            |
+    | ST_CheckFName_Backtrack   | backtrack           | backtrack           | checkfname_backtrack  |
+    | ST-MATCH-MATCHCONSTR      | match_matchconstr   | match_matchconstr   | match_matchconstr     |
+    | ST-MATCHCONSTR            | matchconstr         | matchconstr         | matchconstr           |
+    | ST_MatchConstr_Backtrack  | backtrack           | backtrack           | matchconstr_backtrack |
+    | ST-MATCH-FUN-VAR-BIND     | funvar_bind         | funvar_bind         | funvar_bind           |
+    | ST-MATCH-FUN-VAR-BOUND    | funvar_bound        | funvar_bound        | funvar_bound          |
+    | ST-MATCH-FUN-VAR-CONFLICT | backtrack           | backtrack           | funvar_conflict       |
+    | ST-MATCH-MU               | mu                  | mu                  | mu                    |
+    | ST_Match_Mu_Conflict      | backtrack           | backtrack           | mu_conflict           |
 >>>
 
     Every rule that backtracks shares [success_step_backtrack] and
@@ -77,8 +79,12 @@
 
     A new rule [R] of [step] needs [success_step_R], [inv_step_R] and
     [fail_step_R] (or the shared backtrack lemmas) and one line in each of
-    the three dispatches; no existing proof mentions a hypothesis name
-    that Coq generated, so none of them changes. *)
+    the three dispatches, at the position of [R] among the constructors; a
+    new pattern form also needs its [matches_inv_X]. No proof mentions a
+    hypothesis name that Coq generated or lists the constructors of
+    [matches] or [step] in an intro pattern, so no existing lemma changes
+    (unless the rule pushes a new kind of [action]: then [holds], [wfk],
+    [action_below] and their lemmas get a case). *)
 
 From Coq Require Import ZArith List Bool Arith Lia.
 From PyPM Require Import Syntax Subst Declarative Env Algorithmic Interpreter.
@@ -151,74 +157,58 @@ Section Soundness.
     induction H as [σ ψ|σ ψ p ps t ts _ _ IH]; simpl; [reflexivity | rewrite IH; reflexivity].
   Qed.
 
-  (** ** Inversion of the declarative rules (Figure 16), one per pattern form *)
+  (** ** Inversion of the declarative rules (Figure 16), one per pattern form
+
+      Each proof inverts without an intro pattern and closes by
+      [assumption]/[eassumption]: an [inversion … as […]] pattern must list
+      one branch per constructor of [matches], so a new rule would break
+      every one of these lemmas; this way a new rule breaks none. *)
 
   Lemma matches_inv_var : forall σ ψ x t,
     matches G D σ ψ (PVar x) t -> σ x = Some t.
-  Proof. intros σ ψ x t H. inversion H as [σ' ψ' x' t' Hx| | | | | | | | |]. exact Hx. Qed.
+  Proof. intros σ ψ x t H. inversion H. assumption. Qed.
 
   Lemma matches_inv_fun : forall σ ψ f ps t,
     matches G D σ ψ (PApp f ps) t -> label G t = f /\ matches_list G D σ ψ ps (children G t).
-  Proof.
-    intros σ ψ f ps t H.
-    inversion H as [|σ' ψ' f' ps' t' Hf Hps| | | | | | | |]. split; [exact Hf | exact Hps].
-  Qed.
+  Proof. intros σ ψ f ps t H. inversion H. split; assumption. Qed.
 
   Lemma matches_inv_alt : forall σ ψ p1 p2 t,
     matches G D σ ψ (PAlt p1 p2) t -> matches G D σ ψ p1 t \/ matches G D σ ψ p2 t.
-  Proof.
-    intros σ ψ p1 p2 t H.
-    inversion H as [| |σ' ψ' p1' p2' t' Hm1|σ' ψ' p1' p2' t' Hm2| | | | | |];
-      [left; exact Hm1 | right; exact Hm2].
-  Qed.
+  Proof. intros σ ψ p1 p2 t H. inversion H; [left | right]; assumption. Qed.
 
   Lemma matches_inv_guard : forall σ ψ p g t,
     matches G D σ ψ (PGuard p g) t ->
     matches G D σ ψ p t /\ eval_guard G σ ψ g = Some true.
-  Proof.
-    intros σ ψ p g t H.
-    inversion H as [| | | |σ' ψ' p' g' t' Hm Hg| | | | |]. split; [exact Hm | exact Hg].
-  Qed.
+  Proof. intros σ ψ p g t H. inversion H. split; assumption. Qed.
 
   Lemma matches_inv_exists : forall σ ψ x p t,
     matches G D σ ψ (PExists x p) t -> exists t', matches G D (upd σ x t') ψ p t.
-  Proof.
-    intros σ ψ x p t H.
-    inversion H as [| | | | |σ' ψ' x' p' t0 t' Hm| | | |]. exists t'. exact Hm.
-  Qed.
+  Proof. intros σ ψ x p t H. inversion H. eexists. eassumption. Qed.
 
   Lemma matches_inv_existsf : forall σ ψ F p t,
     matches G D σ ψ (PExistsF F p) t -> exists f, matches G D σ (upd ψ F f) p t.
-  Proof.
-    intros σ ψ F p t H.
-    inversion H as [| | | | | |σ' ψ' F' p' t0 f Hm| | |]. exists f. exact Hm.
-  Qed.
+  Proof. intros σ ψ F p t H. inversion H. eexists. eassumption. Qed.
 
   Lemma matches_inv_constr : forall σ ψ p p' x t,
     matches G D σ ψ (PConstr p p' x) t ->
     exists t', matches G D σ ψ p t /\ σ x = Some t' /\ matches G D σ ψ p' t'.
   Proof.
-    intros σ ψ p p' x t H.
-    inversion H as [| | | | | | |σ' ψ' p0 p0' x' t0 t' Hm Hx Hm'| |].
-    exists t'. split; [exact Hm | split; [exact Hx | exact Hm']].
+    intros σ ψ p p' x t H. inversion H.
+    eexists. split; [assumption | split; eassumption].
   Qed.
 
   Lemma matches_inv_funvar : forall σ ψ F ps t,
     matches G D σ ψ (PFunVar F ps) t ->
     ψ F = Some (label G t) /\ matches_list G D σ ψ ps (children G t).
-  Proof.
-    intros σ ψ F ps t H.
-    inversion H as [| | | | | | | |σ' ψ' F' ps' t' HF Hps|]. split; [exact HF | exact Hps].
-  Qed.
+  Proof. intros σ ψ F ps t H. inversion H. split; assumption. Qed.
 
   Lemma matches_inv_mu : forall σ ψ P xs Fs t,
     matches G D σ ψ (PCall P xs Fs) t ->
     exists d, nth_error D P = Some d /\ length xs = nparams d /\ length Fs = nfparams d /\
               matches G D (call_sub σ xs) (call_sub ψ Fs) (body d) t.
   Proof.
-    intros σ ψ P xs Fs t H.
-    inversion H as [| | | | | | | | |σ' ψ' P' xs' Fs' d t' HP Hxs HFs Hm].
-    exists d. split; [exact HP | split; [exact Hxs | split; [exact HFs | exact Hm]]].
+    intros σ ψ P xs Fs t H. inversion H.
+    eexists. split; [eassumption | split; [assumption | split; assumption]].
   Qed.
 
   (** ** Success soundness *)
