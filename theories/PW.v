@@ -982,3 +982,414 @@ Section MachineW.
     injection E as <-. exact IH.
   Qed.
 End MachineW.
+
+(** ** Every element of [psols] is a declarative match *)
+
+Definition ext_below {A} (B : nat) (Θ Θ' : nat -> option A) : Prop :=
+  forall s v, s < B -> Θ s = Some v -> Θ' s = Some v.
+
+Lemma ext_below_refl : forall A B (Θ : nat -> option A), ext_below B Θ Θ.
+Proof. unfold ext_below. auto. Qed.
+
+Lemma ext_below_trans : forall A B (Θ1 Θ2 Θ3 : nat -> option A),
+  ext_below B Θ1 Θ2 -> ext_below B Θ2 Θ3 -> ext_below B Θ1 Θ3.
+Proof. unfold ext_below. auto. Qed.
+
+Lemma ext_below_rd : forall A B (Θ Θ' : nat -> option A) m,
+  ext_below B Θ Θ' -> map_below B m -> ext (rd Θ m) (rd Θ' m).
+Proof.
+  unfold ext_below, ext, rd, map_below. intros A B Θ Θ' m H Hm x v Hx.
+  destruct (vfind x m) eqn:E; [|discriminate]. eapply H; eauto.
+Qed.
+
+Lemma ext_below_upd : forall A B (Θ : nat -> option A) s v,
+  Θ s = None -> ext_below B Θ (upd Θ s v).
+Proof.
+  unfold ext_below, upd. intros A B Θ s v H s' w _ Hs'.
+  destruct (Nat.eqb s s') eqn:E; auto. apply Nat.eqb_eq in E. subst. congruence.
+Qed.
+
+Lemma rd_upd_slot : forall A (Θ : nat -> option A) m x s v,
+  vfind x m = Some s -> rd (upd Θ s v) m x = Some v.
+Proof. intros. unfold rd, upd. rewrite H, Nat.eqb_refl. reflexivity. Qed.
+
+Lemma rd_call_map : forall A (Θ : nat -> option A) m xs x,
+  rd Θ (call_map m xs 0) x = call_sub (rd Θ m) xs x.
+Proof.
+  intros. unfold rd, call_sub. rewrite vfind_call_map. simpl.
+  rewrite Nat.sub_0_r. destruct (nth_error xs x); reflexivity.
+Qed.
+
+Section SolSound.
+  Variable G : graph.
+  Variable D : list pdef.
+
+  Definition SPd (d : nat) (p : pattern) : Prop :=
+    forall B Θ Φ t ρ Θ' Φ', env_below B ρ ->
+      pIn (Θ', Φ') (psols G D d B Θ Φ p t ρ) ->
+      matches G D (rd Θ' (tenv ρ)) (rd Φ' (fenv ρ)) p t /\
+      ext_below B Θ Θ' /\ ext_below B Φ Φ'.
+
+  Lemma SPd_list : forall d ps, Forall (SPd d) ps ->
+    forall B Θ Φ ts ρ Θ' Φ', env_below B ρ ->
+      pIn (Θ', Φ') (psols_list (fun Θ Φ q u => psols G D d B Θ Φ q u ρ) Θ Φ ps ts) ->
+      matches_list G D (rd Θ' (tenv ρ)) (rd Φ' (fenv ρ)) ps ts /\
+      ext_below B Θ Θ' /\ ext_below B Φ Φ'.
+  Proof.
+    intros d ps H. induction H as [|q ps Hq Hps IH]; intros B Θ Φ ts ρ Θ' Φ' Hρ Hin;
+      destruct ts as [|u ts]; simpl in Hin; try contradiction.
+    - destruct Hin as [E|[]]. inversion E; subst.
+      split; [apply ML_Nil | split; apply ext_below_refl].
+    - apply pIn_pbind in Hin. destruct Hin as [[Θ1 Φ1] [H1 H2]].
+      destruct (Hq _ _ _ _ _ _ _ Hρ H1) as (M1 & E1 & F1).
+      destruct (IH _ _ _ _ _ _ _ Hρ H2) as (M2 & E2 & F2).
+      split; [|split; eapply ext_below_trans; eauto].
+      apply ML_Cons; auto. eapply match_weakening; [exact M1| |];
+        eapply ext_below_rd; eauto; apply Hρ.
+  Qed.
+
+  Lemma SPd_gen : forall d, (forall d', d = S d' -> forall p, SPd d' p) -> forall p, SPd d p.
+  Proof.
+    intros d IHd p.
+    induction p as [x|f ps Hps|p1 p2 IHp1 IHp2|p g IHp|x p IHp|F p IHp
+                   |p p' x IHp1 IHp2|F ps Hps|P xs Fs] using pattern_ind';
+      intros B Θ Φ t ρ Θ' Φ' Hρ Hin.
+    - (* x *)
+      rewrite psols_var in Hin. destruct (vfind x (tenv ρ)) as [s|] eqn:Hx; [|contradiction].
+      destruct (Θ s) as [t'|] eqn:Hs.
+      + destruct (Nat.eqb t' t) eqn:E; [|contradiction]. apply Nat.eqb_eq in E. subst.
+        destruct Hin as [Hin|[]]. inversion Hin; subst.
+        split; [|split; apply ext_below_refl]. apply P_Var. unfold rd. rewrite Hx. exact Hs.
+      + destruct Hin as [Hin|[]]. inversion Hin; subst.
+        split; [|split; [apply ext_below_upd; auto | apply ext_below_refl]].
+        apply P_Var. apply rd_upd_slot. exact Hx.
+    - (* f(ps) *)
+      rewrite psols_app in Hin.
+      destruct (Nat.eqb (label G t) f && Nat.eqb (length ps) (length (children G t))) eqn:E;
+        [|contradiction].
+      apply andb_prop in E. destruct E as [E _]. apply Nat.eqb_eq in E.
+      destruct (SPd_list d ps Hps _ _ _ _ _ _ _ Hρ Hin) as (M & E1 & F1).
+      split; auto. apply P_Fun; auto.
+    - (* p1 ‖ p2 *)
+      rewrite psols_alt in Hin. apply pIn_papp in Hin. destruct Hin as [Hin|Hin].
+      + destruct (IHp1 _ _ _ _ _ _ _ Hρ Hin) as (M & E1 & F1). split; auto. apply P_Alt1. exact M.
+      + destruct (IHp2 _ _ _ _ _ _ _ Hρ Hin) as (M & E1 & F1). split; auto. apply P_Alt2. exact M.
+    - (* guard *)
+      rewrite psols_guard in Hin. apply pIn_pbind in Hin. destruct Hin as [[Θ1 Φ1] [H1 H2]].
+      simpl in H2. destruct (guard_ok G (rd Θ1 (tenv ρ)) (rd Φ1 (fenv ρ)) g) eqn:Eg;
+        [|contradiction].
+      destruct H2 as [H2|[]]. inversion H2; subst.
+      destruct (IHp _ _ _ _ _ _ _ Hρ H1) as (M & E1 & F1). split; auto.
+      apply P_Guard; auto. unfold guard_ok in Eg.
+      destruct (eval_guard G _ _ g) as [[|]|]; congruence.
+    - (* ∃x *)
+      rewrite psols_exists in Hin. apply pIn_pbind in Hin. destruct Hin as [[Θ1 Φ1] [H1 H2]].
+      simpl in H2. destruct (Θ1 B) as [v|] eqn:Ev; [|contradiction].
+      destruct H2 as [H2|[]]. inversion H2; subst.
+      destruct (IHp _ _ _ _ _ _ _ (env_below_add_t B ρ x Hρ) H1) as (M & E1 & F1).
+      split; [|split].
+      + apply P_Exists with (t' := v). eapply matches_ext; [| |exact M].
+        * intros y. simpl. unfold rd, upd, clr. rewrite vfind_add.
+          destruct (Nat.eqb x y); auto.
+          destruct (vfind y (tenv ρ)) as [s|] eqn:Hy; auto.
+          assert (s < B) by (eapply (proj1 Hρ); eauto).
+          rewrite (proj2 (Nat.eqb_neq B s)) by lia. reflexivity.
+        * intros y. reflexivity.
+      + intros s w Hs Hw. unfold clr. rewrite (proj2 (Nat.eqb_neq B s)) by lia.
+        apply E1; [lia|]. unfold clr. rewrite (proj2 (Nat.eqb_neq B s)) by lia. exact Hw.
+      + intros s w Hs Hw. apply F1; [lia|]. unfold clr.
+        rewrite (proj2 (Nat.eqb_neq B s)) by lia. exact Hw.
+    - (* ∃F *)
+      rewrite psols_existsf in Hin. apply pIn_pbind in Hin. destruct Hin as [[Θ1 Φ1] [H1 H2]].
+      simpl in H2. destruct (Φ1 B) as [v|] eqn:Ev; [|contradiction].
+      destruct H2 as [H2|[]]. inversion H2; subst.
+      destruct (IHp _ _ _ _ _ _ _ (env_below_add_f B ρ F Hρ) H1) as (M & E1 & F1).
+      split; [|split].
+      + apply P_ExistsF with (f := v). eapply matches_ext; [| |exact M].
+        * intros y. reflexivity.
+        * intros y. simpl. unfold rd, upd, clr. rewrite vfind_add.
+          destruct (Nat.eqb F y); auto.
+          destruct (vfind y (fenv ρ)) as [s|] eqn:Hy; auto.
+          assert (s < B) by (eapply (proj2 Hρ); eauto).
+          rewrite (proj2 (Nat.eqb_neq B s)) by lia. reflexivity.
+      + intros s w Hs Hw. apply E1; [lia|]. unfold clr.
+        rewrite (proj2 (Nat.eqb_neq B s)) by lia. exact Hw.
+      + intros s w Hs Hw. unfold clr. rewrite (proj2 (Nat.eqb_neq B s)) by lia.
+        apply F1; [lia|]. unfold clr. rewrite (proj2 (Nat.eqb_neq B s)) by lia. exact Hw.
+    - (* p ; (p' ≈ x) *)
+      rewrite psols_constr in Hin. apply pIn_pbind in Hin. destruct Hin as [[Θ1 Φ1] [H1 H2]].
+      simpl in H2. destruct (rd Θ1 (tenv ρ) x) as [t'|] eqn:Ex; [|contradiction].
+      destruct (IHp1 _ _ _ _ _ _ _ Hρ H1) as (M1 & E1 & F1).
+      destruct (IHp2 _ _ _ _ _ _ _ Hρ H2) as (M2 & E2 & F2).
+      assert (X1 : ext (rd Θ1 (tenv ρ)) (rd Θ' (tenv ρ)))
+        by (eapply ext_below_rd; eauto; apply Hρ).
+      assert (X2 : ext (rd Φ1 (fenv ρ)) (rd Φ' (fenv ρ)))
+        by (eapply ext_below_rd; eauto; apply Hρ).
+      split; [|split; eapply ext_below_trans; eauto].
+      eapply P_MatchConstr; [eapply match_weakening; eauto | apply X1; exact Ex | exact M2].
+    - (* F(ps) *)
+      rewrite psols_funvar in Hin.
+      destruct (Nat.eqb (length ps) (length (children G t))) eqn:El; [|contradiction].
+      destruct (vfind F (fenv ρ)) as [s|] eqn:HF; [|contradiction].
+      assert (Hs : s < B) by (eapply (proj2 Hρ); eauto).
+      destruct (Φ s) as [f|] eqn:Hf.
+      + destruct (Nat.eqb f (label G t)) eqn:Ef; [|contradiction].
+        apply Nat.eqb_eq in Ef. subst.
+        destruct (SPd_list d ps Hps _ _ _ _ _ _ _ Hρ Hin) as (M & E1 & F1).
+        split; auto. apply P_FunVar; auto. unfold rd. rewrite HF. apply F1; auto.
+      + destruct (SPd_list d ps Hps _ _ _ _ _ _ _ Hρ Hin) as (M & E1 & F1).
+        split; [|split; auto].
+        * apply P_FunVar; auto. unfold rd. rewrite HF. apply F1; auto.
+          unfold upd. rewrite Nat.eqb_refl. reflexivity.
+        * eapply ext_below_trans; [apply ext_below_upd; exact Hf | exact F1].
+    - (* P(xs) *)
+      destruct d as [|d']; [rewrite psols_call0 in Hin; contradiction|].
+      rewrite psols_callS in Hin.
+      destruct (nth_error D P) as [dd|] eqn:Hd; [|contradiction].
+      destruct (Nat.eqb (length xs) (nparams dd) && Nat.eqb (length Fs) (nfparams dd)) eqn:E;
+        [|contradiction].
+      apply andb_prop in E. destruct E as [E1 E2]. apply Nat.eqb_eq in E1, E2.
+      destruct (IHd d' eq_refl (body dd) _ _ _ _ _ _ _ (env_below_call B ρ xs Fs Hρ) Hin)
+        as (M & X1 & X2).
+      split; auto. eapply P_Mu; eauto. eapply matches_ext; [| |exact M].
+      + intros y. apply rd_call_map.
+      + intros y. apply rd_call_map.
+  Qed.
+
+  Lemma psols_sound : forall d p, SPd d p.
+  Proof.
+    induction d as [|d IH]; apply SPd_gen; intros d' E; [discriminate|].
+    injection E as <-. exact IH.
+  Qed.
+End SolSound.
+
+(** ** Which answer, whole calculus *)
+
+Section WholeTheorems.
+  Variable G : graph.
+  Variable D : list pdef.
+
+  Lemma env_below_root : forall n m, env_below (max n m) (root_env n m).
+  Proof.
+    intros n m. split; intros x g H; simpl in H; rewrite vfind_ident_map in H;
+      destruct (Nat.ltb x _) eqn:E; inversion H; subst; apply Nat.ltb_lt in E; lia.
+  Qed.
+
+  Lemma init_wfirst : forall K n m p t,
+    wfirst G D (max n m) K (psols G D K (max n m) none_t none_f p t (root_env n m))
+      (init n m p t) (max n m) [].
+  Proof.
+    intros K n m p t.
+    rewrite <- (pbind_ret_r _ (psols G D K (max n m) none_t none_f p t (root_env n m))).
+    apply (WKB_all G D (max n m) K p (max n m) none_t none_f t (root_env n m) [] pret
+             (fun Θ' Φ' => wbehaves_done G D (max n m) (max n m) Θ' Φ')
+             K (fun s => s) empty empty (max n m) [] [AMatch p t (root_env n m)]).
+    - simpl. auto.
+    - simpl. split; auto. apply env_below_root.
+    - refine (conj _ (conj _ (conj _ (conj _ (conj _ (conj _ _)))))); cbv beta.
+      + intros s Hs. rewrite !lookup_empty. split; reflexivity.
+      + auto.
+      + auto.
+      + intros g v Hg. rewrite lookup_empty in Hg. discriminate.
+      + intros g v Hg. rewrite lookup_empty in Hg. discriminate.
+      + auto.
+      + auto.
+    - constructor; [|constructor]. simpl. split; [reflexivity|split; [reflexivity|]].
+      split; intros y; destruct (vfind y _); reflexivity.
+  Qed.
+
+  Lemma wout_read : forall n m Θm Φm Θ Φ,
+    wout (max n m) Θm Φm Θ Φ ->
+    (forall x, tsub Θm (root_env n m) x = rd Θ (ident_map n) x) /\
+    (forall F, fsub Φm (root_env n m) F = rd Φ (ident_map m) F).
+  Proof.
+    intros n m Θm Φm Θ Φ H. split; intros x; unfold tsub, fsub, gsub, rd; simpl;
+      rewrite vfind_ident_map; destruct (Nat.ltb x _) eqn:E; auto;
+      apply Nat.ltb_lt in E; apply H; lia.
+  Qed.
+
+  Lemma match_pattern_det : forall fuel1 fuel2 n m p t o1 o2,
+    match_pattern G D fuel1 n m p t = o1 -> o1 <> OOutOfFuel ->
+    match_pattern G D fuel2 n m p t = o2 -> o2 <> OOutOfFuel -> o1 = o2.
+  Proof.
+    intros fuel1 fuel2 n m p t o1 o2 H1 N1 H2 N2. unfold match_pattern in *.
+    rewrite <- (run_mono G D fuel1 (max fuel1 fuel2) _ o1 ltac:(lia) H1 N1).
+    rewrite <- (run_mono G D fuel2 (max fuel1 fuel2) _ o2 ltac:(lia) H2 N2).
+    reflexivity.
+  Qed.
+
+  (** Which answer: if the machine answers with [fuel] steps, then at every
+      call depth [K >= fuel] the first solution is its answer (read
+      through the root's scope), and "no match" means there is none. *)
+  Theorem first_solution_k : forall fuel K n m p t,
+    fuel <= K ->
+    (forall Θ Φ, match_pattern G D fuel n m p t = OSuccess Θ Φ ->
+       exists σ ψ L, solutions_k G D K n m p t = PCons (σ, ψ) L /\
+         (forall x, tsub Θ (root_env n m) x = σ x) /\
+         (forall F, fsub Φ (root_env n m) F = ψ F)) /\
+    (match_pattern G D fuel n m p t = OFailure -> solutions_k G D K n m p t = PNil).
+  Proof.
+    intros fuel K n m p t Hle. pose proof (init_wfirst K n m p t) as H.
+    unfold solutions_k.
+    destruct (psols G D K (max n m) none_t none_f p t (root_env n m)) as [| |[Θs Φs] L];
+      simpl in H; split.
+    - intros Θ Φ Hm. exfalso. destruct H as (nf' & _ & H).
+      apply run_refines_success in Hm.
+      assert (E : Success Θ Φ = Failure)
+        by (eapply star_terminal_det; eauto using success_terminal, failure_terminal).
+      discriminate.
+    - reflexivity.
+    - intros Θ Φ Hm. exfalso. unfold match_pattern in Hm.
+      rewrite (run_mono G D fuel K _ _ Hle Hm) in H; discriminate.
+    - intros Hm. exfalso. unfold match_pattern in Hm.
+      rewrite (run_mono G D fuel K _ _ Hle Hm) in H; discriminate.
+    - intros Θ Φ Hm. destruct H as (Θm & Φm & Hs & Ho).
+      apply run_refines_success in Hm.
+      assert (E : Success Θ Φ = Success Θm Φm)
+        by (eapply star_terminal_det; eauto using success_terminal).
+      inversion E; subst. eexists _, _, _. split; [reflexivity|]. apply wout_read. exact Ho.
+    - intros Hm. exfalso. destruct H as (Θm & Φm & Hs & _).
+      apply run_refines_failure in Hm.
+      assert (E : Failure = Success Θm Φm)
+        by (eapply star_terminal_det; eauto using success_terminal, failure_terminal).
+      discriminate.
+  Qed.
+
+  (** Conversely, a first solution known at some depth is the machine's
+      answer with enough fuel, and "none" is its failure. *)
+  Theorem first_solution_k_complete : forall K n m p t,
+    (forall σ ψ L, solutions_k G D K n m p t = PCons (σ, ψ) L ->
+       exists fuel Θ Φ, match_pattern G D fuel n m p t = OSuccess Θ Φ /\
+         (forall x, tsub Θ (root_env n m) x = σ x) /\
+         (forall F, fsub Φ (root_env n m) F = ψ F)) /\
+    (solutions_k G D K n m p t = PNil -> exists fuel, match_pattern G D fuel n m p t = OFailure).
+  Proof.
+    intros K n m p t. pose proof (init_wfirst K n m p t) as H.
+    unfold solutions_k.
+    destruct (psols G D K (max n m) none_t none_f p t (root_env n m)) as [| |[Θs Φs] L];
+      simpl in H; split; intros; try discriminate.
+    - destruct H as (nf' & _ & H).
+      destruct (proj2 (run_complete G D _ _ H) eq_refl) as [fuel Hr].
+      exists fuel. exact Hr.
+    - inversion H0; subst. destruct H as (Θm & Φm & Hs & Ho).
+      destruct (proj1 (run_complete G D _ _ Hs) Θm Φm eq_refl) as [fuel Hr].
+      exists fuel, Θm, Φm. split; [exact Hr|]. apply wout_read. exact Ho.
+  Qed.
+
+  (** A cut is honest: the machine is still running after [K] steps. *)
+  Theorem solutions_k_cut : forall K n m p t,
+    solutions_k G D K n m p t = PCut ->
+    forall fuel, fuel <= K -> match_pattern G D fuel n m p t = OOutOfFuel.
+  Proof.
+    intros K n m p t E fuel Hle. pose proof (init_wfirst K n m p t) as H.
+    unfold solutions_k in E.
+    destruct (psols G D K (max n m) none_t none_f p t (root_env n m)); try discriminate.
+    simpl in H. eapply run_oof_le; eauto.
+  Qed.
+
+  (** The first solution never changes with the depth: at every depth it
+      is the machine's answer, or still unknown ([PCut]). *)
+  Theorem first_solution_k_stable : forall fuel n m p t,
+    (forall Θ Φ, match_pattern G D fuel n m p t = OSuccess Θ Φ ->
+       forall K, solutions_k G D K n m p t = PCut \/
+         exists σ ψ L, solutions_k G D K n m p t = PCons (σ, ψ) L /\
+           (forall x, tsub Θ (root_env n m) x = σ x) /\
+           (forall F, fsub Φ (root_env n m) F = ψ F)) /\
+    (match_pattern G D fuel n m p t = OFailure ->
+       forall K, solutions_k G D K n m p t = PCut \/ solutions_k G D K n m p t = PNil).
+  Proof.
+    intros fuel n m p t. split.
+    - intros Θ Φ Hm K. destruct (first_solution_k_complete K n m p t) as [Hc Hn].
+      destruct (solutions_k G D K n m p t) as [| |[σ ψ] L] eqn:E; auto.
+      + exfalso. destruct (Hn eq_refl) as [fuel' Hf].
+        assert (OSuccess Θ Φ = OFailure) by (eapply match_pattern_det; eauto; discriminate).
+        discriminate.
+      + right. destruct (Hc σ ψ L eq_refl) as (fuel' & Θ' & Φ' & Hm' & H1 & H2).
+        assert (Ee : OSuccess Θ Φ = OSuccess Θ' Φ')
+          by (eapply match_pattern_det; eauto; discriminate).
+        inversion Ee; subst. exists σ, ψ, L. auto.
+    - intros Hm K. destruct (first_solution_k_complete K n m p t) as [Hc _].
+      destruct (solutions_k G D K n m p t) as [| |[σ ψ] L] eqn:E; auto.
+      exfalso. destruct (Hc σ ψ L eq_refl) as (fuel' & Θ' & Φ' & Hm' & _).
+      assert (OFailure = OSuccess Θ' Φ') by (eapply match_pattern_det; eauto; discriminate).
+      discriminate.
+  Qed.
+
+  (** Every element of [solutions_k] is a declarative match of the root's
+      variables. *)
+  Theorem solutions_k_sound : forall K n m p t σ ψ,
+    pIn (σ, ψ) (solutions_k G D K n m p t) -> matches G D σ ψ p t.
+  Proof.
+    intros K n m p t σ ψ H. unfold solutions_k in H.
+    assert (Hm : forall l : plist sol, pIn (σ, ψ)
+                   (pmap (fun s => (rd (fst s) (ident_map n), rd (snd s) (ident_map m))) l) ->
+                 exists Θ Φ, pIn (Θ, Φ) l /\ σ = rd Θ (ident_map n) /\ ψ = rd Φ (ident_map m)).
+    { induction l as [| |[Θ Φ] l IH]; simpl; intros Hl; try contradiction.
+      destruct Hl as [Hl|Hl].
+      - inversion Hl; subst. exists Θ, Φ. auto.
+      - destruct (IH Hl) as (Θ' & Φ' & H1 & H2). exists Θ', Φ'. auto. }
+    destruct (Hm _ H) as (Θ & Φ & Hin & -> & ->).
+    destruct (psols_sound G D K p (max n m) none_t none_f t (root_env n m) Θ Φ
+                (env_below_root n m) Hin) as [M _].
+    exact M.
+  Qed.
+
+  (** No solution at some depth: no declarative match at all (well-formed
+      patterns, see [wfb]). *)
+  Corollary solutions_k_nil : forall K n m p t,
+    wf_defs D = true -> wfb D p = true ->
+    solutions_k G D K n m p t = PNil ->
+    forall σ ψ, (forall x, n <= x -> σ x = None) -> (forall F, m <= F -> ψ F = None) ->
+    ~ matches G D σ ψ p t.
+  Proof.
+    intros K n m p t Hd Hp E. destruct (proj2 (first_solution_k_complete K n m p t) E)
+      as [fuel Hf].
+    eapply match_pattern_fail_sound; eauto.
+  Qed.
+End WholeTheorems.
+
+(** ** Which answer the library gives, whole calculus *)
+Section RootWhole.
+  Variable G : graph.
+  Variable D : list pdef.
+
+  (** [m.bindings] is the first solution at every depth [K >= fuel]. *)
+  Theorem match_root_first_k : forall fuel K r t d bs fbs,
+    nth_error D r = Some d -> fuel <= K ->
+    match_root G D fuel r t = RMatch bs fbs ->
+    exists σ ψ L, solutions_k G D K (nparams d) (nfparams d) (body d) t = PCons (σ, ψ) L /\
+      (forall x, assoc bs x = σ x) /\ (forall F, assoc fbs F = ψ F).
+  Proof.
+    intros fuel K r t d bs fbs Hd Hle H. unfold match_root in H. rewrite Hd in H.
+    destruct (rs_mem _ _); [|discriminate].
+    destruct (match_pattern G D fuel (nparams d) (nfparams d) (body d) t) as [Θ Φ| |]
+      eqn:Hm; simpl in H; try discriminate.
+    inversion H; subst.
+    destruct (proj1 (first_solution_k G D fuel K _ _ _ t Hle) Θ Φ Hm)
+      as (σ & ψ & L & E & H1 & H2).
+    exists σ, ψ, L. split; auto. split.
+    - intros x. rewrite assoc_project, <- H1. reflexivity.
+    - intros F. rewrite assoc_project, <- H2. reflexivity.
+  Qed.
+
+  (** "No match" means no solution at any depth. *)
+  Theorem match_root_none_k : forall fuel r t d,
+    nth_error D r = Some d ->
+    match_root G D fuel r t = RNoMatch ->
+    forall K s L, solutions_k G D K (nparams d) (nfparams d) (body d) t <> PCons s L.
+  Proof.
+    intros fuel r t d Hd H K [σ ψ] L E. unfold match_root in H. rewrite Hd in H.
+    destruct (rs_mem (label G t) (ri_find (root_index D) r)) eqn:Hi.
+    - destruct (match_pattern G D fuel (nparams d) (nfparams d) (body d) t) eqn:Hm;
+        simpl in H; try discriminate.
+      destruct (proj1 (first_solution_k_complete G D K _ _ _ t) σ ψ L E)
+        as (fuel' & Θ' & Φ' & Hm' & _).
+      assert (OFailure = OSuccess Θ' Φ')
+        by (eapply match_pattern_det; eauto; discriminate).
+      discriminate.
+    - assert (Hin : pIn (σ, ψ) (solutions_k G D K (nparams d) (nfparams d) (body d) t))
+        by (rewrite E; left; reflexivity).
+      apply solutions_k_sound in Hin.
+      eapply root_index_no_match; eauto.
+  Qed.
+End RootWhole.
