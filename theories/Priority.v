@@ -2080,3 +2080,158 @@ Section RootWhole.
       eapply root_index_no_match; eauto.
   Qed.
 End RootWhole.
+
+(** ** On the fragment, [solutions_k] is the earlier [solutions] *)
+
+(** [prel R L l]: the partial list [L] has no cut and is [l], element by
+    element up to [R]. *)
+Fixpoint prel {A B} (R : A -> B -> Prop) (L : plist A) (l : list B) : Prop :=
+  match L, l with
+  | PNil, [] => True
+  | PCons a L', b :: l' => R a b /\ prel R L' l'
+  | _, _ => False
+  end.
+
+Lemma prel_app : forall A B (R : A -> B -> Prop) L1 l1 L2 l2,
+  prel R L1 l1 -> prel R L2 l2 -> prel R (papp L1 L2) (l1 ++ l2).
+Proof.
+  induction L1 as [| |a L1 IH]; intros [|b l1] L2 l2 H1 H2; simpl in *; try contradiction;
+    auto.
+  destruct H1. split; auto.
+Qed.
+
+Lemma prel_bind : forall A B A' B' (R : A -> B -> Prop) (R' : A' -> B' -> Prop) L l f g,
+  prel R L l -> (forall a b, R a b -> prel R' (f a) (g b)) ->
+  prel R' (pbind L f) (flat_map g l).
+Proof.
+  induction L as [| |a L IH]; intros [|b l] f g H Hfg; simpl in *; try contradiction; auto.
+  destruct H. apply prel_app; auto.
+Qed.
+
+Section Frag.
+  Variable G : graph.
+  Variable D : list pdef.
+  Variables n m : nat.
+
+  Definition frel (a : sol) (b : sol) : Prop :=
+    (forall x, rd (fst a) (ident_map n) x = fst b x) /\
+    (forall F, rd (snd a) (ident_map m) F = snd b F).
+
+  Definition FR (p : pattern) : Prop :=
+    in_frag n m p = true -> forall d B Θ Φ σ ψ t, frel (Θ, Φ) (σ, ψ) ->
+      prel frel (psols G D d B Θ Φ p t (root_env n m)) (solutions G σ ψ p t).
+
+  Lemma frel_upd_t : forall Θ Φ σ ψ x t, frel (Θ, Φ) (σ, ψ) -> x < n ->
+    frel (upd Θ x t, Φ) (upd σ x t, ψ).
+  Proof.
+    intros Θ Φ σ ψ x t [H1 H2] Hx. split; auto. intros y. simpl in *.
+    specialize (H1 y). unfold rd, upd in *. rewrite vfind_ident_map in *.
+    destruct (Nat.eqb x y) eqn:E.
+    - apply Nat.eqb_eq in E. subst. rewrite (proj2 (Nat.ltb_lt y n) Hx), Nat.eqb_refl.
+      reflexivity.
+    - destruct (Nat.ltb y n); auto. rewrite E. exact H1.
+  Qed.
+
+  Lemma frel_upd_f : forall Θ Φ σ ψ F f, frel (Θ, Φ) (σ, ψ) -> F < m ->
+    frel (Θ, upd Φ F f) (σ, upd ψ F f).
+  Proof.
+    intros Θ Φ σ ψ F f [H1 H2] HF. split; auto. intros y. simpl in *.
+    specialize (H2 y). unfold rd, upd in *. rewrite vfind_ident_map in *.
+    destruct (Nat.eqb F y) eqn:E.
+    - apply Nat.eqb_eq in E. subst. rewrite (proj2 (Nat.ltb_lt y m) HF), Nat.eqb_refl.
+      reflexivity.
+    - destruct (Nat.ltb y m); auto. rewrite E. exact H2.
+  Qed.
+
+  Lemma FR_list : forall ps, Forall FR ps -> forallb (in_frag n m) ps = true ->
+    forall d B Θ Φ σ ψ ts, frel (Θ, Φ) (σ, ψ) ->
+      prel frel (psols_list (fun Θ Φ q u => psols G D d B Θ Φ q u (root_env n m)) Θ Φ ps ts)
+        (solutions_list G σ ψ ps ts).
+  Proof.
+    induction 1 as [|q ps Hq Hps IH]; intros Hf d B Θ Φ σ ψ ts Hr;
+      destruct ts as [|u ts]; try solve [simpl; auto | simpl; split; [exact Hr | exact I]].
+    simpl in Hf. apply andb_prop in Hf. destruct Hf as [Hf1 Hf2].
+    rewrite solutions_list_cons, psols_list_cons.
+    apply prel_bind with (R := frel); [apply Hq; auto|].
+    intros [Θ1 Φ1] [σ1 ψ1] H. apply IH; auto.
+  Qed.
+
+  Lemma FR_all : forall p, FR p.
+  Proof.
+    intros p.
+    induction p as [x|f ps Hps|p1 p2 IHp1 IHp2|p g IHp|x p IHp|F p IHp
+                   |p p' x IHp1 IHp2|F ps Hps|P xs Fs] using pattern_ind';
+      intros Hf d B Θ Φ σ ψ t Hr; simpl in Hf; try discriminate.
+    - (* x *)
+      apply Nat.ltb_lt in Hf. rewrite psols_var. simpl.
+      rewrite vfind_ident_map, (proj2 (Nat.ltb_lt x n) Hf).
+      pose proof (proj1 Hr x) as Hx. unfold rd in Hx. simpl in Hx.
+      rewrite vfind_ident_map, (proj2 (Nat.ltb_lt x n) Hf) in Hx. rewrite <- Hx.
+      destruct (Θ x) as [t'|]; [destruct (Nat.eqb t' t)|]; simpl; auto.
+      split; auto. apply frel_upd_t; auto.
+    - (* f(ps) *)
+      rewrite psols_app.
+      change (solutions G σ ψ (PApp f ps) t) with
+        (if Nat.eqb (label G t) f then solutions_list G σ ψ ps (children G t) else []).
+      destruct (Nat.eqb (label G t) f) eqn:E; simpl andb; [|exact I].
+      destruct (Nat.eqb (length ps) (length (children G t))) eqn:El.
+      + apply (FR_list ps Hps Hf d B Θ Φ σ ψ (children G t) Hr).
+      + apply Nat.eqb_neq in El. rewrite (solutions_list_len G ps σ ψ _ El). simpl. auto.
+    - (* ‖ *)
+      apply andb_prop in Hf. destruct Hf. rewrite psols_alt. simpl. apply prel_app; auto.
+    - (* guard *)
+      rewrite psols_guard. simpl.
+      replace (filter (fun s => guard_ok G (fst s) (snd s) g) (solutions G σ ψ p t))
+        with (flat_map (fun s => if guard_ok G (fst s) (snd s) g then [s] else [])
+                (solutions G σ ψ p t))
+        by (induction (solutions G σ ψ p t) as [|a l IH]; simpl; auto;
+            destruct (guard_ok G (fst a) (snd a) g); simpl; rewrite IH; reflexivity).
+      apply prel_bind with (R := frel); [apply IHp; auto|].
+      intros [Θ1 Φ1] [σ1 ψ1] [H1 H2]. cbn [fst snd tenv fenv root_env] in *.
+      unfold guard_ok. rewrite (eval_guard_ext G _ σ1 _ ψ1 g H1 H2).
+      destruct (eval_guard G σ1 ψ1 g) as [[|]|]; simpl; auto. split; auto. split; auto.
+    - (* constraint *)
+      apply andb_prop in Hf. destruct Hf as [Hf1 Hf2]. rewrite psols_constr. simpl.
+      apply prel_bind with (R := frel); [apply IHp1; auto|].
+      intros [Θ1 Φ1] [σ1 ψ1] [H1 H2]. simpl. simpl in H1. rewrite H1.
+      destruct (σ1 x); simpl; auto. apply IHp2; auto. split; auto.
+    - (* F(ps) *)
+      apply andb_prop in Hf. destruct Hf as [HF Hf]. apply Nat.ltb_lt in HF.
+      rewrite psols_funvar.
+      change (solutions G σ ψ (PFunVar F ps) t) with
+        (match ψ F with
+         | Some f => if Nat.eqb f (label G t) then solutions_list G σ ψ ps (children G t) else []
+         | None => solutions_list G σ (upd ψ F (label G t)) ps (children G t)
+         end).
+      cbn [fenv root_env]. rewrite vfind_ident_map, (proj2 (Nat.ltb_lt F m) HF).
+      pose proof (proj2 Hr F) as HFr. unfold rd in HFr. simpl in HFr.
+      rewrite vfind_ident_map, (proj2 (Nat.ltb_lt F m) HF) in HFr. rewrite <- HFr.
+      destruct (Nat.eqb (length ps) (length (children G t))) eqn:El.
+      + destruct (Φ F) as [f|].
+        * destruct (Nat.eqb f (label G t)); simpl; auto.
+          apply (FR_list ps Hps Hf d B Θ Φ σ ψ (children G t) Hr).
+        * apply (FR_list ps Hps Hf d B Θ _ σ _ (children G t)). apply frel_upd_f; auto.
+      + apply Nat.eqb_neq in El. pose proof (solutions_list_len G ps) as Hn.
+        destruct (Φ F) as [f|]; [destruct (Nat.eqb f (label G t))|];
+          rewrite ?Hn by exact El; simpl; auto.
+  Qed.
+End Frag.
+
+(** The whole-calculus specification extends the fragment's: for a
+    pattern of the fragment, [solutions_k] has no cut, whatever the depth,
+    and is [solutions] element by element (read through the root's
+    scope). *)
+Theorem solutions_k_frag : forall G D K n m p t,
+  in_frag n m p = true ->
+  prel (fun a b => (forall x, fst a x = fst b x) /\ (forall F, snd a F = snd b F))
+    (solutions_k G D K n m p t) (solutions G none_t none_f p t).
+Proof.
+  intros G D K n m p t Hf.
+  assert (H : prel (frel n m) (psols G D K (max n m) none_t none_f p t (root_env n m))
+                (solutions G none_t none_f p t)).
+  { apply (FR_all G D n m p Hf). split; intros y; unfold rd; simpl;
+      destruct (vfind y _); reflexivity. }
+  unfold solutions_k. revert H. generalize (solutions G none_t none_f p t).
+  induction (psols G D K (max n m) none_t none_f p t (root_env n m)) as [| |a L IH];
+    intros [|b l] H; simpl in *; auto. destruct H as [[H1 H2] H3]. auto.
+Qed.
