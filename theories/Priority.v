@@ -1,14 +1,18 @@
 (** * Which answer: the priority (first-solution) specification
 
     [match_pattern_sound] says the machine's answer is *some* declarative
-    match. This file says *which* one, for the call-free, [∃]-free fragment
-    of the calculus (variables, operator applications, alternation, guards,
-    match constraints, operator variables; see [in_frag]).
+    match. This file says *which* one: the first element of an ordered
+    list of matches defined by recursion on the pattern, in the style of
+    Linden's backtracking trees (not by running the machine), ordered as the
+    alternates and the operator-variable choices are tried. There are two
+    such specifications; the second covers the whole calculus and, on the
+    fragment of the first, is the first ([solutions_k_frag]).
+
+    ** 1. The call-free, [∃]-free fragment ([in_frag])
 
     [solutions G σ ψ p t] is the ordered list of the declarative matches
-    of [p] at [t] extending ⟨σ, ψ⟩, in the style of Linden's backtracking
-    trees: it is defined by recursion on the pattern, not by running the
-    machine.
+    of [p] at [t] extending ⟨σ, ψ⟩ (substitutions of the pattern's
+    variables):
     - [x]: the one solution binding [x] to [t] (or keeping ⟨σ, ψ⟩ if
       [σ(x) = t]), none if [σ(x)] is another node;
     - [f(p1..pn)]: the solutions of [p1], and for each of them, in order,
@@ -27,14 +31,74 @@
     and ⟨Θ, Φ⟩ (read through the root's scope) is its FIRST element; if it
     answers [OFailure], [solutions] is empty; and if [solutions] has a first
     element, enough fuel makes [match_pattern] return it. [solutions_sound]
-    says every element is a declarative match, so the list is a
-    specification of "the matches in priority order".
+    says every element is a declarative match. [match_root_first],
+    [match_root_none_first]: the same for the library's answer.
 
-    Not covered: pattern calls [P(x..)] and [∃x.p] / [∃F.p] (the solutions
-    of a recursive pattern may be an infinite sequence, and [∃] introduces
-    the machine's fresh slots, so these need a coinductive or fuelled
-    specification); their [solutions] is [] here and [in_frag] excludes
-    them. *)
+    ** 2. The whole calculus: calls and [∃] ([psols], [solutions_k])
+
+    [solutions_k G D K n m p t] lists the solutions of a root pattern
+    [p] (parameters [0..n-1] / [0..m-1]) at [t], read as substitutions of
+    the root's variables, with calls unfolded at most [K] deep. It reads
+    [psols G D d B Θ Φ p t ρ], the recursion of [solutions] with two
+    changes.
+    - Scopes. A pattern's variables are read through a scope [ρ] into
+      slots, and [Θ] / [Φ] substitute slots, as in the machine ([Env.v]).
+      A call [P(x1..xn)] matches the body of [P] in the scope
+      [call_env ρ xs Fs], whose parameter [i] is the slot of the caller's
+      [xi] (P-MU): so [P(x, x)] aliases its two parameters, which a
+      substitution of variables alone cannot express. [∃x.p] gives [x] the
+      slot [B] (one no enclosing scope uses), matches [p] there, keeps the
+      solutions that bind [x] and drops its value ([clr]): the witness of
+      P-EXISTS is chosen by the match of [p], then hidden. Slots are
+      allocated as a stack (siblings reuse [B]), so the specification does
+      not depend on how many slots the machine spent in branches it
+      abandoned; the proof relates the two by a renaming of slots
+      ([wmrel]).
+    - Depth. A call past depth [K] is a cut [PCut], after which nothing is
+      known: [papp PCut l = PCut]. The machine is a depth-first search and
+      never gets past an unfinished branch, so a solution listed after one
+      cannot be claimed to come first. (With plain lists truncated at
+      depth [K], "the machine returns the first element" is false:
+      for [P(x) = P(x) ‖ Relu(x)] at a [Relu] the truncated list is
+      [Relu]'s solution [K] times while the machine runs out of fuel.)
+
+    Theorems:
+    - [first_solution_k]: if [match_pattern G D fuel n m p t] answers
+      [OSuccess Θ Φ], then for every depth [K >= fuel], [solutions_k K] is
+      [PCons (σ, ψ) _] with ⟨Θ, Φ⟩ read through the root's scope equal to
+      ⟨σ, ψ⟩; if it answers [OFailure], [solutions_k K = PNil].
+    - [first_solution_k_complete]: if [solutions_k K] has a first element
+      ⟨σ, ψ⟩ at some depth, enough fuel makes the machine answer it; if it
+      is [PNil], enough fuel makes the machine fail.
+    - [solutions_k_cut]: a cut at depth [K] means the machine has not
+      answered within [K] steps.
+    - [first_solution_k_stable]: whatever the depth, [solutions_k] begins
+      with the machine's answer or is still a cut: unfolding deeper never
+      changes the first solution once it is known (earlier alternates gain
+      no solutions: they were the cut).
+    - [solutions_k_sound]: every element is a declarative match;
+      [solutions_k_nil]: [PNil] means no declarative match at all (for
+      well-formed patterns, via [match_pattern_fail_sound]).
+    - [solutions_k_frag]: on the fragment, [solutions_k] has no cut, at any
+      depth, and is [solutions] element by element.
+    - [match_root_first_k], [match_root_none_k]: the library's answer
+      ([match_root], behind [pypm_match] and every [pypm_match_all] entry):
+      its bindings are the first element of [solutions_k K] for every
+      [K >= fuel], and "no match" means no depth has a first element.
+
+    The proof ([WKB_all]) reads each pending item of the specification
+    ([witem]: a match, a guard, a constraint, the end of an [∃]) as the
+    machine's action under a renaming [r] of the specification's slots
+    into the machine's, injective and below the machine's fresh counter:
+    from any state so related, the machine reaches [success] with the first
+    element, gives up to its saved frames when the list is [PNil], or is
+    still running after [c] steps at a cut ([wfirst]), [c] being the depth
+    left to the pending items.
+
+    Not proved: that every declarative match appears in the list (up to
+    weakening); the list's elements after the first are specified only as
+    the order of the search, not compared with the machine (which stops at
+    the first). *)
 
 From Coq Require Import ZArith List Bool Arith Lia.
 From PyPM Require Import Syntax Subst Declarative Env Algorithmic Interpreter Soundness
