@@ -92,8 +92,8 @@
     into the machine's, injective and below the machine's fresh counter:
     from any state so related, the machine reaches [success] with the first
     element, gives up to its saved frames when the list is [PNil], or is
-    still running after [c] steps at a cut ([wfirst]), [c] being the depth
-    left to the pending items.
+    still running after [c] steps at a cut ([wfirst]), where every pending
+    item has at least [c] calls' depth left ([wbud]).
 
     Not proved: that every declarative match appears in the list (up to
     weakening); the list's elements after the first are specified only as
