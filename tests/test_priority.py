@@ -17,8 +17,8 @@ Checked on random well-formed tables of the full calculus
   root-operator index lets the root match);
 * ``first_solution_k_complete``: a first solution at some depth is the
   answer with enough fuel, and an empty list is "no match";
-* ``first_solution_k_stable``: deeper unfolding never changes a known first
-  solution;
+* ``first_solution_k_stable``, ``solutions_k_mono``: deeper unfolding never
+  changes a known first solution, and keeps every known solution in place;
 * where the list at some depth has no cut, the reference engine's
   :func:`reference.solutions` enumerates exactly it, in order.
 """
@@ -263,13 +263,20 @@ def test_first_solution_is_the_answer(engine, prob):
 @SETTINGS
 @given(problems())
 def test_reference_enumerates_the_specified_order(prob):
-    """Where solutions_k has no cut, reference.solutions lists it, in order."""
+    """solutions_k_mono: a deeper list keeps the shallower one and only
+    replaces its cut. Where solutions_k has no cut, reference.solutions
+    lists it, in order."""
     root, prog = prob
+    prev = None
     for K in DEPTHS:
         try:
             sols, cut = spec(prog, root, K, budget=20_000)
         except TooBig:
             return
+        if prev is not None:
+            psols, pcut = prev
+            assert sols[:len(psols)] == psols if pcut else (sols, cut) == prev
+        prev = sols, cut
         if not cut:
             budget = reference.Fuel(200_000)
             try:

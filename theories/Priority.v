@@ -79,6 +79,9 @@
     - [solutions_k_sound]: every element is a declarative match;
       [solutions_k_nil]: [PNil] means no declarative match at all (for
       well-formed patterns, via [match_pattern_fail_sound]).
+    - [solutions_k_mono]: the depth-[K] lists approximate one list:
+      unfolding deeper keeps every solution known at depth [K], in its
+      place, and only replaces the cut.
     - [solutions_k_frag]: on the fragment, [solutions_k] has no cut, at any
       depth, and is [solutions] element by element.
     - [match_root_first_k], [match_root_none_k]: the library's answer
@@ -2298,4 +2301,99 @@ Proof.
   unfold solutions_k. revert H. generalize (solutions G none_t none_f p t).
   induction (psols G D K (max n m) none_t none_f p t (root_env n m)) as [| |a L IH];
     intros [|b l] H; simpl in *; auto. destruct H as [[H1 H2] H3]. auto.
+Qed.
+
+(** ** Deeper unfolding only refines the cuts *)
+
+(** [pprefix L L']: [L'] is [L] with its cut (if any) replaced by a
+    partial list. *)
+Fixpoint pprefix {A} (L L' : plist A) : Prop :=
+  match L, L' with
+  | PCut, _ => True
+  | PNil, PNil => True
+  | PCons a l, PCons a' l' => a = a' /\ pprefix l l'
+  | _, _ => False
+  end.
+
+Lemma pprefix_refl : forall A (L : plist A), pprefix L L.
+Proof. induction L; simpl; auto. Qed.
+
+Lemma pprefix_papp : forall A (l1 l1' l2 l2' : plist A),
+  pprefix l1 l1' -> pprefix l2 l2' -> pprefix (papp l1 l2) (papp l1' l2').
+Proof.
+  induction l1 as [| |a l1 IH]; intros [| |a' l1'] l2 l2' H1 H2; simpl in *;
+    try contradiction; auto.
+  destruct H1 as [-> H1]. split; auto.
+Qed.
+
+Lemma pprefix_pbind : forall A B (L L' : plist A) (f g : A -> plist B),
+  pprefix L L' -> (forall a, pprefix (f a) (g a)) -> pprefix (pbind L f) (pbind L' g).
+Proof.
+  induction L as [| |a L IH]; intros [| |a' L'] f g H Hfg; simpl in *;
+    try contradiction; auto.
+  destruct H as [-> H]. apply pprefix_papp; auto.
+Qed.
+
+Section Mono.
+  Variable G : graph.
+  Variable D : list pdef.
+
+  Definition MP (d : nat) (p : pattern) : Prop :=
+    forall d' B Θ Φ t ρ, d <= d' ->
+      pprefix (psols G D d B Θ Φ p t ρ) (psols G D d' B Θ Φ p t ρ).
+
+  Lemma MP_list : forall d ps, Forall (MP d) ps ->
+    forall d' B Θ Φ ts ρ, d <= d' ->
+      pprefix (psols_list (fun Θ Φ q u => psols G D d B Θ Φ q u ρ) Θ Φ ps ts)
+              (psols_list (fun Θ Φ q u => psols G D d' B Θ Φ q u ρ) Θ Φ ps ts).
+  Proof.
+    intros d ps H. induction H as [|q ps Hq Hps IH]; intros d' B Θ Φ ts ρ Hle;
+      destruct ts as [|u ts]; try solve [simpl; auto | simpl; split; auto].
+    rewrite !psols_list_cons. apply pprefix_pbind; [apply Hq; auto|].
+    intros s. apply IH; auto.
+  Qed.
+
+  Lemma MP_gen : forall d, (forall d0, d = S d0 -> forall p, MP d0 p) -> forall p, MP d p.
+  Proof.
+    intros d IHd p.
+    induction p as [x|f ps Hps|p1 p2 IHp1 IHp2|p g IHp|x p IHp|F p IHp
+                   |p p' x IHp1 IHp2|F ps Hps|P xs Fs] using pattern_ind';
+      intros d' B Θ Φ t ρ Hle.
+    - rewrite !psols_var. apply pprefix_refl.
+    - rewrite !psols_app. destruct (_ && _); [apply MP_list; auto | exact I].
+    - rewrite !psols_alt. apply pprefix_papp; auto.
+    - rewrite !psols_guard. apply pprefix_pbind; auto. intros s. apply pprefix_refl.
+    - rewrite !psols_exists. apply pprefix_pbind; auto. intros s. apply pprefix_refl.
+    - rewrite !psols_existsf. apply pprefix_pbind; auto. intros s. apply pprefix_refl.
+    - rewrite !psols_constr. apply pprefix_pbind; auto.
+      intros s. destruct (rd (fst s) (tenv ρ) x); simpl; auto.
+    - rewrite !psols_funvar. destruct (Nat.eqb _ _); [|exact I].
+      destruct (vfind F (fenv ρ)) as [s|]; [|exact I].
+      destruct (Φ s) as [f|]; [destruct (Nat.eqb f _); [|exact I]|]; apply MP_list; auto.
+    - destruct d as [|d0]; [rewrite psols_call0; exact I|].
+      destruct d' as [|d0']; [lia|]. rewrite !psols_callS.
+      destruct (nth_error D P) as [dd|]; [|exact I].
+      destruct (_ && _); [|exact I]. apply (IHd d0 eq_refl). lia.
+  Qed.
+
+  Lemma psols_mono : forall d p, MP d p.
+  Proof.
+    induction d as [|d IH]; apply MP_gen; intros d0 E; [discriminate|].
+    injection E as <-. exact IH.
+  Qed.
+End Mono.
+
+(** The depth-[K] lists are approximations of one (possibly infinite)
+    list: unfolding deeper keeps every solution known at depth [K], in its
+    place, and only replaces the cut. In particular earlier alternates gain
+    no solutions: where they could, there was a cut. *)
+Theorem solutions_k_mono : forall G D K K' n m p t,
+  K <= K' -> pprefix (solutions_k G D K n m p t) (solutions_k G D K' n m p t).
+Proof.
+  intros G D K K' n m p t Hle. unfold solutions_k.
+  generalize (psols_mono G D K p K' (max n m) none_t none_f t (root_env n m) Hle).
+  generalize (psols G D K' (max n m) none_t none_f p t (root_env n m)).
+  induction (psols G D K (max n m) none_t none_f p t (root_env n m)) as [| |a L IH];
+    intros [| |a' L'] H; simpl in *; try contradiction; auto.
+  destruct H as [-> H]. split; auto.
 Qed.

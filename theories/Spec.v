@@ -163,6 +163,12 @@ Definition S_first_solution_k_stable : Prop :=
     (match_pattern G D fuel n m p t = OFailure ->
        forall K, solutions_k G D K n m p t = PCut \/ solutions_k G D K n m p t = PNil).
 
+(** Unfolding deeper keeps every solution already known, in its place,
+    and only replaces the cut ([pprefix]). *)
+Definition S_solutions_k_mono : Prop :=
+  forall G D K K' n m p t,
+    K <= K' -> pprefix (solutions_k G D K n m p t) (solutions_k G D K' n m p t).
+
 (** On the fragment of [solutions], [solutions_k] is [solutions]. *)
 Definition S_solutions_k_frag : Prop :=
   forall G D K n m p t,
@@ -289,6 +295,8 @@ Lemma spec_solutions_k_cut : S_solutions_k_cut.
 Proof. exact solutions_k_cut. Qed.
 Lemma spec_first_solution_k_stable : S_first_solution_k_stable.
 Proof. exact first_solution_k_stable. Qed.
+Lemma spec_solutions_k_mono : S_solutions_k_mono.
+Proof. exact solutions_k_mono. Qed.
 Lemma spec_solutions_k_frag : S_solutions_k_frag.
 Proof. exact solutions_k_frag. Qed.
 Lemma spec_match_root_first_k : S_match_root_first_k.

@@ -51,6 +51,7 @@ Print Assumptions first_solution_k_stable.
 Print Assumptions solutions_k_sound.
 Print Assumptions solutions_k_nil.
 Print Assumptions solutions_k_frag.
+Print Assumptions solutions_k_mono.
 Print Assumptions match_root_first_k.
 Print Assumptions match_root_none_k.
 (* the specification file (Spec.v): each statement is proved *)
@@ -72,6 +73,7 @@ Print Assumptions spec_first_solution_k.
 Print Assumptions spec_first_solution_k_complete.
 Print Assumptions spec_solutions_k_cut.
 Print Assumptions spec_first_solution_k_stable.
+Print Assumptions spec_solutions_k_mono.
 Print Assumptions spec_solutions_k_frag.
 Print Assumptions spec_match_root_first_k.
 Print Assumptions spec_set_match_correct.
