@@ -860,7 +860,16 @@ Section Whole.
 
   (** [psols d B Θ Φ p t ρ]: the solutions of [p] at [t] in scope [ρ]
       from ⟨Θ, Φ⟩ (substitutions of slots), in order, calls unfolded at
-      most [d] deep; [B] is the first slot free for an [∃]. *)
+      most [d] deep; [B] is the first slot no enclosing scope uses.
+      - [x], [f(ps)], [p1 ‖ p2], guards, constraints, [F(ps)]: as
+        [solutions], reading variables through [ρ];
+      - [∃x.p]: [x] is slot [B], fresh (unbound in both substitutions);
+        the solutions of [p] in [ρ + {x ↦ B}] (inner [∃]s from [B+1]) that
+        bind [B], with [B] then dropped: the witness is hidden;
+      - [P(xs)[Fs]]: past the depth, a cut; else the body of [P] in the
+        scope whose parameter [i] is the caller's [xs_i] ([call_env]);
+        a call the machine rejects (unknown [P], wrong arity) has no
+        solution. *)
   Fixpoint psols (d : nat) : nat -> tsubst -> fsubst -> pattern -> node -> env -> plist sol :=
     fix go (B : nat) (Θ : tsubst) (Φ : fsubst) (p : pattern) (t : node) (ρ : env)
       {struct p} : plist sol :=

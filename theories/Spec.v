@@ -16,8 +16,9 @@
          substitution of the pattern's variables;
        - [Priority.v]: [solutions] (the fragment) and [psols] /
          [solutions_k] (the whole calculus, with [plist], [papp],
-         [pbind], [rd], [clr]), the ordered lists of matches (which answer
-         the matcher gives);
+         [pbind], [rd], [clr]; [pIn], [pprefix], [prel] relate such
+         lists), the ordered lists of matches (which answer the matcher
+         gives);
        - [Entry.v]: [answer], [assoc], [match_root], [match_all],
          [candidates] (what the library answers) and the prepared forms
          [load_set], [set_match], [set_match_all] the library runs;
