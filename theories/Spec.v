@@ -14,8 +14,11 @@
        - [Env.v] / [Soundness.v]: [tsub], [fsub], [root_env]: how a result
          of the machine (substitutions over slots) is read as a
          substitution of the pattern's variables;
-       - [Priority.v]: [solutions], the ordered list of matches (which
-         answer the matcher gives);
+       - [Priority.v]: [solutions] (the fragment) and [psols] /
+         [solutions_k] (the whole calculus, with [plist], [papp],
+         [pbind], [rd], [clr]; [pIn], [pprefix], [prel] relate such
+         lists), the ordered lists of matches (which answer the matcher
+         gives);
        - [Entry.v]: [answer], [assoc], [match_root], [match_all],
          [candidates] (what the library answers) and the prepared forms
          [load_set], [set_match], [set_match_all] the library runs;
@@ -113,6 +116,67 @@ Definition S_first_solution_complete : Prop :=
     (solutions G none_t none_f p t = [] ->
        exists fuel, match_pattern G D fuel n m p t = OFailure).
 
+(** ** Which answer, the whole calculus ([Priority.v]: calls and [∃]
+    included; [solutions_k K] unfolds calls at most [K] deep and has a cut
+    [PCut] where it would go deeper) *)
+
+(** Every element of [solutions_k] is a declarative match. *)
+Definition S_solutions_k_sound : Prop :=
+  forall G D K n m p t σ ψ,
+    pIn (σ, ψ) (solutions_k G D K n m p t) -> matches G D σ ψ p t.
+
+(** The matcher's answer with [fuel] steps is the first solution at every
+    depth [K >= fuel]; its "no match" means there is none. *)
+Definition S_first_solution_k : Prop :=
+  forall G D fuel K n m p t,
+    fuel <= K ->
+    (forall Θ Φ, match_pattern G D fuel n m p t = OSuccess Θ Φ ->
+       exists σ ψ L, solutions_k G D K n m p t = PCons (σ, ψ) L /\
+         (forall x, tsub Θ (root_env n m) x = σ x) /\
+         (forall F, fsub Φ (root_env n m) F = ψ F)) /\
+    (match_pattern G D fuel n m p t = OFailure -> solutions_k G D K n m p t = PNil).
+
+(** A first solution known at some depth is the matcher's answer with
+    enough fuel; no solution means "no match" with enough fuel. *)
+Definition S_first_solution_k_complete : Prop :=
+  forall G D K n m p t,
+    (forall σ ψ L, solutions_k G D K n m p t = PCons (σ, ψ) L ->
+       exists fuel Θ Φ, match_pattern G D fuel n m p t = OSuccess Θ Φ /\
+         (forall x, tsub Θ (root_env n m) x = σ x) /\
+         (forall F, fsub Φ (root_env n m) F = ψ F)) /\
+    (solutions_k G D K n m p t = PNil -> exists fuel, match_pattern G D fuel n m p t = OFailure).
+
+(** A cut at depth [K]: the matcher has not answered within [K] steps. *)
+Definition S_solutions_k_cut : Prop :=
+  forall G D K n m p t,
+    solutions_k G D K n m p t = PCut ->
+    forall fuel, fuel <= K -> match_pattern G D fuel n m p t = OOutOfFuel.
+
+(** The first solution does not depend on the depth: at every depth it is
+    the matcher's answer, or still unknown (a cut). *)
+Definition S_first_solution_k_stable : Prop :=
+  forall G D fuel n m p t,
+    (forall Θ Φ, match_pattern G D fuel n m p t = OSuccess Θ Φ ->
+       forall K, solutions_k G D K n m p t = PCut \/
+         exists σ ψ L, solutions_k G D K n m p t = PCons (σ, ψ) L /\
+           (forall x, tsub Θ (root_env n m) x = σ x) /\
+           (forall F, fsub Φ (root_env n m) F = ψ F)) /\
+    (match_pattern G D fuel n m p t = OFailure ->
+       forall K, solutions_k G D K n m p t = PCut \/ solutions_k G D K n m p t = PNil).
+
+(** Unfolding deeper keeps every solution already known, in its place,
+    and only replaces the cut ([pprefix]). *)
+Definition S_solutions_k_mono : Prop :=
+  forall G D K K' n m p t,
+    K <= K' -> pprefix (solutions_k G D K n m p t) (solutions_k G D K' n m p t).
+
+(** On the fragment of [solutions], [solutions_k] is [solutions]. *)
+Definition S_solutions_k_frag : Prop :=
+  forall G D K n m p t,
+    in_frag n m p = true ->
+    prel (fun a b => (forall x, fst a x = fst b x) /\ (forall F, snd a F = snd b F))
+      (solutions_k G D K n m p t) (solutions G none_t none_f p t).
+
 (** ** The library's entry points ([Entry.v]) *)
 
 (** A single match ([pypm_match]): the bindings satisfy the declarative
@@ -167,6 +231,18 @@ Definition S_match_root_first : Prop :=
          (forall x, assoc bs x = σ x) /\ (forall F, assoc fbs F = ψ F)) /\
     (match_root G D fuel r t = RNoMatch -> solutions G none_t none_f (body d) t = []).
 
+(** Which answer [pypm_match] gives, any root: the bindings are the first
+    solution at every depth [K >= fuel]; "no match" means no depth has a
+    first solution. *)
+Definition S_match_root_first_k : Prop :=
+  forall G D fuel r t d,
+    nth_error D r = Some d ->
+    (forall bs fbs K, fuel <= K -> match_root G D fuel r t = RMatch bs fbs ->
+       exists σ ψ L, solutions_k G D K (nparams d) (nfparams d) (body d) t = PCons (σ, ψ) L /\
+         (forall x, assoc bs x = σ x) /\ (forall F, assoc fbs F = ψ F)) /\
+    (match_root G D fuel r t = RNoMatch ->
+       forall K s L, solutions_k G D K (nparams d) (nfparams d) (body d) t <> PCons s L).
+
 (** The prepared forms the library runs are the functions above. *)
 Definition S_set_match_correct : Prop :=
   forall G D roots ps fuel i r t,
@@ -209,6 +285,26 @@ Proof.
   intros G D fuel r t d Hd Hf. split.
   - intros bs fbs. exact (match_root_first G D fuel r t d bs fbs Hd Hf).
   - exact (match_root_none_first G D fuel r t d Hd Hf).
+Qed.
+Lemma spec_solutions_k_sound : S_solutions_k_sound.
+Proof. exact solutions_k_sound. Qed.
+Lemma spec_first_solution_k : S_first_solution_k.
+Proof. exact first_solution_k. Qed.
+Lemma spec_first_solution_k_complete : S_first_solution_k_complete.
+Proof. exact first_solution_k_complete. Qed.
+Lemma spec_solutions_k_cut : S_solutions_k_cut.
+Proof. exact solutions_k_cut. Qed.
+Lemma spec_first_solution_k_stable : S_first_solution_k_stable.
+Proof. exact first_solution_k_stable. Qed.
+Lemma spec_solutions_k_mono : S_solutions_k_mono.
+Proof. exact solutions_k_mono. Qed.
+Lemma spec_solutions_k_frag : S_solutions_k_frag.
+Proof. exact solutions_k_frag. Qed.
+Lemma spec_match_root_first_k : S_match_root_first_k.
+Proof.
+  intros G D fuel r t d Hd. split.
+  - intros bs fbs K Hle. exact (match_root_first_k G D fuel K r t d bs fbs Hd Hle).
+  - exact (match_root_none_k G D fuel r t d Hd).
 Qed.
 Lemma spec_set_match_correct : S_set_match_correct.
 Proof. exact set_match_correct. Qed.

@@ -42,6 +42,18 @@ Print Assumptions first_solution.
 Print Assumptions first_solution_complete.
 Print Assumptions match_root_first.
 Print Assumptions match_root_none_first.
+Print Assumptions psols_sound.
+Print Assumptions WKB_all.
+Print Assumptions first_solution_k.
+Print Assumptions first_solution_k_complete.
+Print Assumptions solutions_k_cut.
+Print Assumptions first_solution_k_stable.
+Print Assumptions solutions_k_sound.
+Print Assumptions solutions_k_nil.
+Print Assumptions solutions_k_frag.
+Print Assumptions solutions_k_mono.
+Print Assumptions match_root_first_k.
+Print Assumptions match_root_none_k.
 (* the specification file (Spec.v): each statement is proved *)
 Print Assumptions spec_match_weakening.
 Print Assumptions spec_match_pattern_sound.
@@ -56,5 +68,13 @@ Print Assumptions spec_root_index_no_match.
 Print Assumptions spec_match_all_In.
 Print Assumptions spec_candidates_sound.
 Print Assumptions spec_match_root_first.
+Print Assumptions spec_solutions_k_sound.
+Print Assumptions spec_first_solution_k.
+Print Assumptions spec_first_solution_k_complete.
+Print Assumptions spec_solutions_k_cut.
+Print Assumptions spec_first_solution_k_stable.
+Print Assumptions spec_solutions_k_mono.
+Print Assumptions spec_solutions_k_frag.
+Print Assumptions spec_match_root_first_k.
 Print Assumptions spec_set_match_correct.
 Print Assumptions spec_set_match_all_correct.

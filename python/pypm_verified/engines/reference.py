@@ -23,7 +23,11 @@ the root matches ``node``:
 Variables are kept in *cells*: a scope maps a pattern's variables to cells,
 the substitution maps cells to nodes; ∃ allocates a new cell, a call maps
 the callee's parameters to the argument variables' cells. The first
-solution is the answer. Every rule application, guard check, name check and
+solution is the answer. This order is the priority order that
+``theories/Priority.v`` specifies (``psols`` / ``solutions_k``), and
+``Priority.first_solution_k`` proves that the verified engine's answer is
+its first element; ``tests/test_priority.py`` checks both engines, and this
+enumeration, against an independent transcription of ``solutions_k``. Every rule application, guard check, name check and
 constraint lookup costs one unit of fuel, and reaching the answer one more
 (the machine's steps, ``Interpreter.run``); :class:`OutOfFuel` is raised when
 the fuel is spent. The generators are driven by an explicit stack (a
@@ -323,9 +327,10 @@ def solutions(program: ProgramLike, node, theta: Optional[Mapping[int, object]] 
 
 
 def first_solution(program: ProgramLike, node, fuel: Optional[int] = None) -> Optional[Solution]:
-    """The first solution (the match), or None; raises OutOfFuel when more
-    than ``fuel`` steps are needed (default ``1 << 24``; ``fuel <= 0`` means
-    the default).
+    """The first solution (the match) in the order of :func:`solutions` (the
+    priority order of ``Priority.solutions_k``), or None; raises OutOfFuel
+    when more than ``fuel`` steps are needed (default ``1 << 24``;
+    ``fuel <= 0`` means the default).
 
     As the verified engine's entry point (``Entry.match_root``), the
     root-operator index answers first: a root that cannot have ``node``'s
