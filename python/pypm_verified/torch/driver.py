@@ -436,7 +436,8 @@ class Driver:
         new = out.fx
         old_val, new_val = root.meta.get("val"), new.meta.get("val")
         if isinstance(old_val, torch.Tensor) and (
-                not isinstance(new_val, torch.Tensor) or not _same_sizes(old_val, new_val)
+                not isinstance(new_val, torch.Tensor)
+                or not _same_sizes(old_val, new_val, self.shape_env is not None)
                 or old_val.dtype != new_val.dtype):
             raise RewriteError(
                 f"rule {rule.name!r} ({rule.where}) replaced {root.name} "
@@ -538,14 +539,18 @@ class Driver:
         return self.report
 
 
-def _same_sizes(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether the shapes are equal (symbolic sizes compared as expressions,
-    without guarding: :meth:`Driver._same_shape` has decided them)."""
+def _same_sizes(a: torch.Tensor, b: torch.Tensor, decided: bool) -> bool:
+    """Whether the shapes are equal, without guarding: symbolic sizes are
+    equal only if ``decided`` (:meth:`Driver._same_shape` proved them equal
+    for every admissible size, or the rule declined); in a static program a
+    symbolic size (e.g. data-dependent) never equals a static one."""
     if a.dim() != b.dim():
         return False
     for x, y in zip(a.shape, b.shape):
         if dynamic.is_symbolic(x) or dynamic.is_symbolic(y):
-            continue  # equal at every admissible size, or the rule declined
+            if decided:
+                continue
+            return False
         if int(x) != int(y):
             return False
     return True
