@@ -338,9 +338,10 @@ def confirm(program: core.Program, theta: Mapping, phi: Mapping, node, tg, env
 
 # ---------------------------------------------------- inputs of other sizes
 
-def input_symbols(ep) -> Dict[object, Tuple[int, int, int]]:
+def input_symbols(ep) -> Dict[object, Tuple[int, int, int, str]]:
     """The size symbols of ``ep``'s user inputs: symbol -> (hint, lower,
-    upper), the range from ``ep.range_constraints`` (upper capped)."""
+    upper, where), the range from ``ep.range_constraints`` (upper capped),
+    ``where`` the first input axis of that size (``input_ids.shape[1]``)."""
     out = {}
     sig = ep.graph_signature
     users = set(getattr(sig, "user_inputs", ()))
@@ -350,7 +351,7 @@ def input_symbols(ep) -> Dict[object, Tuple[int, int, int]]:
         v = n.meta.get("val")
         if not isinstance(v, torch.Tensor):
             continue
-        for d in v.shape:
+        for axis, d in enumerate(v.shape):
             if isinstance(d, torch.SymInt) and not d.node.expr.is_number:
                 for s in d.node.expr.free_symbols:
                     if s in out:
@@ -361,7 +362,8 @@ def input_symbols(ep) -> Dict[object, Tuple[int, int, int]]:
                         hi = int(r.upper) if r is not None else 1 << 20
                     except (TypeError, ValueError, OverflowError):
                         hi = 1 << 20
-                    out[s] = (hint(torch.SymInt(d.node)) if d.node.expr == s else None, lo, hi)
+                    out[s] = (hint(d) if d.node.expr == s else None, lo, hi,
+                              f"{n.name}.shape[{axis}]")
     return out
 
 
@@ -413,7 +415,7 @@ def other_sizes(ep, k: int = 2) -> List[Dict[object, int]]:
     outs: List[Dict[object, int]] = []
     for step in range(1, k + 1):
         vals = {}
-        for s, (h, lo, hi) in syms.items():
+        for s, (h, lo, hi, _) in syms.items():
             h = h if h is not None else lo
             v = h + 2 * step - 1
             if v > hi:

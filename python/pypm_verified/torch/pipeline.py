@@ -37,7 +37,7 @@ class Result:
     numerics: Optional[Numerics] = None
     changed: bool = True
     other_sizes: Tuple[Dict[str, int], ...] = ()
-    """For a program with dynamic shapes: the sizes (symbol -> value) of the
+    """For a program with dynamic shapes: the sizes (input axis -> value) of the
     extra input sets the numerics ran both programs on, besides the example's
     (the rewritten program must accept them: it keeps its dynamic sizes)."""
 
@@ -111,16 +111,18 @@ def check_numerics(prog: LoadedModel, ep, n_random: int = 2
     """Compare ``ep`` with ``prog``'s program on the example inputs and
     ``n_random`` random sets; for a program with dynamic input sizes also on
     random inputs of two other sizes inside the program's ranges. Returns
-    the :class:`Numerics` and those sizes (symbol name -> value)."""
+    the :class:`Numerics` and those sizes (input axis, e.g.
+    ``input_ids.shape[1]``, -> value)."""
     from . import dynamic
     extra, sizes = [], ()
+    where = {s: w for s, (_, _, _, w) in dynamic.input_symbols(prog.ep).items()}
     for i, vals in enumerate(dynamic.other_sizes(prog.ep, 2)):
         try:
             extra.append(dynamic.other_size_inputs(prog.ep, prog.args, prog.kwargs, vals,
                                                    seed=100 + i))
         except ValueError:  # an input whose shape the symbols do not determine
             continue
-        sizes += ({str(k): v for k, v in vals.items()},)
+        sizes += ({where.get(k, str(k)): v for k, v in vals.items()},)
     return compare(prog.ep, ep, prog.args, prog.kwargs, n_random=n_random,
                    extra_sets=extra), sizes
 
