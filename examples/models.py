@@ -169,12 +169,14 @@ def dynamic_shapes(name: str, max_seq: int = 64) -> dict:
 
 def export_dynamic(name: str, size: str = "small", layers=None):
     """``export`` with a dynamic batch and sequence (``dynamic_shapes``): the
-    program accepts other batch and sequence sizes than the example's."""
+    program accepts other batch and sequence sizes than the example's (the
+    example batch is at least 2)."""
     import torch
-    m, inputs = build(name, size, layers)
-    seq = _dims(size, layers)[5]
+    m, _ = build(name, size, layers)
+    seq, batch = _dims(size, layers)[5:]
+    # an example batch of 1 would be specialized (torch's 0/1 rule): use 2 then
     with torch.no_grad():
-        ep = torch.export.export(m, (), input_kwargs(inputs),
+        ep = torch.export.export(m, (), input_kwargs(_ids(max(batch, 2), seq)),
                                  dynamic_shapes=dynamic_shapes(name, max(seq, 64)))
     return ep.run_decompositions({})
 

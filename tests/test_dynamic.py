@@ -274,3 +274,47 @@ def test_equality_of_symbols(lib):
     assert same.report.firings == {"drop_relu_square": 1} and same.numerics.ok
     two = rewrite_program(export_relu2(), [Square], target="cuda")
     assert two.report.matches.get("Square") == 1 and two.report.firings == {}
+
+
+@pm.pattern
+def AreaAtMost4096(x):
+    assert x.shape[0] * x.shape[1] <= 4096  # 64 * 64: true over the ranges
+    return Relu(Relu(x))
+
+
+@pm.rule(AreaAtMost4096)
+def drop_relu_area(x):
+    return Relu(x)
+
+
+@pm.pattern
+def AreaAtMost256(x):
+    assert x.shape[0] * x.shape[1] <= 256  # 16 * 16 = 256 for the example only
+    return Relu(Relu(x))
+
+
+@pm.rule(AreaAtMost256)
+def drop_relu_area256(x):
+    return Relu(x)
+
+
+def test_arithmetic_guards_over_ranges(lib):
+    """Guard arithmetic is decided over the symbols' ranges (rows, cols in
+    1..64 and 2..64): the product is at most 4096 at every size, but at most
+    256 only at some (the example's included)."""
+    prog = export_relu2()
+    r = rewrite_program(prog, [AreaAtMost4096, AreaAtMost256], target="cuda")
+    assert r.report.firings == {"drop_relu_area": 1}
+    r = rewrite_program(prog, [AreaAtMost256], target="cuda")
+    assert r.report.matches == {"AreaAtMost256": 1} and r.report.firings == {}
+
+
+def test_static_program_has_no_shape_env(lib):
+    """The static path: no shape environment, sizes as before (ints)."""
+    from pypm_verified.torch.driver import Driver
+    prog = export_relu2(static=True)
+    d = Driver(prog.ep.graph_module, [SeqIs16], target="cuda")
+    assert d.shape_env is None
+    d.prepare()
+    x = next(n for n in prog.ep.graph.nodes if n.op == "placeholder")
+    assert d.value(x).shape == (16, 16) and not d.tg.size_hints

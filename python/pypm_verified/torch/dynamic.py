@@ -54,7 +54,7 @@ import torch.fx as fx
 
 from .. import core
 from ..core import (EAdd, EAttr, EConst, EFAttr, EMul, ESub, GAnd, GEq, GLt, GNot, GOr, GTrue,
-                    PGuard)
+                    PExists, PGuard)
 from ..engines import declarative
 
 try:  # private in torch 2.13: raised by ShapeEnv.error_on_new_guards
@@ -277,8 +277,32 @@ class _SymbolicDecider(declarative._Decider):
         super().__init__(defs, graph)
         self.attrs = attrs
         self.failed: List[Tuple[object, object]] = []
+        self._order: Dict[int, list] = {}
+
+    def witnesses(self, t) -> list:
+        """Every node, those below ``t`` first (nearest first): a local
+        variable of a pattern is usually bound to a sub-term of the node
+        matched, and ``any`` stops at the first witness that works. The same
+        nodes as the declarative decider tries, so the same answer."""
+        order = self._order.get(t.id)
+        if order is None:
+            seen, order, frontier = {t.id}, [t], [t]
+            while frontier:
+                nxt = []
+                for n in frontier:
+                    for c in n.args:
+                        if c.id not in seen:
+                            seen.add(c.id)
+                            order.append(c)
+                            nxt.append(c)
+                frontier = nxt
+            order += [n for n in self.nodes if n.id not in seen]
+            self._order[t.id] = order
+        return order
 
     def holds(self, p, theta, phi, t) -> bool:
+        if isinstance(p, PExists):
+            return any(self.holds(p.p, {**theta, p.x: w}, phi, t) for w in self.witnesses(t))
         if isinstance(p, PGuard):
             if not self.holds(p.p, theta, phi, t):
                 return False
