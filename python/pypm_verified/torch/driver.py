@@ -192,7 +192,8 @@ class _Builder:
         if isinstance(a, torch.SymInt):
             if not dynamic.is_symbolic(a):
                 return int(a.node.expr)
-            return self.driver.sym_node(a, self.root)  # the node computing it, not its hint
+            # the node computing it, not its example value
+            return self.driver.sym_node(a, self.root, self.created)
         return a
 
     def apply(self, op, *args, shape=None, dtype=None):
@@ -279,12 +280,14 @@ class Driver:
     def value(self, node: fx.Node) -> Value:
         return Value(self.tg.term[node], node)
 
-    def sym_node(self, size, before: fx.Node) -> fx.Node:
+    def sym_node(self, size, before: fx.Node, created: Optional[List[fx.Node]] = None
+                 ) -> fx.Node:
         """The FX node computing the symbolic size ``size`` (a SymInt) for a
         replacement inserted before ``before``: an earlier node whose value is
         that size (e.g. ``sym_size_int``), else a new ``aten.sym_size.int`` of
-        an earlier tensor having it as a dimension. A size no earlier node
-        has declines the rule (:class:`~.dynamic.SizeUnknown`)."""
+        an earlier tensor having it as a dimension (appended to ``created``).
+        A size no earlier node has declines the rule
+        (:class:`~.dynamic.SizeUnknown`)."""
         want = dynamic.expr(size)
         tensor_dim = None
         for n in self.gm.graph.nodes:
@@ -306,7 +309,10 @@ class Driver:
         with g.inserting_before(before):
             node = g.call_function(torch.ops.aten.sym_size.int, (n, i))
         node.meta["val"] = d
-        return self.tg.add(node)
+        kept = self.tg.add(node)
+        if kept is node and created is not None:
+            created.append(node)
+        return kept
 
     def bound_value(self, term) -> object:
         """The :class:`Value` a rule receives for the bound term node ``term``."""

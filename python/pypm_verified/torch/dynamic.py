@@ -170,16 +170,19 @@ class SymbolicAttrs:
         """The attribute as an int or a sympy expression; ``_UNKNOWN``."""
         if core.SHAPE_BASE <= attr < core.SHAPE_BASE + core.MAX_RANK or \
                 core.SHAPE_NEG_BASE <= attr < core.SHAPE_NEG_BASE + core.MAX_RANK:
+            # from the FX value's own sizes: the term graph holds example
+            # values for symbolic ones, never to be read as facts here
             fxn = self.tg.fx_of.get(node.id)
             val = fxn.meta.get("val") if fxn is not None else None
-            if isinstance(val, torch.Tensor) and is_symbolic(val):
-                dims = tuple(val.shape)
-                i = attr - core.SHAPE_BASE if attr < core.SHAPE_NEG_BASE else \
-                    len(dims) - 1 - (attr - core.SHAPE_NEG_BASE)
-                if not 0 <= i < len(dims):
-                    return _UNKNOWN
-                e = expr(dims[i])
-                return int(e) if e.is_number else e
+            if not isinstance(val, torch.Tensor):
+                return _UNKNOWN
+            dims = tuple(val.shape)
+            i = attr - core.SHAPE_BASE if attr < core.SHAPE_NEG_BASE else \
+                len(dims) - 1 - (attr - core.SHAPE_NEG_BASE)
+            if not 0 <= i < len(dims) or len(dims) > core.MAX_RANK:
+                return _UNKNOWN
+            e = expr(dims[i])
+            return int(e) if e.is_number else e
         v = node.graph.attr_map(node.id).get(attr)
         return _UNKNOWN if v is None else v
 
