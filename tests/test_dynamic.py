@@ -10,8 +10,11 @@ sequence are rewritten soundly and stay dynamic.
   does not decide (``seq == 16`` with a dynamic seq whose example is 16)
   does not fire; one it decides (``seq >= 2`` with ``min=2``, equal sizes
   from one ``Dim``) does;
+* guard arithmetic is decided over the symbols' ranges (``rows * cols <=
+  4096`` with both at most 64 fires, ``<= 256`` does not);
 * a rule that builds a shape from ``x.shape`` gets SymInts and its
-  replacement computes them (no example size baked in).
+  replacement computes them (no example size baked in);
+* a static program has no shape environment (the static path).
 
 Skipped when torch/transformers are missing."""
 import json
@@ -95,13 +98,13 @@ def test_dynamic_model_attention_fused_and_sizes_kept(exported, name, lib, tmp_p
     ep, kw = exported(name)
     assert len(symbolic_inputs(ep)) == 2  # batch and sequence are symbolic
     prog = load_model(ep, (), kw)
-    r = rewrite_program(prog, target="cuda")
+    r = rewrite_program(prog, target="cuda", n_random=0)
     layers = models.layers("small")
     assert r.report.firings.get("sdpa") == layers  # every attention block fused
     assert sdpa_count(r.ep) == layers
     assert r.report.matches["Attention"] == layers
-    # the numerics ran at the example, random inputs and two other sizes
-    assert r.numerics.ok and r.numerics.runs == 1 + 2 + 2, r.numerics
+    # the numerics ran at the example sizes and at two other sizes
+    assert r.numerics.ok and r.numerics.runs == 1 + 2, r.numerics
     assert len(r.other_sizes) == 2
     # the SDPA nodes keep the symbolic batch and sequence
     for n in r.ep.graph.nodes:
@@ -122,12 +125,12 @@ def test_dynamic_bert_cli(exported, lib, tmp_path, capsys):
     src, out, rep = tmp_path / "bert_dyn.pt2", tmp_path / "o.pt2", tmp_path / "r.json"
     torch.export.save(ep, str(src))
     code = cli.main(["rewrite", str(src), "-o", str(out), "--target", "cuda", "--report",
-                     str(rep), "--random-runs", "1"])
+                     str(rep), "--random-runs", "0"])
     stdout = capsys.readouterr().out
     assert code == 0, stdout
     report = json.loads(rep.read_text())
     assert report["firings"]["sdpa"] == models.layers("small")
-    assert report["numerics"]["ok"] and report["numerics"]["runs"] == 1 + 1 + 2
+    assert report["numerics"]["ok"] and report["numerics"]["runs"] == 1 + 2
     assert len(report["dynamic_sizes_checked"]) == 2
     assert "dynamic sizes checked" in stdout
     back = pm.load(str(out))

@@ -119,9 +119,11 @@ class Value:
     ``rank``, ``dtype`` (``pm.f32`` ...), ``torch_dtype``, ``device``.
     """
 
-    __slots__ = ("fx", "term", "is_const", "value", "meta")
+    __slots__ = ("fx", "term", "is_const", "value", "meta", "symbolic")
 
-    def __init__(self, term, fx_node: Optional[fx.Node], value=None, is_const=False):
+    def __init__(self, term, fx_node: Optional[fx.Node], value=None, is_const=False,
+                 symbolic: bool = False):
+        self.symbolic = symbolic  # dynamic shapes: symbolic sizes as SymInts
         self.term = term
         self.fx = fx_node
         self.is_const = is_const
@@ -130,10 +132,12 @@ class Value:
 
     @property
     def shape(self) -> Optional[TensorShape]:
-        if isinstance(self.meta, torch.Tensor) and self.term.shape is not None \
+        shape = self.term.shape
+        # dynamic shapes (the term holds example values): the SymInts instead
+        if self.symbolic and shape is not None and isinstance(self.meta, torch.Tensor) \
                 and dynamic.is_symbolic(self.meta):
-            return TensorShape(self.meta.shape)  # SymInts, never the example values
-        return self.term.shape
+            return TensorShape(self.meta.shape)
+        return shape
 
     @property
     def rank(self) -> Optional[int]:
@@ -278,7 +282,7 @@ class Driver:
     # ----------------------------------------------------------- helpers
 
     def value(self, node: fx.Node) -> Value:
-        return Value(self.tg.term[node], node)
+        return Value(self.tg.term[node], node, symbolic=self.shape_env is not None)
 
     def sym_node(self, size, before: fx.Node, created: Optional[List[fx.Node]] = None
                  ) -> fx.Node:
@@ -321,7 +325,7 @@ class Driver:
         node = self.tg.fx_of.get(term.id)
         if node is None:
             raise RewriteError(f"term %{term.id} has no FX node")
-        return Value(term, node)
+        return Value(term, node, symbolic=self.shape_env is not None)
 
     def _dce(self, start: List[fx.Node]) -> None:
         """Remove what became dead from ``start`` on: pure nodes without

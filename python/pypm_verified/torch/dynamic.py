@@ -57,11 +57,20 @@ from ..core import (EAdd, EAttr, EConst, EFAttr, EMul, ESub, GAnd, GEq, GLt, GNo
                     PExists, PGuard)
 from ..engines import declarative
 
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
 try:  # private in torch 2.13: raised by ShapeEnv.error_on_new_guards
-    from torch.fx.experimental.symbolic_shapes import _ShapeEnvGuardError as GuardError
-except ImportError:  # pragma: no cover - other torch versions
-    class GuardError(RuntimeError):  # type: ignore[no-redef]
+    from torch.fx.experimental.symbolic_shapes import _ShapeEnvGuardError
+    _CAN_REFUSE = True
+except ImportError:  # pragma: no cover - other torch versions (shape_env_of answers None)
+    class _ShapeEnvGuardError(RuntimeError):  # type: ignore[no-redef]
         """Never raised: this torch has no error-on-new-guards mode."""
+    _CAN_REFUSE = False
+
+GuardError = (_ShapeEnvGuardError, GuardOnDataDependentSymNode)
+"""What a comparison of symbolic sizes raises when the shape environment does
+not decide it (inside :func:`no_new_guards`), or when it depends on data (an
+unbacked size): the rule declines."""
 
 __all__ = ["GuardError", "SizeUnknown", "shape_env_of", "is_symbolic", "hint", "no_new_guards",
            "confirm", "explain_guard_error", "other_size_inputs"]
@@ -92,13 +101,17 @@ def is_symbolic(v) -> bool:
 
 def shape_env_of(gm: fx.GraphModule):
     """The shape environment of ``gm``'s symbolic sizes, or None when every
-    size in its metadata is static (the static path then stays as it was)."""
+    size in its metadata is static (the static path then stays as it was)
+    or when this torch's ShapeEnv cannot refuse new guards
+    (``error_on_new_guards``): then symbolic sizes stay unknown to the
+    engine, as before, and nothing is decided on their example values."""
     for n in gm.graph.nodes:
         v = n.meta.get("val")
         for d in (v.shape if isinstance(v, torch.Tensor) else (v,)):
             if isinstance(d, _sym_types()) and not d.node.expr.is_number:
                 env = getattr(d.node, "shape_env", None)
-                if env is not None:
+                if env is not None and _CAN_REFUSE and hasattr(env, "error_on_new_guards") \
+                        and hasattr(env, "_maybe_evaluate_static"):
                     return env
     return None
 
@@ -128,7 +141,7 @@ def hint(d) -> Optional[int]:
 @contextlib.contextmanager
 def no_new_guards(env) -> Iterator[None]:
     """Inside, a comparison of symbolic sizes the shape environment cannot
-    decide statically raises :data:`GuardError` instead of guarding on the
+    decide statically raises one of :data:`GuardError` instead of guarding on the
     example value (and nothing is recorded in ``env``). No-op for ``env``
     None (a static program)."""
     if env is None or not hasattr(env, "error_on_new_guards"):
@@ -140,7 +153,7 @@ def no_new_guards(env) -> Iterator[None]:
 
 def explain_guard_error(e: BaseException) -> str:
     """A :data:`GuardError`'s message for a user: which fact is unknown."""
-    text = str(e)
+    text = (str(e).strip().splitlines() or [type(e).__name__])[0]
     prefix = "Guard attempted while ShapeEnv guards are frozen: "
     if text.startswith(prefix):
         fact, _, val = text[len(prefix):].rpartition(" == ")
