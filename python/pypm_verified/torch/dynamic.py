@@ -203,10 +203,13 @@ class SymbolicAttrs:
         """Whether ``-bound < e < bound`` at every admissible size."""
         if isinstance(e, int):
             return -bound < e < bound
-        r = self.env.bound_sympy(e)
         try:
-            return -bound < int(r.lower) and int(r.upper) < bound
-        except (TypeError, ValueError, OverflowError):  # an infinite end
+            r = self.env.bound_sympy(e)
+            lo, hi = r.lower, r.upper
+            if not (getattr(lo, "is_Integer", False) and getattr(hi, "is_Integer", False)):
+                return False  # an infinite (or non-integer) end
+            return -bound < int(lo) and int(hi) < bound
+        except Exception:  # noqa: BLE001 -- no bound: not within
             return False
 
     def decide(self, fact) -> object:
@@ -223,9 +226,11 @@ class SymbolicAttrs:
             r = self.env._maybe_evaluate_static(fact)
         except Exception:  # noqa: BLE001 -- cannot decide: undecided
             return _UNDECIDED
-        if r is None:
-            return _UNDECIDED
-        return bool(r)
+        if r == sympy.true:
+            return True
+        if r == sympy.false:
+            return False
+        return _UNDECIDED
 
 
 def _eval(e, theta, phi, graph, attrs: SymbolicAttrs):
