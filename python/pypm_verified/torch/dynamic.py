@@ -468,5 +468,22 @@ def other_sizes(ep, k: int = 2) -> List[Dict[object, int]]:
             vals[s] = v
         if all(vals[s] == (syms[s][0] or syms[s][1]) for s in vals):
             continue
-        outs.append(vals)
+        if _in_ranges(ep, vals):
+            outs.append(vals)
     return outs
+
+
+def _in_ranges(ep, vals: Mapping[object, int]) -> bool:
+    """Whether the assignment satisfies every ``ep.range_constraints`` entry
+    it determines (derived sizes, e.g. ``2*s0``, included)."""
+    import sympy
+    sub = {k: sympy.Integer(v) for k, v in vals.items()}
+    for e, r in ep.range_constraints.items():
+        v = sympy.sympify(e).xreplace(sub)
+        if not v.is_number:
+            continue
+        lo, hi = r.lower, r.upper
+        if (getattr(lo, "is_Integer", False) and v < lo) or \
+                (getattr(hi, "is_Integer", False) and v > hi):
+            return False
+    return True

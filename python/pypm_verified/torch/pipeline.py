@@ -110,9 +110,10 @@ def check_numerics(prog: LoadedModel, ep, n_random: int = 2
                    ) -> Tuple[Numerics, Tuple[Dict[str, int], ...]]:
     """Compare ``ep`` with ``prog``'s program on the example inputs and
     ``n_random`` random sets; for a program with dynamic input sizes also on
-    random inputs of two other sizes inside the program's ranges. Returns
-    the :class:`Numerics` and those sizes (input axis, e.g.
-    ``input_ids.shape[1]``, -> value)."""
+    random inputs of two other sizes inside the program's ranges (a size the
+    original program rejects, e.g. one breaking a relation between sizes, is
+    skipped). Returns the :class:`Numerics` and those sizes (input axis,
+    e.g. ``input_ids.shape[1]``, -> value)."""
     from . import dynamic
     extra, sizes = [], ()
     where = {s: w for s, (_, _, _, w) in dynamic.input_symbols(prog.ep).items()}
