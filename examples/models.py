@@ -8,6 +8,7 @@ export). Nothing is downloaded: configs are written out here and weights are
 random (seeded), so the numbers are reproducible.
 
     python examples/models.py bert -o bert.pt2        # write one as .pt2
+    python examples/models.py bert --dynamic -o bert_dyn.pt2   # dynamic batch and sequence
     python examples/models.py --list
 
 Sizes: ``small`` (hidden 64, 2 layers, sequence 16; what the tests use),
@@ -156,6 +157,30 @@ def export(name: str, size: str = "small", layers=None):
     return ep.run_decompositions({})
 
 
+def dynamic_shapes(name: str, max_seq: int = 64) -> dict:
+    """``dynamic_shapes`` for ``torch.export.export`` with the inputs passed by
+    keyword (``input_kwargs``): a dynamic batch (1..64) and sequence
+    (2..``max_seq``; the position embeddings hold 64 positions at size
+    ``small``) on the ids and the mask."""
+    from torch.export import Dim
+    batch, seq = Dim("batch", min=1, max=64), Dim("seq", min=2, max=max_seq)
+    return {"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}}
+
+
+def export_dynamic(name: str, size: str = "small", layers=None):
+    """``export`` with a dynamic batch and sequence (``dynamic_shapes``): the
+    program accepts other batch and sequence sizes than the example's (the
+    example batch is at least 2)."""
+    import torch
+    m, _ = build(name, size, layers)
+    seq, batch = _dims(size, layers)[5:]
+    # an example batch of 1 would be specialized (torch's 0/1 rule): use 2 then
+    with torch.no_grad():
+        ep = torch.export.export(m, (), input_kwargs(_ids(max(batch, 2), seq)),
+                                 dynamic_shapes=dynamic_shapes(name, max(seq, 64)))
+    return ep.run_decompositions({})
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -166,6 +191,8 @@ def main(argv=None) -> int:
                     help="pt2: torch.export.save'd ExportedProgram; pickle: torch.save'd "
                          "{'model': module, 'example_inputs': inputs}")
     ap.add_argument("--list", action="store_true", help="list the models and exit")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="export with a dynamic batch and sequence (pt2 only)")
     args = ap.parse_args(argv)
     if args.list or not args.model:
         for k in sorted(MODELS):
@@ -174,7 +201,8 @@ def main(argv=None) -> int:
     import torch
     out = args.output or f"{args.model}.pt2"
     if args.format == "pt2":
-        torch.export.save(export(args.model, args.size), out)
+        torch.export.save((export_dynamic if args.dynamic else export)(args.model, args.size),
+                          out)
     else:
         m, inputs = build(args.model, args.size)
         torch.save({"model": m, "example_inputs": inputs}, out)

@@ -516,7 +516,7 @@ def why_not_fired(report, pattern: str, rule: str) -> str:
             "in --report)")
 
 
-def _table(console, report, numerics, timings, out_path, target_line, note):
+def _table(console, report, numerics, timings, out_path, target_line, note, sizes=()):
     from rich.markup import escape
     from rich.table import Table
     t = Table(title="rules")
@@ -557,6 +557,9 @@ def _table(console, report, numerics, timings, out_path, target_line, note):
         status = "[green]ok[/green]" if numerics.ok else "[red]MISMATCH[/red]"
         s.add_row("numerics", f"{status}: max abs {numerics.max_abs:.3g}, max rel "
                   f"{numerics.max_rel:.3g} over {numerics.runs} runs")
+        if sizes:  # dynamic shapes: the runs at other sizes
+            s.add_row("dynamic sizes checked", "; ".join(
+                ", ".join(f"{k}={v}" for k, v in d.items()) for d in sizes))
     elif note:
         s.add_row("numerics", note)
     s.add_row("output", out_path or "(not written)")
@@ -615,10 +618,9 @@ def _rewrite(args, state: dict) -> int:
     console = Console()
     from .library import default_patterns
     from .torch import kernels  # noqa: F401 -- programs may already use pypm ops
-    from .torch.check import compare
     from .torch.driver import RewriteError
     from .torch.loader import LoadError, load_model
-    from .torch.pipeline import rewrite_program, save_atomic
+    from .torch.pipeline import check_numerics, rewrite_program, save_atomic
 
     if args.rules:
         patterns = [p for spec in args.rules for p in load_rule_spec(spec)]
@@ -685,8 +687,8 @@ def _rewrite(args, state: dict) -> int:
             status.update("checking numerics")
             t2 = time.perf_counter()
             try:
-                res.numerics = compare(prog.ep, res.ep, prog.args, prog.kwargs,
-                                       n_random=args.random_runs)
+                res.numerics, res.other_sizes = check_numerics(prog, res.ep,
+                                                               n_random=args.random_runs)
             except Exception as e:  # noqa: BLE001
                 raise RuleFailure("the rewritten program fails to run on the example inputs: "
                                   f"{type(e).__name__}: {_first_line(e)}") from None
@@ -716,7 +718,8 @@ def _rewrite(args, state: dict) -> int:
             state["written"].append(out_path)
     timings["total"] = time.perf_counter() - t0
 
-    _table(console, res.report, numerics, timings, wrote, target_line, note)
+    _table(console, res.report, numerics, timings, wrote, target_line, note,
+           res.other_sizes)
     say = print  # plain lines: one line each, whatever the terminal's width
     if bench:
         for line in benchmark_lines(bench):
@@ -738,6 +741,7 @@ def _rewrite(args, state: dict) -> int:
                "warnings": list(getattr(prog, "warnings", None) or ()),
                **res.report.as_dict(), "target": target,
                "numerics": numerics.as_dict() if numerics is not None else None,
+               "dynamic_sizes_checked": list(res.other_sizes),
                "timings_s": timings, "benchmark": bench}
         try:
             write_text_atomic(json.dumps(rep, indent=2) + "\n", args.report)

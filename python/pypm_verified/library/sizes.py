@@ -1,7 +1,10 @@
 """The sizes the rules' profitability guards pass to ``ctx.profitable``
 (:class:`pypm_verified.torch.driver.RuleContext`, reading the measured table
-:mod:`pypm_verified.torch.profitability`). A size that is unknown (a
-symbolic dimension) makes the guard fail: the original subgraph is kept."""
+:mod:`pypm_verified.torch.profitability`). A size that is unknown makes the
+guard fail: the original subgraph is kept. In a program with dynamic shapes
+a symbolic dimension is a ``torch.SymInt`` (products stay symbolic), which
+``ctx.profitable`` asks about at its example value: profitability decides
+speed, not correctness."""
 from __future__ import annotations
 
 from math import prod

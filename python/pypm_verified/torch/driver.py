@@ -16,6 +16,12 @@ them would take a pass per layer: every firing changes the terms of all
 that follows it). The next pass matches only the nodes rules created;
 passes repeat until none fires, at most ``max_iterations`` (reported, never
 a hang).
+
+Dynamic shapes (a program exported with symbolic sizes): the engine matches
+on the sizes' example values, every match is then re-decided for every size
+the program's shape environment admits, rule bodies see ``torch.SymInt``
+sizes and cannot guard on a fact that is not statically known, and
+replacements keep the symbols (:mod:`.dynamic`).
 """
 from __future__ import annotations
 
@@ -26,13 +32,14 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.fx as fx
 
+from .. import core
 from ..core.graph import TensorShape
 from ..dsl.patterns import Pattern
 from ..dsl.rules import short_path
 from ..engines.matching import PatternSet, check_engine
 from ..errors import PatternError
 from ..rewriting.report import RewriteReport
-from . import profitability
+from . import dynamic, profitability
 from .importer import TermGraph, is_pure
 
 ASSERT_METADATA = torch.ops.aten._assert_tensor_metadata.default
@@ -74,6 +81,9 @@ class RuleContext:
         (a refusal is recorded in :attr:`refusals`)."""
         if not self.check_profitability:
             return True
+        # speed, not correctness: a symbolic size is asked with its example value
+        sizes = {k: dynamic.hint(v) if isinstance(v, torch.SymInt) else v
+                 for k, v in sizes.items()}
         why = profitability.refusal(rule, self.target, dtype=dtype, variant=variant, **sizes)
         if why is None:
             return True
@@ -103,13 +113,17 @@ class Value:
 
     ``fx`` (the FX node, None for constants), ``is_const``, ``value`` (the
     constant's Python/torch value; None for tensors), ``shape`` (a
-    :class:`TensorShape`, None when unknown; symbolic sizes are None),
+    :class:`TensorShape`, None when unknown; in a program with dynamic
+    shapes a symbolic size is its ``torch.SymInt``, whose comparisons are
+    decided for every admissible size or decline the rule),
     ``rank``, ``dtype`` (``pm.f32`` ...), ``torch_dtype``, ``device``.
     """
 
-    __slots__ = ("fx", "term", "is_const", "value", "meta")
+    __slots__ = ("fx", "term", "is_const", "value", "meta", "symbolic")
 
-    def __init__(self, term, fx_node: Optional[fx.Node], value=None, is_const=False):
+    def __init__(self, term, fx_node: Optional[fx.Node], value=None, is_const=False,
+                 symbolic: bool = False):
+        self.symbolic = symbolic  # dynamic shapes: symbolic sizes as SymInts
         self.term = term
         self.fx = fx_node
         self.is_const = is_const
@@ -118,7 +132,12 @@ class Value:
 
     @property
     def shape(self) -> Optional[TensorShape]:
-        return self.term.shape
+        shape = self.term.shape
+        # dynamic shapes (the term holds example values): the SymInts instead
+        if self.symbolic and shape is not None and isinstance(self.meta, torch.Tensor) \
+                and dynamic.is_symbolic(self.meta):
+            return TensorShape(self.meta.shape)
+        return shape
 
     @property
     def rank(self) -> Optional[int]:
@@ -174,6 +193,11 @@ class _Builder:
             return type(a)(self._fx_arg(e) for e in a)
         if isinstance(a, fx.Node):
             return a
+        if isinstance(a, torch.SymInt):
+            if not dynamic.is_symbolic(a):
+                return int(a.node.expr)
+            # the node computing it, not its example value
+            return self.driver.sym_node(a, self.root, self.created)
         return a
 
     def apply(self, op, *args, shape=None, dtype=None):
@@ -187,6 +211,8 @@ class _Builder:
         try:
             with self.driver.fake_mode:
                 val = target(*fake[0], **fake[1])
+        except dynamic.GuardError:
+            raise  # needs a size fact not statically known: the rule declines
         except Exception as e:
             raise RewriteError(f"rule {self.rule.name}: {target} rejects the arguments "
                                f"it built ({type(e).__name__}: {e})") from None
@@ -242,6 +268,8 @@ class Driver:
         self.report = RewriteReport(engine=engine, target=target)
         self.renamed: Dict[str, fx.Node] = {}  # replaced root's name -> its replacement
         self._stale: set = set()  # FX nodes whose arguments' terms changed
+        # dynamic shapes: the shape environment of the symbolic sizes (None: static)
+        self.shape_env = dynamic.shape_env_of(gm)
 
     def replacement_name(self, name: str) -> str:
         """The current name of what the node once called ``name`` became."""
@@ -254,7 +282,41 @@ class Driver:
     # ----------------------------------------------------------- helpers
 
     def value(self, node: fx.Node) -> Value:
-        return Value(self.tg.term[node], node)
+        return Value(self.tg.term[node], node, symbolic=self.shape_env is not None)
+
+    def sym_node(self, size, before: fx.Node, created: Optional[List[fx.Node]] = None
+                 ) -> fx.Node:
+        """The FX node computing the symbolic size ``size`` (a SymInt) for a
+        replacement inserted before ``before``: an earlier node whose value is
+        that size (e.g. ``sym_size_int``), else a new ``aten.sym_size.int`` of
+        an earlier tensor having it as a dimension (appended to ``created``).
+        A size no earlier node has declines the rule
+        (:class:`~.dynamic.SizeUnknown`)."""
+        want = dynamic.expr(size)
+        tensor_dim = None
+        for n in self.gm.graph.nodes:
+            if n is before:
+                break
+            v = n.meta.get("val")
+            if isinstance(v, torch.SymInt) and v.node.expr == want and n in self.tg.term:
+                return n
+            if tensor_dim is None and isinstance(v, torch.Tensor) and n in self.tg.term:
+                for i, d in enumerate(v.shape):
+                    if isinstance(d, torch.SymInt) and d.node.expr == want:
+                        tensor_dim = (n, i, d)
+                        break
+        if tensor_dim is None:
+            raise dynamic.SizeUnknown(f"no node computes the symbolic size {want} before "
+                                      f"{before.name}")
+        n, i, d = tensor_dim
+        g = self.gm.graph
+        with g.inserting_before(before):
+            node = g.call_function(torch.ops.aten.sym_size.int, (n, i))
+        node.meta["val"] = d
+        kept = self.tg.add(node)
+        if kept is node and created is not None:
+            created.append(node)
+        return kept
 
     def bound_value(self, term) -> object:
         """The :class:`Value` a rule receives for the bound term node ``term``."""
@@ -263,7 +325,7 @@ class Driver:
         node = self.tg.fx_of.get(term.id)
         if node is None:
             raise RewriteError(f"term %{term.id} has no FX node")
-        return Value(term, node)
+        return Value(term, node, symbolic=self.shape_env is not None)
 
     def _dce(self, start: List[fx.Node]) -> None:
         """Remove what became dead from ``start`` on: pure nodes without
@@ -297,6 +359,21 @@ class Driver:
             if m is not None:
                 yield i, m
 
+    def confirm(self, i: int, m, term) -> Optional[str]:
+        """For a program with dynamic shapes, None if match ``m`` of pattern
+        ``i`` (found on the sizes' example values) holds for every size the
+        shape environment admits, else why not (:func:`.dynamic.confirm`).
+        Always None for a static program."""
+        if self.shape_env is None:
+            return None
+        prog = core.Program(self.pset._s.defs, self.pset._s.roots[i])
+        t0 = time.perf_counter()
+        try:
+            return dynamic.confirm(prog, m.substitution, m.fsubstitution, term, self.tg,
+                                   self.shape_env)
+        finally:
+            self.report.match_s += time.perf_counter() - t0
+
     def _try(self, node: fx.Node) -> Optional[List[fx.Node]]:
         """Try every pattern at ``node``; the nodes a firing changed, or None."""
         term = self.tg.term.get(node)
@@ -305,6 +382,10 @@ class Driver:
         for i, m in self._matches(term):
             pattern = self.patterns[i]
             self.report.record_match(pattern.name, [r.name for r in pattern.rules])
+            why = self.confirm(i, m, term)
+            if why is not None:  # holds for the example sizes only: no rule may fire
+                self.report.record_unfired(pattern.name, [(r.name, why) for r in pattern.rules])
+                continue
             values = {k: self.bound_value(t) for k, t in m.bindings.items()}
             values.update(m.functions)
             declined: List[Tuple[str, str]] = []
@@ -331,12 +412,26 @@ class Driver:
             declined.append((rule.name, ctx.explain(d).reason))
 
         try:
-            out = rule.fire(values, b, ctx, on_decline=on_decline)
+            with dynamic.no_new_guards(self.shape_env):
+                out = rule.fire(values, b, ctx, on_decline=on_decline)
+        except dynamic.GuardError as e:
+            # a comparison of symbolic sizes the shape environment does not decide
+            d = rule.decline(e)
+            d = d.with_detail(dynamic.explain_guard_error(e) + (
+                f": assert {d.text}" if d.is_assert else ""))
+            declined.append((rule.name, d.reason))
+            out = None
         except Exception:
             for n in reversed(b.created):
                 if n.graph is self.gm.graph and not n.users:
                     self.tg.erase(n)
             raise
+        if out is not None and self.shape_env is not None and isinstance(out, Value) \
+                and out.fx is not None and out.fx is not root:
+            why = self._same_shape(root, out.fx, rule)
+            if why is not None:
+                declined.append((rule.name, why))
+                out = None
         if out is None or (isinstance(out, Value) and out.fx is root):
             if out is not None:
                 declined.append((rule.name, "returned the matched root (no change) "
@@ -351,7 +446,8 @@ class Driver:
         new = out.fx
         old_val, new_val = root.meta.get("val"), new.meta.get("val")
         if isinstance(old_val, torch.Tensor) and (
-                not isinstance(new_val, torch.Tensor) or old_val.shape != new_val.shape
+                not isinstance(new_val, torch.Tensor)
+                or not _same_sizes(old_val, new_val, self.shape_env is not None)
                 or old_val.dtype != new_val.dtype):
             raise RewriteError(
                 f"rule {rule.name!r} ({rule.where}) replaced {root.name} "
@@ -364,6 +460,28 @@ class Driver:
         # the users' terms are stale: re-imported when the walk reaches them
         self._stale.update(new.users)
         return created
+
+    def _same_shape(self, root: fx.Node, new: fx.Node, rule) -> Optional[str]:
+        """Dynamic shapes: None if ``new``'s shape is ``root``'s at every
+        admissible size; why not if that is not statically known; a
+        :class:`RewriteError` if it is known to differ."""
+        old_val, new_val = root.meta.get("val"), new.meta.get("val")
+        if not (isinstance(old_val, torch.Tensor) and isinstance(new_val, torch.Tensor)) \
+                or old_val.dim() != new_val.dim():
+            return None
+        attrs = dynamic.SymbolicAttrs(self.tg, self.shape_env)
+        import sympy
+        for a, b in zip(old_val.shape, new_val.shape):
+            v = attrs.decide(sympy.Eq(dynamic.expr(a), dynamic.expr(b)))
+            if v is False:
+                raise RewriteError(
+                    f"rule {rule.name!r} ({rule.where}) replaced {root.name} "
+                    f"({_desc(old_val)}) with a value of {_desc(new_val)}")
+            if v is not True:
+                return (f"the replacement's size {b} is not statically known to equal the "
+                        f"matched node's {a} for the program's dynamic shapes "
+                        f"[{short_path(rule.where)}]")
+        return None
 
     def _could_match(self, nodes: List[fx.Node]) -> bool:
         """Whether a pattern matches at one of ``nodes`` (what the next pass
@@ -379,7 +497,7 @@ class Driver:
         """Import the FX graph as a term graph (``tg``) and prepare the
         patterns (``pset``); :meth:`run` starts with it, tools that fire
         rules one at a time (:meth:`fire_at`) call it themselves."""
-        self.tg = TermGraph(self.gm.graph).build()
+        self.tg = TermGraph(self.gm.graph, size_hints=self.shape_env is not None).build()
         self.pset = PatternSet(self.patterns, self.engine)
         self.report.merged = self.tg.merged
 
@@ -429,6 +547,23 @@ class Driver:
         self.report.nodes_after = count_calls(g)
         self.report.total_s = time.perf_counter() - t_start
         return self.report
+
+
+def _same_sizes(a: torch.Tensor, b: torch.Tensor, decided: bool) -> bool:
+    """Whether the shapes are equal, without guarding: symbolic sizes are
+    equal only if ``decided`` (:meth:`Driver._same_shape` proved them equal
+    for every admissible size, or the rule declined); in a static program a
+    symbolic size (e.g. data-dependent) never equals a static one."""
+    if a.dim() != b.dim():
+        return False
+    for x, y in zip(a.shape, b.shape):
+        if dynamic.is_symbolic(x) or dynamic.is_symbolic(y):
+            if decided:
+                continue
+            return False
+        if int(x) != int(y):
+            return False
+    return True
 
 
 def _desc(v) -> str:

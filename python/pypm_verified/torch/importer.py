@@ -15,7 +15,10 @@
   elimination). Impure or random nodes (``node.is_impure()``, ops tagged
   ``nondeterministic_seeded``, unknown callables) are never shared.
 * Attributes from ``node.meta["val"]``: rank, dtype and the static sizes; a
-  symbolic size is left unknown so a guard reading it fails rather than lies.
+  symbolic size is left unknown so a guard reading it fails rather than lies
+  -- unless ``size_hints`` is set (the driver, on a program with dynamic
+  shapes): then the engine reads its example value, and every match is
+  re-decided for all sizes before a rule fires (:mod:`.dynamic`).
 * A node with several outputs (a tuple) has no tensor attributes; its
   ``operator.getitem`` users are ``GetItem(t, i)`` nodes, as in FX.
 """
@@ -108,14 +111,22 @@ def positional_args(node: fx.Node) -> List[Any]:
     return out
 
 
-def tensor_info(val):
+def tensor_info(val, size_hints: bool = False):
     """``(shape, dtype)`` for guards from a ``meta["val"]`` (None, None when
-    it is not a tensor; symbolic sizes None)."""
+    it is not a tensor; symbolic sizes None, or with ``size_hints`` their
+    example values: only for a caller that re-decides matches symbolically,
+    :func:`.dynamic.confirm`)."""
     if not isinstance(val, torch.Tensor):
         return None, None
     dims = []
     for d in val.shape:
-        dims.append(d if isinstance(d, int) else None)
+        if isinstance(d, int):
+            dims.append(d)
+        elif size_hints:
+            from .dynamic import hint
+            dims.append(hint(d))
+        else:
+            dims.append(None)
     if len(dims) > core.MAX_RANK:
         return None, TORCH_TO_PM.get(val.dtype)
     return tuple(dims), TORCH_TO_PM.get(val.dtype)
@@ -137,6 +148,8 @@ class TermGraph:
     """The term graph of an FX graph: ``graph`` (a :class:`pm.Graph`),
     ``term`` (FX node -> term node) and ``fx_of`` (term id -> FX node),
     ``const_values`` (term id of a constant leaf -> the original value).
+    ``size_hints``: symbolic sizes are given to the engine as their example
+    values (the caller must re-decide every match: :func:`.dynamic.confirm`).
 
     Built by :meth:`build`, which merges duplicate pure FX nodes into the
     first (``merged`` counts them); :meth:`reimport` and :meth:`refresh`
@@ -144,8 +157,9 @@ class TermGraph:
     when its walk reaches them).
     """
 
-    def __init__(self, fx_graph: fx.Graph):
+    def __init__(self, fx_graph: fx.Graph, size_hints: bool = False):
         self.fx_graph = fx_graph
+        self.size_hints = size_hints  # symbolic sizes as their example values
         self.graph = Graph()
         self.term: Dict[fx.Node, Node] = {}
         self.fx_of: Dict[int, fx.Node] = {}
@@ -196,7 +210,7 @@ class TermGraph:
     def import_node(self, node: fx.Node) -> Node:
         """(Re-)import ``node`` from its current arguments; returns its term."""
         g = self.graph
-        shape, dtype = tensor_info(node.meta.get("val"))
+        shape, dtype = tensor_info(node.meta.get("val"), self.size_hints)
         if node.op in ("placeholder", "get_attr"):
             t = g.input(f"{node.op}:{node.name}", shape=shape, dtype=dtype)
         elif node.op == "call_function" and (node.target is operator.getitem or isinstance(

@@ -278,9 +278,10 @@ def _eval_mode(model: torch.nn.Module, warns: List[str]) -> Iterator[None]:
 
 
 def export_module(model, args: Tuple, kwargs: Optional[dict] = None,
-                  warnings: Optional[List[str]] = None):
+                  warnings: Optional[List[str]] = None, dynamic_shapes=None):
     """``torch.export.export`` (in eval mode, under ``no_grad``, torch's
-    logging quiet) then ``run_decompositions({})``. The caller's module is
+    logging quiet; ``dynamic_shapes`` as torch takes it, e.g. ``{"x": {0:
+    Dim("batch")}}``) then ``run_decompositions({})``. The caller's module is
     not changed (its training flags are restored). Warnings (training mode)
     are appended to ``warnings`` when given. LoadError quoting torch's reason
     and the user's source line when export fails."""
@@ -292,7 +293,8 @@ def export_module(model, args: Tuple, kwargs: Optional[dict] = None,
     with ctx, _quiet_torch_logs(), _hold_stderr() as held:
         try:
             with torch.no_grad():
-                ep = torch.export.export(model, args, kwargs or {})
+                ep = torch.export.export(model, args, kwargs or {},
+                                         dynamic_shapes=dynamic_shapes)
         except Exception as e:  # torch raises many types; quote its reason
             held.drop.append(_partial_graph(e))
             raise _export_error(e) from e
@@ -644,11 +646,13 @@ def _load_file(path: str, example_inputs: Optional[Tuple] = None) -> LoadedModel
 
 
 def load_model(src, example_inputs: Optional[Tuple] = None,
-               example_kwargs: Optional[dict] = None) -> LoadedModel:
+               example_kwargs: Optional[dict] = None, dynamic_shapes=None) -> LoadedModel:
     """A :class:`LoadedModel` from a path, an ExportedProgram, or an
     ``nn.Module``/``fx.GraphModule`` with ``example_inputs``. A module is
     exported in eval mode without changing the caller's object (see
-    :attr:`LoadedModel.warnings`)."""
+    :attr:`LoadedModel.warnings`), with ``dynamic_shapes`` if given (symbolic
+    sizes; a ``.pt2`` or an ExportedProgram keeps the dynamic sizes it was
+    exported with)."""
     if isinstance(src, (str, os.PathLike)):
         return _load_file(os.fspath(src), example_inputs)
     if isinstance(src, torch.export.ExportedProgram):
@@ -665,7 +669,8 @@ def load_model(src, example_inputs: Optional[Tuple] = None,
         kind = "GraphModule" if isinstance(src, torch.fx.GraphModule) else "nn.Module"
         args = tuple(example_inputs)
         warns: List[str] = []
-        ep = export_module(src, args, example_kwargs, warnings=warns)
+        ep = export_module(src, args, example_kwargs, warnings=warns,
+                           dynamic_shapes=dynamic_shapes)
         return LoadedModel(ep, args, dict(example_kwargs or {}), kind, None, warns)
     if isinstance(src, dict):
         msg = _describe_state_dict(src)

@@ -12,7 +12,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple
 
 import torch
 import torch.fx as fx
@@ -36,6 +36,10 @@ class Result:
     report: RewriteReport
     numerics: Optional[Numerics] = None
     changed: bool = True
+    other_sizes: Tuple[Dict[str, int], ...] = ()
+    """For a program with dynamic shapes: the sizes (input axis -> value) of the
+    extra input sets the numerics ran both programs on, besides the example's
+    (the rewritten program must accept them: it keeps its dynamic sizes)."""
 
 
 def copy_program(ep):
@@ -77,7 +81,9 @@ def rewrite_program(prog: LoadedModel, patterns: Optional[Sequence] = None,
                     check: bool = True, n_random: int = 2, progress=None,
                     check_profitability: bool = True) -> Result:
     """Rewrite ``prog`` (a :class:`~.loader.LoadedModel`) with ``patterns`` (default: the
-    rule library) for ``target`` and, if ``check``, compare numerics with the original.
+    rule library) for ``target`` and, if ``check``, compare numerics with the original
+    (for a program with dynamic shapes also on inputs of two other sizes:
+    ``Result.other_sizes``).
     ``check_profitability=False`` lets every rule fire regardless of the
     measured table (``ctx.profitable`` answers True). ``Result.changed`` says
     whether the graph changed at all."""
@@ -96,8 +102,30 @@ def rewrite_program(prog: LoadedModel, patterns: Optional[Sequence] = None,
             arg.name = driver.replacement_name(arg.name)
     ep.validate() if hasattr(ep, "validate") else ep._validate()
     changed = report.total > 0 or _renamed_structure(ep.graph_module) != before
-    num = compare(prog.ep, ep, prog.args, prog.kwargs, n_random=n_random) if check else None
-    return Result(ep, report, num, changed)
+    num, sizes = check_numerics(prog, ep, n_random) if check else (None, ())
+    return Result(ep, report, num, changed, sizes)
+
+
+def check_numerics(prog: LoadedModel, ep, n_random: int = 2
+                   ) -> Tuple[Numerics, Tuple[Dict[str, int], ...]]:
+    """Compare ``ep`` with ``prog``'s program on the example inputs and
+    ``n_random`` random sets; for a program with dynamic input sizes also on
+    random inputs of two other sizes inside the program's ranges (a size the
+    original program rejects, e.g. one breaking a relation between sizes, is
+    skipped). Returns the :class:`Numerics` and those sizes (input axis,
+    e.g. ``input_ids.shape[1]``, -> value)."""
+    from . import dynamic
+    extra, sizes = [], ()
+    where = {s: w for s, (_, _, _, w) in dynamic.input_symbols(prog.ep).items()}
+    for i, vals in enumerate(dynamic.other_sizes(prog.ep, 2)):
+        try:
+            extra.append(dynamic.other_size_inputs(prog.ep, prog.args, prog.kwargs, vals,
+                                                   seed=100 + i))
+        except ValueError:  # an input whose shape the symbols do not determine
+            continue
+        sizes += ({where.get(k, str(k)): v for k, v in vals.items()},)
+    return compare(prog.ep, ep, prog.args, prog.kwargs, n_random=n_random,
+                   extra_sets=extra), sizes
 
 
 # ------------------------------------------------------------------ saving
