@@ -22,7 +22,7 @@ from typing import List, Optional, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-SIZE = (1600, 1000)
+SIZE = (1600, 1150)
 
 
 def chromium() -> Optional[str]:
@@ -63,7 +63,9 @@ def screenshot(html: str, png: str, size: Tuple[int, int] = SIZE, timeout: float
     """A PNG of ``html`` in a ``size`` window; returns ``png``."""
     if os.path.exists(png):
         os.unlink(png)
+    # every tile painted before the capture (the page scrolls its panels on load)
     r = _run([f"--window-size={size[0]},{size[1]}", f"--screenshot={os.path.abspath(png)}",
+              "--run-all-compositor-stages-before-draw", "--virtual-time-budget=500",
               _url(html)], timeout)
     if r.returncode != 0 or not os.path.exists(png):
         raise RuntimeError(f"chromium --screenshot failed ({r.returncode}): {r.stderr[-2000:]}")

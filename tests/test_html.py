@@ -81,7 +81,7 @@ def classes_by_id(dom: str) -> dict:
 
 def fill_pixels(png: str, hex_color: str, tol: float = 3 / 255) -> int:
     """Pixels of ``png`` within ``tol`` of ``hex_color``."""
-    import matplotlib.image as mpimg
+    mpimg = pytest.importorskip("matplotlib.image")  # the [bench] extra, in make venv
     import numpy as np
     img = mpimg.imread(png)[..., :3]
     want = np.array([int(hex_color[i:i + 2], 16) / 255 for i in (1, 3, 5)])
@@ -89,7 +89,7 @@ def fill_pixels(png: str, hex_color: str, tol: float = 3 / 255) -> int:
 
 
 def check_png(png: str, fills) -> None:
-    import matplotlib.image as mpimg
+    mpimg = pytest.importorskip("matplotlib.image")
     img = mpimg.imread(png)[..., :3]
     assert img.shape[0] >= 500 and img.shape[1] >= 800
     assert img.std() > 0.05, "the screenshot is (nearly) blank"
@@ -147,15 +147,15 @@ def test_rewrite_report_renders_in_chromium(name, fired_rules, declined_rule, pt
 
 
 def test_large_model_collapses_layers(pt2, dot, browser, tmp_path, capsys):
-    """LLaMA at 6 layers, at most 2 drawn: the other layers are one box
-    each (saying what matched in them), and the page stays small."""
-    page = str(tmp_path / "llama6.html")
-    rc = cli.main(["rewrite", pt2("llama", 6), "--target", "cuda", "--dry-run", "--no-check",
-                   "-q", "--html", page, "--html-layers", "2"])
+    """LLaMA at 4 layers, 1 drawn: the other layers are one box each
+    (saying what matched in them)."""
+    page = str(tmp_path / "llama4.html")
+    rc = cli.main(["rewrite", pt2("llama", 4), "--target", "cuda", "--dry-run", "--no-check",
+                   "-q", "--html", page, "--html-layers", "1"])
     assert rc == cli.EXIT_OK, capsys.readouterr()
     data = page_data(page)
     st = data["stats"]["before"]
-    assert st["collapsed_layers"] >= 4 and st["expanded_layers"] <= 2
+    assert st["collapsed_layers"] == 3 and st["expanded_layers"] == 1
     assert st["drawn"] < st["nodes"] / 2
     boxes = {k: v for k, v in data["nodes"]["before"].items() if v["op"] == "collapsed"}
     assert len(boxes) == st["collapsed_layers"]

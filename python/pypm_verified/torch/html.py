@@ -541,7 +541,8 @@ def _marks_for(graph: fx.Graph, events: Sequence[MatchEvent], which: str) -> _Ma
     names = {n.name for n in graph.nodes}
     m = _Marks()
     for i, e in enumerate(events):
-        key = e.rule if e.status == "fired" else (e.rules[0] if e.rules else e.pattern)
+        key = e.rule if e.status == "fired" else e.rules[0] \
+            if e.status == "declined" and e.rules else e.pattern
         if e.status == "near":
             for c in e.cover:
                 if c in names:
@@ -670,10 +671,20 @@ document.querySelectorAll('[data-focus]').forEach(function(li){li.addEventListen
  function(){var id=li.getAttribute('data-focus');pmFocus(id);var el=document.getElementById(id);
  if(el){if(pinned)pinned.classList.remove('sel');pinned=el;el.classList.add('sel');
  show(el.closest('svg').getAttribute('data-graph'),nameOf(el));}});});
-// start on the first fired (or matched, or near) match: shown and centred
+function place(el,rect,y){var v=el.closest('.view'),vr=v.getBoundingClientRect();
+ v.scrollTop+=rect.top-y;v.scrollLeft+=(rect.left+rect.right)/2-(vr.left+vr.right)/2;}
+// start on the focus match: its nodes at the top of the view, details shown;
+// what it became (after) level with its root
 var first=D.focus;if(first){var el=document.getElementById(first.id);
- if(el){pinned=el;el.classList.add('sel');show(first.graph,first.name);pmFocus(first.id);}
- (first.also||[]).forEach(function(id){pmFocus(id);});}
+ if(el){pinned=el;el.classList.add('sel');show(first.graph,first.name);
+  var r=null;(first.cover||[first.id]).forEach(function(id){var c=document.getElementById(id);
+   if(!c)return;var b=c.getBoundingClientRect();r=r?{top:Math.min(r.top,b.top),
+   left:Math.min(r.left,b.left),right:Math.max(r.right,b.right)}:
+   {top:b.top,left:b.left,right:b.right};});
+  var vr=el.closest('.view').getBoundingClientRect();place(el,r,vr.top+vr.height*0.05);
+  var y=el.getBoundingClientRect().top;
+  (first.also||[]).forEach(function(id){var a=document.getElementById(id);
+   if(a)place(a,a.getBoundingClientRect(),y);});}}
 var counts={};['fired','declined','created','matched','near','near-at','collapsed']
  .forEach(function(k){counts[k]=document.querySelectorAll('svg.graph g.node.'+k).length;});
 document.body.setAttribute('data-highlighted',JSON.stringify(counts));
@@ -776,7 +787,8 @@ def rewrite_page(before_ep, after_ep, report, recorder: Recorder, title: str = "
     for e in sorted(fired, key=lambda e: -len(e.cover)) + declined:
         if e.root in nodes["before"]:
             also = [f"after_{c}" for c in e.created + [e.root] if c in nodes["after"]][:1]
-            focus = {"graph": "before", "name": e.root, "id": f"before_{e.root}", "also": also}
+            focus = {"graph": "before", "name": e.root, "id": f"before_{e.root}", "also": also,
+                     "cover": [f"before_{c}" for c in e.cover if c in nodes["before"]]}
             break
     data = {"kind": "rewrite", "events": [e.as_dict() for e in events], "nodes": nodes,
             "focus": focus, "stats": stats, "colors": colors.table()}
