@@ -51,9 +51,10 @@ def _url(path: str) -> str:
     return "file://" + os.path.abspath(path)
 
 
-def dump_dom(html: str, timeout: float = 90) -> str:
-    """The DOM of ``html`` after its scripts ran, as Chromium serializes it."""
-    r = _run(["--dump-dom", _url(html)], timeout)
+def dump_dom(html: str, fragment: str = "", timeout: float = 90) -> str:
+    """The DOM of ``html`` (opened at ``#fragment`` if given) after its
+    scripts ran, as Chromium serializes it."""
+    r = _run(["--dump-dom", _url(html) + (f"#{fragment}" if fragment else "")], timeout)
     if r.returncode != 0 or "<html" not in r.stdout:
         raise RuntimeError(f"chromium --dump-dom failed ({r.returncode}): {r.stderr[-2000:]}")
     return r.stdout

@@ -141,6 +141,14 @@ def test_rewrite_report_renders_in_chromium(name, fired_rules, declined_rule, pt
     # hovering shows the details: the page opened on a fired match, pinned
     assert 'class="node fx fired' in dom and "fired: rule <b>" in dom
 
+    # a link to a node opens the page on it, with its details: a node a rule built
+    e = next(e for e in fired if any(c in data["nodes"]["after"] for c in e["created"]))
+    c = next(c for c in e["created"] if c in data["nodes"]["after"])
+    dom = pictures.dump_dom(page, f"after_{c}")
+    panel = dom[dom.index('<div id="details">'):]
+    assert panel.startswith(f'<div id="details"><h3>{c}</h3>') and "after graph" in panel
+    assert f"fired: rule <b>{e['rule']}</b> built " in panel
+
     png = pictures.screenshot(page, str(tmp_path / f"{name}.png"))
     focus_rule = next(e["rule"] for e in fired if e["root"] == data["focus"]["name"])
     check_png(png, [data["colors"][focus_rule][1]])

@@ -716,7 +716,7 @@ def _rewrite(args, state: dict) -> int:
         try:
             res = rewrite_program(prog, patterns, engine=args.engine, target=target,
                                   max_iterations=args.max_iterations, check=False,
-                                  **({"observer": recorder} if recorder else {}))
+                                  observer=recorder)
         except RewriteError as e:
             raise RuleFailure(f"a rule built an invalid replacement: {e}") from None
         except Exception as e:  # noqa: BLE001 -- a user's rule may raise anything

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import html as _html
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -362,7 +361,8 @@ def _dot_node_attrs(kind: Optional[str], color: Optional[Tuple[str, str, int]]) 
     if kind in ("near", "near-at"):
         s, f = NEAR
         if kind == "near":
-            return f', color="{s}", penwidth=1.5, style="rounded,filled,dashed", fillcolor="#fff6f5"'
+            return (f', color="{s}", penwidth=1.5, style="rounded,filled,dashed", '
+                    'fillcolor="#fff6f5"')
         return f', color="{s}", penwidth=2.5, style="rounded,filled,bold", fillcolor="{f}"'
     s, f, _ = color
     if kind == "declined":
@@ -462,7 +462,8 @@ def _layout(graph: fx.Graph, params: set, marks: _Marks, colors: _Colors, prefix
     return (lines, boxes, box_of, nodes), details, stats
 
 
-def _summary_counts(events: Sequence[MatchEvent], idxs: Sequence[int]) -> Dict[str, Dict[str, int]]:
+def _summary_counts(events: Sequence[MatchEvent], idxs: Sequence[int]
+                    ) -> Dict[str, Dict[str, int]]:
     out: Dict[str, Dict[str, int]] = {}
     for i in idxs:
         e = events[i]
@@ -648,7 +649,9 @@ var svgs=document.querySelectorAll('svg.graph');
 svgs.forEach(function(svg){var g=svg.getAttribute('data-graph');
  svg.querySelectorAll('g.node').forEach(function(n){
   var t=n.querySelector('title');n.setAttribute('data-name',t?t.textContent:'');
-  n.addEventListener('mouseenter',function(){if(!pinned)show(g,nameOf(n));});
+  n.addEventListener('mouseenter',function(){show(g,nameOf(n));});
+  n.addEventListener('mouseleave',function(){if(pinned)show(pinned.closest('svg')
+   .getAttribute('data-graph'),nameOf(pinned));});
   n.addEventListener('click',function(ev){if(pinned)pinned.classList.remove('sel');
    if(pinned===n){pinned=null;return;}pinned=n;n.classList.add('sel');show(g,nameOf(n));
    ev.stopPropagation();});});});
@@ -675,7 +678,10 @@ function place(el,rect,y){var v=el.closest('.view'),vr=v.getBoundingClientRect()
  v.scrollTop+=rect.top-y;v.scrollLeft+=(rect.left+rect.right)/2-(vr.left+vr.right)/2;}
 // start on the focus match: its nodes at the top of the view, details shown;
 // what it became (after) level with its root
-var first=D.focus;if(first){var el=document.getElementById(first.id);
+var first=D.focus,hash=decodeURIComponent(location.hash.slice(1));
+if(hash&&document.getElementById(hash)){var h=document.getElementById(hash);  // a link to a node
+ first={id:hash,graph:h.closest('svg').getAttribute('data-graph'),name:nameOf(h)};}
+if(first){var el=document.getElementById(first.id);
  if(el){pinned=el;el.classList.add('sel');show(first.graph,first.name);
   var r=null;(first.cover||[first.id]).forEach(function(id){var c=document.getElementById(id);
    if(!c)return;var b=c.getBoundingClientRect();r=r?{top:Math.min(r.top,b.top),
@@ -833,11 +839,12 @@ def explain_page(ep, pattern_name: str, matches: Sequence[MatchEvent],
             f'border-color:{NEAR[0]}"></span>near miss: where it failed</span>'
             '<span class="li"><span class="sw" style="background:#eeeeee;border-color:#555">'
             '</span>collapsed layer</span></div>')
-    focus = None
-    for e in list(matches) + list(misses):
+    focus = None  # the deepest near miss (what explain is for), else the first match
+    for e in list(misses) + list(matches):
         name = e.at if e.status == "near" and e.at in det else e.root
         if name in det:
-            focus = {"graph": "model", "name": name, "id": f"model_{name}"}
+            focus = {"graph": "model", "name": name, "id": f"model_{name}",
+                     "cover": [f"model_{c}" for c in e.cover + [name] if c in det]}
             break
     data = {"kind": "explain", "events": [e.as_dict() for e in events],
             "nodes": {"model": det}, "focus": focus, "stats": {"model": st},
