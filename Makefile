@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS := coq ocaml-nox dune ocaml-findlib libctypes-ocaml-dev libffi-dev
+APT_PKGS := coq ocaml-nox dune ocaml-findlib libctypes-ocaml-dev libffi-dev graphviz chromium
 COQ_SRCS := $(filter theories/%.v,$(shell cat _CoqProject))
 COQ_MODULES := $(patsubst theories/%.v,PyPM.%,$(COQ_SRCS))
 EXTRACTED := ocaml/extracted/matcher.ml
@@ -17,13 +17,15 @@ LIB_SO := python/pypm_verified/_lib/libpypm_verified.so
 
 all: lib
 
-## deps: Debian packages (Coq, OCaml, dune, findlib, ctypes) and the Python venv.
+## deps: Debian packages (Coq, OCaml, dune, findlib, ctypes; Graphviz and
+## Chromium for the HTML report and its tests) and the Python venv.
 deps: apt-deps venv
 
 apt-deps:
 	@if (command -v coqc && command -v dune && command -v ocamlfind \
-	     && ocamlfind query ctypes ctypes.stubs) >/dev/null 2>&1; then \
-	  echo "deps: Coq/OCaml toolchain present"; \
+	     && ocamlfind query ctypes ctypes.stubs && command -v dot \
+	     && command -v chromium) >/dev/null 2>&1; then \
+	  echo "deps: Coq/OCaml toolchain, Graphviz and Chromium present"; \
 	else \
 	  echo "deps: installing $(APT_PKGS) with apt-get"; \
 	  $(SUDO) apt-get update -q && \
@@ -98,7 +100,7 @@ test-ocaml: lib
 	cd ocaml && dune test --profile release 2>&1
 
 test-python: venv lib
-	PYPM_REQUIRE_LIB=1 TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/build/inductor $(VPY) -m pytest tests -q
+	PYPM_REQUIRE_LIB=1 PYPM_REQUIRE_TOOLS=1 TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/build/inductor $(VPY) -m pytest tests -q
 
 ## bench: every benchmark (JSON, Markdown and PNG in bench/results/; under
 ## 30 min on 2 cores); QUICK=1 for a few minutes (*_quick.* files). Then `make paper`.
@@ -140,6 +142,12 @@ example: deps lib
 	TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/build/inductor $(VPY) -m pypm_verified rewrite \
 	  $(EXAMPLE_DIR)/gpt2.pt2 -o $(EXAMPLE_DIR)/gpt2.rewritten.pt2 \
 	  --report $(EXAMPLE_DIR)/report.json --benchmark
+
+## pictures: the README's screenshot of the HTML report (doc/img/rewrite_report.png):
+## the small LLaMA rewritten for CUDA with --html, opened in headless Chromium.
+.PHONY: pictures
+pictures: venv apt-deps
+	$(VPY) examples/pictures.py
 
 ## paper: paper/paper.md from paper/sections/, doc/correspondence.md and bench/results/.
 paper: venv

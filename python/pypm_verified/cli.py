@@ -18,7 +18,8 @@ exit codes:
   0    ok: rewritten and saved (or nothing to save: --dry-run, no rule fired)
   1    numerics mismatch: the rewritten program disagrees with the original;
        the output is not written (--force writes it anyway)
-  2    bad input: an option, a path, a model file or a rules module is wrong;
+  2    bad input: an option, a path, a model file or a rules module is wrong,
+       or a program an option needs is missing (Graphviz's dot for --html);
        nothing is written
   3    a rule failed: it raised, used an undefined name or built an invalid
        replacement; nothing is written
@@ -50,7 +51,8 @@ EXIT_CODES = (
     (EXIT_OK, "ok: rewritten and saved (or nothing to save: --dry-run, no rule fired)"),
     (EXIT_NUMERICS, "numerics mismatch: the rewritten program disagrees with the original; "
                     "the output is not written (--force writes it anyway)"),
-    (EXIT_INPUT, "bad input: an option, a path, a model file or a rules module is wrong; "
+    (EXIT_INPUT, "bad input: an option, a path, a model file or a rules module is wrong, "
+                 "or a program an option needs is missing (Graphviz's dot for --html); "
                  "nothing is written"),
     (EXIT_RULE, "a rule failed: it raised, used an undefined name or built an invalid "
                 "replacement; nothing is written"),
@@ -201,6 +203,8 @@ def _configure_rewrite(sub) -> None:
                     default=20, metavar="N",
                     help="cap on rewrite passes (default 20; reported if reached)")
     rw.add_argument("--report", metavar="FILE", help="write the report as JSON (atomically)")
+    _html_options(rw, "the graph before and after, each match drawn on it (fired in its "
+                  "rule's colour, declined dashed, with the reasons), node details on hover")
     rw.add_argument("--random-runs", type=_int_at_least(0, "negative"), default=2, metavar="N",
                     help="random input sets for the numerics check (default 2)")
     rw.add_argument("--no-check", action="store_true", help="skip the numerics check")
@@ -219,6 +223,50 @@ def _configure_rewrite(sub) -> None:
     rw.add_argument("--benchmark-runs", type=_int_at_least(3, "too few"), default=21,
                     metavar="N", help="timed runs of each program with --benchmark (default 21)")
     rw.add_argument("-q", "--quiet", action="store_true", help="no progress, summary only")
+
+
+def _html_options(ap, what: str) -> None:
+    ap.add_argument("--html", metavar="REPORT.html",
+                    help=f"also write a self-contained HTML picture (atomically): {what}; "
+                    "laid out by Graphviz's dot, which must be installed")
+    ap.add_argument("--html-layers", type=_int_at_least(1, "too few"), default=None,
+                    metavar="N", help="with --html: repeated layers drawn in full at most "
+                    "(default 3; the others are one box each, saying what matched in them)")
+
+
+def check_html(args, *others: Tuple[Optional[str], str]) -> Optional[str]:
+    """For ``--html``: UsageError unless its path can be written and is none
+    of ``others`` (``(path, what)``) and Graphviz's ``dot`` runs; the path
+    of ``dot`` (None without ``--html``)."""
+    if args.html_layers is not None and not args.html:
+        raise UsageError("--html-layers: only with --html")
+    if not args.html:
+        return None
+    for path, what in others:
+        if path and _same(args.html, path):
+            raise UsageError(f"--html {args.html}: is also the {what}")
+    check_writable(args.html, "--html")
+    from .torch.html import GraphvizMissing, find_dot
+    try:
+        return find_dot()
+    except GraphvizMissing as e:
+        raise UsageError(f"--html {args.html}: {e}") from None
+
+
+def write_html(args, state: dict, render: Callable[..., Tuple[str, dict]], **kw) -> None:
+    """Render the ``--html`` page with ``render(max_layers=, dot=, **kw)``
+    and write it atomically."""
+    from .torch.html import DEFAULT_MAX_LAYERS
+    try:
+        page, _ = render(max_layers=args.html_layers or DEFAULT_MAX_LAYERS, **kw)
+    except RuntimeError as e:  # dot failed or timed out
+        raise UsageError(f"--html {args.html}: cannot draw it: {e}") from None
+    try:
+        write_text_atomic(page, args.html)
+    except OSError as e:
+        raise UsageError(f"--html {args.html}: cannot write it: {e.strerror or e}") from None
+    state["written"].append(args.html)
+    print(f"wrote the HTML report {args.html} ({os.path.getsize(args.html) // 1024} KiB)")
 
 
 def _default_output(path: str) -> str:
@@ -603,6 +651,8 @@ def _rewrite(args, state: dict) -> int:
         if out_path and _same(args.report, out_path):
             raise UsageError(f"--report {args.report}: is also the output (-o)")
         check_writable(args.report, "--report")
+    dot = check_html(args, (args.model, "input MODEL"), (out_path, "output (-o)"),
+                     (args.report, "--report"))
     if args.example_inputs:
         if not os.path.isfile(args.example_inputs):
             raise UsageError(f"--example-inputs {args.example_inputs}: "
@@ -621,6 +671,10 @@ def _rewrite(args, state: dict) -> int:
     from .torch.driver import RewriteError
     from .torch.loader import LoadError, load_model
     from .torch.pipeline import check_numerics, rewrite_program, save_atomic
+    recorder = None
+    if dot:
+        from .torch.html import Recorder
+        recorder = Recorder()
 
     if args.rules:
         patterns = [p for spec in args.rules for p in load_rule_spec(spec)]
@@ -663,7 +717,8 @@ def _rewrite(args, state: dict) -> int:
         t1 = time.perf_counter()
         try:
             res = rewrite_program(prog, patterns, engine=args.engine, target=target,
-                                  max_iterations=args.max_iterations, check=False)
+                                  max_iterations=args.max_iterations, check=False,
+                                  observer=recorder)
         except RewriteError as e:
             raise RuleFailure(f"a rule built an invalid replacement: {e}") from None
         except Exception as e:  # noqa: BLE001 -- a user's rule may raise anything
@@ -749,6 +804,13 @@ def _rewrite(args, state: dict) -> int:
             raise UsageError(f"--report {args.report}: cannot write it: {e.strerror or e}"
                              + (f" ({wrote} was written)" if wrote else "")) from None
         state["written"].append(args.report)
+    if dot:
+        from .torch.html import rewrite_page
+        info = {"numerics": ("not checked" if numerics is None else "ok" if numerics.ok
+                             else "MISMATCH"), "output": wrote or "(not written)"}
+        write_html(args, state, rewrite_page, before_ep=prog.ep, after_ep=res.ep,
+                   report=res.report, recorder=recorder, dot=dot, info=info,
+                   title=f"rewrite {os.path.basename(args.model)}")
     if numerics is not None and not numerics.ok:
         for msg in numerics.failures[:5]:
             _err(f"numerics: {msg}")
@@ -941,6 +1003,8 @@ example:
                     help="near misses shown without --node (default 10)")
     ex.add_argument("--example-inputs", metavar="FILE",
                     help="torch.save'd tuple of example inputs (TorchScript models)")
+    _html_options(ex, "the model's graph with the pattern's matches and near misses drawn "
+                  "on it (where each attempt started and failed, the explanation on hover)")
 
 
 def _explain_patterns(specs) -> list:
@@ -983,6 +1047,7 @@ def _explain_patterns(specs) -> list:
 def explain_main(args, state: dict) -> int:
     """``explain``: see :data:`EXPLAIN_DESCRIPTION`."""
     check_model_path(args.model)
+    dot = check_html(args, (args.model, "input MODEL"))
     try:
         import torch
     except ImportError:
@@ -1029,22 +1094,36 @@ def explain_main(args, state: dict) -> int:
             near = [n for n in by_name if args.node.lower() in n.lower()][:8]
             raise UsageError(f"--node {args.node}: no FX node of that name in the model"
                              + (f" (similar: {', '.join(near)})" if near else ""))
-        print(explain(pat, node, engine=args.engine, describe=describe))
+        e = explain(pat, node, engine=args.engine, describe=describe)
+        print(e)
+        if dot:
+            _explain_html(args, state, dot, prog, tg, pat, [], [e])
         return EXIT_OK
     g = tg.graph
-    matched = [n for _, n, _ in match_all([pat], g, engine=args.engine)]
+    found = match_all([pat], g, engine=args.engine)
+    matched = [n for _, n, _ in found]
     print(f"pattern {pat.name}: matches at {len(matched)} node(s)"
           + (": " + ", ".join(describe(n).split(" = ")[0] for n in matched[:10])
              + (" ..." if len(matched) > 10 else "") if matched else ""))
     misses = explain_all(pat, g, top=args.top, engine=args.engine, describe=describe)
     if not misses:
         print("no near misses: the root operator of the pattern occurs nowhere else")
-        return EXIT_OK
-    print(f"near misses (deepest first, top {args.top}):")
+    else:
+        print(f"near misses (deepest first, top {args.top}):")
     for e in misses:
         print()
         print(e)
+    if dot:
+        _explain_html(args, state, dot, prog, tg, pat, [m for _, _, m in found], misses)
     return EXIT_OK
+
+
+def _explain_html(args, state, dot, prog, tg, pat, matches, explanations) -> None:
+    from .torch.html import explain_events, explain_page
+    ms, near = explain_events(pat, tg, matches, explanations)
+    write_html(args, state, explain_page, ep=prog.ep, pattern_name=pat.name, matches=ms,
+               misses=near, dot=dot, title=f"explain {pat.name} on "
+               f"{os.path.basename(args.model)}", info={"engine": args.engine})
 
 
 # -------------------------------------------------------------------- main

@@ -240,11 +240,17 @@ class Driver:
     ``engine`` is "verified" (the Coq-extracted matcher) or "reference";
     ``target`` is "cuda" or "cpu" and ``check_profitability`` whether rules
     consult the measured table (both reach rules as their ``ctx``, a
-    :class:`RuleContext`)."""
+    :class:`RuleContext`).
+
+    ``observer`` (optional) is told of every match: ``observer.matched(
+    pattern, node, match, term_graph)`` before its rules run, and on what it
+    returns (if not None) ``.fired(rule name, created nodes)`` or
+    ``.declined([(rule name, reason), ...])`` after (the HTML report,
+    :mod:`.html`, draws the matches with it)."""
 
     def __init__(self, gm: fx.GraphModule, patterns: Sequence[Pattern], engine: str = "verified",
                  target: str = "cpu", max_iterations: int = 20, progress=None,
-                 recompile: bool = True, check_profitability: bool = True):
+                 recompile: bool = True, check_profitability: bool = True, observer=None):
         check_engine(engine)
         self.context = RuleContext(target, check_profitability)
         if not isinstance(max_iterations, int) or max_iterations < 1:
@@ -258,6 +264,7 @@ class Driver:
         self.target = target
         self.max_iterations = max_iterations
         self.progress = progress
+        self.observer = observer
         self.recompile = recompile  # lint and regenerate gm's code at the end
         vals = [n.meta.get("val") for n in gm.graph.nodes]
         self.fake_mode = torch._guards.detect_fake_mode(
@@ -382,9 +389,13 @@ class Driver:
         for i, m in self._matches(term):
             pattern = self.patterns[i]
             self.report.record_match(pattern.name, [r.name for r in pattern.rules])
+            seen = None if self.observer is None else \
+                self.observer.matched(pattern, node, m, self.tg)
             why = self.confirm(i, m, term)
             if why is not None:  # holds for the example sizes only: no rule may fire
                 self.report.record_unfired(pattern.name, [(r.name, why) for r in pattern.rules])
+                if seen is not None:
+                    seen.declined([(r.name, why) for r in pattern.rules])
                 continue
             values = {k: self.bound_value(t) for k, t in m.bindings.items()}
             values.update(m.functions)
@@ -392,9 +403,13 @@ class Driver:
             for rule in pattern.rules:
                 changed = self.fire_at(rule, values, node, declined)
                 if changed is not None:
+                    if seen is not None:
+                        seen.fired(rule.name, changed)
                     return changed
             # no rule fired on this match: the report says why, rule by rule
             self.report.record_unfired(pattern.name, declined)
+            if seen is not None:
+                seen.declined(declined)
         return None
 
     def fire_at(self, rule, values, root: fx.Node,

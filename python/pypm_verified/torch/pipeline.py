@@ -79,14 +79,15 @@ def _renamed_structure(gm) -> list:
 def rewrite_program(prog: LoadedModel, patterns: Optional[Sequence] = None,
                     engine: str = "verified", target: str = "cpu", max_iterations: int = 20,
                     check: bool = True, n_random: int = 2, progress=None,
-                    check_profitability: bool = True) -> Result:
+                    check_profitability: bool = True, observer=None) -> Result:
     """Rewrite ``prog`` (a :class:`~.loader.LoadedModel`) with ``patterns`` (default: the
     rule library) for ``target`` and, if ``check``, compare numerics with the original
     (for a program with dynamic shapes also on inputs of two other sizes:
     ``Result.other_sizes``).
     ``check_profitability=False`` lets every rule fire regardless of the
     measured table (``ctx.profitable`` answers True). ``Result.changed`` says
-    whether the graph changed at all."""
+    whether the graph changed at all. ``observer`` is the driver's (told of
+    every match and what its rules did: :class:`~.driver.Driver`)."""
     if patterns is None:
         from ..library import default_patterns
         patterns = default_patterns()
@@ -94,7 +95,7 @@ def rewrite_program(prog: LoadedModel, patterns: Optional[Sequence] = None,
     before = _renamed_structure(ep.graph_module)
     driver = Driver(ep.graph_module, patterns, engine=engine, target=target,
                     max_iterations=max_iterations, progress=progress,
-                    check_profitability=check_profitability)
+                    check_profitability=check_profitability, observer=observer)
     report = driver.run()
     for spec in ep.graph_signature.output_specs:  # outputs that were rewritten
         arg = getattr(spec, "arg", None)

@@ -1,0 +1,251 @@
+"""The HTML report (``rewrite --html``, ``explain --html``) as a person sees
+it: written by the CLI for the small BERT, GPT-2 and LLaMA of
+examples/models.py, opened in headless Chromium (the Debian package; the
+DOM after the page's script ran, and a screenshot), the matched nodes
+checked on the rendered page and in the picture's pixels.
+
+Graphviz's ``dot`` and Chromium are installed by ``make apt-deps``; without
+them these tests skip, except under ``PYPM_REQUIRE_TOOLS=1`` (``make
+test-python``, hence CI), where a missing tool fails them.
+"""
+import html as htmllib
+import json
+import os
+import re
+import shutil
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import models  # noqa: E402 -- examples/, on sys.path from conftest
+import pictures  # noqa: E402
+
+from pypm_verified import cli  # noqa: E402
+from pypm_verified.torch import html as pmhtml  # noqa: E402
+
+REQUIRE = bool(os.environ.get("PYPM_REQUIRE_TOOLS"))
+
+
+def _need(tool: str, found) -> None:
+    if found:
+        return
+    msg = (f"{tool} is not installed (`make apt-deps` installs it: Debian packages graphviz "
+           "and chromium)")
+    if REQUIRE:
+        pytest.fail(f"PYPM_REQUIRE_TOOLS is set but {msg}")
+    pytest.skip(msg)
+
+
+@pytest.fixture(scope="module")
+def dot():
+    _need("Graphviz's dot", shutil.which("dot"))
+    return pmhtml.find_dot()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    _need("chromium", pictures.chromium())
+    return pictures.chromium()
+
+
+@pytest.fixture(scope="module")
+def pt2(tmp_path_factory):
+    d = tmp_path_factory.mktemp("html_models")
+    cache = {}
+
+    def get(name: str, layers=None) -> str:
+        key = (name, layers)
+        if key not in cache:
+            path = str(d / f"{name}{layers or ''}.pt2")
+            torch.export.save(models.export(name, "small", layers), path)
+            cache[key] = path
+        return cache[key]
+    return get
+
+
+def page_data(path: str) -> dict:
+    text = open(path, encoding="utf-8").read()
+    m = re.search(r'<script type="application/json" id="pm-data">(.*?)</script>', text, re.S)
+    return json.loads(m.group(1).replace("<\\/", "</"))
+
+
+def classes_by_id(dom: str) -> dict:
+    """id -> class list of the SVG node groups in a serialized DOM."""
+    out = {}
+    for m in re.finditer(r'<g id="([^"]+)" class="([^"]+)"', dom):
+        out[htmllib.unescape(m.group(1))] = m.group(2).split()
+    return out
+
+
+def fill_pixels(png: str, hex_color: str, tol: float = 3 / 255) -> int:
+    """Pixels of ``png`` within ``tol`` of ``hex_color``."""
+    mpimg = pytest.importorskip("matplotlib.image")  # the [bench] extra, in make venv
+    import numpy as np
+    img = mpimg.imread(png)[..., :3]
+    want = np.array([int(hex_color[i:i + 2], 16) / 255 for i in (1, 3, 5)])
+    return int((np.abs(img - want).max(axis=-1) <= tol).sum())
+
+
+def check_png(png: str, fills) -> None:
+    mpimg = pytest.importorskip("matplotlib.image")
+    img = mpimg.imread(png)[..., :3]
+    assert img.shape[0] >= 500 and img.shape[1] >= 800
+    assert img.std() > 0.05, "the screenshot is (nearly) blank"
+    for f in fills:  # the matched nodes are on screen in their rule's fill
+        assert fill_pixels(png, f) > 300, f"no pixel of the highlight colour {f}"
+
+
+# (model, fired rules, a declined rule) at --target cuda
+CASES = [("bert", {"sdpa"}, "linear_act"),
+         ("gpt2", {"sdpa", "gelu_tanh"}, None),
+         ("llama", {"sdpa", "rms_norm"}, "linear_act")]
+
+
+@pytest.mark.parametrize("name,fired_rules,declined_rule", CASES, ids=[c[0] for c in CASES])
+def test_rewrite_report_renders_in_chromium(name, fired_rules, declined_rule, pt2, dot,
+                                            browser, tmp_path, capsys):
+    page = str(tmp_path / f"{name}.html")
+    rc = cli.main(["rewrite", pt2(name), "--target", "cuda", "--dry-run", "--no-check", "-q",
+                   "--html", page])
+    out = capsys.readouterr().out
+    assert rc == cli.EXIT_OK, out
+    assert f"wrote the HTML report {page}" in out
+    text = open(page, encoding="utf-8").read()
+    assert "http://" not in text.replace("http://www.w3.org/", "") and "https://" not in text
+    data = page_data(page)
+    events = data["events"]
+    fired = [e for e in events if e["status"] == "fired"]
+    assert {e["rule"] for e in fired} == fired_rules
+    declined = [e for e in events if e["status"] == "declined"]
+    if declined_rule:
+        assert any(d[0] == declined_rule for e in declined for d in e["declines"])
+
+    dom = pictures.dump_dom(page)
+    assert 'data-ready="1"' in dom, "the page's script did not finish"
+    counts = json.loads(htmllib.unescape(re.search(r'data-highlighted="([^"]*)"', dom).group(1)))
+    cls = classes_by_id(dom)
+    # every node of every fired match is highlighted before, its replacement after
+    for e in fired:
+        for n in e["cover"]:
+            if n in data["nodes"]["before"]:
+                assert "fired" in cls[f"before_{n}"], (n, e)
+        built = [c for c in e["created"] if c in data["nodes"]["after"]]
+        for c in built:
+            assert "created" in cls[f"after_{c}"], (c, e)
+    for e in declined:
+        assert {"declined", "fired"} & set(cls[f"before_{e['root']}"]), e
+    assert counts["fired"] >= sum(len(e["cover"]) for e in fired) // 2 > 0
+    assert counts["created"] > 0 and counts["declined"] >= (1 if declined_rule else 0)
+    # hovering shows the details: the page opened on a fired match, pinned
+    assert 'class="node fx fired' in dom and "fired: rule <b>" in dom
+
+    # a link to a node opens the page on it, with its details: a node a rule built
+    e = next(e for e in fired if any(c in data["nodes"]["after"] for c in e["created"]))
+    c = next(c for c in e["created"] if c in data["nodes"]["after"])
+    dom = pictures.dump_dom(page, f"after_{c}")
+    panel = dom[dom.index('<div id="details">'):]
+    assert panel.startswith(f'<div id="details"><h3>{c}</h3>') and "after graph" in panel
+    assert f"fired: rule <b>{e['rule']}</b> built " in panel
+
+    png = pictures.screenshot(page, str(tmp_path / f"{name}.png"))
+    focus_rule = next(e["rule"] for e in fired if e["root"] == data["focus"]["name"])
+    check_png(png, [data["colors"][focus_rule][1]])
+
+
+def test_large_model_collapses_layers(pt2, dot, browser, tmp_path, capsys):
+    """LLaMA at 4 layers, 1 drawn: the other layers are one box each
+    (saying what matched in them)."""
+    page = str(tmp_path / "llama4.html")
+    rc = cli.main(["rewrite", pt2("llama", 4), "--target", "cuda", "--dry-run", "--no-check",
+                   "-q", "--html", page, "--html-layers", "1"])
+    assert rc == cli.EXIT_OK, capsys.readouterr()
+    data = page_data(page)
+    st = data["stats"]["before"]
+    assert st["collapsed_layers"] == 3 and st["expanded_layers"] == 1
+    assert st["drawn"] < st["nodes"] / 2
+    boxes = {k: v for k, v in data["nodes"]["before"].items() if v["op"] == "collapsed"}
+    assert len(boxes) == st["collapsed_layers"]
+    assert all(b["events"] for b in boxes.values())  # each holds its layer's matches
+    dom = pictures.dump_dom(page)
+    cls = classes_by_id(dom)
+    assert sum("collapsed" in c for k, c in cls.items() if k.startswith("before_")) \
+        == len(boxes)
+    assert 'data-ready="1"' in dom
+
+
+def test_explain_report_marks_near_misses(dot, browser, tmp_path, capsys):
+    """``explain --html``: where each near miss started and where it failed."""
+    class M(torch.nn.Module):
+        def forward(self, q, k, v):
+            s = torch.matmul(q, k.transpose(-2, -1))
+            return torch.matmul(torch.softmax(s, dim=2), v)  # wrong axis for Attention
+    x = torch.randn(1, 2, 4, 8)
+    path = str(tmp_path / "att.pt2")
+    torch.export.save(torch.export.export(M(), (x, x, x)), path)
+    page = str(tmp_path / "explain.html")
+    rc = cli.main(["explain", path, "--pattern", "Attention", "--rules", "attention",
+                   "--html", page])
+    out = capsys.readouterr().out
+    assert rc == cli.EXIT_OK, out
+    data = page_data(page)
+    near = [e for e in data["events"] if e["status"] == "near"]
+    assert near and near[0]["root"] == "matmul_1" and "expected constant -1" in near[0]["message"]
+    dom = pictures.dump_dom(page)
+    assert 'data-ready="1"' in dom
+    cls = classes_by_id(dom)
+    assert "near" in cls["model_matmul_1"]
+    # it failed at softmax's axis (a constant, not drawn): softmax is marked
+    assert near[0]["at"] == "softmax" and "near-at" in cls["model_softmax"]
+    assert set(near[0]["cover"]) == {"matmul_1", "softmax"}  # its partial match
+    assert "near miss from <b>" in dom  # the details panel opened on it
+    png = pictures.screenshot(page, str(tmp_path / "explain.png"))
+    check_png(png, [])
+
+
+def test_html_fails_early_without_dot(tmp_path, monkeypatch, capsys):
+    """No ``dot``: exit 2 with the reason, before the model is even read."""
+    model = tmp_path / "m.pt2"
+    model.write_bytes(b"not a model")  # never loaded: the check comes first
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    rc = cli.main(["rewrite", str(model), "--html", str(tmp_path / "r.html")])
+    err = capsys.readouterr().err
+    assert rc == cli.EXIT_INPUT
+    assert "Graphviz's `dot` is not on PATH" in err and "apt-get install graphviz" in err
+    assert "not a zip" not in err
+    rc = cli.main(["explain", str(model), "--pattern", "Attention", "--html",
+                   str(tmp_path / "r.html")])
+    assert rc == cli.EXIT_INPUT and "dot" in capsys.readouterr().err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_html_path_mistakes(tmp_path, capsys):
+    model = tmp_path / "m.pt2"
+    model.write_bytes(b"not a model")
+    cases = [
+        (["--html", str(tmp_path)], "is a directory"),
+        (["--html", str(tmp_path / "no" / "r.html")], "does not exist"),
+        (["--html", str(tmp_path / "r.json"), "--report", str(tmp_path / "r.json")],
+         "is also the --report"),
+        (["--html", str(model)], "is also the input MODEL"),
+        (["--html-layers", "2"], "--html-layers: only with --html"),
+        (["--html", str(tmp_path / "r.html"), "--html-layers", "0"], "0 is too few"),
+    ]
+    for extra, msg in cases:
+        rc = cli.main(["rewrite", str(model), "--dry-run", *extra])
+        err = capsys.readouterr().err
+        assert rc == cli.EXIT_INPUT and msg in err, (extra, err)
+
+
+def test_write_is_atomic(pt2, dot, tmp_path, monkeypatch, capsys):
+    """A failure while writing leaves no file and no temporary behind."""
+    page = tmp_path / "r.html"
+
+    def boom(*a, **k):
+        raise RuntimeError("dot failed (1): simulated")
+    monkeypatch.setattr(pmhtml, "draw", boom)
+    rc = cli.main(["rewrite", pt2("bert"), "--target", "cuda", "--dry-run", "--no-check", "-q",
+                   "--html", str(page)])
+    assert rc == cli.EXIT_INPUT and "cannot draw it" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []
