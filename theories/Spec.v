@@ -22,6 +22,10 @@
        - [Entry.v]: [answer], [assoc], [match_root], [match_all],
          [candidates] (what the library answers) and the prepared forms
          [load_set], [set_match], [set_match_all] the library runs;
+       - [Fuel.v]: [depth_le] (every downward path has at most [n]
+         edges), the class [descending] / [ug] / [args_ok] (every cycle of
+         calls passes under an operator application) and the bound
+         [cost] / [fuel_bound];
     2. the statements below ([S_…]);
     3. that the last section of this file type-checks (each statement is
        proved by the named theorem), and that [make proofs] passes: no
@@ -51,7 +55,7 @@
 
 From Coq Require Import List Sorted.
 From PyPM Require Import Syntax Subst Declarative Env Algorithmic Interpreter Soundness
-  Priority RootIndex Entry.
+  Priority RootIndex Entry Fuel.
 Import ListNotations.
 
 (** ** The declarative relation *)
@@ -254,6 +258,25 @@ Definition S_set_match_all_correct : Prop :=
     load_set D roots = Some ps ->
     set_match_all G ps fuel N = match_all G D fuel roots N.
 
+(** ** Fuel that suffices ([Fuel.v]) *)
+
+(** A well-formed pattern whose recursion descends (every cycle of calls
+    passes under an operator application) never runs out of
+    [fuel_bound D N p] steps at a node of depth at most [N]. *)
+Definition S_match_pattern_fuel : Prop :=
+  forall G D N fuel n m p t,
+    wf_defs D = true -> descending D = true ->
+    wfb D p = true -> ug D (LMAX D) p = true -> args_ok D p = true ->
+    depth_le G N t -> fuel_bound D N p <= fuel ->
+    match_pattern G D fuel n m p t <> OOutOfFuel.
+
+(** The same for the library's answer. *)
+Definition S_match_root_fuel : Prop :=
+  forall G D N fuel r t d,
+    wf_defs D = true -> descending D = true -> nth_error D r = Some d ->
+    depth_le G N t -> fuel_bound D N (body d) <= fuel ->
+    match_root G D fuel r t <> ROutOfFuel.
+
 (** ** Each statement is proved by the named theorem *)
 
 Lemma spec_match_weakening : S_match_weakening.
@@ -310,3 +333,7 @@ Lemma spec_set_match_correct : S_set_match_correct.
 Proof. exact set_match_correct. Qed.
 Lemma spec_set_match_all_correct : S_set_match_all_correct.
 Proof. exact set_match_all_correct. Qed.
+Lemma spec_match_pattern_fuel : S_match_pattern_fuel.
+Proof. intros G D N fuel n m p t HD Hdesc. exact (match_pattern_fuel G D HD Hdesc N fuel n m p t). Qed.
+Lemma spec_match_root_fuel : S_match_root_fuel.
+Proof. exact match_root_fuel. Qed.

@@ -1,6 +1,6 @@
 (* Golden check (fiat-crypto style): the main theorems depend on no axiom.
    `make proofs` compares this file's output with assumptions.golden. *)
-From PyPM Require Import Declarative Values Interpreter Soundness Priority RootIndex Entry Spec.
+From PyPM Require Import Declarative Values Interpreter Soundness Priority RootIndex Entry Fuel Spec.
 Print Assumptions match_weakening.
 Print Assumptions success_soundness.
 Print Assumptions failure_soundness.
@@ -54,6 +54,10 @@ Print Assumptions solutions_k_frag.
 Print Assumptions solutions_k_mono.
 Print Assumptions match_root_first_k.
 Print Assumptions match_root_none_k.
+(* fuel that suffices (Fuel.v) *)
+Print Assumptions cost_sound.
+Print Assumptions match_pattern_fuel.
+Print Assumptions match_root_fuel.
 (* the specification file (Spec.v): each statement is proved *)
 Print Assumptions spec_match_weakening.
 Print Assumptions spec_match_pattern_sound.
@@ -78,3 +82,5 @@ Print Assumptions spec_solutions_k_frag.
 Print Assumptions spec_match_root_first_k.
 Print Assumptions spec_set_match_correct.
 Print Assumptions spec_set_match_all_correct.
+Print Assumptions spec_match_pattern_fuel.
+Print Assumptions spec_match_root_fuel.
