@@ -43,8 +43,20 @@ __all__ = [
     "RewriteReport", "rewrite",
     "EngineError", "EngineUnavailable", "GraphError", "OutOfFuel", "PatternError",
     "Graph", "Node", "TensorShape", "load",
-    "explain", "explain_all", "Explanation",
+    "explain", "explain_all", "Explanation", "termination",
 ]
+
+
+def termination(pattern):
+    """Whether ``pattern`` is in the class of ``Fuel.match_root_fuel`` (every
+    cycle of calls passes under an operator application) and up to which
+    graph depth the default fuel is proved to suffice; see
+    :class:`pypm_verified.core.fuel.Termination`. Takes a ``@pm.pattern``
+    or a :class:`core.Program`."""
+    if isinstance(pattern, Pattern):
+        return pattern.termination()
+    from .core import fuel
+    return fuel.termination(core.as_program(pattern))
 
 
 def load(path):

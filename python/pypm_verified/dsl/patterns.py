@@ -127,6 +127,18 @@ class Pattern:
         :attr:`program`'s table)."""
         return self.definition.body
 
+    def termination(self):
+        """Whether the proved fuel bound (``Fuel.match_root_fuel``) covers this
+        pattern, and up to which depth the default fuel suffices: a
+        :class:`~pypm_verified.core.fuel.Termination` (``str()`` says it in
+        a sentence)."""
+        from ..core import fuel
+        linked = self.linked
+        names = [""] * len(linked.defs)
+        for P, i in linked.index.items():
+            names[i] = P.name
+        return fuel.termination(self.program, self.name, names)
+
     @property
     def alternates(self) -> Tuple[CorePattern, ...]:
         """The body of each definition, in definition order."""

@@ -618,7 +618,9 @@ def _search(pattern, node: Node, engine: str, budget: int, describe, verdict: st
     b = s.best
     if verdict == "out of fuel":
         kind, msg = "fuel", ("the engine ran out of fuel: the search did not end within its "
-                             "step budget (a recursive pattern that never ends?)")
+                             "step budget")
+        if isinstance(pattern, Pattern):
+            msg += f" ({pattern.termination()})"
         if b is not None:
             msg += f"; deepest failure seen: {b.message}"
     elif b is None:

@@ -134,6 +134,14 @@ def _label(pattern: PatternLike) -> str:
     return pattern.name if isinstance(pattern, Pattern) else repr(pattern)
 
 
+def _out_of_fuel(pattern: PatternLike, node_id: int) -> OutOfFuel:
+    """The error, with what ``Fuel.match_root_fuel`` says of the pattern."""
+    why = ""
+    if isinstance(pattern, Pattern):
+        why = f" ({pattern.termination()})"
+    return OutOfFuel(f"pattern {_label(pattern)} at node %{node_id} ran out of fuel{why}")
+
+
 def match(pattern: PatternLike, node: Node, engine: str = "verified",
           fuel: Optional[int] = None) -> Optional[Match]:
     """Match ``pattern`` at ``node``: a :class:`Match`, or None if it does not
@@ -155,13 +163,12 @@ def _match_at(s: PreparedPatterns, i: int, node: Node, engine: str, fuel: Option
         try:
             sol = reference.first_solution(core.Program(s.defs, s.roots[i]), node, fuel)
         except OutOfFuel:
-            raise OutOfFuel(f"pattern {_label(s.items[i])} at node %{node.id} ran out of "
-                            "fuel") from None
+            raise _out_of_fuel(s.items[i], node.id) from None
         return None if sol is None else s.match(i, node, sol)
     status, binds, fbinds = binding.match(node.graph, node.id, s.defs, s.roots, i, fuel,
                                           owner or s.owner)
     if status == binding.serialize.STATUS_OUT_OF_FUEL:
-        raise OutOfFuel(f"pattern {_label(s.items[i])} at node %{node.id} ran out of fuel")
+        raise _out_of_fuel(s.items[i], node.id)
     if status != binding.serialize.STATUS_MATCH:
         return None
     nodes = node.graph.nodes
@@ -188,15 +195,14 @@ def match_all(patterns: Sequence[PatternLike], graph: Graph, engine: str = "veri
                 try:
                     sol = reference.first_solution(prog, node, fuel)
                 except OutOfFuel:
-                    raise OutOfFuel(f"pattern {_label(patterns[i])} at node %{node.id} ran out "
-                                    "of fuel") from None
+                    raise _out_of_fuel(patterns[i], node.id) from None
                 if sol is not None:
                     out.append((patterns[i], node, s.match(i, node, sol)))
         return out
     nodes = graph.nodes
     for i, root, status, binds, fbinds in binding.match_all(graph, s.defs, s.roots, fuel):
         if status == binding.serialize.STATUS_OUT_OF_FUEL:
-            raise OutOfFuel(f"pattern {_label(patterns[i])} at node %{root} ran out of fuel")
+            raise _out_of_fuel(patterns[i], root)
         m = s.match(i, nodes[root], ({v: nodes[n] for v, n in binds}, dict(fbinds)))
         out.append((patterns[i], nodes[root], m))
     return out
