@@ -155,3 +155,20 @@ def test_depth_of_a_chain():
     g = pm.Graph()
     a = g.input("a")
     assert depth(a) == 0 and depth(U1(U1(a))) == 2
+
+
+def test_shipped_library_never_runs_out_of_fuel():
+    """The driver matches the library's patterns through one combined table;
+    it is descending and every root's proved bound stops growing far below
+    the default fuel, so ``Fuel.match_root_fuel`` rules out OutOfFuel on any
+    model (checked here at depth 10,000, beyond any exported model)."""
+    from pypm_verified.engines.matching import PreparedPatterns
+    from pypm_verified.library import default_patterns
+    patterns = list(default_patterns())
+    s = PreparedPatterns(patterns)
+    assert fuel.descending(s.defs)
+    for P, r in zip(patterns, s.roots):
+        t = pm.termination(P)
+        assert t.descending and t.depth_limit is None, str(t)
+        deep = fuel.fuel_bound(s.defs, 10_000, s.defs[r].body)
+        assert deep == t.fuel_bound(t.nesting) <= fuel.DEFAULT_FUEL
