@@ -1,4 +1,4 @@
-"""``check-rules``: are the rewrite rules right? (issue 14, the testing part)
+"""``check-rules``: are the rewrite rules right? (issue 14)
 
 The matcher is proved; a rewrite is only as correct as its rule. For every
 ``@pm.rule``, :func:`check_rules` generates concrete PyTorch subgraphs from
@@ -14,8 +14,11 @@ torch. Each rule comes out (:class:`RuleResult`):
   and dtypes, the constants, the error;
 * **vacuous**: the guards admit none of the generated instances (nothing
   matched, or the rule's asserts declined every match);
-* **proved**: reserved for the symbolic check (SMT over index-level
-  semantics, issue 14 item 3), not done yet: "tested" is evidence, not proof.
+* **proved**: tested, and every structure it fired on (operators, axes,
+  constants and input ranks fixed, sizes free) proved equal to its
+  replacement over the reals for every size by :mod:`.symbolic` (z3 over an
+  index-level semantics of the ATen ops); the structures are those the
+  generator reached, not every rank.
 
 For a tested rule, every guard (each ``assert`` of the rule, each conjunct
 of its pattern's guards) is dropped in turn to look for a counterexample:
@@ -24,7 +27,7 @@ ones did not change any result.
 
 One module per concept: :mod:`.instances` (instance generation from the
 lowered pattern), :mod:`.hints` (constants read from the rule's source),
-:mod:`.evaluate` (build, match, fire, compare), :mod:`.guards` (guard
+:mod:`.evaluate` (build, match, fire, compare), :mod:`.symbolic` (proofs), :mod:`.guards` (guard
 necessity), :mod:`.checker` (the search per rule), :mod:`.report` (result
 types, JSON, Markdown).
 

@@ -20,7 +20,7 @@ from .hints import rule_hints
 from .instances import GenerationFailed, Instance, InstanceGenerator, Unbuildable, render
 from .report import Counterexample, RuleResult
 
-__all__ = ["check_rule", "check_rules", "FAST", "FULL", "default_engine"]
+__all__ = ["check_rule", "check_rules", "symbolic_summary", "FAST", "FULL", "default_engine"]
 
 #: (examples, guard instances per guard) of the two modes
 FULL = {"examples": 200, "per_guard": 24}
@@ -122,7 +122,8 @@ def check_rule(pattern, rule, examples: int = FULL["examples"], seed: int = 0,
                engine: Optional[str] = None, guards: bool = True,
                per_guard: int = FULL["per_guard"], max_attempts: Optional[int] = None,
                max_depth: int = 3, pattern_guards: bool = True,
-               dtypes: Optional[Sequence[torch.dtype]] = None) -> RuleResult:
+               dtypes: Optional[Sequence[torch.dtype]] = None,
+               symbolic: bool = True) -> RuleResult:
     """Check ``rule`` (a ``@pm.rule`` of ``pattern``) on instances of its
     pattern: :class:`~.report.RuleResult` with status "tested" (no
     counterexample in ``examples`` instances the rule fired on), "refuted"
@@ -131,13 +132,16 @@ def check_rule(pattern, rule, examples: int = FULL["examples"], seed: int = 0,
     example). With ``guards``, a tested rule's guards are checked for
     necessity, ``per_guard`` violating instances each (``pattern_guards``:
     its pattern's guards too). ``engine``: "verified" or "reference"
-    (default: verified when its library is built)."""
+    (default: verified when its library is built). With ``symbolic``, every
+    structure the rule fired and agreed on is also proved over the reals for
+    every size (:mod:`.symbolic`); a tested rule all of whose structures are
+    so proved is "proved" (see :func:`symbolic_summary` for the scope)."""
     t0 = time.perf_counter()
     engine = engine or default_engine()
     hints = rule_hints(rule)
     gen = InstanceGenerator(pattern, hints, seed=f"{seed}:{rule.name}", max_depth=max_depth,
                             **({"dtypes": tuple(dtypes)} if dtypes else {}))
-    runner = RuleRunner(pattern, rule, engine)
+    runner = RuleRunner(pattern, rule, engine, symbolic=symbolic)
     rng = random.Random(f"{seed}:{rule.name}:filter")
     max_attempts = max_attempts or max(200, examples * 40)
     counts = Counter()
@@ -197,9 +201,12 @@ def check_rule(pattern, rule, examples: int = FULL["examples"], seed: int = 0,
         if fired < examples:
             reason = (f"only {fired} of the {examples} wanted instances fired within "
                       f"{counts['generated']} drawn")
+    sym = symbolic_summary(runner.proofs) if symbolic and status == "tested" else {}
+    if sym and sym["structures"] and sym["proved"] == sym["structures"]:
+        status = "proved"
     examples_ok = fired - (1 if cex is not None else 0)
     guard_results = []
-    if guards and status == "tested" and per_guard > 0:
+    if guards and status in ("tested", "proved") and per_guard > 0:
         guard_results = check_guards(
             pattern, rule, gen, runner, declined, engine, per_guard=per_guard,
             max_attempts=per_guard * 20,
@@ -212,7 +219,40 @@ def check_rule(pattern, rule, examples: int = FULL["examples"], seed: int = 0,
                                         "fired", "more_precise")},
         declined_at=dict(lines.most_common()), space=space.as_dict() if fired else {},
         reason=reason, counterexample=cex, guards=guard_results,
-        seconds=time.perf_counter() - t0, engine=engine, seed=seed)
+        seconds=time.perf_counter() - t0, engine=engine, seed=seed, symbolic=sym)
+
+
+def symbolic_summary(proofs) -> dict:
+    """What the symbolic check proved, over the structures the rule fired
+    and agreed on (``RuleRunner.proofs``): ``structures``; ``proved`` (for
+    every size); ``proved_like_instances`` (not for every size, but for
+    every size with the size pattern of each fired instance: a guard of the
+    rule, which is Python and not translated, restricts the sizes);
+    ``differs`` (over the reals even so: a float constant that is not the
+    kernel's, say), ``unsupported`` and ``unknown``, each with examples;
+    ``ranks`` (the input ranks the structures cover)."""
+    out = {"structures": len(proofs), "proved": 0, "proved_like_instances": 0,
+           "differs": [], "unsupported": {}, "unknown": [], "ranks": {}}
+    for sp in proofs.values():
+        for k, r in sp.ranks.items():
+            out["ranks"].setdefault(k, set()).add(r)
+        st = sp.free.status
+        if st == "proved":
+            out["proved"] += 1
+        elif st == "unsupported":
+            out["unsupported"][sp.free.detail] = out["unsupported"].get(sp.free.detail, 0) + 1
+        elif st == "unknown":
+            out["unknown"].append(f"{sp.original} -> {sp.replacement}: {sp.free.detail}")
+        elif sp.like and all(p.status == "proved" for p in sp.like.values()):
+            out["proved_like_instances"] += 1
+        elif any(p.status == "unknown" for p in sp.like.values()):
+            bad = next(p for p in sp.like.values() if p.status == "unknown")
+            out["unknown"].append(f"{sp.original} -> {sp.replacement}: {bad.detail}")
+        else:
+            bad = next((p for p in sp.like.values() if p.status != "proved"), sp.free)
+            out["differs"].append(f"{sp.original} -> {sp.replacement}: {bad.detail}")
+    out["ranks"] = {k: sorted(v) for k, v in sorted(out["ranks"].items())}
+    return out
 
 
 def check_rules(patterns: Sequence, examples: int = FULL["examples"], seed: int = 0,

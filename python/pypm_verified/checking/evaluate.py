@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -42,10 +42,11 @@ from ..engines.matching import PatternSet
 from ..errors import OutOfFuel, PatternError
 from ..torch.check import TOLERANCE
 from ..torch.driver import Driver, RewriteError, schema_call
+from . import symbolic
 from .instances import App, Instance, Leaf
 
-__all__ = ["Built", "InvalidInstance", "Outcome", "RuleRunner", "build", "compare_outputs",
-           "closer_to_exact", "shrink", "COUNTEREXAMPLES"]
+__all__ = ["Built", "InvalidInstance", "Outcome", "RuleRunner", "StructureProof", "build",
+           "compare_outputs", "closer_to_exact", "shrink", "COUNTEREXAMPLES"]
 
 COUNTEREXAMPLES = ("disagree", "error")
 
@@ -243,6 +244,24 @@ def closer_to_exact(exact: torch.Tensor, ref: torch.Tensor, got: torch.Tensor) -
     return bool((eb <= ea + atol + rtol * e[fin].abs()).all())
 
 
+@dataclass
+class StructureProof:
+    """The symbolic check of one structure (the matched subgraph and its
+    replacement, input ranks fixed): ``free`` for every size; where that
+    differs, ``like``: per size pattern of a fired instance (which axes are
+    1, which are equal), the proof for the sizes with that pattern."""
+    original: str
+    replacement: str
+    ranks: Dict[str, int]
+    free: "symbolic.Proof"
+    like: Dict[tuple, "symbolic.Proof"] = field(default_factory=dict)
+
+
+def _size_pattern(shapes: Dict[str, tuple]) -> tuple:
+    sizes = [n for k in sorted(shapes) for n in shapes[k]]
+    return tuple((n == 1, sizes.index(n)) for n in sizes)
+
+
 def _render_fx(node, depth: int = 0) -> str:
     if not isinstance(node, fx.Node):
         if isinstance(node, (list, tuple)):
@@ -283,9 +302,14 @@ class RuleRunner:
     ``body``: a variant of the rule's compiled body; ``engine``: "verified"
     or "reference"."""
 
-    def __init__(self, pattern, rule, engine: str = "verified", program=None, body=None):
+    def __init__(self, pattern, rule, engine: str = "verified", program=None, body=None,
+                 symbolic: bool = False):
         self.pattern = pattern
         self.engine = engine
+        #: with ``symbolic``, every structure the rule fired and agreed on is
+        #: proved (:mod:`.symbolic`): structure key -> :class:`StructureProof`
+        self.symbolic = symbolic
+        self.proofs: Dict[tuple, "StructureProof"] = {}
         self.pset = PatternSet([program if program is not None else pattern], engine)
         self.names = (pattern.term_params, pattern.op_params) if program is not None else None
         self.probe = _Probe(body if body is not None else rule)
@@ -329,6 +353,10 @@ class RuleRunner:
             return Outcome("no_match")
         values = self._values(d, m)
         self.probe.line = None
+        original = None
+        if self.symbolic:  # the matched subgraph, before the rule edits the graph
+            original = fx.Graph()
+            original_root = original.graph_copy(b.gm.graph, {})
         try:
             changed = d.fire_at(self.rule, values, b.root)  # the driver's own path
         except RewriteError as e:
@@ -361,8 +389,26 @@ class RuleRunner:
                 ok, msg = True, (f"differs from the original by {mabs:.3g} but is at least as "
                                  "close to the float64 evaluation (more precise)")
         shapes = ((tuple(expected.shape), str(expected.dtype)), (tuple(got.shape), str(got.dtype)))
+        if ok and original is not None:
+            self._prove(original_root, new_root, b, replacement)
         return Outcome("agree" if ok else "disagree", msg, None, mabs, mrel, tol, replacement,
                        *shapes)
+
+    def _prove(self, original_root: fx.Node, new_root: fx.Node, b: Built,
+               replacement: str) -> None:
+        shapes = {n.name: tuple(n.meta["val"].shape) for n in b.gm.graph.nodes
+                  if n.op == "placeholder"}
+        key = (_render_fx(original_root), replacement,
+               tuple(sorted((k, len(v)) for k, v in shapes.items())))
+        sp = self.proofs.get(key)
+        if sp is None:
+            free = symbolic.prove(original_root, new_root, shapes)
+            sp = self.proofs[key] = StructureProof(key[0], replacement, dict(key[2]), free)
+        if sp.free.status == "differs":  # then: the sizes of instances like this one
+            pat = _size_pattern(shapes)
+            if pat not in sp.like:
+                sp.like[pat] = symbolic.prove(original_root, new_root, shapes,
+                                              like_instance=True)
 
 
 def shrink(inst: Instance, fails, outcome: Outcome, max_runs: int = 40):

@@ -5,10 +5,14 @@ or a necessary guard; JSON (:meth:`RuleResult.as_dict`), Markdown
 
 A rule's ``status`` is one of :data:`STATUSES`:
 
-* ``proved`` -- reserved for the symbolic check (issue 14, item 3: SMT
-  obligations per rank up to a sufficient bound); nothing produces it yet;
+* ``proved`` -- tested, and the symbolic check (:mod:`.symbolic`) proved
+  every structure the rule fired on equal over the reals for every size
+  (``symbolic``: how many structures, which input ranks); the structures
+  are those the instance generator reached (every alternate and
+  operator-variable choice it drew, input ranks up to 4), not every rank;
 * ``tested`` -- no counterexample in ``examples`` instances on which the
-  rule fired, drawn from the instance space in ``space``;
+  rule fired, drawn from the instance space in ``space`` (``symbolic``
+  says which structures were proved anyway, and why the others were not);
 * ``refuted`` -- a concrete counterexample (``counterexample``);
 * ``vacuous`` -- no generated instance was both matched and accepted by the
   rule's asserts (``reason`` says which: nothing matched, or the asserts
@@ -21,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
 __all__ = ["STATUSES", "Counterexample", "GuardResult", "RuleResult", "markdown",
-           "summary_lines", "counterexample_lines"]
+           "summary_lines", "symbolic_line", "counterexample_lines"]
 
 STATUSES = ("proved", "tested", "refuted", "vacuous")
 FAILING = ("refuted", "vacuous")
@@ -144,6 +148,7 @@ class RuleResult:
     seconds: float = 0.0
     engine: str = ""
     seed: int = 0
+    symbolic: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -167,7 +172,7 @@ def summary_lines(results: List[RuleResult]) -> List[str]:
     w = max([len(r.rule) for r in results] + [4])
     for r in results:
         extra = ""
-        if r.status == "tested":
+        if r.status in ("tested", "proved"):
             extra = f"{r.examples} instances"
             if r.examples < r.requested:
                 extra += f" (of {r.requested} wanted)"
@@ -179,12 +184,43 @@ def summary_lines(results: List[RuleResult]) -> List[str]:
             extra = r.reason
         elif r.status == "refuted":
             extra = r.counterexample.message if r.counterexample else r.reason
+        if r.symbolic.get("structures"):
+            extra += "; " + symbolic_line(r.symbolic)
         out.append(f"{r.rule:<{w}}  {r.status:<8}  {extra}  ({r.seconds:.1f} s)")
     for r in results:
         if r.counterexample is not None:
             out.append("")
             out.append(f"counterexample to {r.rule} ({r.where}):")
             out.extend("  " + x for x in counterexample_lines(r.counterexample))
+    return out
+
+
+def symbolic_line(sym: dict) -> str:
+    """``symbolic`` in one line."""
+    n = sym["structures"]
+    parts = [f"symbolic: {sym['proved']} of {n} structures proved for every size"]
+    if sym.get("proved_like_instances"):
+        parts.append(f"{sym['proved_like_instances']} for the fired instances' size patterns")
+    if sym.get("differs"):
+        parts.append(f"{len(sym['differs'])} differ over the reals")
+    if sym.get("unsupported"):
+        parts.append(f"{sum(sym['unsupported'].values())} unsupported")
+    if sym.get("unknown"):
+        parts.append(f"{len(sym['unknown'])} unknown")
+    return ", ".join(parts)
+
+
+def _symbolic_lines(sym: dict) -> List[str]:
+    if not sym.get("structures"):
+        return []
+    out = ["", "Symbolic check (over the reals, z3): " + symbolic_line(sym) + "; input ranks "
+           + ", ".join(f"{k} {v}" for k, v in sym.get("ranks", {}).items()) + "."]
+    for d in sym.get("differs", [])[:3]:
+        out.append(f"* differs: `{_md_cell(d)}`")
+    for reason, k in list(sym.get("unsupported", {}).items())[:3]:
+        out.append(f"* unsupported ({k}): {_md_cell(reason)}")
+    for d in sym.get("unknown", [])[:3]:
+        out.append(f"* unknown: `{_md_cell(d)}`")
     return out
 
 
@@ -250,6 +286,7 @@ def markdown(results: List[RuleResult], title: str = "Rule checks", preamble: st
         sl = _space_lines(r.space)
         if sl:
             lines += ["", "Instance space:", ""] + sl
+        lines += _symbolic_lines(r.symbolic)
         if r.counterexample is not None:
             lines += ["", "Counterexample:", "", "```"]
             lines += counterexample_lines(r.counterexample) + ["```"]

@@ -1,0 +1,567 @@
+"""Symbolic proofs of rewrites: an index-level semantics of the ATen ops the
+rule library uses, and SMT obligations (z3) over every size (issue 14, item 3).
+
+A *structure* is a matched subgraph and its replacement with everything but
+the sizes fixed: the operators, their axis and scalar arguments, the rank
+of every input (TensorRight's "instantiated rank"). :func:`prove` reads
+both as functions of an output index, with
+
+* every input a z3 uninterpreted function from index tuples to reals and
+  every size a z3 integer ``>= 1`` (so size-1 broadcasting is one of the
+  cases, not a separate instance);
+* pointwise ops with PyTorch's broadcasting; ``transpose``/``t``/
+  ``permute`` as index maps; ``matmul``/``mm``/``bmm``/``linear``/
+  ``addmm`` as sums over the contracted axis; ``mean`` and ``softmax`` as
+  sums over the reduced axis; ``erf``, ``tanh``, ``exp``, ``rsqrt``,
+  ``sqrt``, ``sigmoid``, ``silu`` uninterpreted (the same function on both
+  sides); a sum ``Σ_{k<n} f(k)`` an uninterpreted function of the array
+  ``k ↦ f(k)`` (zero outside ``0 <= k < n``) and ``n``, so two sums are
+  equal when their summands are (TensorRight's one-to-one correspondence
+  of reductions);
+* fused ops by their documented definition: ``gelu`` with PyTorch's
+  constants (``M_SQRT1_2``; ``M_SQRT2 * M_2_SQRTPI * 0.5``),
+  ``rms_norm`` as ``x * rsqrt(mean(x², normalized axes) + eps) * w``,
+  ``scaled_dot_product_attention`` as ``softmax(q kᵀ · scale + mask) v``
+  (float masks; a boolean mask needs ``-inf``, which is no real), and
+  ``pypm.linear_act`` as the activation of ``linear``;
+* casts (``_to_copy``, ``clone``, inference ``dropout``) as the identity.
+
+The obligation: whenever the original subgraph is well-defined (its shape
+constraints: contracted sizes agree, broadcast sizes are equal or 1), the
+replacement is well-defined too (its constraints are *proved*, not
+assumed), has the same shape, and the same value at every index. ``unsat``
+of the negation is a proof **over the reals** for every size of that
+structure; floating-point results may still differ by rounding (no rule is
+claimed bit-for-bit: a fused kernel sums in its own order). ``sat`` gives
+sizes under which the two differ over the reals (a float constant of the
+pattern that is not exactly the kernel's, say); an op outside the
+semantics gives "unsupported". The trust base: this file's semantics of
+each op (checked against torch's shape rules in ``tests/test_symbolic.py``)
+and z3.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.fx as fx
+import z3
+
+aten = torch.ops.aten
+
+#: PyTorch's GELU constants, as the CPU/CUDA kernels compute them (doubles)
+M_SQRT1_2 = 0.70710678118654752440
+GELU_TANH_BETA = math.sqrt(2.0) * (2.0 / math.sqrt(math.pi)) * 0.5  # M_SQRT2 * M_2_SQRTPI * 0.5
+GELU_TANH_KAPPA = 0.044715
+
+
+class Unsupported(Exception):
+    """An op, argument or dtype outside the semantics."""
+
+
+Idx = List[z3.ArithRef]
+
+
+@dataclass
+class Sym:
+    """A tensor: its sizes (z3 integers) and its value at an index."""
+    shape: List[z3.ArithRef]
+    at: Callable[[Idx], z3.ArithRef]
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+def _real(v) -> z3.ArithRef:
+    if isinstance(v, bool):
+        return z3.RealVal(int(v))
+    if isinstance(v, int):
+        return z3.RealVal(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise Unsupported(f"the constant {v!r} is not a real number")
+        f = Fraction(v)  # the double's exact value
+        return z3.Q(f.numerator, f.denominator)
+    raise Unsupported(f"constant {v!r}")
+
+
+class Semantics:
+    """One proof obligation's symbols, functions and constraints. Ops of the
+    original add *assumptions* (its well-definedness); ops of the replacement
+    add *obligations*."""
+
+    def __init__(self):
+        self.assume: List[z3.BoolRef] = []
+        self.oblige: List[z3.BoolRef] = []
+        self.replacement = False
+        self._fns: Dict[str, z3.FuncDeclRef] = {}
+        self._fresh = 0
+        self._depth = 0
+        self.sum = z3.Function("Sum", z3.ArraySort(z3.IntSort(), z3.RealSort()), z3.IntSort(),
+                               z3.RealSort())
+
+    # ------------------------------------------------------------- helpers
+    def require(self, c: z3.BoolRef):
+        (self.oblige if self.replacement else self.assume).append(c)
+
+    def fn(self, name: str, arity: int = 1) -> z3.FuncDeclRef:
+        if name not in self._fns:
+            self._fns[name] = z3.Function(name, *([z3.RealSort()] * (arity + 1)))
+        return self._fns[name]
+
+    def fresh(self, base: str) -> z3.ArithRef:
+        self._fresh += 1
+        return z3.Int(f"{base}_{self._fresh}")
+
+    def input(self, name: str, rank: int) -> Sym:
+        sizes = [z3.Int(f"{name}_n{i}") for i in range(rank)]
+        for s in sizes:
+            self.assume.append(s >= 1)
+        if rank == 0:
+            c = z3.Real(name)
+            return Sym([], lambda idx: c)
+        f = z3.Function(name, *([z3.IntSort()] * rank), z3.RealSort())
+        return Sym(sizes, lambda idx: f(*idx))
+
+    def const(self, v) -> Sym:
+        r = _real(v)
+        return Sym([], lambda idx: r)
+
+    def reduce(self, n: z3.ArithRef, body: Callable[[z3.ArithRef], z3.ArithRef]) -> z3.ArithRef:
+        """``Σ_{k<n} body(k)``. The bound variable is named by its nesting
+        depth, so the same sum built on both sides is the same term."""
+        k = z3.Int(f"k{self._depth}")
+        self._depth += 1
+        try:
+            b = body(k)
+        finally:
+            self._depth -= 1
+        return self.sum(z3.Lambda([k], z3.If(z3.And(k >= 0, k < n), b, 0)), n)
+
+    # ---------------------------------------------------------- broadcasting
+    def broadcast(self, *xs: Sym) -> List[z3.ArithRef]:
+        r = max(x.rank for x in xs)
+        out = []
+        for i in range(r):
+            dims = [x.shape[x.rank - r + i] for x in xs if x.rank - r + i >= 0]
+            size = dims[0]
+            for d in dims[1:]:
+                self.require(z3.Or(d == size, d == 1, size == 1))
+                size = z3.If(size == 1, d, size)
+            out.append(size)
+        return out
+
+    @staticmethod
+    def index_into(x: Sym, idx: Idx, out: Optional[List[z3.ArithRef]] = None) -> Idx:
+        """The index of ``x`` that a broadcast output index reads (on an
+        axis whose size is the output's own term, the index itself)."""
+        off = len(idx) - x.rank
+        return [idx[off + j] if out is not None and x.shape[j].eq(out[off + j])
+                else z3.If(x.shape[j] == 1, 0, idx[off + j]) for j in range(x.rank)]
+
+    def pointwise(self, f: Callable[..., z3.ArithRef], *xs: Sym) -> Sym:
+        shape = self.broadcast(*xs)
+        return Sym(shape, lambda idx: f(*[x.at(self.index_into(x, idx, shape)) for x in xs]))
+
+    # ------------------------------------------------------------- layout
+    @staticmethod
+    def axis(d: int, rank: int) -> int:
+        if not -max(rank, 1) <= d < max(rank, 1):
+            raise Unsupported(f"axis {d} of a rank-{rank} tensor")
+        return d % rank if rank else 0
+
+    def permute(self, x: Sym, perm: Sequence[int]) -> Sym:
+        perm = [self.axis(p, x.rank) for p in perm]
+        if sorted(perm) != list(range(x.rank)):
+            raise Unsupported(f"permute({list(perm)}) of a rank-{x.rank} tensor")
+
+        def at(idx):
+            src = [None] * x.rank
+            for i, p in enumerate(perm):
+                src[p] = idx[i]
+            return x.at(src)
+        return Sym([x.shape[p] for p in perm], at)
+
+    def transpose(self, x: Sym, a: int, b: int) -> Sym:
+        if x.rank == 0:
+            return x
+        perm = list(range(x.rank))
+        a, b = self.axis(a, x.rank), self.axis(b, x.rank)
+        perm[a], perm[b] = perm[b], perm[a]
+        return self.permute(x, perm)
+
+    # ---------------------------------------------------------- contraction
+    def matmul(self, a: Sym, b: Sym, batched: bool = True) -> Sym:
+        """``torch.matmul``: 1-D operands get a unit axis (removed after),
+        batch axes broadcast, the contracted sizes agree."""
+        if a.rank == 0 or b.rank == 0:
+            raise Unsupported("matmul of a 0-d tensor")
+        one = z3.IntVal(1)
+        sa = ([one] if a.rank == 1 else []) + a.shape
+        sb = b.shape + ([one] if b.rank == 1 else [])
+        A = Sym(sa, (lambda idx: a.at(idx[1:])) if a.rank == 1 else a.at)
+        B = Sym(sb, (lambda idx: b.at(idx[:-1])) if b.rank == 1 else b.at)
+        self.require(sa[-1] == sb[-2])
+        if not batched and (len(sa) > 3 or len(sb) > 3 or len(sa) != len(sb)):
+            raise Unsupported("mm/bmm of mismatched ranks")
+        ba, bb = Sym(sa[:-2], None), Sym(sb[:-2], None)
+        batch = self.broadcast(ba, bb) if (ba.rank or bb.rank) else []
+        nb = len(batch)
+
+        def at(idx):
+            bidx, i, j = idx[:nb], idx[nb], idx[nb + 1]
+            ia = self.index_into(ba, bidx) if ba.rank else []
+            ib = self.index_into(bb, bidx) if bb.rank else []
+            return self.reduce(sa[-1], lambda k: A.at(ia + [i, k]) * B.at(ib + [k, j]))
+        full = Sym(batch + [sa[-2], sb[-1]], at)
+        if a.rank == 1 and b.rank == 1:
+            return Sym([], lambda idx: full.at([z3.IntVal(0), z3.IntVal(0)]))
+        if a.rank == 1:
+            return Sym(full.shape[:-2] + [full.shape[-1]],
+                       lambda idx: full.at(idx[:-1] + [z3.IntVal(0), idx[-1]]))
+        if b.rank == 1:
+            return Sym(full.shape[:-1], lambda idx: full.at(idx + [z3.IntVal(0)]))
+        return full
+
+    def linear(self, x: Sym, w: Sym, b: Optional[Sym]) -> Sym:
+        """``x wᵀ + b`` (``w`` 2-D)."""
+        if w.rank != 2 or x.rank == 0:
+            raise Unsupported(f"linear with a rank-{w.rank} weight")
+        out = self.matmul(x, self.transpose(w, 0, 1))
+        return out if b is None else self.pointwise(lambda u, v: u + v, out, b)
+
+    def mean(self, x: Sym, dims: Sequence[int], keepdim: bool) -> Sym:
+        dims = sorted({self.axis(d, x.rank) for d in dims}) if dims else list(range(x.rank))
+        keep = [i for i in range(x.rank) if i not in dims]
+        count = z3.IntVal(1)
+        for d in dims:
+            count = count * x.shape[d]
+
+        def at(idx):
+            def inner(full, rest):
+                if not rest:
+                    return x.at(full)
+                d = rest[0]
+                return self.reduce(x.shape[d], lambda k: inner(full[:d] + [k] + full[d + 1:],
+                                                                rest[1:]))
+            if keepdim:
+                full = list(idx)
+            else:
+                full, it = [], iter(idx)
+                for i in range(x.rank):
+                    full.append(z3.IntVal(0) if i in dims else next(it))
+            return inner(full, dims) / z3.ToReal(count)
+        shape = [z3.IntVal(1) if i in dims else x.shape[i] for i in range(x.rank)] if keepdim \
+            else [x.shape[i] for i in keep]
+        return Sym(shape, at)
+
+    def softmax(self, x: Sym, dim: int) -> Sym:
+        if x.rank == 0:
+            raise Unsupported("softmax of a 0-d tensor")
+        d = self.axis(dim, x.rank)
+        exp = self.fn("exp")
+
+        def at(idx):
+            den = self.reduce(x.shape[d], lambda k: exp(x.at(idx[:d] + [k] + idx[d + 1:])))
+            return exp(x.at(idx)) / den
+        return Sym(list(x.shape), at)
+
+    # --------------------------------------------------------- definitions
+    def gelu(self, x: Sym, approximate: str) -> Sym:
+        if approximate == "none":
+            erf, c = self.fn("erf"), _real(M_SQRT1_2)
+            return self.pointwise(lambda u: u * _real(0.5) * (1 + erf(u * c)), x)
+        if approximate == "tanh":
+            tanh, beta, kappa = self.fn("tanh"), _real(GELU_TANH_BETA), _real(GELU_TANH_KAPPA)
+            return self.pointwise(
+                lambda u: _real(0.5) * u * (1 + tanh(beta * (u + kappa * u * u * u))), x)
+        raise Unsupported(f"gelu(approximate={approximate!r})")
+
+    def rms_norm(self, x: Sym, normalized: Sequence[int], w: Optional[Sym], eps) -> Sym:
+        if eps is None:
+            raise Unsupported("rms_norm without eps (the dtype's epsilon)")
+        k = len(normalized)
+        if not 1 <= k <= x.rank:
+            raise Unsupported(f"rms_norm over {k} axes of a rank-{x.rank} tensor")
+        rsqrt = self.fn("rsqrt")
+        sq = self.pointwise(lambda u: u * u, x)
+        ms = self.mean(sq, list(range(x.rank - k, x.rank)), keepdim=True)
+        y = self.pointwise(lambda u, m: u * rsqrt(m + _real(eps)), x, ms)
+        if w is not None:
+            if w.rank != k:
+                raise Unsupported("rms_norm weight of another rank")
+            y = self.pointwise(lambda u, v: u * v, y, w)
+        return y
+
+    def sdpa(self, q: Sym, k: Sym, v: Sym, mask, dropout_p, is_causal, scale,
+             mask_is_bool: bool) -> Sym:
+        if dropout_p not in (0, 0.0) or is_causal:
+            raise Unsupported("scaled_dot_product_attention with dropout or is_causal")
+        if scale is None:
+            raise Unsupported("scaled_dot_product_attention's default scale 1/sqrt(E) "
+                              "(irrational for most E)")
+        if q.rank < 2 or k.rank < 2 or v.rank < 2:
+            raise Unsupported("attention operands of rank < 2")
+        s = self.matmul(q, self.transpose(k, -2, -1))
+        s = self.pointwise(lambda u: u * _real(scale), s)
+        if mask is not None:
+            if mask_is_bool:
+                raise Unsupported("a boolean attention mask (-inf is not a real)")
+            # the mask must broadcast to the scores without growing them
+            for i in range(1, mask.rank + 1):
+                if i > s.rank:
+                    self.require(z3.BoolVal(False))
+                else:
+                    self.require(z3.Or(mask.shape[-i] == s.shape[-i], mask.shape[-i] == 1))
+            if mask.rank > s.rank:
+                raise Unsupported("a mask of higher rank than the scores")
+            s = self.pointwise(lambda u, m: u + m, s, mask)
+        return self.matmul(self.softmax(s, -1), v)
+
+
+# ----------------------------------------------------------- FX to symbols
+
+_UNARY = {
+    aten.erf.default: "erf", aten.tanh.default: "tanh", aten.exp.default: "exp",
+    aten.rsqrt.default: "rsqrt", aten.sqrt.default: "sqrt", aten.sigmoid.default: "sigmoid",
+    aten.silu.default: "silu",
+}
+_IDENTITY = (aten._to_copy.default, aten.clone.default, aten.alias.default)
+
+
+def _args(node: fx.Node, names: Sequence[str]) -> List:
+    """Positional and keyword arguments by schema name (defaults filled)."""
+    schema = node.target._schema
+    out = []
+    for i, a in enumerate(schema.arguments):
+        if a.name not in names:
+            continue
+        if i < len(node.args):
+            v = node.args[i]
+        elif a.name in node.kwargs:
+            v = node.kwargs[a.name]
+        elif a.has_default_value():
+            v = a.default_value
+        else:
+            raise Unsupported(f"{node.target}: argument {a.name!r} missing")
+        out.append(v)
+    return out
+
+
+def _is_bool(node) -> bool:
+    v = node.meta.get("val") if isinstance(node, fx.Node) else None
+    return isinstance(v, torch.Tensor) and v.dtype == torch.bool
+
+
+class Evaluator:
+    """FX nodes to :class:`Sym` under one :class:`Semantics` (memoized, so a
+    node shared by both sides is one term)."""
+
+    def __init__(self, sem: Semantics, inputs: Dict[str, Sym]):
+        self.sem, self.inputs = sem, inputs
+        self.memo: Dict[fx.Node, Sym] = {}
+
+    def value(self, a) -> Sym:
+        if isinstance(a, fx.Node):
+            if a not in self.memo:
+                self.memo[a] = self._node(a)
+            return self.memo[a]
+        if a is None:
+            raise Unsupported("None where a tensor is expected")
+        return self.sem.const(a)
+
+    def _node(self, n: fx.Node) -> Sym:
+        sem, t = self.sem, n.target
+        if n.op == "placeholder":
+            return self.inputs[n.name]
+        if n.op != "call_function":
+            raise Unsupported(f"FX node {n.op}")
+        v = n.meta.get("val")
+        if isinstance(v, torch.Tensor) and not (v.dtype.is_floating_point):
+            raise Unsupported(f"{t} computes {v.dtype}: only floating results are real-valued")
+        V = self.value
+        if t in (aten.add.Tensor, aten.sub.Tensor):
+            a, b, alpha = _args(n, ("self", "other", "alpha"))
+            al = _real(alpha)
+            sign = 1 if t == aten.add.Tensor else -1
+            return sem.pointwise(lambda u, w: u + sign * al * w, V(a), V(b))
+        if t == aten.mul.Tensor:
+            return sem.pointwise(lambda u, w: u * w, *[V(x) for x in _args(n, ("self", "other"))])
+        if t == aten.div.Tensor:
+            return sem.pointwise(lambda u, w: u / w, *[V(x) for x in _args(n, ("self", "other"))])
+        if t == aten.neg.default:
+            return sem.pointwise(lambda u: -u, V(n.args[0]))
+        if t == aten.pow.Tensor_Scalar:
+            x, e = n.args[:2]
+            if isinstance(e, (int, float)) and float(e).is_integer() and 0 <= e <= 4:
+                def p(u, e=int(e)):
+                    r = z3.RealVal(1)
+                    for _ in range(e):
+                        r = r * u
+                    return r
+                return sem.pointwise(p, V(x))
+            f = sem.fn(f"pow_{e!r}")
+            return sem.pointwise(lambda u: f(u), V(x))
+        if t in _UNARY:
+            f = sem.fn(_UNARY[t])
+            return sem.pointwise(lambda u: f(u), V(n.args[0]))
+        if t == aten.relu.default:
+            return sem.pointwise(lambda u: z3.If(u > 0, u, 0), V(n.args[0]))
+        if t == aten.gelu.default:
+            x, approx = _args(n, ("self", "approximate"))
+            return sem.gelu(V(x), approx)
+        if t in _IDENTITY:
+            return V(n.args[0])
+        if t == aten.dropout.default:
+            x, p, train = _args(n, ("input", "p", "train"))
+            if train and p:
+                raise Unsupported("dropout in training")
+            return V(x)
+        if t == aten.transpose.int:
+            return sem.transpose(V(n.args[0]), n.args[1], n.args[2])
+        if t == aten.t.default:
+            x = V(n.args[0])
+            return x if x.rank < 2 else sem.transpose(x, 0, 1)
+        if t == aten.permute.default:
+            return sem.permute(V(n.args[0]), n.args[1])
+        if t == aten.matmul.default:
+            return sem.matmul(V(n.args[0]), V(n.args[1]))
+        if t in (aten.mm.default, aten.bmm.default):
+            a, b = V(n.args[0]), V(n.args[1])
+            want = 2 if t == aten.mm.default else 3
+            if a.rank != want or b.rank != want:
+                raise Unsupported(f"{t} of ranks {a.rank}, {b.rank}")
+            sem.require(z3.And(*[a.shape[i] == b.shape[i] for i in range(want - 2)])
+                        if want == 3 else z3.BoolVal(True))
+            return sem.matmul(a, b, batched=False)
+        if t == aten.linear.default:
+            x, w, b = _args(n, ("input", "weight", "bias"))
+            return sem.linear(V(x), V(w), None if b is None else V(b))
+        if t == aten.addmm.default:
+            b, x, w, beta, alpha = _args(n, ("self", "mat1", "mat2", "beta", "alpha"))
+            mm = sem.matmul(V(x), V(w), batched=False)
+            be, al = _real(beta), _real(alpha)
+            return sem.pointwise(lambda u, m: be * u + al * m, V(b), mm)
+        if t == aten.mean.dim:
+            x, dims, keep, dtype = _args(n, ("self", "dim", "keepdim", "dtype"))
+            return sem.mean(V(x), list(dims) if dims is not None else [], keep)
+        if t == aten.softmax.int:
+            x, dim = _args(n, ("self", "dim"))
+            return sem.softmax(V(x), dim)
+        if t == aten.rms_norm.default:
+            x, shape, w, eps = _args(n, ("input", "normalized_shape", "weight", "eps"))
+            # normalized_shape holds sizes: the structure reads it as "the last
+            # k sizes of x", which it is on the instance (a rule reads x.shape)
+            xv = x.meta.get("val") if isinstance(x, fx.Node) else None
+            k = len(shape)
+            if xv is None or not 1 <= k <= xv.dim() or list(xv.shape[-k:]) != list(shape):
+                raise Unsupported(f"rms_norm's normalized_shape {list(shape)} is not the last "
+                                  "sizes of its input")
+            return sem.rms_norm(V(x), list(shape), None if w is None else V(w), eps)
+        if t == aten.scaled_dot_product_attention.default:
+            q, k, v, m, p, causal, scale, gqa = _args(
+                n, ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
+                    "enable_gqa"))
+            if gqa:
+                raise Unsupported("enable_gqa")
+            return sem.sdpa(V(q), V(k), V(v), None if m is None else V(m), p, causal, scale,
+                            _is_bool(m))
+        if getattr(t, "namespace", None) == "pypm" and "linear_act" in str(t):
+            x, w, b, act = n.args[:4]
+            y = sem.linear(V(x), V(w), None if b is None else V(b))
+            if act == "relu":
+                return sem.pointwise(lambda u: z3.If(u > 0, u, 0), y)
+            if act in ("gelu", "gelu_tanh"):
+                return sem.gelu(y, "none" if act == "gelu" else "tanh")
+            if act == "silu":
+                return sem.pointwise(lambda u: sem.fn("silu")(u), y)
+            if act == "none":
+                return y
+            raise Unsupported(f"pypm.linear_act activation {act!r}")
+        raise Unsupported(f"no semantics for {t}")
+
+
+# ----------------------------------------------------------------- proving
+
+@dataclass
+class Proof:
+    """The verdict on one structure: ``status`` "proved", "differs" (z3
+    found sizes where the two differ over the reals; ``detail`` says
+    which), "unsupported" or "unknown" (z3 gave up)."""
+    status: str
+    detail: str = ""
+
+
+class SemanticsMismatch(AssertionError):
+    """The semantics' shape of a node disagrees with torch's on the instance:
+    a bug of this file, never a verdict on a rule."""
+
+
+def prove(original: fx.Node, replacement: fx.Node, shapes: Dict[str, Sequence[int]],
+          like_instance: bool = False, timeout_ms: int = 5_000) -> Proof:
+    """Is ``replacement`` equal to ``original`` over the reals, at every
+    index, for every size of the inputs, wherever ``original`` is
+    well-defined? ``shapes``: placeholder name -> the instance's shape (its
+    rank fixes the structure; its sizes check the semantics against torch's
+    shapes, :class:`SemanticsMismatch`). ``like_instance``: only sizes with
+    the instance's pattern (the same axes of size 1, the same axes equal)."""
+    sem = Semantics()
+    inputs = {name: sem.input(name, len(shp)) for name, shp in shapes.items()}
+    ev = Evaluator(sem, inputs)
+    try:
+        a = ev.value(original)
+        sem.replacement = True
+        b = ev.value(replacement)
+    except Unsupported as e:
+        return Proof("unsupported", str(e))
+    concrete = {z3.Int(f"{name}_n{i}"): n for name, shp in shapes.items()
+                for i, n in enumerate(shp)}
+    for node, sym in ev.memo.items():  # every node of both sides
+        _check_shape(node, sym, concrete)
+    if a.rank != b.rank:
+        return Proof("differs", f"rank {a.rank} vs {b.rank}")
+    assume = list(sem.assume)
+    if like_instance:
+        items = list(concrete.items())
+        for i, (x, n) in enumerate(items):
+            if n == 1:
+                assume.append(x == 1)
+            for y, m in items[i + 1:]:
+                assume.append(x == y if n == m else x != y)
+    idx = [z3.Int(f"i{j}") for j in range(a.rank)]
+    in_range = [z3.And(i >= 0, i < n) for i, n in zip(idx, a.shape)]
+    same = [x == y for x, y in zip(a.shape, b.shape)]
+    va, vb = z3.simplify(a.at(idx)), z3.simplify(b.at(idx))
+    # the same term after normalization needs no search (most proofs)
+    value = z3.BoolVal(True) if va.eq(vb) else va == vb
+    goal = z3.Implies(z3.And(*(assume + in_range)), z3.And(*(sem.oblige + same + [value])))
+    s = z3.Solver()
+    s.set("timeout", timeout_ms)
+    s.add(z3.Not(goal))
+    r = s.check()
+    if r == z3.unsat:
+        return Proof("proved")
+    if r == z3.sat:
+        m = s.model()
+        sizes = {str(d): m[d] for d in m.decls() if "_n" in str(d) and d.arity() == 0}
+        return Proof("differs", "over the reals, e.g. with sizes "
+                     + ", ".join(f"{k}={v}" for k, v in sorted(sizes.items())))
+    return Proof("unknown", f"z3: {s.reason_unknown()}")
+
+
+def _check_shape(node: fx.Node, sym: Sym, concrete) -> None:
+    v = node.meta.get("val")
+    if not isinstance(v, torch.Tensor):
+        return
+    subst = [(k, z3.IntVal(v)) for k, v in concrete.items()]
+    got = []
+    for d in sym.shape:
+        e = z3.simplify(z3.substitute(d, *subst)) if subst else z3.simplify(d)
+        got.append(e.as_long() if z3.is_int_value(e) else str(e))
+    if got != list(v.shape):
+        raise SemanticsMismatch(f"{node.target}: the semantics gives shape {got}, torch "
+                                f"{list(v.shape)}")
