@@ -114,9 +114,10 @@ bench: deps lib
 	$(BENCH_ENV) $(VPY) bench/bench_models.py $(if $(QUICK),--quick)
 
 ## check-rules: every rule of the library checked on PyTorch subgraphs generated
-## from its pattern (full mode: 200 instances per rule, guard necessity; about a
-## minute on 2 cores); bench/results/rules.md and rules.json. Non-zero exit if a
-## rule is refuted or vacuous (the reports are written anyway).
+## from its pattern (full mode: 200 instances per rule, guard necessity, z3
+## proofs of each structure; about six minutes on 2 cores, most of it z3 on
+## sdpa's structures); bench/results/rules.md and rules.json. Non-zero exit if
+## a rule is refuted or vacuous (the reports are written anyway).
 .PHONY: check-rules
 check-rules: venv lib
 	$(BENCH_ENV) $(VPY) -m pypm_verified check-rules \

@@ -213,7 +213,8 @@ def symbolic_line(sym: dict) -> str:
 def _symbolic_lines(sym: dict) -> List[str]:
     if not sym.get("structures"):
         return []
-    out = ["", "Symbolic check (over the reals, z3): " + symbolic_line(sym) + "; input ranks "
+    out = ["", "Symbolic check (over the reals, z3): "
+           + symbolic_line(sym).replace("symbolic: ", "", 1) + "; input ranks "
            + ", ".join(f"{k} {v}" for k, v in sym.get("ranks", {}).items()) + "."]
     for d in sym.get("differs", [])[:3]:
         out.append(f"* differs: `{_md_cell(d)}`")
