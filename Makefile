@@ -116,12 +116,14 @@ bench: deps lib
 ## check-rules: every rule of the library checked on PyTorch subgraphs generated
 ## from its pattern (full mode: 200 instances per rule, guard necessity, z3
 ## proofs of each structure; about six minutes on 2 cores, most of it z3 on
-## sdpa's structures); bench/results/rules.md and rules.json. Non-zero exit if
-## a rule is refuted or vacuous (the reports are written anyway).
+## sdpa's structures); bench/results/rules.md and rules.json; then the port of
+## XLA's simplifier rules (bench/xla_rules.py: bench/results/xla_rules.md).
+## Non-zero exit if a rule is refuted or vacuous (the reports are written anyway).
 .PHONY: check-rules
 check-rules: venv lib
 	$(BENCH_ENV) $(VPY) -m pypm_verified check-rules \
 	  --report bench/results/rules.json --markdown bench/results/rules.md
+	$(BENCH_ENV) $(VPY) bench/xla_rules.py
 
 ## bench-gpu: on a machine with a CUDA GPU: kernel profitability in float16 and
 ## bfloat16, and model speed eager and under torch.compile (results suffixed _cuda_*).

@@ -85,6 +85,23 @@ def test_symbolic_verdicts_on_the_shipped_rules(shipped_fast):
         assert r.symbolic["structures"] >= 1
 
 
+def test_xla_simplifier_port():
+    """The XLA algebraic-simplifier rules (issue 14, item 5): proved, except
+    the two XLA writes without a precondition they need over the reals and
+    the one that needs exp(a) exp(b) = exp(a + b); none refuted."""
+    from pypm_verified.library import xla_simplifier as X
+    res = {r.rule: r for r in check_rules(X.PATTERNS, examples=FAST["examples"], per_guard=0)}
+    assert set(res) == set(X.CATEGORY)
+    not_proved = {"div_by_const", "div_div", "exp_mul"}
+    for name, r in res.items():
+        if name in not_proved:
+            assert r.status == "tested" and r.symbolic["differs"], (name, r.symbolic)
+        else:
+            assert r.status == "proved", (name, r.status, r.reason, r.symbolic)
+    # the precondition is what makes XLA's division rule exact
+    assert res["div_by_pow2"].status == "proved"
+
+
 def test_the_instance_space_is_described(shipped_fast):
     by = {r.rule: r for r in shipped_fast}
     # the operator variable of LinearEpilog is drawn from its guard's class

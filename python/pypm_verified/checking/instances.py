@@ -1016,7 +1016,8 @@ def _transpose(gen, a: App, spec) -> None:
     r = len(spec)
     d0, d1 = _axis(gen._val(a.args[1]), r), _axis(gen._val(a.args[2]), r)
     x = list(spec)
-    x[d0], x[d1] = spec[d1], spec[d0]
+    if r:  # a 0-d tensor transposes to itself (axes 0 and -1 allowed)
+        x[d0], x[d1] = spec[d1], spec[d0]
     gen._assign(a.args[0], x)
 
 
