@@ -99,7 +99,6 @@ class Semantics:
         self.oblige: List[z3.BoolRef] = []
         self.replacement = False
         self._fns: Dict[str, z3.FuncDeclRef] = {}
-        self._fresh = 0
         self._depth = 0
         self.sum = z3.Function("Sum", z3.ArraySort(z3.IntSort(), z3.RealSort()), z3.IntSort(),
                                z3.RealSort())
@@ -112,10 +111,6 @@ class Semantics:
         if name not in self._fns:
             self._fns[name] = z3.Function(name, *([z3.RealSort()] * (arity + 1)))
         return self._fns[name]
-
-    def fresh(self, base: str) -> z3.ArithRef:
-        self._fresh += 1
-        return z3.Int(f"{base}_{self._fresh}")
 
     def input(self, name: str, rank: int) -> Sym:
         sizes = [z3.Int(f"{name}_n{i}") for i in range(rank)]

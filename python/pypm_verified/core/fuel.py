@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .syntax import (PAlt, PApp, PCall, PConstr, PDef, PExists, PExistsF, PFunVar, PGuard,
-                     PVar, Program, CorePattern, children)
+                     PVar, Program, CorePattern, children, walk)
 
 DEFAULT_FUEL = 1 << 24  # Entry.default_fuel
 MAX_DEPTH = 1 << 12     # how deep termination() looks for the default fuel's limit
@@ -68,14 +68,11 @@ def _unguarded_calls(p: CorePattern) -> List[int]:
     return [P for q in children(p) for P in _unguarded_calls(q)]
 
 
-def unguarded_cycle(defs: Sequence[PDef]) -> Optional[List[int]]:
-    """A cycle ``[P, Q, ..., P]`` of calls none of which is under an operator
-    application, or None. There is one exactly when :func:`descending` is
-    false (the tests check it): such a cycle unfolds at one node forever."""
-    edges = [sorted(set(P for P in _unguarded_calls(d.body) if 0 <= P < len(defs)))
-             for d in defs]
+def _find_cycle(edges: Sequence[Sequence[int]]) -> Optional[List[int]]:
+    """A cycle ``[P, Q, ..., P]`` of the graph ``P -> edges[P]``, or None
+    (iterative depth-first search)."""
     state: Dict[int, int] = {}  # 1 on the stack, 2 done
-    for start in range(len(defs)):
+    for start in range(len(edges)):
         if start in state:
             continue
         path, stack = [start], [iter(edges[start])]
@@ -92,6 +89,17 @@ def unguarded_cycle(defs: Sequence[PDef]) -> Optional[List[int]]:
                 path.append(nxt)
                 stack.append(iter(edges[nxt]))
     return None
+
+
+def _edges(defs: Sequence[PDef], calls) -> List[List[int]]:
+    return [sorted(set(P for P in calls(d.body) if 0 <= P < len(defs))) for d in defs]
+
+
+def unguarded_cycle(defs: Sequence[PDef]) -> Optional[List[int]]:
+    """A cycle ``[P, Q, ..., P]`` of calls none of which is under an operator
+    application, or None. There is one exactly when :func:`descending` is
+    false (the tests check it): such a cycle unfolds at one node forever."""
+    return _find_cycle(_edges(defs, _unguarded_calls))
 
 
 class Costs:
@@ -206,18 +214,8 @@ def _nesting(defs: Sequence[PDef], p: CorePattern, seen=()) -> int:
 
 def _call_cycle(defs: Sequence[PDef]) -> bool:
     """Some definition reaches itself through calls (guarded or not)."""
-    calls = [sorted(set(q.P for q in _walk(d.body) if isinstance(q, PCall)
-                        and 0 <= q.P < len(defs))) for d in defs]
-    def reach(P, target, seen):
-        return any(Q == target or (Q not in seen and reach(Q, target, seen | {Q}))
-                   for Q in calls[P])
-    return any(reach(P, P, frozenset()) for P in range(len(defs)))
-
-
-def _walk(p):
-    yield p
-    for q in children(p):
-        yield from _walk(q)
+    return _find_cycle(_edges(defs, lambda p: [q.P for q in walk(p) if isinstance(q, PCall)])) \
+        is not None
 
 
 @dataclass(frozen=True)
