@@ -168,6 +168,8 @@ def check_rule(pattern, rule, examples: int = FULL["examples"], seed: int = 0,
         counts["generated"] += 1
         o = runner.run(inst)
         counts[o.kind if not o.fired else "fired"] += 1
+        if o.kind == "declined" or o.fired:
+            gen.feedback(inst, o.fired)
         if o.kind == "declined":
             lines[f"{base}:{o.line}" if o.line else "returned no replacement"] += 1
             if o.line is not None and len(declined.setdefault(o.line, [])) < 64:

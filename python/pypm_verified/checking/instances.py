@@ -318,7 +318,7 @@ def _arg_kind(target, i: int) -> Tuple[str, str, object]:
         # a Python number is a valid operand of a pointwise op with another
         # tensor operand (``x * 0.5``; ``aten.mul.Tensor(0.5, x)`` runs too)
         n_tensors = sum(isinstance(b.type, torch.TensorType) for b in schema.arguments)
-        if pointwise and n_tensors > 1:
+        if pointwise and n_tensors > 1 and name not in ("mask", "condition"):
             return ("tensor_or_scalar", name, default)
         return ("tensor", name, default)
     if isinstance(t, torch.OptionalType):
@@ -469,6 +469,20 @@ class InstanceGenerator:
         self.alts = [list(linked.alternates[self.by_index[d]]) if d in self.by_index
                      else _alternatives(self.defs[d].body) for d in range(len(self.defs))]
         self.heights = _heights(self.defs, self.alts)
+        # the definitions on a cycle of calls: only their unfoldings count
+        # towards max_depth (a deep but non-recursive nesting of helper
+        # patterns is unfolded whole, every alternate drawable)
+        callees = [{c for a in self.alts[d] for c in _calls(a)} for d in range(len(self.defs))]
+        self.recursive = set()
+        for d in range(len(self.defs)):
+            seen, todo = set(), list(callees[d])
+            while todo:
+                c = todo.pop()
+                if c not in seen:
+                    seen.add(c)
+                    todo.extend(callees[c])
+            if d in seen:
+                self.recursive.add(d)
         self.rank_hints = sorted({e.e2.z for d in self.defs for q in core.walk(d.body)
                                   if isinstance(q, core.PGuard)
                                   for e in guard_atoms(q.g)
@@ -477,6 +491,22 @@ class InstanceGenerator:
                                   and 0 <= e.e2.z <= 6})
         self.ops = _torch_ops()
         self._use_classes = True
+        #: (definition, alternate) -> draw weight (default 1): see :meth:`feedback`
+        self.weights: Dict[Tuple[int, int], float] = {}
+        self._outcomes: Dict[Tuple[int, int], Tuple[int, int]] = {}  # (fired, declined)
+
+    def feedback(self, inst: "Instance", fired: bool) -> None:
+        """Learn from a run of the rule: the alternates of an instance the
+        rule declined are drawn less often until the rule fires on one of
+        them (weight 4 / (4 + declines) while it never fired, at least 1/10;
+        1 once it fired), so that alternates a rule
+        leaves alone by design (e.g. a form it declines with a reason) do not
+        crowd out the ones it rewrites. Every alternate stays drawable."""
+        for c in set(inst.choices):
+            f, d = self._outcomes.get(c, (0, 0))
+            f, d = (f + 1, d) if fired else (f, d + 1)
+            self._outcomes[c] = (f, d)
+            self.weights[c] = 1.0 if f else max(0.1, 4 / (4 + d))
 
     # ---------------------------------------------------------------- API
 
@@ -558,16 +588,22 @@ class InstanceGenerator:
                 raise GenerationFailed(f"no shape for {lf.name}")
         sizes = self._sizes(apps)
         dtypes = {}
+        floats = []
         for lf in self._leaves:
             if lf.kind != "tensor":
                 continue
             names = {n for _, n in lf.arg_kinds}
             if names & {"mask", "condition"}:
                 dtypes[lf] = torch.bool
-            elif rng.random() < _P_MIXED_DTYPE:
-                dtypes[lf] = rng.choice([d for d in FLOAT_DTYPES if d != dtype])
             else:
                 dtypes[lf] = dtype
+                floats.append(lf)
+        # mixed dtypes: one input of another float dtype, in about as many
+        # instances as a per-input draw gives for two or three inputs (with many
+        # inputs a per-input draw would mix nearly every instance)
+        if floats and rng.random() < _P_MIXED_DTYPE * min(len(floats), 3):
+            lf = rng.choice(floats)
+            dtypes[lf] = rng.choice([d for d in FLOAT_DTYPES if d != dtype])
         opvars = {fv.name: fv.op for fv in fenv.values() if fv.op is not None}
         return Instance(term, list(self._leaves), apps, sizes, dtypes, values, dtype,
                         rng.randrange(1 << 30), tuple(self._choices), list(self._sites),
@@ -580,13 +616,14 @@ class InstanceGenerator:
     def _def(self, d: int, env, fenv, depth: int):
         alts = self.alts[d]
         ks = list(range(len(alts)))
-        if depth >= self.max_depth:
+        if depth >= self.max_depth and d in self.recursive:
             hs = [max([1 + self.heights[c] for c in _calls(a)], default=0) for a in alts]
             best = min(hs)
             if best == math.inf:
                 raise GenerationFailed("recursion bound reached")
             ks = [k for k in ks if hs[k] == best]
-        k = self.rng.choice(ks)
+        k = self.rng.choices(ks, weights=[self.weights.get((d, j), 1.0) for j in ks])[0] \
+            if self.weights else self.rng.choice(ks)
         self._choices.append((d, k))
         return self._pat(alts[k], env, fenv, depth, d, k)
 
@@ -632,7 +669,7 @@ class InstanceGenerator:
             env2 = {i: env[x] for i, x in enumerate(p.xs)}
             fenv2 = {j: fenv[F] for j, F in enumerate(p.Fs)}
             assert len(env2) == callee.nparams and len(fenv2) == callee.nfparams
-            return self._def(p.P, env2, fenv2, depth + 1)
+            return self._def(p.P, env2, fenv2, depth + (p.P in self.recursive))
         raise TypeError(f"not a core pattern: {p!r}")
 
     def _def_name(self, d: int) -> str:
@@ -748,9 +785,9 @@ class InstanceGenerator:
             return rng.choice(strs) if strs else "none"
         if base == "int_list":
             return rng.choice(([-1], [0], [1], [-1, -2], [2], [3]))
-        if base == "dtype":
-            return rng.choice((dtype, dtype, torch.float32, torch.float16, torch.bfloat16,
-                               torch.float64))
+        if base == "dtype":  # mostly the instance's own (a cast that agrees)
+            return rng.choice((dtype,) * 6 + (torch.float32, torch.float16, torch.bfloat16,
+                                              torch.float64))
         return None  # "default": the schema's default (None for the ones kept so)
 
     # ------------------------------------------------------------ shapes
@@ -1012,8 +1049,55 @@ def _addmm(gen, a: App, spec) -> None:
     gen._assign(a.args[2], [K, spec[1]])
 
 
+def _free_const(gen, t) -> bool:
+    """Whether ``t`` is a constant leaf (a pattern variable, not a literal)
+    whose value the generator may still choose."""
+    return isinstance(t, Leaf) and t.kind == "const" and t in gen._values
+
+
+def _view(gen, a: App, spec) -> None:
+    """``view``/``reshape`` to ``spec``: the first two axes merged from one
+    (the input is ``(B*H, ...)``), the first axis split in two (the input is
+    ``(B, H, ...)``: the views around batched attention), or the same shape;
+    a size list that is a pattern variable is set to ``spec``'s sizes."""
+    rng, r = gen.rng, len(spec)
+    x = rng.random()
+    b, h = rng.choice((1, 2, 3)), rng.choice((2, 3))
+    if r >= 2 and x < 0.4:
+        _unify(spec[0], Dim(b))
+        _unify(spec[1], Dim(h))
+        src = [Dim(b * h)] + list(spec[2:])
+    elif r >= 1 and x < 0.8:
+        _unify(spec[0], Dim(b * h))
+        src = [Dim(b), Dim(h)] + list(spec[1:])
+    else:
+        src = list(spec)
+    if _free_const(gen, a.args[1]):
+        gen._values[a.args[1]] = _DimList(spec)
+    gen._assign(a.args[0], src)
+
+
+def _baddbmm(gen, a: App, spec) -> None:
+    """``beta * bias + alpha * bmm(x, y)``: 3-D, the bias broadcasts."""
+    if len(spec) != 3:
+        raise GenerationFailed("baddbmm is 3-D")
+    K = Dim()
+    if gen._is_tensor(a.args[0]):
+        gen._assign(a.args[0], gen._reduced(spec))
+    gen._assign(a.args[1], [spec[0], spec[1], K])
+    gen._assign(a.args[2], [spec[0], K, spec[2]])
+
+
 def _transpose(gen, a: App, spec) -> None:
     r = len(spec)
+    if r >= 2 and _free_const(gen, a.args[1]) and _free_const(gen, a.args[2]) \
+            and gen.rng.random() < 0.8:
+        # axes that are pattern variables (a rule checks them): valid ones for
+        # this rank, mostly the last two, each spelled either way
+        pair = [r - 2, r - 1] if gen.rng.random() < 0.7 else gen.rng.sample(range(r), 2)
+        pair = [d - r if gen.rng.random() < 0.5 else d for d in pair]
+        gen.rng.shuffle(pair)
+        gen._values[a.args[1]], gen._values[a.args[2]] = pair
     d0, d1 = _axis(gen._val(a.args[1]), r), _axis(gen._val(a.args[2]), r)
     x = list(spec)
     if r:  # a 0-d tensor transposes to itself (axes 0 and -1 allowed)
@@ -1028,8 +1112,17 @@ def _t(gen, a: App, spec) -> None:
 
 
 def _permute(gen, a: App, spec) -> None:
-    dims = gen._val(a.args[1])
     r = len(spec)
+    if _free_const(gen, a.args[1]) and gen.rng.random() < 0.8:
+        # a permutation that is a pattern variable: a valid one for this rank
+        # (the last two axes swapped, or a random one)
+        perm = list(range(r))
+        if r >= 2 and gen.rng.random() < 0.6:
+            perm[-2], perm[-1] = perm[-1], perm[-2]
+        else:
+            gen.rng.shuffle(perm)
+        gen._values[a.args[1]] = perm
+    dims = gen._val(a.args[1])
     if not isinstance(dims, (list, tuple)) or len(dims) != r:
         raise GenerationFailed("permute needs a permutation of the axes")
     norm = [_axis(d, r) for d in dims]
@@ -1103,6 +1196,8 @@ def _sdpa(gen, a: App, spec) -> None:
 
 _SHAPE_RULES = {
     "matmul": _matmul, "mm": _mm, "bmm": _bmm, "linear": _linear, "addmm": _addmm,
+    "baddbmm": _baddbmm, "_safe_softmax": _softmax,
+    "view": _view, "_unsafe_view": _view, "reshape": _view,
     "transpose": _transpose, "t": _t, "permute": _permute,
     "softmax": _softmax, "log_softmax": _softmax, "_softmax": _softmax,
     "_log_softmax": _softmax,

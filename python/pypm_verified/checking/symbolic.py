@@ -24,7 +24,9 @@ both as functions of an output index, with
   ``scaled_dot_product_attention`` as ``softmax(q kᵀ · scale + mask) v``
   (float masks; a boolean mask needs ``-inf``, which is no real), and
   ``pypm.linear_act`` as the activation of ``linear``;
-* casts (``_to_copy``, ``clone``, inference ``dropout``) as the identity.
+* ``baddbmm`` as ``beta * bias + alpha * bmm``; ``_safe_softmax`` as
+  ``softmax`` (they differ on rows of -inf only);
+* casts (``_to_copy``, ``type_as``, ``clone``, inference ``dropout``) as the identity.
 
 The obligation: whenever the original subgraph is well-defined (its shape
 constraints: contracted sizes agree, broadcast sizes are equal or 1), the
@@ -325,7 +327,8 @@ _UNARY = {
     aten.rsqrt.default: "rsqrt", aten.sqrt.default: "sqrt", aten.sigmoid.default: "sigmoid",
     aten.silu.default: "silu",
 }
-_IDENTITY = (aten._to_copy.default, aten.clone.default, aten.alias.default)
+_IDENTITY = (aten._to_copy.default, aten.clone.default, aten.alias.default,
+             aten.type_as.default)
 
 
 def _args(node: fx.Node, names: Sequence[str]) -> List:
@@ -444,9 +447,19 @@ class Evaluator:
         if t == aten.mean.dim:
             x, dims, keep, dtype = _args(n, ("self", "dim", "keepdim", "dtype"))
             return sem.mean(V(x), list(dims) if dims is not None else [], keep)
-        if t == aten.softmax.int:
+        if t in (aten.softmax.int, aten._safe_softmax.default):
+            # _safe_softmax differs only on rows of -inf, which the reals lack
             x, dim = _args(n, ("self", "dim"))
             return sem.softmax(V(x), dim)
+        if t == aten.baddbmm.default:
+            b, x, y, beta, alpha = _args(n, ("self", "batch1", "batch2", "beta", "alpha"))
+            a, c = V(x), V(y)
+            if a.rank != 3 or c.rank != 3:
+                raise Unsupported(f"baddbmm of ranks {a.rank}, {c.rank}")
+            sem.require(a.shape[0] == c.shape[0])
+            mm = sem.matmul(a, c, batched=False)
+            be, al = _real(beta), _real(alpha)
+            return sem.pointwise(lambda u, m: be * u + al * m, V(b), mm)
         if t == aten.rms_norm.default:
             x, shape, w, eps = _args(n, ("input", "normalized_shape", "weight", "eps"))
             # normalized_shape holds sizes: the structure reads it as "the last

@@ -1,119 +1,302 @@
-"""Multi-head attention written out -> ``scaled_dot_product_attention``.
+"""Attention written out -> ``scaled_dot_product_attention`` (issue 15: the family).
 
-Matches the eager attention of HF BERT/RoBERTa/DistilBERT, GPT-2 and
-LLaMA/Qwen2 as ``torch.export`` + ``run_decompositions({})`` leave it::
+One pattern, :data:`Attention`, built from small helper patterns, each an
+alternation over the ways real code writes one step::
 
-    matmul(dropout(softmax(matmul(q, kT) * s + mask, -1)), v)
+    out   = matmul | bmm ( Dropped( Probs( Masked( Biased( Capped( Scaled(
+                Scores(q, KeyTs(k)) ))))), v)
 
-with ``kT`` a transpose of the last two axes of a rank-4 ``k``; the scale a
-multiplication or a division by a Python number (or absent); the mask
-additive (either operand order) or absent; the softmax over the last axis
-(``-1`` or ``3``), in the input dtype, or in float32 on a float32 input, or
-in float32 cast back to the input dtype; dropout that is the identity at
-inference (``clone``, ``dropout(p, train=False)``, or nothing). GPT-2's
-causal mask and LLaMA's padding+causal mask arrive as one additive mask;
-LLaMA/Qwen2's grouped-query ``repeat_kv`` is part of ``k`` and ``v``.
+* ``KeyT``: ``k`` with its last two axes swapped -- ``transpose(k, a, b)``
+  or ``permute(k, perm)`` (the axes are bound and checked by the rule: any
+  spelling of the last two axes; a ``permute`` that also moves other axes is
+  split: SDPA gets ``permute(k, perm')``, ``perm'`` being ``perm`` with its
+  last two entries swapped).
+* ``KeyTs``: ``KeyT``, or ``KeyT`` multiplied / divided by a number or a
+  0-d tensor (DeBERTa's ``k^T / sqrt(d)``): the factor moves onto ``k``.
+* ``Scores``: ``matmul(q, kT)``, ``bmm(q, kT)`` (3-D batched attention,
+  ``nn.MultiheadAttention(need_weights=True)``), or
+  ``baddbmm(bias, q, kT, beta, alpha)`` (ALiBi as BLOOM writes it: the
+  bias joins the mask, ``alpha`` the scale). A scale on ``q`` (or on ``k``
+  before the transpose) is simply part of ``q`` (``k``): SDPA is called on
+  the scaled operand with ``scale=1``, exactly what the original computes.
+* ``Scaled``: the scores times or divided by a number (or not scaled).
+* ``Capped``: logit soft-capping ``c * tanh(s / c)`` (Gemma 2) is matched
+  only to be *declined with its reason*: SDPA applies no function between
+  the scores and the softmax.
+* ``Biased``: up to two additive terms in either operand order (T5's and
+  MPNet's position bias plus the padding mask; BERT's ``(1 - m) * min``;
+  LLaMA's causal + padding mask).
+* ``Masked``: the mask applied by ``masked_fill(s, b, fill)``,
+  ``where(b, s, fill)`` or ``where(b, fill, s)`` with a boolean ``b`` (a
+  0/1 float mask arrives as the boolean the graph computes from it, e.g.
+  ``m == 0``: any value of the float mask gives the same answer as the
+  original) and ``fill`` -inf or the dtype's minimum.
+* ``Probs``: ``softmax`` / ``_safe_softmax`` over the last axis, in the
+  input dtype or a wider one, with casts before (``s.float()``) and after
+  (``.to(dtype)``, ``type_as``).
+* ``Dropped``: dropout that is the identity at inference.
 
-Guards: every axis (ranks 4, the transposed axes, the softmax axis, the
-softmax dtype), the mask (dtype of the scores, broadcastable to them), the
-scale (a finite non-zero number; it is passed to SDPA, so any scale is
-rewritten exactly), dropout off, and profitability per target.
+The rule (:func:`sdpa`) computes SDPA's arguments: ``k`` (un-transposed),
+the scale (the product of the number factors), the mask (the sum of the
+additive terms, ALiBi's bias scaled like the scores; a boolean mask where
+``masked_fill``/``where`` applied one, combined with the additive terms by
+``where(keep, M, -inf)``). Exactness, form by form (README, "Attention
+forms"):
+
+* additive terms, scales, transposes, casts, dropout: equal to the original
+  **over the reals** for every size (``check-rules`` proves the structures
+  with z3); a factor moved from ``kT`` onto ``k`` is the same product; a
+  cast widening the softmax only makes SDPA (which accumulates in at least
+  float32) as or more precise;
+* ``masked_fill``/``where`` with -inf: equal in IEEE arithmetic for finite
+  scores and additive terms, *including* fully masked rows: eager softmax
+  gives NaN there, while SDPA on CPU (torch 2.13, bool or -inf masks) gives
+  0, so the replacement restores NaN on the rows whose boolean mask keeps
+  nothing: ``where(any(keep, -1), sdpa, nan)``;
+* ``masked_fill``/``where`` with the dtype's minimum: the original's masked
+  weights are ``exp(min - max)``, which is 0 in floating point (not over the
+  reals) unless every kept score of the row is within ~104 (float32
+  accumulation) of the minimum, i.e. is the minimum itself in float32,
+  bfloat16 and float64 (their spacing there is far above 104; float16's
+  minimum -65504 needs kept scores above -65400); a fully masked row is the
+  uniform average of ``v`` in the original, so the replacement takes
+  ``mean(v)`` on those rows: ``where(any(keep, -1), sdpa, mean(v, -2))``.
+  Any other finite fill (-1e9, -1e4) is left alone: with scores of that size
+  the masked weights do not vanish. ``check-rules`` tests these forms (z3
+  has no -inf, and the identity needs underflow).
+
+Left alone, with the reason in the report: soft-capped logits, scales that
+are tensors (other than a 0-d factor on ``kT``), a fill that is neither
+-inf nor the dtype's minimum, a mask of the wrong dtype or shape, softmax over another
+axis, dropout in training.
 """
 from __future__ import annotations
 
 import math
 
+import torch
+
 import pypm_verified as pm
 from ..torch.ops import (
-    Add, Clone, Div, Dropout, MatMul, Mul, SDPA, Softmax, ToCopy, Transpose)
+    Add, AnyDim, Baddbmm, Bmm, Clone, Div, Dropout, Expand, LogicalNot, MaskedFill, MatMul,
+    Mean, Mul, Permute, Reshape, SafeSoftmax, SDPA, Softmax, Tanh, ToCopy, Transpose, TypeAs,
+    View, Where, WhereScalarOther, WhereScalarSelf)
 
+# ------------------------------------------------------------ the key
+
+@pm.pattern
+def KeyT(k, ta, tb, perm):
+    """``k`` with two axes swapped or permuted (the rule checks which)."""
+    return Transpose(k, ta, tb)
 
 
 @pm.pattern
-def KeyT(k):
-    """``k`` with its last two axes swapped (rank 4)."""
-    assert k.rank == 4
-    return Transpose(k, 2, 3)
+def KeyT(k, ta, tb, perm):  # noqa: F811
+    return Permute(k, perm)
 
 
 @pm.pattern
-def KeyT(k):  # noqa: F811
-    assert k.rank == 4
-    return Transpose(k, 3, 2)
+def KeyTs(k, ta, tb, perm, kmul, kdiv):
+    """``KeyT``, or ``KeyT`` times / divided by a factor (DeBERTa)."""
+    return KeyT(k, ta, tb, perm)
 
 
 @pm.pattern
-def KeyT(k):  # noqa: F811
-    assert k.rank == 4
-    return Transpose(k, -1, -2)
+def KeyTs(k, ta, tb, perm, kmul, kdiv):  # noqa: F811
+    return Mul(KeyT(k, ta, tb, perm), kmul)
 
 
 @pm.pattern
-def KeyT(k):  # noqa: F811
-    assert k.rank == 4
-    return Transpose(k, -2, -1)
+def KeyTs(k, ta, tb, perm, kmul, kdiv):  # noqa: F811
+    return Div(KeyT(k, ta, tb, perm), kdiv)
+
+
+# ------------------------------------------------------------ the scores
+
+@pm.pattern
+def Scores(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha):
+    """``q kT`` by matmul, bmm, or baddbmm with a bias (ALiBi)."""
+    return MatMul(q, KeyTs(k, ta, tb, perm, kmul, kdiv))
 
 
 @pm.pattern
-def Scaled(q, k, smul, sdiv):
-    """``q @ kT`` scaled by multiplication, division, or not at all."""
-    return Mul(MatMul(q, KeyT(k)), smul)
+def Scores(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha):  # noqa: F811
+    return Bmm(q, KeyTs(k, ta, tb, perm, kmul, kdiv))
 
 
 @pm.pattern
-def Scaled(q, k, smul, sdiv):  # noqa: F811
-    return Div(MatMul(q, KeyT(k)), sdiv)
+def Scores(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha):  # noqa: F811
+    return Baddbmm(bias, q, KeyTs(k, ta, tb, perm, kmul, kdiv), beta, alpha)
 
 
 @pm.pattern
-def Scaled(q, k, smul, sdiv):  # noqa: F811
-    return MatMul(q, KeyT(k))
+def Scaled(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv):
+    """The scores scaled by multiplication, division, or not at all."""
+    return Mul(Scores(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha), smul)
 
 
 @pm.pattern
-def Logits(q, k, smul, sdiv, mask):
-    """Scaled scores plus an additive mask (either order), or without one."""
-    return Add(Scaled(q, k, smul, sdiv), mask, 1)
+def Scaled(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv):  # noqa: F811
+    return Div(Scores(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha), sdiv)
 
 
 @pm.pattern
-def Logits(q, k, smul, sdiv, mask):  # noqa: F811
-    return Add(mask, Scaled(q, k, smul, sdiv), 1)
+def Scaled(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv):  # noqa: F811
+    return Scores(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha)
 
 
 @pm.pattern
-def Logits(q, k, smul, sdiv, mask):  # noqa: F811
-    return Scaled(q, k, smul, sdiv)
+def Capped(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4, vs4, m0):
+    """The scaled scores, or soft-capped ``cap2 * tanh(s / cap1)`` (matched
+    to be declined with the reason: SDPA cannot express it)."""
+    return Scaled(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv)
 
 
 @pm.pattern
-def Probs(q, k, smul, sdiv, mask, x, cast):
-    """Softmax over the last axis of rank-4 logits ``x``."""
-    x <= Logits(q, k, smul, sdiv, mask)
+def Capped(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,  # noqa: F811
+           cap1, cap2, s4, vs4, m0):
+    """3-D scores viewed as 4-D ``s4`` (batch * heads split: BLOOM, DeBERTa)."""
+    s4 <= View(Scaled(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv), vs4)
+    return s4
+
+
+@pm.pattern
+def Capped(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,  # noqa: F811
+           cap1, cap2, s4, vs4, m0):
+    """3-D scores plus a 3-D term (DeBERTa's relative attention), viewed as 4-D."""
+    s4 <= View(Add(Scaled(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv), m0,
+                   1), vs4)
+    return s4
+
+
+@pm.pattern
+def Capped(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,  # noqa: F811
+           cap1, cap2, s4, vs4, m0):
+    return Mul(Tanh(Div(Scaled(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul,
+                               sdiv), cap1)), cap2)
+
+
+# ------------------------------------------------------- additive terms
+
+@pm.pattern
+def Biased1(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4, vs4,
+            m0, m1):
+    """One additive term, either operand order."""
+    return Add(Capped(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
+                      cap2, s4, vs4, m0), m1, 1)
+
+
+@pm.pattern
+def Biased1(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,  # noqa: F811
+            cap1, cap2, s4, vs4, m0, m1):
+    return Add(m1, Capped(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
+                          cap2, s4, vs4, m0), 1)
+
+
+@pm.pattern
+def Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4, vs4,
+           m0, m1, m2):
+    """No additive term, one, or two (a position bias and a mask)."""
+    return Biased1(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2,
+                   s4, vs4, m0, m1)
+
+
+@pm.pattern
+def Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,  # noqa: F811
+           cap2, s4, vs4, m0, m1, m2):
+    return Capped(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4,
+                  vs4, m0)
+
+
+@pm.pattern
+def Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,  # noqa: F811
+           cap2, s4, vs4, m0, m1, m2):
+    return Add(Biased1(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
+                       cap2, s4, vs4, m0, m1), m2, 1)
+
+
+@pm.pattern
+def Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,  # noqa: F811
+           cap2, s4, vs4, m0, m1, m2):
+    return Add(m2, Biased1(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
+                           cap2, s4, vs4, m0, m1), 1)
+
+
+# ------------------------------------------------------------ masking
+
+@pm.pattern
+def Masked(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4, vs4,
+           m0, m1, m2, bm, bk, fill):
+    """The logits, a boolean mask applied: ``masked_fill(s, bm, fill)``,
+    ``where(bk, s, fill)``, ``where(bm, fill, s)``, or none."""
+    return Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4,
+                  vs4, m0, m1, m2)
+
+
+@pm.pattern
+def Masked(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,  # noqa: F811
+           cap2, s4, vs4, m0, m1, m2, bm, bk, fill):
+    return MaskedFill(Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,
+                             cap1, cap2, s4, vs4, m0, m1, m2), bm, fill)
+
+
+@pm.pattern
+def Masked(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,  # noqa: F811
+           cap2, s4, vs4, m0, m1, m2, bm, bk, fill):
+    return WhereScalarOther(bk, Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul,
+                                       sdiv, cap1, cap2, s4, vs4, m0, m1, m2), fill)
+
+
+@pm.pattern
+def Masked(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,  # noqa: F811
+           cap2, s4, vs4, m0, m1, m2, bm, bk, fill):
+    return WhereScalarSelf(bm, fill, Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha,
+                                            smul, sdiv, cap1, cap2, s4, vs4, m0, m1, m2))
+
+
+# ------------------------------------------------------------ softmax
+
+@pm.pattern
+def Soft(x, sdt, up):
+    """Softmax over the last axis (``-1``, or ``3`` of rank-4 logits) in
+    ``sdt`` (None or a dtype); the "safe" softmax (0 on rows of -inf); or
+    the softmax of the logits cast first (``s.float()``: ``up``)."""
+    return Softmax(x, -1, sdt)
+
+
+@pm.pattern
+def Soft(x, sdt, up):  # noqa: F811
     assert x.rank == 4
-    return Softmax(x, -1, None)
+    return Softmax(x, 3, sdt)
 
 
 @pm.pattern
-def Probs(q, k, smul, sdiv, mask, x, cast):  # noqa: F811
-    x <= Logits(q, k, smul, sdiv, mask)
-    assert x.rank == 4
-    return Softmax(x, 3, None)
+def Soft(x, sdt, up):  # noqa: F811
+    return SafeSoftmax(x, -1, sdt)
 
 
 @pm.pattern
-def Probs(q, k, smul, sdiv, mask, x, cast):  # noqa: F811
-    x <= Logits(q, k, smul, sdiv, mask)
-    assert x.rank == 4 and x.dtype == pm.f32
-    return Softmax(x, -1, pm.f32)
+def Soft(x, sdt, up):  # noqa: F811
+    return Softmax(ToCopy(x, up, None, None, None, False, None), -1, sdt)
 
 
 @pm.pattern
-def Probs(q, k, smul, sdiv, mask, x, cast):  # noqa: F811
-    """Softmax in float32, cast back (LLaMA/Qwen2 in half precision)."""
-    x <= Logits(q, k, smul, sdiv, mask)
-    assert x.rank == 4
-    return ToCopy(Softmax(x, -1, pm.f32), cast, None, None, None, False, None)
+def Probs(x, sdt, up, cast, ref, sm):
+    """The softmax ``sm``, maybe cast back (``.to(dtype)``, ``type_as``)."""
+    sm <= Soft(x, sdt, up)
+    return sm
+
+
+@pm.pattern
+def Probs(x, sdt, up, cast, ref, sm):  # noqa: F811
+    sm <= Soft(x, sdt, up)
+    return ToCopy(sm, cast, None, None, None, False, None)
+
+
+@pm.pattern
+def Probs(x, sdt, up, cast, ref, sm):  # noqa: F811
+    sm <= Soft(x, sdt, up)
+    return TypeAs(sm, ref)
 
 
 @pm.pattern
@@ -133,64 +316,214 @@ def Dropped(p, pd):  # noqa: F811
 
 
 @pm.pattern
-def Attention(q, k, v, smul, sdiv, mask, x, cast, pd):
-    """softmax(q kT * s + mask) v, as eager HF attention writes it."""
-    p = pm.var()
-    p <= Probs(q, k, smul, sdiv, mask, x, cast)
-    assert q.rank == 4 and v.rank == 4
-    assert q.shape[-1] == k.shape[-1] and k.shape[-2] == v.shape[-2]
-    assert q.dtype == k.dtype and q.dtype == v.dtype
-    return MatMul(Dropped(p, pd), v)
+def AttnProbs(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4,
+              vs4, m0, m1, m2, bm, bk, fill, x, sdt, up, cast, ref, sm, p, pd):
+    """The attention weights ``Dropped(Probs(x))`` with ``x`` the masked
+    logits."""
+    p <= Probs(x, sdt, up, cast, ref, sm)
+    x <= Masked(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4,
+                vs4, m0, m1, m2, bm, bk, fill)
+    return Dropped(p, pd)
 
 
-def _scale(smul, sdiv):
-    """The scale factor as a Python float, or None if it is not a finite
-    non-zero number constant."""
-    c = smul if smul is not None else sdiv
-    if c is None:
-        return 1.0
-    if not c.is_const or isinstance(c.value, bool) or not isinstance(c.value, (int, float)):
+@pm.pattern
+def Attention(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2,
+              s4, vs4, m0, m1, m2, bm, bk, fill, x, sdt, up, cast, ref, sm, p, pd, p3, pv):
+    """softmax(mask(q kT * s + bias)) v in any of the forms above."""
+    assert q.rank >= 3 and q.rank <= 4 and v.rank == q.rank  # SDPA's (batch..., L, E)
+    return MatMul(AttnProbs(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,
+                            cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, x, sdt, up, cast, ref,
+                            sm, p, pd), v)
+
+
+@pm.pattern
+def Attention(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,  # noqa: F811
+              cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, x, sdt, up, cast, ref, sm, p, pd, p3,
+              pv):
+    assert q.rank == 3 and v.rank == 3
+    return Bmm(AttnProbs(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,
+                         cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, x, sdt, up, cast, ref, sm,
+                         p, pd), v)
+
+
+@pm.pattern
+def Attention(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,  # noqa: F811
+              cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, x, sdt, up, cast, ref, sm, p, pd, p3,
+              pv):
+    """The 4-D weights viewed back to 3-D ``p3`` for bmm (BLOOM, DeBERTa)."""
+    assert q.rank == 3 and v.rank == 3
+    p3 <= View(AttnProbs(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,
+                         cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, x, sdt, up, cast, ref, sm,
+                         p, pd), pv)
+    return Bmm(p3, v)
+
+
+# ------------------------------------------------------------ the rule
+
+def _number(c):
+    """A constant's value as a finite Python float, else None."""
+    if c is None or not c.is_const or isinstance(c.value, bool) \
+            or not isinstance(c.value, (int, float)):
         return None
-    s = float(c.value) if smul is not None else 1.0 / float(c.value) if c.value else None
-    if s is None or not math.isfinite(s) or s == 0.0:
+    f = float(c.value)
+    return f if math.isfinite(f) else None
+
+
+def _axis(d, r):
+    """Axis ``d`` of a rank-``r`` tensor, normalized; None if it is none. (The
+    term graph keeps numbers by value: an axis may read as ``1.0``.)"""
+    if isinstance(d, float) and d.is_integer():
+        d = int(d)
+    if isinstance(d, bool) or not isinstance(d, int) or not -r <= d < r:
         return None
-    return s
+    return d % r
 
 
 def _broadcasts(shape, to) -> bool:
     if shape is None or to is None or len(shape) > len(to) or None in to:
         return False
-    for a, b in zip(reversed(shape), reversed(to)):
+    for a, b in zip(reversed(tuple(shape)), reversed(tuple(to))):
         if a is None or (a != b and a != 1):
             return False
     return True
 
 
+def _fill_value(fill, dtype):
+    """``fill`` as the logits' dtype stores it (a float32 minimum written
+    into float16 logits is -inf), or None when it is not a number."""
+    if fill is None or not fill.is_const or isinstance(fill.value, bool) \
+            or not isinstance(fill.value, (int, float)):
+        return None
+    return float(torch.tensor(float(fill.value), dtype=dtype))
+
+
+def _lowest(x):
+    """The most negative finite value of ``x``'s dtype."""
+    return torch.finfo(x.torch_dtype).min
+
+
+_FLOATS = (pm.f32, pm.f16, pm.bf16, pm.f64)
+
+
 @pm.rule(Attention)
-def sdpa(q, k, v, smul, sdiv, mask, x, cast, pd, ctx):
-    """-> aten.scaled_dot_product_attention(q, k, v, mask, scale=s)."""
-    scale = _scale(smul, sdiv)
-    assert scale is not None
-    assert q.dtype in (pm.f32, pm.f16, pm.bf16, pm.f64)  # SDPA computes in floating point
-    # the softmax is over x's dtype, cast back to q's (or not cast)
-    assert x.dtype == q.dtype or (cast is not None and cast.is_const and x.dtype == pm.f32)
-    if cast is not None:
-        assert cast.is_const and cast.value == q.torch_dtype
-    if mask is not None:
-        assert not mask.is_const and mask.dtype == q.dtype
-        # the mask must broadcast to the scores q kT (not merely to scores + mask,
-        # which it always does), and SDPA refuses a mask of rank < 2
-        scores = tuple(q.shape[:-1]) + (k.shape[-2],) if q.shape and k.shape else None
-        assert mask.rank is not None and mask.rank >= 2 and _broadcasts(mask.shape, scores)
+def sdpa(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4, vs4, m0,
+         m1, m2, bm, bk, fill, x, sdt, up, cast, ref, sm, p, pd, p3, pv, ctx):
+    """-> aten.scaled_dot_product_attention(q, k', v, mask', scale=s) (see the module)."""
+    assert cap1 is None and cap2 is None, \
+        ("logit soft-capping c*tanh(s/c) is not expressible by scaled_dot_product_attention "
+         "(it applies no function between the scores and the softmax)")
+    r = q.rank
+    assert r in (3, 4) and v.rank == r and k.rank == r  # SDPA's (batch..., L, E) operands
+    assert q.dtype in _FLOATS  # SDPA computes in floating point
+    assert q.dtype == k.dtype and q.dtype == v.dtype
+    # ---- the key: kT's axes are the last two of k (k' below un-transposes it)
+    if perm is not None:
+        order = [_axis(a, r) for a in perm.value] if perm.is_const \
+            and isinstance(perm.value, (list, tuple)) and len(perm.value) == r else None
+        assert order is not None and sorted(order) == list(range(r)), \
+            "the permutation of the key is not one of its axes"
+        inner = order[:-2] + [order[-1], order[-2]]  # perm then swap == inner
+        kk = k if inner == list(range(r)) else Permute(k, inner)
+        kshape = [k.shape[i] for i in inner] if k.shape is not None else None
+    else:
+        axes = {_axis(ta.value, r), _axis(tb.value, r)} if ta.is_const and tb.is_const \
+            else None
+        assert axes == {r - 2, r - 1}, \
+            "the key is transposed on other axes than its last two"
+        kk, kshape = k, k.shape
+    for c in (kmul, kdiv):
+        if c is not None:  # (k^T) * c == (k * c)^T: a number or a 0-d tensor
+            assert _number(c) is not None or (not c.is_const and c.rank == 0), \
+                "the factor on the transposed key is a tensor with axes"
+            kk = Mul(kk, c) if c is kmul else Div(kk, c)
+    assert kshape is not None and q.shape[-1] == kshape[-1] and kshape[-2] == v.shape[-2]
+    # ---- the scale: every factor a finite non-zero number
+    scale = 1.0
+    for c, inv in ((smul, False), (sdiv, True), (alpha, False)):
+        if c is not None:
+            f = _number(c)
+            assert f is not None and f != 0.0, \
+                "the scores are scaled by a tensor, not a number (SDPA's scale is a number)"
+            scale = scale / f if inv else scale * f
+    assert math.isfinite(scale) and scale != 0.0
+    # ---- the additive terms: float tensors of q's dtype broadcasting to the scores
+    scores = tuple(q.shape[:-1]) + (kshape[-2],)
+    assert (s4 is None) == (p3 is None), \
+        "the scores are viewed as 4-D but the weights not viewed back, or conversely"
+    scores4, to3 = scores, (lambda t: t)
+    if s4 is not None:
+        # 3-D scores (N, L, S) viewed as (B, H, L, S) with B * H == N (a row-major
+        # view: s4[b, h] is s3[b * H + h]), masked in 4-D, the weights viewed back
+        # to (N, L, S): SDPA runs in 3-D, a 4-D term t becomes
+        # reshape(expand(t, (B, H, L, S)), (N, L, S)), the same entries
+        assert s4.rank == 4 and r == 3, "the scores are viewed to another rank than 4"
+        scores4 = tuple(s4.shape)
+        bb, hh, ll, ss = scores4
+        assert bb * hh == scores[0] and (ll, ss) == scores[1:] \
+            and tuple(p3.shape) == scores, \
+            "the views of the scores and weights are not a split of the batch axis"
+        to3 = (lambda t: Reshape(Expand(t, list(scores4), False), list(scores)))
+    terms = []
+    if bias is not None:  # baddbmm: beta * bias, then scaled like the scores
+        f = _number(beta)
+        assert f is not None, "baddbmm's beta is not a number"
+        s_only = scale / (_number(alpha) if alpha is not None else 1.0)
+        if f != 0.0:  # beta == 0: baddbmm ignores the bias (NaN and inf in it too)
+            terms.append((bias, f * s_only))
+    terms += [(m, 1.0) for m in (m0, m1, m2) if m is not None]
+    mask = None
+    for m, f in terms:
+        assert not m.is_const and m.dtype == q.dtype, \
+            "an additive term is a number or of another dtype than the scores"
+        four = s4 is not None and m is not bias and m is not m0  # added after the 4-D view
+        assert m.rank is not None and m.rank >= 2 \
+            and _broadcasts(m.shape, scores4 if four else scores), \
+            "an additive term does not broadcast to the scores q kT"
+        m = to3(m) if four else m
+        m = m if f == 1.0 else Mul(m, f)
+        mask = m if mask is None else Add(mask, m, 1)
+    # ---- a boolean mask applied by masked_fill / where
+    keep, filled = None, None
+    b = bm if bm is not None else bk
+    if b is not None:
+        assert not b.is_const and b.dtype == pm.bool_ and _broadcasts(b.shape, scores4), \
+            "the mask of masked_fill/where is not a boolean broadcasting to the scores"
+        filled = _fill_value(fill, x.torch_dtype)  # -inf where the dtype overflows
+        # -inf, or the logits dtype's minimum (float32's is -3.4028234663852886e38)
+        assert filled is not None and (
+            fill.value == -math.inf or filled == -math.inf
+            or (fill.value == -3.4028234663852886e38 and filled == _lowest(x))
+            or filled == _lowest(x)), \
+            ("the masked_fill/where value is neither -inf nor the dtype's minimum: the "
+             "masked weights exp(fill - max) need not vanish as in SDPA")
+        keep = to3(bk if bk is not None else LogicalNot(b))
+        mask = keep if mask is None else WhereScalarOther(keep, mask, -math.inf)
+    # ---- softmax over the last axis, probabilities in q's dtype
+    assert x.dtype == q.dtype, "the logits are not in the dtype of q"
+    for c in (sdt, up):
+        if c is not None and not (c.is_const and c.value is None):
+            assert c.is_const and getattr(c.value, "is_floating_point", False), \
+                "the softmax is computed in a non-floating dtype"
+    assert p.dtype == q.dtype, "the attention weights are not in the dtype of q and v"
     if pd is not None:  # dropout(p, pd, train=False): the identity whatever pd
-        assert pd.is_const
-    target = ctx.target
-    if target == "cpu":
+        assert pd.is_const and 0 <= pd.value <= 1
+    if ctx.target == "cpu":
         assert q.device is not None and q.device.type == "cpu"
     # SDPA is called with an explicit mask (or none): the "mask" variant of the table
     assert ctx.profitable("attention", dtype=q.torch_dtype, variant="mask",
-                      seq=k.shape[-2] if k.shape else None)
-    return SDPA(q, k, v, mask, 0.0, False, scale, False)
+                          seq=kshape[-2])
+    out = SDPA(q, kk, v, mask, 0.0, False, scale, False)
+    if keep is None:
+        return out
+    # a row the boolean mask keeps nothing of: NaN (fill -inf) or the uniform
+    # average of v (a finite fill) in the original; SDPA gives 0 there
+    safe = sm.fx is not None and sm.fx.target == torch.ops.aten._safe_softmax.default
+    if filled == -math.inf and safe:
+        return out  # the safe softmax gives 0 there too
+    any_kept = AnyDim(keep, -1, True)
+    if filled == -math.inf:
+        return WhereScalarOther(any_kept, out, math.nan)
+    return Where(any_kept, out, Mean(v, [-2], True, None))
 
 
 PATTERNS = [Attention]
