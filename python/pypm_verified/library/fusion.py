@@ -13,10 +13,15 @@ rewritten model does one larger GEMM and no concatenation at run time.
 Guards: 2-D weights over the input's last axis, one floating dtype, biases
 all present (1-D of the weight's rows) or all absent, every weight a
 parameter or constant of the program (else ``fold_cat`` declines).
-Profitability is measured by ``bench/multiroot.py`` (one GEMM of N1+N2+N3
-outputs vs three); on this CPU the fused GEMM is not slower at the sizes of
-``examples/models.py`` (see ``bench/results/models.md``), so the rule has no
-size threshold yet; CUDA defaults are pending a GPU.
+Profitability: ``bench/multiroot_gemm.py`` times one GEMM of N1+N2+N3
+outputs (+ split) against the separate linears; on this (shared, loaded)
+2-core CPU, float32, one thread, the fused GEMM measured 0.83x-1.02x at the
+projection sizes of ``examples/models.py`` (``bench/results/multiroot_gemm.md``):
+no gain, so the module is not in the library's default modules (use
+``--rules fusion``) and has no ``ctx.profitable`` entry yet (the table's CPU
+thresholds are derived from ``bench/bench_kernels.py`` rows, which do not
+cover it). On CUDA, where one larger GEMM fills the device better, it is
+expected to pay; that default is pending a GPU measurement.
 """
 from __future__ import annotations
 
