@@ -14,14 +14,17 @@
     extracted file names [Pervasives]).
 
     The library calls the entry points of [Entry.v] ([load_set],
-    [set_match], [set_match_all_fold], [set_candidates], [effective_fuel]) and
+    [set_match], [set_match_all_fold], [set_candidates], [effective_fuel]),
+    the multi-root entry points of [Multi.v] ([match_multi_c] with the
+    index [root_index] of the loaded table and the candidates [mcands],
+    which is [match_multi]; [match_all_multi]; the check [wf_multi]) and
     the checks [wf_defs] and [value_ok]; [match_root], [match_all],
     [candidates], [root_index], [set_match_all] and [match_pattern] are
     extracted for the
     OCaml tests, which compare the prepared forms with them. *)
 
 From Coq Require Import ZArith Extraction ExtrOcamlBasic ExtrOcamlNatInt ExtrOcamlZInt.
-From PyPM Require Import Syntax Subst Declarative Values Algorithmic Interpreter RootIndex Entry.
+From PyPM Require Import Syntax Subst Declarative Values Algorithmic Interpreter RootIndex Entry Multi.
 
 (** An axiom left to realize would be an unproved assumption in the
     extracted code: make it an error, not a warning. *)
@@ -50,4 +53,5 @@ Extraction "ocaml/extracted/matcher.ml"
   load_set set_match set_match_all set_match_all_fold set_candidates effective_fuel
   wfb wf_defs value_ok
   match_root match_all candidates root_index ri_find match_pattern
-  lookup VarMap.elements mkGraph mkDef.
+  lookup VarMap.elements mkGraph mkDef
+  mkMpat bodies wf_multi mcands match_multi_c match_multi match_all_multi.

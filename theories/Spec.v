@@ -22,6 +22,9 @@
        - [Entry.v]: [answer], [assoc], [match_root], [match_all],
          [candidates] (what the library answers) and the prepared forms
          [load_set], [set_match], [set_match_all] the library runs;
+       - [Multi.v]: [mmatches] (a multi-root pattern matches a tuple of
+         distinct nodes under one substitution), [mpat], [bodies],
+         [wf_multi], [match_multi], [match_all_multi], [same_entry];
        - [Fuel.v]: [depth_le] (every downward path has at most [n]
          edges), the class [descending] / [ug] / [args_ok] (every cycle of
          calls passes under an operator application) and the bound
@@ -53,9 +56,9 @@
     - P-MU: the body of definition [P], with parameter [i] read as the
       caller's [xᵢ] ([call_sub]), matches [t]: [P(x1..xn) ≈ t]. *)
 
-From Coq Require Import List Sorted.
+From Coq Require Import List Sorted Permutation.
 From PyPM Require Import Syntax Subst Declarative Env Algorithmic Interpreter Soundness
-  Priority RootIndex Entry Fuel.
+  Priority RootIndex Entry Fuel Multi.
 Import ListNotations.
 
 (** ** The declarative relation *)
@@ -277,6 +280,64 @@ Definition S_match_root_fuel : Prop :=
     depth_le G N t -> fuel_bound D N (body d) <= fuel ->
     match_root G D fuel r t <> ROutOfFuel.
 
+(** ** Multi-root patterns ([Multi.v]) *)
+
+(** A multi-root match ([pypm_match_multi]): the first root at the visited
+    node, the others at distinct nodes of the graph, all under one
+    substitution (the bindings), the cross-root guard true. *)
+Definition S_match_multi_sound : Prop :=
+  forall G D fuel N mp t ts bs fbs,
+    match_multi G D fuel N mp t = MMatch ts bs fbs ->
+    exists ps, bodies D (mp_roots mp) = Some ps /\
+      hd_error ts = Some t /\ Forall (fun c => c < N) (tl ts) /\
+      mmatches G D (assoc bs) (assoc fbs) ps (mp_guard mp) ts /\
+      (forall x v, In (x, v) bs -> x < mp_n mp) /\
+      (forall F f, In (F, f) fbs -> F < mp_m mp) /\
+      StronglySorted (fun a b => fst a < fst b) bs /\
+      StronglySorted (fun a b => fst a < fst b) fbs.
+
+(** "No match": no tuple of nodes with the first at the visited node
+    matches, under any substitution of the shared variables. *)
+Definition S_match_multi_fail_sound : Prop :=
+  forall G D fuel N mp t ps,
+    wf_defs D = true -> bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+    match_multi G D fuel N mp t = MNoMatch ->
+    forall ts σ ψ, hd_error ts = Some t -> Forall (fun c => c < N) (tl ts) ->
+    (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
+    ~ mmatches G D σ ψ ps (mp_guard mp) ts.
+
+(** One root and no cross-root guard: the single-root relation. *)
+Definition S_mmatches_one : Prop :=
+  forall G D σ ψ p t, mmatches G D σ ψ [p] GTrue [t] <-> matches G D σ ψ p t.
+
+(** The root order does not change which tuples match. *)
+Definition S_mmatches_perm : Prop :=
+  forall G D σ ψ ps g ts ps' ts',
+    length ps = length ts -> length ps' = length ts' ->
+    Permutation (combine ps ts) (combine ps' ts') ->
+    (mmatches G D σ ψ ps g ts <-> mmatches G D σ ψ ps' g ts').
+
+(** [pypm_match_all_multi]: its entries are [match_multi]'s answers ... *)
+Definition S_match_all_multi_In : Prop :=
+  forall G D fuel N mp t a,
+    In (t, a) (match_all_multi G D fuel N mp) ->
+    t < N /\ match_multi G D fuel N mp t = a /\ a <> MNoMatch.
+
+(** ... each set of nodes at most once (not once per permutation) ... *)
+Definition S_match_all_multi_once : Prop :=
+  forall G D fuel N mp,
+    ForallOrdPairs (fun e1 e2 => ~ same_entry e1 e2) (match_all_multi G D fuel N mp).
+
+(** ... and at least once: every node's answer is an entry or has the set
+    of nodes of an entry of an earlier node. *)
+Definition S_match_all_multi_complete : Prop :=
+  forall G D fuel N mp t a,
+    t < N -> match_multi G D fuel N mp t = a -> a <> MNoMatch ->
+    In (t, a) (match_all_multi G D fuel N mp) \/
+    exists ts bs fbs t' ts' bs' fbs', a = MMatch ts bs fbs /\
+      In (t', MMatch ts' bs' fbs') (match_all_multi G D fuel N mp) /\ t' < t /\
+      forall x, In x ts <-> In x ts'.
+
 (** ** Each statement is proved by the named theorem *)
 
 Lemma spec_match_weakening : S_match_weakening.
@@ -337,3 +398,17 @@ Lemma spec_match_pattern_fuel : S_match_pattern_fuel.
 Proof. intros G D N fuel n m p t HD Hdesc. exact (match_pattern_fuel G D HD Hdesc N fuel n m p t). Qed.
 Lemma spec_match_root_fuel : S_match_root_fuel.
 Proof. exact match_root_fuel. Qed.
+Lemma spec_match_multi_sound : S_match_multi_sound.
+Proof. exact match_multi_sound. Qed.
+Lemma spec_match_multi_fail_sound : S_match_multi_fail_sound.
+Proof. exact match_multi_fail_sound. Qed.
+Lemma spec_mmatches_one : S_mmatches_one.
+Proof. exact mmatches_one. Qed.
+Lemma spec_mmatches_perm : S_mmatches_perm.
+Proof. exact mmatches_perm. Qed.
+Lemma spec_match_all_multi_In : S_match_all_multi_In.
+Proof. exact match_all_multi_In. Qed.
+Lemma spec_match_all_multi_once : S_match_all_multi_once.
+Proof. exact match_all_multi_once. Qed.
+Lemma spec_match_all_multi_complete : S_match_all_multi_complete.
+Proof. exact match_all_multi_complete. Qed.

@@ -41,6 +41,12 @@ module Make (I : Cstubs_inverted.INTERNAL) = struct
       Capi_impl.match_all
 
   let () =
+    I.internal "pypmi_match_multi"
+      (int64_t @-> int64_t @-> ptr int64_t @-> int64_t @-> int64_t @-> int64_t @-> ptr int64_t
+     @-> ptr int64_t @-> returning int)
+      Capi_impl.match_multi
+
+  let () =
     I.internal "pypmi_result_read"
       (int64_t @-> ptr int64_t @-> int64_t @-> returning int)
       Capi_impl.result_read

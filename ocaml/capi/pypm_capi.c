@@ -281,12 +281,12 @@ static int ensure_init(void) {
 /* ----------------------------------------------------------- dispatching */
 
 enum op { OP_GRAPH_LOAD, OP_GRAPH_EXTEND, OP_PATTERNS_LOAD, OP_HANDLE_SIZE, OP_RELEASE,
-          OP_MATCH, OP_MATCH_ALL, OP_RESULT_READ, OP_CANDIDATES };
+          OP_MATCH, OP_MATCH_ALL, OP_RESULT_READ, OP_CANDIDATES, OP_MATCH_MULTI };
 
 typedef struct {
   enum op op;
   int64_t a[6];
-  int64_t *p[2];
+  int64_t *p[3];
   int rc;
 } call_t;
 
@@ -312,6 +312,10 @@ static void dispatch(void *arg) {
                           c->p[1]);
       break;
     case OP_MATCH_ALL: c->rc = pypmi_match_all(c->a[0], c->a[1], c->a[2], c->p[0], c->p[1]); break;
+    case OP_MATCH_MULTI:
+      c->rc = pypmi_match_multi(c->a[0], c->a[1], c->p[0], c->a[2], c->a[3], c->a[4], c->p[1],
+                                c->p[2]);
+      break;
     case OP_RESULT_READ: c->rc = pypmi_result_read(c->a[0], c->p[0], c->a[1]); break;
     case OP_CANDIDATES:
       c->rc = pypmi_candidates(c->a[0], c->a[1], c->p[0], c->a[2], c->p[1]);
@@ -407,6 +411,28 @@ PYPM_API int pypm_match_all(int64_t graph, int64_t patterns, int64_t fuel, int64
   *result_len = 0;
   int64_t len = 0;
   call_t c = {.op = OP_MATCH_ALL, .a = {graph, patterns, fuel}, .p = {result, &len}};
+  int rc = run_call(&c);
+  *result_len = (size_t)len;
+  return rc;
+}
+
+PYPM_API int pypm_match_multi(int64_t graph, int64_t patterns, const int64_t *spec,
+                              size_t spec_len, int64_t root, int64_t fuel, int64_t *result,
+                              size_t *result_len) {
+  if (result == NULL) return set_error(PYPM_E_NULL, "pypm_match_multi: result is NULL");
+  if (result_len == NULL)
+    return set_error(PYPM_E_NULL, "pypm_match_multi: result_len is NULL");
+  *result = 0;
+  *result_len = 0;
+  if (spec == NULL) return set_error(PYPM_E_NULL, "pypm_match_multi: spec is NULL");
+  if (spec_len > MAX_BUFFER_WORDS)
+    return set_error(PYPM_E_MALFORMED,
+                     "pypm_match_multi: spec of %zu words exceeds the limit of %zu words",
+                     spec_len, MAX_BUFFER_WORDS);
+  int64_t len = 0;
+  call_t c = {.op = OP_MATCH_MULTI,
+              .a = {graph, patterns, (int64_t)spec_len, root, fuel},
+              .p = {(int64_t *)spec, result, &len}};
   int rc = run_call(&c);
   *result_len = (size_t)len;
   return rc;

@@ -69,6 +69,19 @@ int pypm_match(int64_t graph, int64_t patterns, int64_t pattern_index,
  * *result_len. */
 int pypm_match_all(int64_t graph, int64_t patterns, int64_t fuel,
                    int64_t *result, size_t *result_len);
+/* Multi-root patterns (Multi.v, doc/format.md "Multi-root patterns"):
+ * `spec` names k roots of `patterns` (sharing the term variables
+ * 0..n_params-1 and operator variables 0..n_fparams-1) and a cross-root
+ * guard. root >= 0: the first root at node `root`, the others at distinct
+ * nodes of the graph (Multi.match_multi): one entry. root < 0: every node
+ * in increasing order, each set of nodes once (Multi.match_all_multi):
+ * the entries with status MATCH or OUT_OF_FUEL. Stores a result handle
+ * (words: n_entries, then per entry: root, status, k, node*k, n,
+ * (var, node)*n, m, (fvar, symbol)*m) and its length in words. An
+ * ill-formed spec (a root not well formed, a guard reading a variable no
+ * root binds) gives PYPM_E_ILL_FORMED. */
+int pypm_match_multi(int64_t graph, int64_t patterns, const int64_t *spec, size_t spec_len,
+                     int64_t root, int64_t fuel, int64_t *result, size_t *result_len);
 /* Copy a result handle's words into out (out_cap >= its length). */
 int pypm_result_read(int64_t result, int64_t *out, size_t out_cap);
 

@@ -551,6 +551,46 @@ let decode_patterns_exn (b : buf) : Repr.patterns =
   if not (Matcher.wf_defs def_list) then fail Ill_formed "%s" (Wf_explain.explain def_list);
   { Repr.defs = def_list; def_array = defs; roots }
 
+(* ------------------------------------------------------ multi-root spec *)
+
+(* doc/format.md, "Multi-root patterns": n_params, n_fparams, k, then k
+   root indices of the loaded pattern set, then the cross-root guard in
+   prefix form; nothing after it.  Returns (n, m, root indices, guard). *)
+let max_multi_roots = 64
+
+let decode_multi_exn (b : buf) ~n_roots : int * int * int list * Matcher.guard =
+  let len = Bigarray.Array1.dim b in
+  let r = { b; pos = 0; stop = len; index = 0; n_defs = 0 } in
+  let count what cap =
+    let at = r.pos in
+    let v = next r what in
+    if v < 0L || v > Int64.of_int cap then
+      fail Malformed "multi-root spec: word %d: %s %Ld outside [0, %d]" at what v cap;
+    Int64.to_int v
+  in
+  let n = count "number of parameters" max_params in
+  let m = count "number of operator parameters" max_params in
+  let k = count "number of roots" max_multi_roots in
+  if k = 0 then fail Malformed "multi-root spec: word 2: a multi-root pattern needs a root";
+  let roots =
+    List.init k (fun _ ->
+        let at = r.pos in
+        let v = next r "a root index" in
+        if v < 0L || v >= Int64.of_int n_roots then
+          fail Malformed "multi-root spec: word %d: root index %Ld out of range [0, %d)" at v
+            n_roots;
+        Int64.to_int v)
+  in
+  let g = read_guard r 1 in
+  if r.pos <> len then
+    fail Malformed "multi-root spec: %d trailing words after the guard" (len - r.pos);
+  (n, m, roots, g)
+
+let decode_multi (b : buf) ~n_roots =
+  match decode_multi_exn b ~n_roots with
+  | v -> Ok v
+  | exception Fail (kind, message) -> Error { kind; message }
+
 let wrap f b =
   match f b with
   | v -> Ok v

@@ -30,7 +30,12 @@ type graph = { repr : Repr.graph; mg : Matcher.graph }
 
 (* A loaded pattern set: the decoded table and roots, and Matcher.load_set
    of them. *)
-type pset = { set : Repr.patterns; ps : Matcher.pset; n_roots : int }
+type pset = {
+  set : Repr.patterns;
+  ps : Matcher.pset;
+  n_roots : int;
+  rindex : Matcher.rindex Lazy.t; (* Matcher.root_index of the table, for multi-root matching *)
+}
 
 type entry =
   | Graph of graph
@@ -198,7 +203,13 @@ let graph_extend h (b : Decode.buf) : unit =
 let pset_of_buf (b : Decode.buf) : pset =
   let set = of_decoded (Decode.decode_patterns b) in
   match Matcher.load_set set.Repr.defs (Array.to_list set.Repr.roots) with
-  | Some ps -> { set; ps; n_roots = Array.length set.Repr.roots }
+  | Some ps ->
+      {
+        set;
+        ps;
+        n_roots = Array.length set.Repr.roots;
+        rindex = lazy (Matcher.root_index set.Repr.defs);
+      }
   | None -> error e_malformed "patterns: a root names no definition"
   (* unreachable: the decoder checked the roots (Entry.load_set_some) *)
 
@@ -290,3 +301,70 @@ let match_all ~graph ~patterns ~fuel : int * int =
   (add (Result r), Bigarray.Array1.dim r)
 
 let result h = get_result h
+
+(* ------------------------------------------------------- multi-root *)
+
+(* A multi-root pattern (doc/format.md, "Multi-root patterns") over a loaded
+   pattern set: the roots are root indices of the set, mapped to their
+   definitions; checked with the extracted [Matcher.wf_multi] (the premise
+   of [Multi.match_multi_fail_sound]). *)
+let multi_of ps (b : Decode.buf) : Matcher.mpat =
+  let n, m, roots, g = of_decoded (Decode.decode_multi b ~n_roots:ps.n_roots) in
+  let defs = List.map (fun i -> ps.set.Repr.roots.(i)) roots in
+  let mp = { Matcher.mp_n = n; mp_m = m; mp_roots = defs; mp_guard = g } in
+  (match Matcher.bodies ps.set.Repr.defs defs with
+  | Some bodies ->
+      if not (Matcher.wf_multi ps.set.Repr.defs bodies g) then
+        error e_ill_formed
+          "multi-root spec: ill-formed (a root is not well formed, or the cross-root guard reads a variable no root binds)"
+  | None -> error e_malformed "multi-root spec: a root names no definition");
+  mp
+
+let push_manswer b root = function
+  | Matcher.MMatch (ts, binds, fbinds) ->
+      push b root;
+      push b status_match;
+      push b (List.length ts);
+      List.iter (push b) ts;
+      push_pairs b binds;
+      push_pairs b fbinds
+  | Matcher.MNoMatch ->
+      push b root;
+      push b status_no_match;
+      push b 0;
+      push b 0;
+      push b 0
+  | Matcher.MOutOfFuel ->
+      push b root;
+      push b status_out_of_fuel;
+      push b 0;
+      push b 0;
+      push b 0
+
+(* [root >= 0]: the one entry of Multi.match_multi at [root] (computed as
+   Matcher.match_multi_c with the set's index and Matcher.mcands, which is
+   Matcher.match_multi by definition); [root < 0]: Multi.match_all_multi. *)
+let match_multi ~graph ~patterns ~(spec : Decode.buf) ~root ~fuel : int * int =
+  let g = get_graph graph in
+  let ps = get_patterns patterns in
+  let mp = multi_of ps spec in
+  let n = g.repr.Repr.n_nodes in
+  let fuel = Matcher.effective_fuel (max 0 fuel) in
+  let b = { a = Array.make 64 0; n = 0 } in
+  if root >= 0 then begin
+    if root >= n then error e_out_of_range "root node %d out of range [0, %d)" root n;
+    let r = Lazy.force ps.rindex in
+    let cands = Matcher.mcands g.mg r n (List.tl mp.Matcher.mp_roots) in
+    push b 1;
+    push_manswer b root (Matcher.match_multi_c g.mg ps.set.Repr.defs r fuel mp cands root)
+  end
+  else begin
+    let entries = Matcher.match_all_multi g.mg ps.set.Repr.defs fuel n mp in
+    push b (List.length entries);
+    List.iter (fun (t, a) -> push_manswer b t a) entries
+  end;
+  let out = Bigarray.Array1.create Bigarray.int64 Bigarray.c_layout b.n in
+  for i = 0 to b.n - 1 do
+    Bigarray.Array1.unsafe_set out i (Int64.of_int (Array.unsafe_get b.a i))
+  done;
+  (add (Result out), b.n)

@@ -1,6 +1,6 @@
 (* Golden check (fiat-crypto style): the main theorems depend on no axiom.
    `make proofs` compares this file's output with assumptions.golden. *)
-From PyPM Require Import Declarative Values Interpreter Soundness Priority RootIndex Entry Fuel Spec.
+From PyPM Require Import Declarative Values Interpreter Soundness Priority RootIndex Entry Fuel Multi Spec.
 Print Assumptions match_weakening.
 Print Assumptions success_soundness.
 Print Assumptions failure_soundness.
@@ -58,6 +58,14 @@ Print Assumptions match_root_none_k.
 Print Assumptions cost_sound.
 Print Assumptions match_pattern_fuel.
 Print Assumptions match_root_fuel.
+(* multi-root patterns (Multi.v) *)
+Print Assumptions match_multi_sound.
+Print Assumptions match_multi_fail_sound.
+Print Assumptions mmatches_one.
+Print Assumptions mmatches_perm.
+Print Assumptions match_all_multi_In.
+Print Assumptions match_all_multi_once.
+Print Assumptions match_all_multi_complete.
 (* the specification file (Spec.v): each statement is proved *)
 Print Assumptions spec_match_weakening.
 Print Assumptions spec_match_pattern_sound.
@@ -84,3 +92,10 @@ Print Assumptions spec_set_match_correct.
 Print Assumptions spec_set_match_all_correct.
 Print Assumptions spec_match_pattern_fuel.
 Print Assumptions spec_match_root_fuel.
+Print Assumptions spec_match_multi_sound.
+Print Assumptions spec_match_multi_fail_sound.
+Print Assumptions spec_mmatches_one.
+Print Assumptions spec_mmatches_perm.
+Print Assumptions spec_match_all_multi_In.
+Print Assumptions spec_match_all_multi_once.
+Print Assumptions spec_match_all_multi_complete.

@@ -34,6 +34,25 @@ def _desc(kind: str) -> str:
     return "an operator variable" if kind == FUN else "a term variable"
 
 
+class MultiInfo:
+    """A multi-root pattern in the table (``theories/Multi.v``'s ``mpat``):
+    ``roots`` (definition indices, one per returned term, each body reading
+    the shared variables), ``n`` / ``m`` (shared term / operator variables:
+    the parameters, then the locals, which are shared by all roots),
+    ``guard`` (the cross-root guard: the asserts no single root binds all
+    the variables of; the others guard their root), ``term_params`` /
+    ``op_params`` (the parameter names: variables ``0..len-1``)."""
+
+    def __init__(self, roots, n, m, guard, term_params, op_params):
+        self.roots: Tuple[int, ...] = roots
+        self.n, self.m = n, m
+        self.guard = guard
+        self.term_params, self.op_params = term_params, op_params
+
+    def __repr__(self):
+        return f"MultiInfo(roots={self.roots}, n={self.n}, m={self.m}, guard={self.guard!r})"
+
+
 class Linked:
     """A linked definition table.
 
@@ -51,6 +70,7 @@ class Linked:
         self.term_params: Dict[object, Tuple[str, ...]] = term_params
         self.op_params: Dict[object, Tuple[str, ...]] = op_params
         self.alternates: Dict[object, Tuple[core.CorePattern, ...]] = alternates
+        self.multi: Dict[object, MultiInfo] = {}
 
     def program(self, pattern) -> core.Program:
         """The table with ``pattern`` as the root."""
@@ -175,6 +195,8 @@ def _convert(P, a, kinds, index, counters) -> _Alt:
         return type(g)(guard(g.g1), guard(g.g2))
 
     def pat(p):
+        if isinstance(p, tuple):  # the roots of a multi-root pattern
+            return tuple(pat(q) for q in p)
         if isinstance(p, core.PVar):
             return core.PVar(num(p.x, TERM))
         if isinstance(p, core.PApp):
@@ -228,12 +250,68 @@ def _check(P, a, alt: _Alt, defs) -> None:
                            "(on every alternate)")
 
 
+def _multi_bodies(P, a, alt: _Alt, defs) -> Tuple[list, core.Guard]:
+    """The root bodies and the cross-root guard of a multi-root pattern: a
+    match constraint goes to the first root that binds its variable (after
+    the constraints already there); a guard to the first root that binds
+    every variable it reads (pruning the search early), else to the
+    cross-root guard, which must read only variables some root binds."""
+    fail = _Fail(P, a)
+
+    def name(kind, n):
+        return repr(alt.names.get((kind, n), str(n)))
+
+    bodies = list(alt.result)
+    for x, q, line in alt.constraints:
+        for i, b in enumerate(bodies):
+            if x in core.binds(b, defs):
+                bodies[i] = core.PConstr(b, q, x)
+                break
+        else:
+            fail(line, f"match constraint on {name(TERM, x)}: no root binds it")
+    per_root: List[list] = [[] for _ in bodies]
+    cross = []
+    for g, line in alt.guards:
+        gv, gf = core.guard_vars(g), core.guard_fvars(g)
+        for i, b in enumerate(bodies):
+            if gv <= core.binds(b, defs) and gf <= core.fbinds(b, defs):
+                per_root[i].append(g)
+                break
+        else:
+            allb = frozenset().union(*(core.binds(b, defs) for b in bodies))
+            allf = frozenset().union(*(core.fbinds(b, defs) for b in bodies))
+            missing = [name(TERM, v) for v in sorted(gv - allb)] + \
+                      [name(FUN, v) for v in sorted(gf - allf)]
+            if missing:
+                fail(line, f"guard reads variable {', '.join(missing)} which no root binds")
+            cross.append(g)
+    bodies = [core.PGuard(b, core.conj(gs)) if gs else b for b, gs in zip(bodies, per_root)]
+    allb = frozenset().union(*(core.binds(b, defs) for b in bodies))
+    allf = frozenset().union(*(core.fbinds(b, defs) for b in bodies))
+    for n, kind, sym in alt.locals:
+        if n not in (allb if kind == TERM else allf):
+            what = "local variable" if kind == TERM else "local operator variable"
+            fail(sym.line, f"{what} {sym.name!r} is not bound by any root")
+    return bodies, core.conj(cross)
+
+
 def lower(roots: Sequence) -> Linked:
     """Lower the patterns ``roots`` and every pattern they call into one table
-    (roots first, in order). Raises :class:`PatternError` naming the pattern,
-    file and line of a problem."""
+    (roots first, in order; the roots of multi-root patterns last). Raises
+    :class:`PatternError` naming the pattern, file and line of a problem."""
     order, alts = _reachable(roots)
     kinds = _infer_kinds(order, alts)
+    multi = [P for P in order if alts[P] and isinstance(alts[P][0].result, tuple)]
+    for P in multi:
+        if len(alts[P]) != 1:
+            _Fail(P, alts[P][1])(0, "a multi-root pattern has one definition (write "
+                                    "alternates in the patterns its roots call)")
+        for Q in order:
+            for b in alts[Q]:
+                for c in b.trace.calls:
+                    if c.pattern is P:
+                        _Fail(Q, b)(c.line, f"{P.name} has several roots and cannot be called")
+    order = [P for P in order if P not in multi]
     index = {P: i for i, P in enumerate(order)}
     lowered: Dict[object, List[_Alt]] = {}
     raw = []
@@ -244,6 +322,23 @@ def lower(roots: Sequence) -> Linked:
         lowered[P] = [_convert(P, a, kinds, index, counters) for a in alts[P]]
         raw.append(core.PDef(n, m, core.alts(x.body() for x in lowered[P])))
     defs = core.infer_binds(raw)
+    infos = {}
+    for P in multi:
+        a = alts[P][0]
+        n = sum(1 for k in kinds[P] if k == TERM)
+        m = len(kinds[P]) - n
+        counters = {TERM: n, FUN: m}
+        alt = _convert(P, a, kinds, index, counters)
+        bodies, guard = _multi_bodies(P, a, alt, defs)
+        n2, m2 = counters[TERM], counters[FUN]  # the locals are shared variables too
+        index[P] = len(raw)
+        first = len(raw)
+        raw.extend(core.PDef(n2, m2, b) for b in bodies)
+        infos[P] = MultiInfo(tuple(range(first, len(raw))), n2, m2, guard,
+                             tuple(p for p, k in zip(P.params, kinds[P]) if k == TERM),
+                             tuple(p for p, k in zip(P.params, kinds[P]) if k == FUN))
+    if multi:
+        defs = core.infer_binds(raw)
     for P in order:
         for a, alt in zip(alts[P], lowered[P]):
             _check(P, a, alt, defs)
@@ -256,4 +351,10 @@ def lower(roots: Sequence) -> Linked:
     term_params = {P: tuple(p for p, k in zip(P.params, kinds[P]) if k == TERM) for P in order}
     op_params = {P: tuple(p for p, k in zip(P.params, kinds[P]) if k == FUN) for P in order}
     alternates = {P: tuple(x.body() for x in lowered[P]) for P in order}
-    return Linked(defs, tuple(index[R] for R in roots), index, term_params, op_params, alternates)
+    for P in multi:
+        term_params[P], op_params[P] = infos[P].term_params, infos[P].op_params
+        alternates[P] = tuple(defs[r].body for r in infos[P].roots)
+    linked = Linked(defs, tuple(index[R] for R in roots), index, term_params, op_params,
+                    alternates)
+    linked.multi = infos
+    return linked

@@ -95,6 +95,20 @@ class Pattern:
     # ------------------------------------------------------------- lowering
 
     @property
+    def is_multi(self) -> bool:
+        """Whether this is a multi-root pattern (its body returns a tuple of
+        roots; ``theories/Multi.v``)."""
+        alts = self.traced_alternates()
+        return bool(alts) and isinstance(alts[0].result, tuple)
+
+    @property
+    def multi(self) -> "lowering.MultiInfo":
+        """A multi-root pattern's lowered form: its roots (definitions of
+        :attr:`linked`'s table), the shared variables and the cross-root
+        guard."""
+        return self.linked.multi[self]
+
+    @property
     def linked(self) -> lowering.Linked:
         """The table of this pattern and everything it calls (cached)."""
         return link((self,))
@@ -188,6 +202,10 @@ class Pattern:
                  f"unsupported operation in a pattern body: {type(e).__name__}: {e}")
         finally:
             tracing.pop()
+        if isinstance(result, tuple) and result and all(isinstance(r, SymTerm) for r in result):
+            # a multi-root pattern (Multi.v): one term per root, shared variables
+            return Alternate(tuple(r.core for r in result), params, trace, comp.filename,
+                             comp.lineno)
         if not isinstance(result, SymTerm):  # fell off the end: no return statement
             fail(comp.lineno, "the pattern body has no return statement; it must return a "
                               "pattern term")

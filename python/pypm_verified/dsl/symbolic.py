@@ -396,6 +396,11 @@ def _assert(value, lineno: int):
 
 
 def _ret(value):
+    if isinstance(value, tuple):  # a multi-root pattern: one term per root
+        if len(value) < 2:
+            raise Unlocated("a pattern returning a tuple (a multi-root pattern) needs at "
+                             "least two roots")
+        return tuple(_ret(v) for v in value)
     if isinstance(value, Var):
         value.use(TERM)
         return value

@@ -50,6 +50,8 @@ int pypm_match(int64_t graph, int64_t patterns, int64_t pattern_index,
                int64_t *out, size_t out_cap, size_t *out_len);
 int pypm_match_all(int64_t graph, int64_t patterns, int64_t fuel,
                    int64_t *result, size_t *result_len);
+int pypm_match_multi(int64_t graph, int64_t patterns, const int64_t *spec, size_t spec_len,
+                     int64_t root, int64_t fuel, int64_t *result, size_t *result_len);
 int pypm_result_read(int64_t result, int64_t *out, size_t out_cap);
 int pypm_candidates(int64_t patterns, int64_t symbol, int64_t *out, size_t out_cap,
                     size_t *out_len);
@@ -280,3 +282,27 @@ def candidates(defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], symbol: int,
     out_len = ffi.new("size_t *")
     check(lib, lib.pypm_candidates(ph.value, symbol, out, cap, out_len), "pypm_candidates")
     return tuple(out[1:1 + out[0]])
+
+
+def match_multi(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], spec: Sequence[int],
+                root: int, fuel: Optional[int] = None, owner=None):
+    """Run ``pypm_match_multi`` (``Multi.match_multi`` at node ``root``, or
+    ``Multi.match_all_multi`` when ``root < 0``): list of ``(root, status,
+    nodes, bindings, function_bindings)``. ``spec`` names root indices of
+    the pattern set ``(defs, roots)``."""
+    lib = open_library()
+    gh = graph_handle(lib, graph)
+    ph = pattern_set_handle(lib, defs, roots, owner)
+    sbuf = ffi.new("int64_t[]", list(spec))
+    result = ffi.new("int64_t *")
+    length = ffi.new("size_t *")
+    check(lib, lib.pypm_match_multi(gh.value, ph.value, sbuf, len(spec), root, fuel or 0,
+                                    result, length), "pypm_match_multi")
+    rh = Handle(lib, result[0])
+    try:
+        n = length[0]
+        out = ffi.new("int64_t[]", max(n, 1))
+        check(lib, lib.pypm_result_read(rh.value, out, n), "pypm_result_read")
+        return serialize.decode_match_multi(ffi.unpack(out, n))
+    finally:
+        rh.release()

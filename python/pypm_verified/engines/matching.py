@@ -152,6 +152,9 @@ def match(pattern: PatternLike, node: Node, engine: str = "verified",
     check_engine(engine)
     if not isinstance(node, Node):
         raise TypeError(f"match() needs a graph node, not {node!r}")
+    if isinstance(pattern, Pattern) and pattern.is_multi:
+        from . import multi
+        return multi.match_multi(pattern, node, engine, fuel)
     return _match_at(PreparedPatterns([pattern]), 0, node, engine, fuel)
 
 
@@ -187,6 +190,19 @@ def match_all(patterns: Sequence[PatternLike], graph: Graph, engine: str = "veri
     out = []
     if not patterns:
         return out
+    if any(isinstance(p, Pattern) and p.is_multi for p in patterns):
+        # multi-root patterns (each set of nodes once, Multi.match_all_multi)
+        # merged with the others by node, then pattern order
+        from . import multi
+        single = [p for p in patterns if not (isinstance(p, Pattern) and p.is_multi)]
+        entries = [(node.id, patterns.index(p), (p, node, m))
+                   for p, node, m in match_all(single, graph, engine, fuel)]
+        for i, p in enumerate(patterns):
+            if isinstance(p, Pattern) and p.is_multi:
+                entries += [(m.root.id, i, (p, m.root, m))
+                            for m in multi.match_all_multi(p, graph, engine, fuel)]
+        entries.sort(key=lambda e: e[:2])
+        return [e[2] for e in entries]
     s = PreparedPatterns(patterns)
     if engine == "reference":
         progs = [core.Program(s.defs, r) for r in s.roots]

@@ -90,10 +90,11 @@ def _ids(vs, what: str) -> List[int]:
     return [_id(v, what) for v in vs]
 
 
-def _prefix(root, out: List[int]) -> None:
-    """Append the pattern ``root`` in prefix form. Iterative, so deep terms do
-    not hit Python's recursion limit; nesting is capped at MAX_DEPTH."""
-    stack = [(root, 1, "pattern")]
+def _prefix(root, out: List[int], kind0: str = "pattern") -> None:
+    """Append the pattern ``root`` (a guard if ``kind0 == "guard"``) in prefix
+    form. Iterative, so deep terms do not hit Python's recursion limit;
+    nesting is capped at MAX_DEPTH."""
+    stack = [(root, 1, kind0)]
     pop, push = stack.pop, stack.append
     while stack:
         t, depth, kind = pop()
@@ -195,6 +196,33 @@ def encode_patterns(defs: Sequence[core.PDef], roots: Sequence[int]) -> array:
             raise EncodeError(f"root {r!r} is not a definition index")
         words.append(r)
     return array("q", words)
+
+
+def encode_multi_spec(n: int, m: int, roots: Sequence[int], guard) -> array:
+    """A multi-root spec (doc/format.md, "Multi-root patterns"): the shared
+    variable counts, the root indices (positions in the loaded pattern set's
+    roots) and the cross-root guard."""
+    words: List[int] = [_id(n, "parameter count"), _id(m, "parameter count"), len(roots)]
+    words += _ids(roots, "root index")
+    _prefix(guard, words, "guard")
+    return array("q", words)
+
+
+def decode_match_multi(words: Sequence[int]):
+    """The result words of ``pypm_match_multi``: a list of ``(root, status,
+    nodes, bindings, function_bindings)``."""
+    n = words[0]
+    pos, out = 1, []
+    for _ in range(n):
+        root, status, k = words[pos], words[pos + 1], words[pos + 2]
+        nodes = list(words[pos + 3:pos + 3 + k])
+        pos += 3 + k
+        binds, pos = _pairs(words, pos, "bindings")
+        fbinds, pos = _pairs(words, pos, "operator bindings")
+        out.append((root, status, nodes, binds, fbinds))
+    if pos != len(words):
+        raise EncodeError(f"multi-root result: {len(words) - pos} trailing words")
+    return out
 
 
 def encode_program(program: core.Program) -> array:

@@ -67,7 +67,7 @@ class RuleContext:
     rule declining on a ``ctx.profitable(...)`` guard is reported with the
     threshold and the size seen (:meth:`explain`)."""
 
-    __slots__ = ("target", "check_profitability", "refusals")
+    __slots__ = ("target", "check_profitability", "refusals", "driver")
 
     def __init__(self, target: str, check_profitability: bool = True):
         if target not in TARGETS:
@@ -75,6 +75,16 @@ class RuleContext:
         self.target = target
         self.check_profitability = check_profitability
         self.refusals: List[Tuple[Tuple[Tuple[str, int], ...], str]] = []
+        self.driver = None
+
+    def fold_cat(self, values, dim: int = 0):
+        """The concatenation of the weights ``values`` along ``dim``, computed
+        now (at rewrite time) and added to the program as a new constant
+        input; a :class:`Value`, or None when a value is not a weight of the
+        program (then the rule should decline). Reused for the same weights."""
+        if self.driver is None:
+            return None
+        return self.driver.fold_cat(values, dim)
 
     def profitable(self, rule: str, *, dtype, variant: str = "default", **sizes) -> bool:
         """:func:`pypm_verified.torch.profitability.profitable` on this target
@@ -255,10 +265,19 @@ class Driver:
         self.context = RuleContext(target, check_profitability)
         if not isinstance(max_iterations, int) or max_iterations < 1:
             raise ValueError("max_iterations must be a positive int")
-        self.patterns = [p for p in patterns if p.rules]
         for p in patterns:
             if not isinstance(p, Pattern):
                 raise TypeError(f"expected @pm.pattern patterns, not {p!r}")
+        self.patterns = [p for p in patterns if p.rules and not p.is_multi]
+        # multi-root patterns (theories/Multi.v): tried after the others
+        self.multis = [p for p in patterns if p.rules and p.is_multi]
+        self.context.driver = self
+        # weights by placeholder name (set by the pipeline: fold_cat reads
+        # them) and the constants fold_cat added: [(placeholder, tensor)]
+        self.weights: Optional[Dict[str, torch.Tensor]] = None
+        self.new_constants: List[Tuple[fx.Node, torch.Tensor]] = []
+        self._folded: Dict[tuple, fx.Node] = {}
+        self._pending_extra: set = set()  # refreshed by _try_multi: match them too
         self.gm = gm
         self.engine = engine
         self.target = target
@@ -381,11 +400,173 @@ class Driver:
         finally:
             self.report.match_s += time.perf_counter() - t0
 
+    def fold_cat(self, values, dim: int = 0) -> Optional[Value]:
+        """See :meth:`RuleContext.fold_cat`."""
+        if self.weights is None or self.shape_env is not None:
+            return None
+        names, tensors = [], []
+        for v in values:
+            n = getattr(v, "fx", None)
+            if n is None or n.op != "placeholder" or n.name not in self.weights:
+                return None
+            names.append(n.name)
+            tensors.append(self.weights[n.name])
+        key = (tuple(names), dim)
+        node = self._folded.get(key)
+        if node is None or node.graph is not self.gm.graph:
+            t = torch.cat([x.detach() for x in tensors], dim).contiguous()
+            g = self.gm.graph
+            users = [n for n in g.nodes if n.op == "placeholder" and n.name in self.user_inputs]
+            anchor = users[0] if users else next(n for n in g.nodes if n.op != "placeholder")
+            with g.inserting_before(anchor):
+                node = g.placeholder(f"c_pypm_fused_{len(self.new_constants)}")
+            with self.fake_mode:
+                node.meta["val"] = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype,
+                                                       device=t.device)
+            self.tg.add(node)
+            self.new_constants.append((node, t))
+            self.weights[node.name] = t
+            self._folded[key] = node
+        return self.value(node)
+
+    user_inputs: frozenset = frozenset()
+
     def _try(self, node: fx.Node) -> Optional[List[fx.Node]]:
         """Try every pattern at ``node``; the nodes a firing changed, or None."""
         term = self.tg.term.get(node)
         if term is None:
             return None
+        changed = self._try_single(node, term)
+        if changed is None and self.multis:
+            changed = self._try_multi(node, term)
+        return changed
+
+    def _try_multi(self, node: fx.Node, term) -> Optional[List[fx.Node]]:
+        """The multi-root patterns with their first root at ``node``."""
+        from ..engines import multi
+        if self._stale:
+            # the other roots may be nodes the walk has not refreshed yet:
+            # bring every term up to date before searching among them
+            self._pending_extra.update(self.tg.refresh(list(self._stale)))
+            self._stale.clear()
+        for pattern in self.multis:
+            prog = multi.program(pattern)
+            if not core.root_admits(prog.defs, prog.roots[0], term.label):
+                continue
+            t0 = time.perf_counter()
+            m = multi.match_multi(pattern, term, self.engine)
+            self.report.match_s += time.perf_counter() - t0
+            self.report.attempts += 1
+            if m is None:
+                continue
+            self.report.record_match(pattern.name, [r.name for r in pattern.rules])
+            declined: List[Tuple[str, str]] = []
+            why = self._multi_blocked(m)
+            if why is not None:
+                declined = [(r.name, why) for r in pattern.rules]
+            else:
+                values = {k: self.bound_value(t) for k, t in m.bindings.items()}
+                values.update(m.functions)
+                for rule in pattern.rules:
+                    changed = self.fire_multi(rule, values, m, declined)
+                    if changed is not None:
+                        return changed
+            self.report.record_unfired(pattern.name, declined)
+        return None
+
+    def _multi_blocked(self, m) -> Optional[str]:
+        """Why a multi-root match must not be rewritten, or None: an interior
+        node of the matched subgraphs (not a root, not bound to a variable)
+        used outside them would stay alive beside the fused replacement (the
+        rewrite would be correct but compute it twice), so nothing is done."""
+        roots = [self.tg.fx_of.get(t.id) for t in m.roots]
+        if any(r is None for r in roots):
+            return "a root has no FX node"
+        stops = {self.tg.fx_of.get(t.id) for t in m.substitution.values()}
+        inside = set(roots)
+        interior = []
+        stack = list(roots)
+        while stack:
+            n = stack.pop()
+            for a in n.all_input_nodes:
+                if a in stops or a in inside or a.op == "placeholder":
+                    continue
+                inside.add(a)
+                interior.append(a)
+                if len(interior) > 64:
+                    return "the matched subgraph is too large to check its interior uses"
+                stack.append(a)
+        for a in interior:
+            for u in a.users:
+                if u not in inside and u.target is not ASSERT_METADATA:
+                    return (f"interior node {a.name} of the match is used outside it "
+                            f"(by {u.name})")
+        return None
+
+    def fire_multi(self, rule, values, m, declined) -> Optional[List[fx.Node]]:
+        """Fire a multi-root rule: it returns one replacement per root; all
+        roots are replaced at once, the replacement built before the first
+        root in graph order (so it precedes every use of every root), and
+        only if every node it reads is defined there."""
+        roots = [self.tg.fx_of[t.id] for t in m.roots]
+        order = {n: i for i, n in enumerate(self.gm.graph.nodes)}
+        first = min(roots, key=order.__getitem__)
+        b = _Builder(self, first, rule)
+        ctx = self.context
+        ctx.refusals.clear()
+
+        def on_decline(d):
+            declined.append((rule.name, ctx.explain(d).reason))
+
+        def undo():
+            for n in reversed(b.created):
+                if n.graph is self.gm.graph and not n.users:
+                    self.tg.erase(n)
+
+        try:
+            out = rule.fire(values, b, ctx, on_decline=on_decline)
+        except Exception:
+            undo()
+            raise
+        if out is None:
+            undo()
+            return None
+        if not isinstance(out, tuple) or len(out) != len(roots) or \
+                not all(isinstance(v, Value) and v.fx is not None for v in out):
+            undo()
+            raise PatternError(f"rule {rule.name!r} ({rule.where}) returned {out!r}; a "
+                               f"multi-root rule returns one tensor per root ({len(roots)})")
+        created = set(b.created)
+        order = {n: i for i, n in enumerate(self.gm.graph.nodes)}
+        for n in b.created:
+            for a in n.all_input_nodes:
+                if a not in created and order[a] >= order[first]:
+                    undo()
+                    declined.append((rule.name, f"{a.name} is defined after the first root "
+                                                f"{first.name}"))
+                    return None
+        for root, v in zip(roots, out):
+            old_val, new_val = root.meta.get("val"), v.fx.meta.get("val")
+            if isinstance(old_val, torch.Tensor) and (
+                    not isinstance(new_val, torch.Tensor)
+                    or not _same_sizes(old_val, new_val, False)
+                    or old_val.dtype != new_val.dtype):
+                undo()
+                raise RewriteError(f"rule {rule.name!r} ({rule.where}) replaced {root.name} "
+                                   f"({_desc(old_val)}) with a value of {_desc(new_val)}")
+        for root, v in zip(roots, out):
+            if v.fx is root:
+                continue
+            root.replace_all_uses_with(v.fx, delete_user_cb=lambda u: u not in created)
+            self.renamed[root.name] = v.fx
+        self.report.record_firing(rule.name, roots[0].name, out[0].fx.name)
+        done = [n for n in b.created if n.graph is self.gm.graph and n in self.tg.term]
+        self._dce(roots)
+        for v in out:
+            self._stale.update(v.fx.users)
+        return done
+
+    def _try_single(self, node: fx.Node, term) -> Optional[List[fx.Node]]:
         for i, m in self._matches(term):
             pattern = self.patterns[i]
             self.report.record_match(pattern.name, [r.name for r in pattern.rules])
@@ -541,13 +722,16 @@ class Driver:
                         continue
                     if kind == "changed":  # a new term: match it in this pass
                         pending.add(node)
-                if node not in pending:
+                if node not in pending and node not in self._pending_extra:
                     continue
+                self._pending_extra.discard(node)
                 changed = self._try(node)
                 if changed:
                     dirty.extend(changed)
                 if self.progress is not None:
                     self.progress()
+            dirty.extend(self._pending_extra)
+            self._pending_extra.clear()
             if self._stale:  # users of nodes created after the walk passed
                 dirty.extend(self.tg.refresh(list(self._stale)))
                 self._stale.clear()

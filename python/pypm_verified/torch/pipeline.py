@@ -96,7 +96,9 @@ def rewrite_program(prog: LoadedModel, patterns: Optional[Sequence] = None,
     driver = Driver(ep.graph_module, patterns, engine=engine, target=target,
                     max_iterations=max_iterations, progress=progress,
                     check_profitability=check_profitability, observer=observer)
+    driver.weights, driver.user_inputs = _weights(ep)
     report = driver.run()
+    _add_constants(ep, driver)
     for spec in ep.graph_signature.output_specs:  # outputs that were rewritten
         arg = getattr(spec, "arg", None)
         if hasattr(arg, "name"):
@@ -105,6 +107,51 @@ def rewrite_program(prog: LoadedModel, patterns: Optional[Sequence] = None,
     changed = report.total > 0 or _renamed_structure(ep.graph_module) != before
     num, sizes = check_numerics(prog, ep, n_random) if check else (None, ())
     return Result(ep, report, num, changed, sizes)
+
+
+def _weights(ep):
+    """The program's parameters, buffers and constants by placeholder name
+    (what ``RuleContext.fold_cat`` may concatenate at rewrite time), and the
+    names of the user inputs."""
+    from torch.export.graph_signature import InputKind
+    state = ep.state_dict
+    consts = getattr(ep, "constants", {}) or {}
+    weights, users = {}, set()
+    for spec in ep.graph_signature.input_specs:
+        name = getattr(spec.arg, "name", None)
+        if spec.kind == InputKind.USER_INPUT:
+            users.add(name)
+        elif spec.target in state:
+            weights[name] = state[spec.target]
+        elif spec.target in consts and isinstance(consts[spec.target], torch.Tensor):
+            weights[name] = consts[spec.target]
+    return weights, frozenset(users)
+
+
+def _add_constants(ep, driver) -> None:
+    """Register the weights the driver concatenated at rewrite time as
+    constant tensors of ``ep`` (lifted constants: an input spec before the
+    user inputs, the tensor in ``ep.constants``), dropping those no longer
+    used."""
+    from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
+    if not driver.new_constants:
+        return
+    g = ep.graph_module.graph
+    specs = list(ep.graph_signature.input_specs)
+    at = next((i for i, s in enumerate(specs) if s.kind == InputKind.USER_INPUT), len(specs))
+    new = []
+    for node, t in driver.new_constants:
+        if node.graph is not g:
+            continue
+        if not node.users:
+            g.erase_node(node)
+            continue
+        ep.constants[node.name] = t
+        new.append(InputSpec(kind=InputKind.CONSTANT_TENSOR, arg=TensorArgument(name=node.name),
+                             target=node.name, persistent=None))
+    specs[at:at] = new
+    ep.graph_signature.input_specs[:] = specs
+    ep.graph_module.recompile()
 
 
 def check_numerics(prog: LoadedModel, ep, n_random: int = 2
