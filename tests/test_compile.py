@@ -224,6 +224,24 @@ def test_a_wrong_rule_is_caught_by_the_check(lib):
     assert not close(bad, TypoGelu()(x))
 
 
+def test_then_failing_on_the_rewrite_gets_the_captured_graph(lib):
+    seen = []
+
+    def picky(gm, example_inputs):  # a compiler that cannot take the fused kernel
+        seen.append(targets(gm))
+        if any(t.startswith(LINEAR_ACT) for t in targets(gm)):
+            raise NotImplementedError("no pypm.linear_act here")
+        return gm.forward
+
+    m, x = MLP().eval(), torch.randn(4, 16)
+    be = pm.backend(then=picky, check_profitability=False, skip=())
+    with torch.no_grad(), pytest.warns(PassThroughWarning, match="picky failed on the rewritten"):
+        out = torch.compile(m, backend=be, dynamic=False)(x)
+        ref = m(x)
+    assert close(ref, out) and len(seen) == 2
+    assert be.records[0].status == "passed through"
+
+
 # ------------------------------------------------------------------ bad arguments
 
 @pytest.mark.parametrize("kwargs, exc, msg", [

@@ -44,8 +44,10 @@ Graphs that are not rewritten, with a note (``Backend.records``, and a
   recompile with ``dynamic=None``, or ``dynamic=True``): the re-export would
   need the shape constraints Dynamo inferred; pass ``dynamic=False`` to
   rewrite each static graph;
-* graphs that fail to export or rewrite, or whose rewritten outputs differ
-  from the captured graph's on the example inputs (``check=True``).
+* graphs that fail to export or rewrite, whose rewritten outputs differ
+  from the captured graph's on the example inputs (``check=True``), or that
+  ``then`` fails to compile once rewritten (it is then given the captured
+  graph).
 
 A graph break gives Dynamo several graphs: each is rewritten on its own
 (a pattern split by the break cannot match).
@@ -122,7 +124,12 @@ class GraphRecord:
 
     @property
     def firings(self) -> Dict[str, int]:
-        return dict(self.report.firings) if self.report is not None else {}
+        """Rule -> firings in the graph ``then`` received: empty unless
+        ``status`` is "rewritten" (``report`` still says what fired in a
+        rewrite that was then not used)."""
+        if self.status != "rewritten" or self.report is None:
+            return {}
+        return dict(self.report.firings)
 
     def line(self) -> str:
         fired = ", ".join(f"{k}x{n}" for k, n in sorted(self.firings.items())) or "nothing fired"
@@ -423,7 +430,15 @@ class Backend:
         new, rec = self.rewrite(gm, example_inputs)
         t0 = time.perf_counter()
         try:
-            return self._then(new if new is not None else gm, example_inputs)
+            if new is not None:
+                try:
+                    return self._then(new, example_inputs)
+                except Exception as e:  # e.g. a compiler that cannot take a fused kernel
+                    rec.status = "passed through"
+                    rec.note = (f"{self.then_name} failed on the rewritten graph "
+                                f"({type(e).__name__}: {_first_line(e)}); it compiled the "
+                                "captured graph instead")
+            return self._then(gm, example_inputs)
         finally:
             rec.then_s = time.perf_counter() - t0
             self._done(rec)
