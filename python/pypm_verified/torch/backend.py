@@ -44,7 +44,8 @@ Graphs that are not rewritten, with a note (``Backend.records``, and a
   recompile with ``dynamic=None``, or ``dynamic=True``): the re-export would
   need the shape constraints Dynamo inferred; pass ``dynamic=False`` to
   rewrite each static graph;
-* graphs that fail to export or rewrite, whose rewritten outputs differ
+* graphs that mutate their inputs (in-place ops on inputs or buffers),
+  graphs that fail to export or rewrite, whose rewritten outputs differ
   from the captured graph's on the example inputs (``check=True``), or that
   ``then`` fails to compile once rewritten (it is then given the captured
   graph).
@@ -376,6 +377,13 @@ class Backend:
             rec.note = f"torch.export failed ({type(e).__name__}: {_first_line(e)})"
             return None, rec
         rec.export_s = time.perf_counter() - t0
+        from torch.export.graph_signature import OutputKind
+        mutated = [str(s.kind.name).lower() for s in ep.graph_signature.output_specs
+                   if s.kind != OutputKind.USER_OUTPUT]
+        if mutated:
+            rec.note = (f"the graph mutates its inputs ({', '.join(sorted(set(mutated)))}); "
+                        "not rewritten (the check would run the mutation twice)")
+            return None, rec
         t0 = time.perf_counter()
         try:
             driver = _SkippingDriver(ep.graph_module, self.patterns, engine=self.engine,
