@@ -31,6 +31,13 @@ program whose graph is identical to another variant's (e.g. ``guarded`` fired
 nothing, or the same rules as ``forced``) is not timed twice: it shares those
 timings, and the tables say so.
 
+Baseline users would pick: each model is also built with HF's own
+``attn_implementation="sdpa"`` (``set_attn_implementation("sdpa")``), exported
+the same way and timed in the same interleaved repetitions, as exported
+(``sdpa``) and rewritten by the shipped rules (``sdpa_guarded``): what the
+rewrite still brings on a model that already uses SDPA (``--no-sdpa`` leaves
+it out).
+
 A model that fails to export, rewrite or run is recorded with its error and
 the benchmark goes on.
 
@@ -69,6 +76,9 @@ from common import RESULTS
 MIN_REPEATS_FLOOR = 3  # repetitions per item even when --time-limit is short
 MODELS = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2")
 VARIANTS = ("guarded", "forced")  # besides "original"
+# baselines users would pick: HF's attn_implementation="sdpa" model as exported, and
+# that model rewritten by the shipped rules (guarded); timed with the others
+BASELINES = ("sdpa", "sdpa_guarded")
 LABELS = {"guarded": "guarded (target=cpu)", "forced": "forced (every rule)"}
 DEVICE = "cpu"  # --device: where models run and what the rewrite targets
 DTYPE = "float32"  # --dtype
@@ -98,14 +108,18 @@ def _err(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[0] if text else ''}"[:500]
 
 
-def export(model: str, size: str):
+def export(model: str, size: str, attn: str = "eager"):
     """``(Program, export seconds)``: the model built by examples/models.py and
-    exported with the project's loader, inputs passed by keyword."""
+    exported with the project's loader, inputs passed by keyword. ``attn="sdpa"``:
+    HF's own SDPA attention (``set_attn_implementation("sdpa")``) instead of the
+    eager attention examples/models.py builds."""
     from examples import models
     from pypm_verified.torch.loader import load_model
     t0 = time.perf_counter()
     import torch
     m, inputs = models.build(model, size)
+    if attn != "eager":
+        m.set_attn_implementation(attn)
     m = m.to(device=DEVICE, dtype=getattr(torch, DTYPE))
     kwargs = {k: v.to(DEVICE) for k, v in models.input_kwargs(inputs).items()}
     prog = load_model(m, (), kwargs)
@@ -262,6 +276,9 @@ def bench_one(model, batch, seq, args, size_key, n_layers, share=None):
             except Exception as ex:
                 e["error"] = f"module(): {_err(ex)}"
                 log(f"{tag}: ! {v} {e['error']}")
+    row["baselines"] = {b: {"error": None} for b in BASELINES}
+    if not args.no_sdpa:
+        add_sdpa_baseline(model, size_key, row, mods, code, wrap, args, tag)
     kwargs = prog.kwargs
     try:
         left = None if share is None else share - (time.perf_counter() - t_item)
@@ -293,6 +310,25 @@ def bench_one(model, batch, seq, args, size_key, n_layers, share=None):
             e["max_abs_diff"] = max_abs_diff(outs["original"], outs[src])
         if e["numerics"] is not None and not e["numerics"]["ok"]:
             log(f"{tag}: ! {v} numerics check failed: {e['numerics']['failures'][:2]}")
+    for b in BASELINES:
+        e = row["baselines"][b]
+        src = e.get("same_graph_as", b)
+        if e["error"] or src not in times:
+            continue
+        e.update(summarize(times[src]))
+        e["speedup"] = statistics.median(orig) / statistics.median(times[src])
+        e["max_abs_diff"] = max_abs_diff(outs["original"], outs[src])
+    sg = row["baselines"]["sdpa_guarded"]
+    sg_src = sg.get("same_graph_as", "sdpa_guarded")
+    if "sdpa" in times and sg_src in times and not sg["error"]:
+        q1, q3 = _quartiles([a / b for a, b in zip(times["sdpa"], times[sg_src])])
+        sg.update(vs_sdpa=statistics.median(times["sdpa"]) / statistics.median(times[sg_src]),
+                  vs_sdpa_q1=q1, vs_sdpa_q3=q3)
+    if "sdpa" in times:
+        src = row["variants"]["guarded"].get("same_graph_as", "guarded")
+        if src in times:
+            row["baselines"]["sdpa"]["guarded_vs_sdpa"] = \
+                statistics.median(times["sdpa"]) / statistics.median(times[src])
     g, f = row["variants"]["guarded"], row["variants"]["forced"]
 
     def cell(e):
@@ -305,6 +341,36 @@ def bench_one(model, batch, seq, args, size_key, n_layers, share=None):
     del mods, prog, outs
     gc.collect()
     return row
+
+
+def add_sdpa_baseline(model, size_key, row, mods, code, wrap, args, tag):
+    """HF's ``attn_implementation="sdpa"`` model (exported like the others) and
+    that model rewritten with the shipped rules (guarded): added to ``mods``
+    as "sdpa" and "sdpa_guarded", recorded in ``row["baselines"]``."""
+    bl = row["baselines"]
+    try:
+        sprog, _ = export(model, size_key, attn="sdpa")
+    except Exception as ex:
+        for b in BASELINES:
+            bl[b]["error"] = f"export: {_err(ex)}"
+        log(f"{tag}: ! sdpa baseline {bl['sdpa']['error']}")
+        return
+    mods["sdpa"] = wrap(sprog.ep.module())
+    try:
+        res, rw_s = rewrite(sprog, "guarded", args.n_random)
+    except Exception as ex:
+        bl["sdpa_guarded"]["error"] = f"rewrite: {_err(ex)}"
+        log(f"{tag}: ! sdpa_guarded {bl['sdpa_guarded']['error']}")
+        return
+    rep = res.report
+    bl["sdpa_guarded"].update(
+        rewrite_s=round(rw_s, 3), firings=dict(rep.firings), rewrites=rep.total,
+        report={"merged": rep.merged},
+        numerics=res.numerics.as_dict() if res.numerics is not None else None)
+    if not res.changed:
+        bl["sdpa_guarded"]["same_graph_as"] = "sdpa"  # timed once, as "sdpa"
+        return
+    mods["sdpa_guarded"] = wrap(res.ep.module())
 
 
 # --------------------------------------------------------------------------------------
@@ -461,6 +527,7 @@ def write_markdown(res, path):
             cells += [" / ".join(diffs), str(r["repeats"])]
             L.append("| " + " | ".join(cells) + " |")
         L.append("")
+    L += sdpa_section(res)
     errs = [(r, v) for r in res["rows"] for v in (None,) + VARIANTS
             if (r["error"] if v is None else (not r["error"] and r["variants"][v]["error"]))]
     if errs:
@@ -471,6 +538,50 @@ def write_markdown(res, path):
                      f"{'' if v is None else ' ' + v}: `{msg}`")
         L.append("")
     common.write_md(path, L)
+
+
+def sdpa_section(res):
+    """The HF sdpa baseline: what the rewrite brings on a model already using SDPA."""
+    rows = [r for r in res["rows"] if not r["error"] and r.get("baselines")
+            and not r["baselines"]["sdpa"]["error"] and "median_ms" in r["baselines"]["sdpa"]]
+    if not rows:
+        return []
+    L = ["## Baseline: HF `attn_implementation=\"sdpa\"`", "",
+         "The same models built with HF's own SDPA attention "
+         "(`model.set_attn_implementation(\"sdpa\")`), exported the same way, as exported "
+         "(**HF sdpa**) and rewritten by the shipped rules (**HF sdpa + rewrite**, "
+         f"`rewrite_program(target=\"{res.get('device', 'cpu')}\")`, guarded), timed "
+         "interleaved with the programs above. Speedups against the eager-attention "
+         "original; **sdpa / sdpa+rewrite** is what the rewrite still brings on a model "
+         "that already uses SDPA (paired per-repetition ratios' IQR in brackets); "
+         "**sdpa / guarded** compares HF's SDPA model with the rewritten eager model.", "",
+         "| model | batch | seq | original ms | HF sdpa ms | HF sdpa speedup | "
+         "sdpa + rewrite ms | **sdpa / sdpa+rewrite** [q1–q3] | rewrites on the sdpa model | "
+         "sdpa / guarded | max \\|Δ\\| (sdpa / +rewrite) |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    ratios = []
+    for r in rows:
+        s, g = r["baselines"]["sdpa"], r["baselines"]["sdpa_guarded"]
+        if g["error"] or "median_ms" not in g:
+            gcells = [f"error: {_md(g['error'])}", "—", "—"]
+            gd = "—"
+        else:
+            same = " (=sdpa)" if g.get("same_graph_as") else ""
+            gcells = [f"{g['median_ms']:.1f}{same}",
+                      f"**{g['vs_sdpa']:.3f}** [{g['vs_sdpa_q1']:.2f}–{g['vs_sdpa_q3']:.2f}]",
+                      _fire(g)]
+            gd = f"{g['max_abs_diff']:.1e}"
+            ratios.append(g["vs_sdpa"])
+        gv = s.get("guarded_vs_sdpa")
+        L.append(f"| {r['model']} | {r['batch']} | {r['seq']} | "
+                 f"{r['original']['median_ms']:.1f} | {s['median_ms']:.1f} | "
+                 f"{s['speedup']:.3f} | " + " | ".join(gcells)
+                 + f" | {'—' if gv is None else f'{gv:.3f}'} | {s['max_abs_diff']:.1e} / {gd} |")
+    if ratios:
+        L += ["", f"Rewrite on the HF sdpa model: geomean {geomean(ratios):.3f} "
+                  f"(min {min(ratios):.3f}, max {max(ratios):.3f}) over {len(ratios)} "
+                  "model × configuration pairs."]
+    return L + [""]
 
 
 def _md(s):
@@ -605,6 +716,8 @@ def main(argv=None) -> int:
                     help="model weights' dtype (default float32)")
     ap.add_argument("--compile", action="store_true",
                     help="time torch.compile of the original and of the rewritten programs")
+    ap.add_argument("--no-sdpa", action="store_true",
+                    help="leave out the HF attn_implementation=\"sdpa\" baseline")
     ap.add_argument("--out", default=str(RESULTS), help="results directory")
     ap.add_argument("--results-name", help="file stem (default models; quick models_quick)")
     args = ap.parse_args(argv)
@@ -693,6 +806,10 @@ def main(argv=None) -> int:
                         "forced": "same, check_profitability=False"},
            "env": env, "rules": rules, "rows": rows}
     res["summary"] = {v: summary(res, v) for v in VARIANTS}
+    vs = [r["baselines"]["sdpa_guarded"]["vs_sdpa"] for r in rows if not r["error"]
+          and "vs_sdpa" in (r.get("baselines") or {}).get("sdpa_guarded", {})]
+    res["sdpa_baseline"] = {"n": len(vs), "geomean_sdpa_over_sdpa_rewritten": geomean(vs),
+                            "min": min(vs, default=None), "max": max(vs, default=None)}
     res["rule_totals"] = {v: {} for v in VARIANTS}
     for r in rows:
         for v in VARIANTS:

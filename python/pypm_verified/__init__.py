@@ -43,7 +43,7 @@ __all__ = [
     "RewriteReport", "rewrite",
     "EngineError", "EngineUnavailable", "GraphError", "OutOfFuel", "PatternError",
     "Graph", "Node", "TensorShape", "load",
-    "explain", "explain_all", "Explanation", "termination",
+    "explain", "explain_all", "Explanation", "termination", "backend",
 ]
 
 
@@ -57,6 +57,22 @@ def termination(pattern):
         return pattern.termination()
     from .core import fuel
     return fuel.termination(core.as_program(pattern))
+
+
+def backend(rules=None, then="inductor", **kwargs):
+    """A ``torch.compile`` backend that rewrites every graph Dynamo captures
+    with ``rules`` (default: the rule library), then compiles it with
+    ``then`` ("inductor", "eager", a Dynamo backend name or a callable)::
+
+        torch.compile(model, backend=pm.backend(then="inductor"))
+
+    Keyword arguments (``target``, ``engine``, ``skip``, ``check``,
+    ``check_profitability``, ``verbose``...) and what it does with graph
+    breaks, dynamic shapes and training graphs:
+    :class:`pypm_verified.torch.backend.Backend`. Imports torch only when
+    called."""
+    from .torch.backend import Backend
+    return Backend(rules, then, **kwargs)
 
 
 def load(path):
