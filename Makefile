@@ -113,6 +113,7 @@ bench: deps lib
 	$(BENCH_ENV) $(VPY) bench/bench_matchers.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_models.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_compile.py $(if $(QUICK),--quick)
+	$(BENCH_ENV) $(VPY) bench/bench_search.py $(if $(QUICK),--quick)
 
 ## check-rules: every rule of the library checked on PyTorch subgraphs generated
 ## from its pattern (full mode: 200 instances per rule, guard necessity, z3

@@ -202,6 +202,18 @@ def _configure_rewrite(sub) -> None:
     rw.add_argument("--max-iterations", "--max-iters", type=_int_at_least(1, "too few"),
                     default=20, metavar="N",
                     help="cap on rewrite passes (default 20; reported if reached)")
+    rw.add_argument("--search", choices=("greedy", "beam", "astar"), default="greedy",
+                    help="how rules are chosen: greedy (default: the first rule whose guards "
+                    "pass fires), or beam / A* search over the driver's choices guided by the "
+                    "cost model (pypm_verified.torch.cost)")
+    rw.add_argument("--search-budget", type=_int_at_least(1, "too few"), default=None,
+                    metavar="N", help="beam/astar: driver runs at most (default 16)")
+    rw.add_argument("--beam-width", type=_int_at_least(1, "too few"), default=None,
+                    metavar="N", help="beam: states kept per depth (default 4)")
+    rw.add_argument("--search-depth", type=_int_at_least(1, "too few"), default=None,
+                    metavar="N", help="beam/astar: firings skipped at most (default 4)")
+    rw.add_argument("--search-time", type=float, default=None, metavar="SECONDS",
+                    help="beam/astar: time limit of the search")
     rw.add_argument("--report", metavar="FILE", help="write the report as JSON (atomically)")
     _html_options(rw, "the graph before and after, each match drawn on it (fired in its "
                   "rule's colour, declined dashed, with the reasons), node details on hover")
@@ -633,6 +645,40 @@ def rewrite_main(args, state: dict) -> int:
         return _rewrite(args, state)
 
 
+def _check_search_options(args) -> None:
+    """The search options: budget options only with ``--search beam|astar``,
+    ``--beam-width`` only with beam, no ``--html`` with a search (its pictures
+    show one driver run)."""
+    given = [f for f, v in (("--search-budget", args.search_budget),
+                            ("--beam-width", args.beam_width),
+                            ("--search-depth", args.search_depth),
+                            ("--search-time", args.search_time)) if v is not None]
+    if args.search == "greedy" and given:
+        raise UsageError(f"{given[0]}: only with --search beam or --search astar")
+    if args.beam_width is not None and args.search != "beam":
+        raise UsageError("--beam-width: only with --search beam")
+    if args.search_time is not None and not args.search_time > 0:
+        raise UsageError(f"--search-time {args.search_time}: give a positive number of seconds")
+    if args.search != "greedy" and getattr(args, "html", None):
+        raise UsageError(f"--html: not with --search {args.search} (the pictures show a "
+                         "greedy run)")
+
+
+def _search_rewrite(args, prog, patterns, target):
+    """``--search beam|astar``: the driver's choices searched under the cost
+    model (:mod:`pypm_verified.torch.search`); the chosen run's result."""
+    from .torch.search import search_program
+    s = search_program(prog, patterns, args.search, target=target, engine=args.engine,
+                       max_expansions=args.search_budget or 16,
+                       beam_width=args.beam_width or 4, max_depth=args.search_depth or 4,
+                       time_limit=args.search_time, max_iterations=args.max_iterations)
+    skipped = ", ".join(f"{r}@{n}" for r, n in sorted(s.skipped)) or "none"
+    print(f"search: {args.search}, {s.runs} driver run(s){' (budget hit)' if s.budget_hit else ''};"
+          f" predicted cost greedy {s.greedy_cost * 1e3:.3f} ms -> {s.cost * 1e3:.3f} ms;"
+          f" firings skipped: {skipped}", file=sys.stderr)
+    return s.result
+
+
 def _rewrite(args, state: dict) -> int:
     timings: Dict[str, float] = {}
     t0 = time.perf_counter()
@@ -653,6 +699,7 @@ def _rewrite(args, state: dict) -> int:
         check_writable(args.report, "--report")
     dot = check_html(args, (args.model, "input MODEL"), (out_path, "output (-o)"),
                      (args.report, "--report"))
+    _check_search_options(args)
     if args.example_inputs:
         if not os.path.isfile(args.example_inputs):
             raise UsageError(f"--example-inputs {args.example_inputs}: "
@@ -716,9 +763,12 @@ def _rewrite(args, state: dict) -> int:
                       f"{len(patterns)} patterns, engine {args.engine}, target {target})")
         t1 = time.perf_counter()
         try:
-            res = rewrite_program(prog, patterns, engine=args.engine, target=target,
-                                  max_iterations=args.max_iterations, check=False,
-                                  observer=recorder)
+            if args.search == "greedy":
+                res = rewrite_program(prog, patterns, engine=args.engine, target=target,
+                                      max_iterations=args.max_iterations, check=False,
+                                      observer=recorder)
+            else:
+                res = _search_rewrite(args, prog, patterns, target)
         except RewriteError as e:
             raise RuleFailure(f"a rule built an invalid replacement: {e}") from None
         except Exception as e:  # noqa: BLE001 -- a user's rule may raise anything

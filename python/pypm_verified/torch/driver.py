@@ -260,8 +260,10 @@ class Driver:
 
     def __init__(self, gm: fx.GraphModule, patterns: Sequence[Pattern], engine: str = "verified",
                  target: str = "cpu", max_iterations: int = 20, progress=None,
-                 recompile: bool = True, check_profitability: bool = True, observer=None):
+                 recompile: bool = True, check_profitability: bool = True, observer=None,
+                 skip=None):
         check_engine(engine)
+        self.skip = skip
         self.context = RuleContext(target, check_profitability)
         if not isinstance(max_iterations, int) or max_iterations < 1:
             raise ValueError("max_iterations must be a positive int")
@@ -582,6 +584,9 @@ class Driver:
             values.update(m.functions)
             declined: List[Tuple[str, str]] = []
             for rule in pattern.rules:
+                if self.skip is not None and self.skip(rule.name, node.name):
+                    declined.append((rule.name, "skipped by the search"))
+                    continue
                 changed = self.fire_at(rule, values, node, declined)
                 if changed is not None:
                     if seen is not None:

@@ -79,7 +79,7 @@ def _renamed_structure(gm) -> list:
 def rewrite_program(prog: LoadedModel, patterns: Optional[Sequence] = None,
                     engine: str = "verified", target: str = "cpu", max_iterations: int = 20,
                     check: bool = True, n_random: int = 2, progress=None,
-                    check_profitability: bool = True, observer=None) -> Result:
+                    check_profitability: bool = True, observer=None, skip=None) -> Result:
     """Rewrite ``prog`` (a :class:`~.loader.LoadedModel`) with ``patterns`` (default: the
     rule library) for ``target`` and, if ``check``, compare numerics with the original
     (for a program with dynamic shapes also on inputs of two other sizes:
@@ -87,7 +87,8 @@ def rewrite_program(prog: LoadedModel, patterns: Optional[Sequence] = None,
     ``check_profitability=False`` lets every rule fire regardless of the
     measured table (``ctx.profitable`` answers True). ``Result.changed`` says
     whether the graph changed at all. ``observer`` is the driver's (told of
-    every match and what its rules did: :class:`~.driver.Driver`)."""
+    every match and what its rules did: :class:`~.driver.Driver`); ``skip``
+    is the driver's too (firings the search chose to skip: :mod:`.search`)."""
     if patterns is None:
         from ..library import default_patterns
         patterns = default_patterns()
@@ -95,7 +96,7 @@ def rewrite_program(prog: LoadedModel, patterns: Optional[Sequence] = None,
     before = _renamed_structure(ep.graph_module)
     driver = Driver(ep.graph_module, patterns, engine=engine, target=target,
                     max_iterations=max_iterations, progress=progress,
-                    check_profitability=check_profitability, observer=observer)
+                    check_profitability=check_profitability, observer=observer, skip=skip)
     driver.weights, driver.user_inputs = _weights(ep)
     report = driver.run()
     _add_constants(ep, driver)
