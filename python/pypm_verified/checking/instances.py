@@ -881,6 +881,8 @@ def _coerce(kind: str, v):
 
 def _fits(kind: str, v) -> bool:
     base = kind.replace("_or_none", "")
+    if base == "number" and isinstance(v, bool):  # a Scalar may be a bool (x | True)
+        return True
     if base in ("number", "float", "tensor_or_scalar"):
         return isinstance(v, (int, float)) and not isinstance(v, bool)
     if base == "int":

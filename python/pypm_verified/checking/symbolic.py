@@ -665,6 +665,13 @@ def _reduce_sum(sem: Semantics, n, body):
         sem._depth -= 1
     if not _occurs(k, b):
         return z3.ToReal(n) * b
+    if z3.is_mul(b):  # a factor that does not depend on k comes out of the sum
+        out = [c for c in b.children() if not _occurs(k, c)]
+        dep = [c for c in b.children() if _occurs(k, c)]
+        if out:
+            inner = dep[0] if len(dep) == 1 else z3.Product(*dep)
+            rest = out[0] if len(out) == 1 else z3.Product(*out)
+            return rest * sem.sum(z3.Lambda([k], z3.If(z3.And(k >= 0, k < n), inner, 0)), n)
     return sem.sum(z3.Lambda([k], z3.If(z3.And(k >= 0, k < n), b, 0)), n)
 
 
@@ -674,6 +681,8 @@ def _slice_bounds(n, start, end, step):
             return default
         if not isinstance(v, int) or isinstance(v, bool):
             raise Unsupported(f"slice bound {v!r}")
+        if v >= 2 ** 62:  # INT64_MAX, "to the end": past any tensor's size
+            return n
         if v >= 0:
             return z3.If(v > n, n, z3.IntVal(v))
         return z3.If(n + v < 0, z3.IntVal(0), n + v)
@@ -720,6 +729,11 @@ def _extended(ev: "Evaluator", n: fx.Node) -> Optional[Sym]:
                 return r
             return sem.pointwise(p, V(x))
         raise Unsupported(f"integer pow with exponent {e!r}")
+    if t == aten.pow.Tensor_Scalar and not exact and n.args[1] == -1 \
+            and not isinstance(n.args[1], bool):
+        return sem.pointwise(lambda u: 1 / u, V(n.args[0]))
+    if exact and any(d == torch.uint8 for d in (dt, _val_dtype(n.args[0]) if n.args else None)):
+        raise Unsupported("unsigned integers")
     if t == aten.abs.default:
         return sem.pointwise(lambda u: z3.If(u >= 0, u, -u), V(n.args[0]))
     if t == aten.maximum.default:
