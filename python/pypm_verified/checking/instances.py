@@ -1078,6 +1078,8 @@ def _reduction(gen, a: App, spec) -> None:
         dims = [dims]
     r = len(spec)
     if keep:
+        if r == 0:
+            raise GenerationFailed("a keepdim reduction to a 0-d tensor")
         norm = {_axis(d, r) for d in dims}
         x = list(spec)
         for d in norm:

@@ -617,23 +617,35 @@ _COMPARE = {
 }
 
 
-def _sum(sem: Semantics, x: Sym, dims: Sequence[int], keepdim: bool) -> Sym:
+def _sum(sem: Semantics, x: Sym, dims: Sequence[int], keepdim: bool,
+         concrete: Optional[Sequence[int]] = None) -> Sym:
     """``sum`` over ``dims`` (all when empty). Two laws of finite sums are
     built in: a sum of sums over other axes of the same tensor is one sum over
     both (Fubini: the axes are summed in increasing order either way), and a
-    summand that does not depend on the summation index is ``n`` times it."""
+    summand that does not depend on the summation index is ``n`` times it
+    (a constant factor comes out). A reduced axis of size 1 on the instance
+    (``concrete``) is one of the structure: its size 1 is assumed (obliged in
+    the replacement) and the sum over it is its one element."""
     dims = sorted({sem.axis(d, x.rank) for d in dims}) if dims else list(range(x.rank))
     src = getattr(x, "_summed", None)
     if src is not None and not keepdim and not src[2]:
-        base, bdims = src[0], src[1]
+        base, bdims, _, bconcrete = src
         rest = [i for i in range(base.rank) if i not in bdims]
-        return _sum(sem, base, sorted(set(bdims) | {rest[d] for d in dims}), False)
+        return _sum(sem, base, sorted(set(bdims) | {rest[d] for d in dims}), False, bconcrete)
+    unit = set()
+    if concrete is not None:
+        for d in dims:
+            if concrete[d] == 1:
+                sem.require(x.shape[d] == 1)
+                unit.add(d)
 
     def at(idx):
         def inner(full, todo):
             if not todo:
                 return x.at(full)
             d = todo[0]
+            if d in unit:
+                return inner(full[:d] + [z3.IntVal(0)] + full[d + 1:], todo[1:])
             return _reduce_sum(sem, x.shape[d],
                                lambda k: inner(full[:d] + [k] + full[d + 1:], todo[1:]))
         if keepdim:
@@ -646,7 +658,7 @@ def _sum(sem: Semantics, x: Sym, dims: Sequence[int], keepdim: bool) -> Sym:
     shape = [z3.IntVal(1) if i in dims else x.shape[i] for i in range(x.rank)] if keepdim \
         else [x.shape[i] for i in range(x.rank) if i not in dims]
     out = Sym(shape, at)
-    out._summed = (x, dims, keepdim)
+    out._summed = (x, dims, keepdim, concrete)
     return out
 
 
@@ -802,7 +814,21 @@ def _extended(ev: "Evaluator", n: fx.Node) -> Optional[Sym]:
             raise Unsupported("sum with a dtype")
         if dt == torch.bool:
             raise Unsupported("sum to bool")
-        return _sum(sem, V(x), list(dims) if dims is not None else [], keep)
+        xv = x.meta.get("val") if isinstance(x, fx.Node) else None
+        return _sum(sem, V(x), list(dims) if dims is not None else [], keep,
+                    None if xv is None else list(xv.shape))
+    if t == aten.mean.dim:  # with a reduced axis of size 1 (else the first table's)
+        x, dims, keep, dtype = _args(n, ("self", "dim", "keepdim", "dtype"))
+        xv = x.meta.get("val") if isinstance(x, fx.Node) else None
+        xs = V(x)
+        ds = sorted({sem.axis(d, xs.rank) for d in dims}) if dims else list(range(xs.rank))
+        if dtype is None and xv is not None and any(xv.shape[d] == 1 for d in ds):
+            total = _sum(sem, xs, ds, keep, list(xv.shape))
+            count = z3.IntVal(1)
+            for d in ds:
+                count = count * (z3.IntVal(1) if xv.shape[d] == 1 else xs.shape[d])
+            return Sym(total.shape, lambda idx: total.at(idx) / z3.ToReal(count))
+        return None
     if t == aten.squeeze.dim:
         x, d = n.args[:2]
         xs = V(x)
@@ -827,11 +853,15 @@ def _extended(ev: "Evaluator", n: fx.Node) -> Optional[Sym]:
         return Sym(xs.shape[:d] + [z3.IntVal(1)] + xs.shape[d:],
                    lambda idx: xs.at(list(idx[:d]) + list(idx[d + 1:])))
     if t == aten.expand.default:
+        # the structure: an axis the instance expands from size 1 is a
+        # broadcast axis (its size 1 assumed / obliged); one whose size the
+        # instance keeps (-1, or its own size) is the input's size, whatever it is
         x, sizes = n.args[:2]
         xs = V(x)
+        xv = x.meta.get("val") if isinstance(x, fx.Node) else None
         r, k = len(sizes), xs.rank
-        if r < k:
-            raise Unsupported("expand to a lower rank")
+        if r < k or xv is None:
+            raise Unsupported("expand to a lower rank, or of an operand without a shape")
         shape, src = [], []
         for i, m in enumerate(sizes):
             j = i - (r - k)
@@ -841,18 +871,16 @@ def _extended(ev: "Evaluator", n: fx.Node) -> Optional[Sym]:
                 if m < 1:
                     raise Unsupported(f"expand to size {m}")
                 shape.append(z3.IntVal(m))
-                src.append(None)
-            elif m == -1:
+            elif m == -1 or m == xv.shape[j]:
                 shape.append(xs.shape[j])
-                src.append(j)
+                src.append((i, j, False))
             else:
-                sem.require(z3.Or(xs.shape[j] == m, xs.shape[j] == 1))
+                sem.require(xs.shape[j] == 1)
                 shape.append(z3.IntVal(m))
-                src.append(j)
+                src.append((i, j, True))
 
         def at(idx):
-            return xs.at([z3.If(xs.shape[j] == 1, 0, idx[i]) for i, j in enumerate(src)
-                          if j is not None])
+            return xs.at([z3.IntVal(0) if bc else idx[i] for i, j, bc in src])
         return Sym(shape, at)
     if t == aten.slice.Tensor:
         x, d, start, end, step = _args(n, ("self", "dim", "start", "end", "step"))

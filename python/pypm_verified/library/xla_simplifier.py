@@ -751,10 +751,12 @@ def SumUnitAxes(x, dims, keep):
 
 @pm.rule(SumUnitAxes)
 def sum_unit_axes(x, dims, keep):
-    """``reduce(A)`` over size-1 axes ``=> A`` (keepdim) (HandleReduce)."""
+    """``reduce(A)`` over size-1 axes ``=> A`` (keepdim) (HandleReduce): for
+    floats ``=> A + 0.0``, as the sum starts from ``+0.0`` (XLA's reshape
+    turns a ``-0.0`` sum of ``-0.0`` into ``-0.0``: ``sum`` gives ``+0.0``)."""
     assert keep.value is True and x.dtype in FLOATS + (pm.i64,) and x.rank >= 1
     assert dims.value and all(x.shape[d] == 1 for d in _norm_dims(dims.value, x.rank))
-    return x
+    return x if x.dtype in INTS else Add(x, 0.0, 1)  # 0.0 + A: +0.0 for -0.0
 
 
 @pm.pattern
@@ -764,11 +766,13 @@ def SumUnitAxis(x, dim, keep):
 
 @pm.rule(SumUnitAxis)
 def sum_unit_axis_squeeze(x, dim, keep):
-    """``reduce(A)`` over one size-1 axis ``=> reshape(A)`` (HandleReduce)."""
+    """``reduce(A)`` over one size-1 axis ``=> reshape(A)`` (HandleReduce;
+    floats ``+ 0.0``, see ``sum_unit_axes``)."""
     assert keep.value is False and x.dtype in FLOATS + (pm.i64,) and x.rank >= 1
     ds = _norm_dims(dim.value, x.rank) if dim.value else []
     assert len(ds) == 1 and x.shape[ds[0]] == 1
-    return Squeeze(x, ds[0])
+    y = Squeeze(x, ds[0])
+    return y if x.dtype in INTS else Add(y, 0.0, 1)  # 0.0 + A: +0.0 for -0.0
 
 
 @pm.pattern
@@ -778,10 +782,11 @@ def MeanUnitAxes(x, dims, keep):
 
 @pm.rule(MeanUnitAxes)
 def mean_unit_axes(x, dims, keep):
-    """``mean(A)`` over size-1 axes ``=> A`` (keepdim)."""
+    """``mean(A)`` over size-1 axes ``=> A`` (keepdim; ``A + 0.0``, see
+    ``sum_unit_axes``)."""
     assert keep.value is True and x.dtype in FLOATS and x.rank >= 1
     assert dims.value and all(x.shape[d] == 1 for d in _norm_dims(dims.value, x.rank))
-    return x
+    return x if x.dtype in INTS else Add(x, 0.0, 1)  # 0.0 + A: +0.0 for -0.0
 
 
 @pm.pattern
