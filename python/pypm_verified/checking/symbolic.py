@@ -804,6 +804,9 @@ def _extended(ev: "Evaluator", n: fx.Node) -> Optional[Sym]:
         c, a, b = n.args[:3]
         return sem.pointwise(lambda p, u, w: z3.If(p != 0, u, w), V(c), V(a), V(b))
     if t == aten.log.default:
+        a = n.args[0]
+        if isinstance(a, fx.Node) and a.target == aten.exp.default:
+            return V(a.args[0])  # log(exp(u)) = u over the reals
         f = sem.fn("log")
         return sem.pointwise(lambda u: f(u), V(n.args[0]))
     if t == aten.reciprocal.default:

@@ -25,14 +25,19 @@ here is narrowed and says why:
 * reassociations of constants (``(A + c1) + c2``, ``(A * c1) * c2``) and the
   distributive law only for integers (float rounding and overflow differ).
 
+* a sum over size-1 axes is ``A + 0.0`` for floats, not ``A``: the sum
+  starts from ``+0.0``, so a ``-0.0`` comes out ``+0.0`` (XLA's reshape
+  keeps ``-0.0``).
+
 Rules right only up to rounding (``A / c => A * (1/c)``, ``(A / B) / C =>
 A / (B * C)``, ``A / sqrt(B) => A * rsqrt(B)``, a sum of sums) are kept and
 come out "tested" or "proved over the reals"; they change results by
-rounding, never by more. XLA rules that are *wrong* in floating point
-(``exp(A) * exp(B) => exp(A + B)``, ``A / exp(B) => A * exp(-B)``,
-``exp(A) / exp(B) => exp(A - B)``, ``log(exp(A)) => A``, and the float
-versions of the integer-only rules above) are not here: they are the wrong
-variants of ``tests/wrong_rules/xla_wrong.py``, refuted by the checker.
+rounding, or where the original overflows (``exp(A) * exp(B) => exp(A +
+B)``, ``log(exp(A)) => A``) towards the exact value. XLA rules that are
+*wrong* in floating point (``A / exp(B) => A * exp(-B)``: ``0 / exp(-100)``
+is 0, ``0 * exp(100)`` NaN in float32; the float forms of the integer-only
+rules above) are not here: they are the wrong variants of
+``tests/wrong_rules/xla_wrong.py``, refuted by the checker.
 """
 from __future__ import annotations
 
@@ -42,10 +47,10 @@ import torch
 
 import pypm_verified as pm
 from ..torch.ops import (Abs, Add, BitwiseAndScalar, BitwiseNot, BitwiseOrScalar, Clamp,
-                         ClampMax, ClampMin, Div, Eq, Expand, Flip, FullLike, Ge, Gt, Le,
-                         LogicalAnd, LogicalNot, Lt, LtScalar, MatMul, Maximum, Mean, Mul, Ne,
-                         Neg, OnesLike, Permute, PowScalar, Reciprocal, Rsqrt, Slice, Sqrt, Squeeze,
-                         Sub, SumDim, ToCopy, Transpose, Unsqueeze, Where, ZerosLike)
+                         ClampMax, ClampMin, Div, Eq, Exp, Expand, Flip, FullLike, Ge, Gt, Le,
+                         Log, LogicalAnd, LogicalNot, Lt, LtScalar, MatMul, Maximum, Mean, Mul,
+                         Ne, Neg, OnesLike, Permute, PowScalar, Reciprocal, Rsqrt, Slice, Sqrt,
+                         Squeeze, Sub, SumDim, ToCopy, Transpose, Unsqueeze, Where, ZerosLike)
 
 FLOATS = (pm.f32, pm.f16, pm.bf16, pm.f64)
 INTS = (pm.i64, pm.i32, pm.i16, pm.i8)
@@ -440,6 +445,47 @@ def div_rsqrt(x, y):
     """``A / rsqrt(B) => A * sqrt(B)`` (HandleDivide): up to rounding."""
     assert x.dtype in FLOATS and y.dtype == x.dtype
     return Mul(x, Sqrt(y))
+
+
+@pm.pattern
+def ExpMul(x, y):
+    return Mul(Exp(x), Exp(y))
+
+
+@pm.rule(ExpMul)
+def exp_mul(x, y):
+    """``exp(A) * exp(B) => exp(A + B)`` (HandleMultiply): where the
+    original overflows (``exp(100) * exp(-100)`` is ``inf * 3.7e-44`` in
+    float32) the rewrite gives the exact value; tested (``exp`` is
+    uninterpreted: TensorRight proves it with cvc5)."""
+    assert x.dtype in FLOATS and y.dtype == x.dtype
+    return Exp(Add(x, y, 1))
+
+
+@pm.pattern
+def ExpDiv(x, y):
+    return Div(Exp(x), Exp(y))
+
+
+@pm.rule(ExpDiv)
+def exp_div(x, y):
+    """``exp(A) / exp(B) => exp(A - B)`` (HandleDivide): where the original
+    is ``inf / inf`` the rewrite gives the exact value; tested."""
+    assert x.dtype in FLOATS and y.dtype == x.dtype
+    return Exp(Sub(x, y, 1))
+
+
+@pm.pattern
+def LogExp(x):
+    return Log(Exp(x))
+
+
+@pm.rule(LogExp)
+def log_exp(x):
+    """``log(exp(A)) => A`` (HandleLog): where ``exp`` overflows (``A = 100``
+    in float32) the rewrite gives the exact value."""
+    assert x.dtype in FLOATS
+    return x
 
 
 # ------------------------------------------------------- compare, logical
@@ -1068,7 +1114,8 @@ CATEGORY = {
         "gt_max", "gt_max_left", "and_lt_lt", "or_true", "or_false", "and_true", "and_false",
         "where_same", "where_not", "where_true", "where_false", "max_neg_inf", "min_inf",
         "clamp_clamp", "min_max_to_clamp")},
-    **{r: "element-wise, advanced" for r in ("div_sqrt", "div_rsqrt")},
+    **{r: "element-wise, advanced" for r in ("div_sqrt", "div_rsqrt", "exp_mul", "exp_div",
+                                             "log_exp")},
     **{r: "with preconditions" for r in ("div_by_pow2", "max_min_to_clamp")},
     **{r: "non-element-wise, reductions" for r in (
         "sum_unit_axes", "sum_unit_axis_squeeze", "mean_unit_axes", "sum_sum", "sum_expand",
@@ -1084,7 +1131,7 @@ CATEGORY = {
 PATTERNS = [AddZero, SubZero, SubSelf, SubConst, MulOne, MulZero, AddConstConst,
             MulConstConst, MulDistribute, MulAbsAbs, AbsAbs, DivOne, NegNeg, SubNeg, NotNot,
             BitwiseNotNot, PowZero, PowOne, PowTwo, PowNegOne, DivByConst, DivDiv, DivDivDiv,
-            DivByDiv, DivSqrt, DivRsqrt, GtSelf, LtSelf, NeSelf, EqSelf, GeSelf, LeSelf, GtMax,
+            DivByDiv, DivSqrt, DivRsqrt, ExpMul, ExpDiv, LogExp, GtSelf, LtSelf, NeSelf, EqSelf, GeSelf, LeSelf, GtMax,
             GtMaxLeft, AndLtLt, OrScalar, AndScalar, WhereSame, WhereNot, WhereTrue, WhereFalse,
             MaxNegInf, MinInf, ClampClamp, MinMaxToClamp, MaxMinToClamp, DivByPow2,
             SumUnitAxes, SumUnitAxis, MeanUnitAxes, SumSum, SumExpand, MulSum, DotTransposes,
