@@ -84,15 +84,24 @@ REASONS = {
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--examples", type=int, default=None,
+                    help="instances per rule (default: the mode's)")
+    ap.add_argument("--per-guard", type=int, default=None,
+                    help="instances per guard (default: the mode's)")
     args = ap.parse_args(argv)
-    mode = FAST if args.quick else FULL
+    mode = dict(FAST if args.quick else FULL)
+    if args.examples is not None:
+        mode["examples"] = args.examples
+    if args.per_guard is not None:
+        mode["per_guard"] = args.per_guard
     opts = X.CHECK_OPTIONS
     t0 = time.perf_counter()
     results = check_rules(X.PATTERNS, examples=mode["examples"], per_guard=mode["per_guard"],
                           progress=lambda p, r: print(f"checking {r.name} ...", file=sys.stderr),
                           **opts)
     W = wrong_module()
-    wrong = check_rules(W.PATTERNS, examples=mode["examples"], per_guard=0, **opts)
+    # a wrong form stops at its first counterexample: up to 100 instances each
+    wrong = check_rules(W.PATTERNS, examples=max(mode["examples"], 100), per_guard=0, **opts)
     seconds = time.perf_counter() - t0
     by_cat = {}
     for r in results:
