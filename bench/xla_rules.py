@@ -126,7 +126,9 @@ def main(argv=None) -> int:
         ce = f"`{c.expression}` ({', '.join(i.get('dtype', str(i.get('value'))) for i in c.inputs if 'shape' in i)}): {c.message}" if c else ""
         wrows.append(f"| `{r.rule}` | **{r.status}** | {W.WRONG[r.rule]} | {ce} |")
     lines = [
-        f"`bench/xla_rules.py` ({'fast' if args.quick else 'full'} mode: {mode['examples']} "
+        f"`bench/xla_rules.py` ({'fast' if args.quick else 'full'} mode"
+        f"{'' if args.quick or (args.examples is None and args.per_guard is None) else ', reduced (--examples/--per-guard)'}"
+        f": {mode['examples']} "
         f"instances per rule, {mode['per_guard']} per guard; {seconds:.0f} s): "
         f"`check-rules` on the {len(results)} rules of "
         "`pypm_verified.library.xla_simplifier`, XLA algebraic-simplifier rules with ATen "

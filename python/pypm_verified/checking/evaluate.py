@@ -406,7 +406,7 @@ class RuleRunner:
             except Exception as e:  # noqa: BLE001
                 return Outcome("error", f"the replacement fails at run time: "
                                f"{type(e).__name__}: {_first_line(e)}", replacement=replacement)
-        ok, mabs, mrel, msg = compare_outputs(expected, got, zero_sign=inst.special)
+        ok, mabs, mrel, msg = compare_outputs(expected, got, zero_sign=inst.signed_zeros)
         tol = TOLERANCE.get(expected.dtype, (1e-4, 1e-3))
         if not ok and expected.shape == got.shape and expected.dtype == got.dtype \
                 and expected.is_floating_point() and not msg.startswith("signed zeros"):

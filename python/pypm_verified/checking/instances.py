@@ -215,8 +215,10 @@ class Instance:
     sites: List[GuardSite] = field(default_factory=list)
     opvars: Dict[str, Op] = field(default_factory=dict)
     #: inputs with special values (NaN, +-inf, +-0.0, +-100; integers'
-    #: extremes) among the normal ones, and signed zeros compared
+    #: extremes) among the normal ones
     special: bool = False
+    #: outputs compared with -0.0 and 0.0 told apart
+    signed_zeros: bool = False
 
     def size(self, d: Dim) -> int:
         r = d.find()
@@ -592,7 +594,7 @@ class InstanceGenerator:
         special = bool(self.special_values) and rng.random() < self.special_values
         return Instance(term, list(self._leaves), apps, sizes, dtypes, values, dtype,
                         rng.randrange(1 << 30), tuple(self._choices), list(self._sites),
-                        opvars, special)
+                        opvars, special, bool(self.special_values))
 
     def _fresh(self, name: str) -> _IVar:
         self._nvars += 1

@@ -82,6 +82,10 @@ def _small_int(c, bits: int = 15) -> bool:
     return _const(c) and type(c.value) is int and abs(c.value) < 2 ** bits
 
 
+def _positive(c) -> bool:
+    return _finite(c) and c.value > 0
+
+
 def _shape(v) -> tuple:
     return tuple(v.shape)
 
@@ -861,7 +865,8 @@ def SumExpand(x, sizes, dims):
 @pm.rule(SumExpand)
 def sum_expand(x, sizes, dims):
     """``reduce(broadcast(A))`` over broadcast axes ``=> A * n``
-    (HandleReduce), keepdim."""
+    (HandleReduce), keepdim; floats ``A * n + 0.0`` (XLA's ``A * n`` turns
+    the sum's ``+0.0`` of ``-0.0`` into ``-0.0``)."""
     assert x.dtype in FLOATS + (pm.i64,) and x.rank >= 1 and len(sizes.value) == x.rank
     assert dims.value
     ds = set(_norm_dims(dims.value, x.rank))
@@ -872,7 +877,8 @@ def sum_expand(x, sizes, dims):
             n *= m
         else:
             assert m in (-1, x.shape[i])
-    return Mul(x, n)
+    # the sum starts from +0.0: a sum of -0.0s is +0.0, n * -0.0 is -0.0
+    return Mul(x, n) if x.dtype in INTS else Add(Mul(x, n), 0.0, 1)
 
 
 @pm.pattern
@@ -883,10 +889,12 @@ def MulSum(x, dims, keep, c, r):
 
 @pm.rule(MulSum)
 def mul_sum(x, dims, keep, c, r):
-    """``c * reduce(A) => reduce(c * A)`` (TensorRight's XLA reduce rules)."""
+    """``c * reduce(A) => reduce(c * A)`` (TensorRight's XLA reduce rules);
+    for floats ``c > 0``: a sum is never ``-0.0``, ``c * 0.0`` is for ``c <= 0``."""
     assert r.torch_dtype == x.torch_dtype  # 2 and 2.0 are one constant
     assert _finite(c) and x.dtype in FLOATS + (pm.i64,) and dims.value
     assert isinstance(c.value, int) or x.dtype in FLOATS
+    assert x.dtype == pm.i64 or _positive(c)  # c * +0.0 is -0.0 for c < 0; a sum is never
     return SumDim(Mul(x, c.value), dims.value, keep.value, None)
 
 
