@@ -1188,7 +1188,40 @@ def _slice(gen, a: App, spec) -> None:
     gen._assign(a.args[0], x)
 
 
+def _pad(gen, a: App, spec) -> None:
+    """``constant_pad_nd``: pads (lo, hi) of the last axes, last axis first;
+    a constant pad leaf is drawn here (all zero half the time)."""
+    r = len(spec)
+    rng = gen.rng
+    pads = a.args[1]
+    if isinstance(pads, Leaf) and pads.kind == "const":
+        k = rng.randint(1, min(r, 2)) if r else 0
+        if k == 0:
+            raise GenerationFailed("pad of a 0-d tensor")
+        zero = rng.random() < 0.5
+        vals = [0 if zero else rng.choice((-1, 0, 0, 1, 2)) for _ in range(2 * k)]
+        gen._values[pads] = vals
+    else:
+        vals = gen._val(pads)
+    if not isinstance(vals, (list, tuple)) or len(vals) % 2 or len(vals) > 2 * r:
+        raise GenerationFailed("pad list does not fit")
+    x = list(spec)
+    for i in range(len(vals) // 2):
+        lo, hi = vals[2 * i], vals[2 * i + 1]
+        ax = r - 1 - i
+        if lo == 0 and hi == 0:
+            continue
+        n = rng.choice(_SIZES)
+        out = n + lo + hi
+        if out < 1:
+            raise GenerationFailed("empty pad")
+        _unify(spec[ax], Dim(out))
+        x[ax] = Dim(n)
+    gen._assign(a.args[0], x)
+
+
 _SHAPE_RULES = {
+    "constant_pad_nd": _pad,
     "unsqueeze": _unsqueeze, "squeeze": _squeeze, "expand": _expand, "slice": _slice,
     "matmul": _matmul, "mm": _mm, "bmm": _bmm, "linear": _linear, "addmm": _addmm,
     "transpose": _transpose, "t": _t, "permute": _permute,

@@ -894,6 +894,30 @@ def _extended(ev: "Evaluator", n: fx.Node) -> Optional[Sym]:
         s, size = _slice_bounds(xs.shape[d], start, end, step)
         return Sym(xs.shape[:d] + [size] + xs.shape[d + 1:],
                    lambda idx: xs.at(list(idx[:d]) + [s + idx[d] * step] + list(idx[d + 1:])))
+    if t == aten.constant_pad_nd.default:
+        x, pads, value = _args(n, ("self", "pad", "value"))
+        xs = V(x)
+        if len(pads) % 2 or len(pads) > 2 * xs.rank:
+            raise Unsupported(f"pad {list(pads)} of a rank-{xs.rank} tensor")
+        if not any(pads):
+            return xs  # no padding: the value is never read
+        if dt is not None and _kind(dt) == "int" and isinstance(value, float):
+            if not value.is_integer():
+                raise Unsupported("a fractional pad value of an integer tensor")
+            value = int(value)
+        cv = _real(bool(value) if dt == torch.bool else value)
+        lo = {xs.rank - 1 - i: pads[2 * i] for i in range(len(pads) // 2)}
+        hi = {xs.rank - 1 - i: pads[2 * i + 1] for i in range(len(pads) // 2)}
+        shape = [xs.shape[i] + lo.get(i, 0) + hi.get(i, 0) for i in range(xs.rank)]
+        for d in shape:
+            sem.require(d >= 1)
+
+        def at(idx):
+            src = [idx[i] - lo.get(i, 0) for i in range(xs.rank)]
+            inside = z3.And(*[z3.And(s_ >= 0, s_ < xs.shape[i]) for i, s_ in enumerate(src)
+                              if i in lo])
+            return z3.If(inside, xs.at(src), cv)
+        return Sym(shape, at)
     if t == aten.flip.default:
         x, dims = n.args[:2]
         xs = V(x)

@@ -47,6 +47,7 @@ import torch
 
 import pypm_verified as pm
 from ..torch.ops import (Abs, Add, BitwiseAndScalar, BitwiseNot, BitwiseOrScalar, Clamp,
+                         ConstantPadNd,
                          ClampMax, ClampMin, Div, Eq, Exp, Expand, Flip, FullLike, Ge, Gt, Le,
                          Log, LogicalAnd, LogicalNot, Lt, LtScalar, MatMul, Maximum, Mean, Mul,
                          Ne, Neg, OnesLike, Permute, PowScalar, Reciprocal, Rsqrt, Slice, Sqrt,
@@ -1077,6 +1078,36 @@ def slice_slice(x, d1, s1, e1, st1, d2, s2, e2, st2):
 
 
 @pm.pattern
+def PadZero(x, p, v):
+    return ConstantPadNd(x, p, v)
+
+
+@pm.rule(PadZero)
+def pad_zero(x, p, v):
+    """``pad(A, v, 0_0_0) => A`` (HandlePad): no padding on any side."""
+    assert p.value is not None and not any(p.value)
+    return x
+
+
+@pm.pattern
+def PadPad(x, p1, p2, v, y):
+    y <= ConstantPadNd(x, p1, v)
+    return ConstantPadNd(y, p2, v)
+
+
+@pm.rule(PadPad)
+def pad_pad(x, p1, p2, v, y):
+    """``pad(pad(A, v, L1, H1), v, L2, H2) => pad(A, v, L1 + L2, H1 + H2)``
+    with the same value and non-negative pads (TensorRight's XLA pad rules)."""
+    assert _finite(v) or (v.is_const and isinstance(v.value, bool))
+    a, b = list(p1.value), list(p2.value)
+    assert min(a + b) >= 0
+    n = max(len(a), len(b))
+    a, b = a + [0] * (n - len(a)), b + [0] * (n - len(b))
+    return ConstantPadNd(x, [i + j for i, j in zip(a, b)], v.value)
+
+
+@pm.pattern
 def ConvertSame(x, t):
     return ToCopy(x, t, None, None, None, False, None)
 
@@ -1133,7 +1164,7 @@ CATEGORY = {
     **{r: "non-element-wise, others" for r in (
         "transpose_transpose", "transpose_same_axis", "permute_permute", "permute_identity",
         "flip_flip", "flip_unit_axes", "expand_expand", "expand_same", "slice_full",
-        "slice_slice")},
+        "slice_slice", "pad_zero", "pad_pad")},
 }
 
 PATTERNS = [AddZero, SubZero, SubSelf, SubConst, MulOne, MulZero, AddConstConst,
@@ -1145,7 +1176,7 @@ PATTERNS = [AddZero, SubZero, SubSelf, SubConst, MulOne, MulZero, AddConstConst,
             SumUnitAxes, SumUnitAxis, MeanUnitAxes, SumSum, SumExpand, MulSum, DotTransposes,
             TransposeTranspose, TransposeSameAxis, PermutePermute, PermuteIdentity, FlipFlip,
             FlipUnitAxes, ExpandExpand, ExpandSame, SqueezeUnsqueeze, UnsqueezeSqueeze,
-            SliceFull, SliceSlice, ConvertSame, ConvertConvert]
+            SliceFull, SliceSlice, PadZero, PadPad, ConvertSame, ConvertConvert]
 
 #: the check's options for this module (bench/xla_rules.py; the CLI flags
 #: ``--special-values 0.3 --dtype-hints``)

@@ -144,5 +144,6 @@ Flip = declare("Flip", aten.flip.default)
 ZerosLike = declare("ZerosLike", aten.zeros_like.default)
 OnesLike = declare("OnesLike", aten.ones_like.default)
 FullLike = declare("FullLike", aten.full_like.default)
+ConstantPadNd = declare("ConstantPadNd", aten.constant_pad_nd.default)
 
 __all__ = ["BY_NAME", "declare"] + sorted(BY_NAME)
