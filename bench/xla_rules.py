@@ -95,6 +95,7 @@ def main(argv=None) -> int:
     if args.per_guard is not None:
         mode["per_guard"] = args.per_guard
     opts = X.CHECK_OPTIONS
+    reduced = args.examples is not None or args.per_guard is not None
     t0 = time.perf_counter()
     results = check_rules(X.PATTERNS, examples=mode["examples"], per_guard=mode["per_guard"],
                           progress=lambda p, r: print(f"checking {r.name} ...", file=sys.stderr),
@@ -123,11 +124,12 @@ def main(argv=None) -> int:
              "counterexample |", "|---|---|---|---|"]
     for r in wrong:
         c = r.counterexample
-        ce = f"`{c.expression}` ({', '.join(i.get('dtype', str(i.get('value'))) for i in c.inputs if 'shape' in i)}): {c.message}" if c else ""
+        dts = ", ".join(i["dtype"] for i in c.inputs if "shape" in i) if c else ""
+        ce = f"`{c.expression}` ({dts}): {c.message}" if c else ""
         wrows.append(f"| `{r.rule}` | **{r.status}** | {W.WRONG[r.rule]} | {ce} |")
     lines = [
         f"`bench/xla_rules.py` ({'fast' if args.quick else 'full'} mode"
-        f"{'' if args.quick or (args.examples is None and args.per_guard is None) else ', reduced (--examples/--per-guard)'}"
+        f"{'' if args.quick or reduced is False else ', reduced (--examples/--per-guard)'}"
         f": {mode['examples']} "
         f"instances per rule, {mode['per_guard']} per guard; {seconds:.0f} s): "
         f"`check-rules` on the {len(results)} rules of "

@@ -48,9 +48,9 @@ def test_every_rule_has_a_class():
 
 #: one of each kind of semantics the port added, each proved: integers,
 #: compare, booleans, sums (Fubini; constant summands and size-1 axes),
-#: expand, squeeze, log(exp)
+#: expand, squeeze, pad, log(exp)
 PROVED_SAMPLE = ["sub_self", "gt_max", "where_not", "sum_sum", "sum_expand", "expand_expand",
-                 "unsqueeze_squeeze", "log_exp"]
+                 "unsqueeze_squeeze", "pad_pad", "log_exp"]
 
 
 @pytest.mark.parametrize("name", PROVED_SAMPLE)

@@ -1167,12 +1167,12 @@ CATEGORY = {
         "slice_slice", "pad_zero", "pad_pad")},
 }
 
-PATTERNS = [AddZero, SubZero, SubSelf, SubConst, MulOne, MulZero, AddConstConst,
-            MulConstConst, MulDistribute, MulAbsAbs, AbsAbs, DivOne, NegNeg, SubNeg, NotNot,
-            BitwiseNotNot, PowZero, PowOne, PowTwo, PowNegOne, DivByConst, DivDiv, DivDivDiv,
-            DivByDiv, DivSqrt, DivRsqrt, ExpMul, ExpDiv, LogExp, GtSelf, LtSelf, NeSelf, EqSelf, GeSelf, LeSelf, GtMax,
-            GtMaxLeft, AndLtLt, OrScalar, AndScalar, WhereSame, WhereNot, WhereTrue, WhereFalse,
-            MaxNegInf, MinInf, ClampClamp, MinMaxToClamp, MaxMinToClamp, DivByPow2,
+PATTERNS = [AddZero, SubZero, SubSelf, SubConst, MulOne, MulZero, AddConstConst, MulConstConst,
+            MulDistribute, MulAbsAbs, AbsAbs, DivOne, NegNeg, SubNeg, NotNot, BitwiseNotNot,
+            PowZero, PowOne, PowTwo, PowNegOne, DivByConst, DivDiv, DivDivDiv, DivByDiv, DivSqrt,
+            DivRsqrt, ExpMul, ExpDiv, LogExp, GtSelf, LtSelf, NeSelf, EqSelf, GeSelf, LeSelf,
+            GtMax, GtMaxLeft, AndLtLt, OrScalar, AndScalar, WhereSame, WhereNot, WhereTrue,
+            WhereFalse, MaxNegInf, MinInf, ClampClamp, MinMaxToClamp, MaxMinToClamp, DivByPow2,
             SumUnitAxes, SumUnitAxis, MeanUnitAxes, SumSum, SumExpand, MulSum, DotTransposes,
             TransposeTranspose, TransposeSameAxis, PermutePermute, PermuteIdentity, FlipFlip,
             FlipUnitAxes, ExpandExpand, ExpandSame, SqueezeUnsqueeze, UnsqueezeSqueeze,
