@@ -1130,6 +1130,8 @@ def _sdpa(gen, a: App, spec) -> None:
 
 def _unsqueeze(gen, a: App, spec) -> None:
     r = len(spec)
+    if r == 0:
+        raise GenerationFailed("unsqueeze to a 0-d tensor")
     d = _axis(gen._val(a.args[1]), r)
     _unify(spec[d], Dim(1))
     gen._assign(a.args[0], list(spec[:d]) + list(spec[d + 1:]))
