@@ -7,7 +7,8 @@ zeros, +-100), refutes each of these. ``WRONG`` maps each rule to why.
 import torch
 
 import pypm_verified as pm
-from pypm_verified.torch.ops import Add, Div, Eq, Exp, Ge, Mul, Ne, Sub, SumDim, ZerosLike
+from pypm_verified.torch.ops import (Add, Div, Eq, Exp, Ge, Log, Mul, Ne, Sub, SumDim,
+                                     ZerosLike)
 
 FLOATS = (pm.f32, pm.f16, pm.bf16, pm.f64)
 
@@ -106,6 +107,18 @@ def div_exp(x, y):
 
 
 @pm.pattern
+def LogExp(x):
+    return Log(Exp(x))
+
+
+@pm.rule(LogExp)
+def log_exp(x):
+    """XLA's ``log(exp(A)) => A``: ``log(exp(-0.0))`` is ``log(1) = +0.0``."""
+    assert x.dtype in FLOATS
+    return x
+
+
+@pm.pattern
 def FSumUnitAxes(x):
     assert x.shape[0] == 1
     return SumDim(x, [0], True, None)
@@ -134,7 +147,8 @@ WRONG = {
     "ne_self_float": "NaN != NaN is true",
     "ge_self_float": "NaN >= NaN is false",
     "div_exp": "0 / exp(-100) is 0, 0 * exp(100) is NaN (float32)",
+    "log_exp": "log(exp(-0.0)) is +0.0",
     "sum_unit_axes_float": "the sum of a single -0.0 is +0.0",
 }
 
-PATTERNS = [FAddZero, FMulZero, FSubSelf, FEqSelf, FNeSelf, FGeSelf, DivExp, FSumUnitAxes]
+PATTERNS = [FAddZero, FMulZero, FSubSelf, FEqSelf, FNeSelf, FGeSelf, DivExp, LogExp, FSumUnitAxes]

@@ -226,7 +226,7 @@ def compare_outputs(ref: torch.Tensor, got: torch.Tensor,
         both = (r == 0) & (o == 0)
         if not torch.equal(torch.signbit(r[both]), torch.signbit(o[both])):
             n = int((torch.signbit(r[both]) != torch.signbit(o[both])).sum())
-            return False, 0.0, 0.0, f"signed zeros differ ({n} element(s): -0.0 vs 0.0)"
+            return False, None, None, f"signed zeros differ ({n} element(s): -0.0 vs 0.0)"
     diff = (r - o).abs()[finite]
     if diff.numel() == 0:
         return True, 0.0, 0.0, ""

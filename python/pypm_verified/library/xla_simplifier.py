@@ -33,7 +33,7 @@ Rules right only up to rounding (``A / c => A * (1/c)``, ``(A / B) / C =>
 A / (B * C)``, ``A / sqrt(B) => A * rsqrt(B)``, a sum of sums) are kept and
 come out "tested" or "proved over the reals"; they change results by
 rounding, or where the original overflows (``exp(A) * exp(B) => exp(A +
-B)``, ``log(exp(A)) => A``) towards the exact value. XLA rules that are
+B)``, ``log(exp(A)) => A + 0.0``) towards the exact value. XLA rules that are
 *wrong* in floating point (``A / exp(B) => A * exp(-B)``: ``0 / exp(-100)``
 is 0, ``0 * exp(100)`` NaN in float32; the float forms of the integer-only
 rules above) are not here: they are the wrong variants of
@@ -487,10 +487,11 @@ def LogExp(x):
 
 @pm.rule(LogExp)
 def log_exp(x):
-    """``log(exp(A)) => A`` (HandleLog): where ``exp`` overflows (``A = 100``
-    in float32) the rewrite gives the exact value."""
+    """``log(exp(A)) => A + 0.0`` (HandleLog's ``=> A``, but ``log(exp(-0.0))``
+    is ``+0.0``): where ``exp`` overflows (``A = 100`` in float32) the
+    rewrite gives the exact value."""
     assert x.dtype in FLOATS
-    return x
+    return Add(x, 0.0, 1)
 
 
 # ------------------------------------------------------- compare, logical
