@@ -950,7 +950,23 @@ example:
     cr.add_argument("--engine", choices=("verified", "reference"), default=None,
                     help="matcher (default: verified when its library is built, else "
                     "reference)")
+    cr.add_argument("--special-values", type=_share, default=0.0, metavar="P",
+                    help="share of instances whose inputs also hold NaN, +-inf, +-0.0, "
+                    "+-100 (integers: their extremes), signed zeros compared (default 0)")
+    cr.add_argument("--dtype-hints", action="store_true",
+                    help="half the instances in a dtype the rule's source names (so "
+                    "integer- or bool-only rules fire)")
     cr.add_argument("-q", "--quiet", action="store_true", help="the summary only")
+
+
+def _share(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"{s}: not in [0, 1]")
+    return v
 
 
 @command("check-rules", _configure_check_rules)
@@ -987,7 +1003,9 @@ def check_rules_main(args, state: dict) -> int:
             try:
                 res = check_rule(p, r, examples=examples, seed=args.seed, engine=engine,
                                  guards=per_guard > 0, per_guard=per_guard,
-                                 symbolic=not args.no_symbolic)
+                                 symbolic=not args.no_symbolic,
+                                 special_values=args.special_values,
+                                 dtype_hints=args.dtype_hints)
             except Exception as e:  # noqa: BLE001 -- a rule module may break the checker
                 raise RuleFailure(f"checking rule {r.name!r} ({r.where}) failed: "
                                   f"{type(e).__name__}: {_first_line(e)}") from None

@@ -123,7 +123,8 @@ def check_rule(pattern, rule, examples: int = FULL["examples"], seed: int = 0,
                per_guard: int = FULL["per_guard"], max_attempts: Optional[int] = None,
                max_depth: int = 3, pattern_guards: bool = True,
                dtypes: Optional[Sequence[torch.dtype]] = None,
-               symbolic: bool = True) -> RuleResult:
+               symbolic: bool = True, special_values: float = 0.0,
+               dtype_hints: bool = False) -> RuleResult:
     """Check ``rule`` (a ``@pm.rule`` of ``pattern``) on instances of its
     pattern: :class:`~.report.RuleResult` with status "tested" (no
     counterexample in ``examples`` instances the rule fired on), "refuted"
@@ -135,11 +136,17 @@ def check_rule(pattern, rule, examples: int = FULL["examples"], seed: int = 0,
     (default: verified when its library is built). With ``symbolic``, every
     structure the rule fired and agreed on is also proved over the reals for
     every size (:mod:`.symbolic`); a tested rule all of whose structures are
-    so proved is "proved" (see :func:`symbolic_summary` for the scope)."""
+    so proved is "proved" (see :func:`symbolic_summary` for the scope).
+    ``special_values``: the share of instances whose inputs hold NaN, +-inf,
+    +-0.0 and +-100 (integers: their type's extremes) among normal values,
+    compared with signed zeros told apart; ``dtype_hints``: half the
+    instances take a dtype the rule's source names (an integer-only rule
+    fires on integers)."""
     t0 = time.perf_counter()
     engine = engine or default_engine()
     hints = rule_hints(rule)
     gen = InstanceGenerator(pattern, hints, seed=f"{seed}:{rule.name}", max_depth=max_depth,
+                            special_values=special_values, dtype_hints=dtype_hints,
                             **({"dtypes": tuple(dtypes)} if dtypes else {}))
     runner = RuleRunner(pattern, rule, engine, symbolic=symbolic)
     rng = random.Random(f"{seed}:{rule.name}:filter")

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -73,12 +74,27 @@ class Built:
         return v.dtype if isinstance(v, torch.Tensor) else None
 
 
-def _input(shape, dtype, g: torch.Generator) -> torch.Tensor:
+def _input(shape, dtype, g: torch.Generator, special: bool = False) -> torch.Tensor:
     if dtype == torch.bool:
         return torch.rand(shape, generator=g) < 0.5
     if not dtype.is_floating_point:
-        return torch.randint(-4, 5, shape, generator=g, dtype=dtype)
-    return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+        t = torch.randint(-4, 5, shape, generator=g, dtype=dtype)
+        if special:  # the integer type's extremes
+            info = torch.iinfo(dtype)
+            pool = torch.tensor([info.min, info.max, 0, -1], dtype=dtype)
+            pick = torch.randint(0, len(pool), shape, generator=g)
+            t = torch.where(torch.rand(shape, generator=g) < 0.3, pool[pick], t)
+        return t
+    t = torch.randn(shape, generator=g, dtype=torch.float64)
+    if special:  # NaN, infinities, signed zeros, values whose exp overflows
+        pool = torch.tensor(SPECIAL_VALUES, dtype=torch.float64)
+        pick = torch.randint(0, len(pool), shape, generator=g)
+        t = torch.where(torch.rand(shape, generator=g) < 0.3, pool[pick], t)
+    return t.to(dtype)
+
+
+#: the special floating values of an instance with ``special`` inputs
+SPECIAL_VALUES = (math.nan, math.inf, -math.inf, 0.0, -0.0, 100.0, -100.0)
 
 
 @contextlib.contextmanager
@@ -115,7 +131,7 @@ def build(inst: Instance, promote: bool = False) -> Built:
     for lf in inst.leaves:
         if lf.kind != "tensor":
             continue
-        real = _input(inst.shape(lf), inst.dtypes[lf], gen)
+        real = _input(inst.shape(lf), inst.dtypes[lf], gen, inst.special)
         if promote and real.is_floating_point():
             real = real.double()
         ph = graph.placeholder(lf.name.replace(".", "_"))
@@ -185,7 +201,8 @@ class Outcome:
         return self.kind in ("agree",) + COUNTEREXAMPLES
 
 
-def compare_outputs(ref: torch.Tensor, got: torch.Tensor) -> Tuple[bool, float, float, str]:
+def compare_outputs(ref: torch.Tensor, got: torch.Tensor,
+                    zero_sign: bool = False) -> Tuple[bool, float, float, str]:
     """``(ok, max_abs, max_rel, message)`` as :func:`pypm_verified.torch.check.compare`
     judges one output: same shape and dtype, non-finite values in the same
     places, ``|got - ref| <= atol + rtol * |ref|`` elsewhere (``TOLERANCE``
@@ -205,6 +222,11 @@ def compare_outputs(ref: torch.Tensor, got: torch.Tensor) -> Tuple[bool, float, 
         n = int((finite != torch.isfinite(o)).sum() + (nan != torch.isnan(o)).sum())
         return False, float("inf"), float("inf"), \
             f"non-finite values differ ({n} element(s): NaN or inf in one output only)"
+    if zero_sign:  # -0.0 and 0.0 are told apart (1/x, copysign, atan2 do)
+        both = (r == 0) & (o == 0)
+        if not torch.equal(torch.signbit(r[both]), torch.signbit(o[both])):
+            n = int((torch.signbit(r[both]) != torch.signbit(o[both])).sum())
+            return False, None, None, f"signed zeros differ ({n} element(s): -0.0 vs 0.0)"
     diff = (r - o).abs()[finite]
     if diff.numel() == 0:
         return True, 0.0, 0.0, ""
@@ -239,8 +261,12 @@ def closer_to_exact(exact: torch.Tensor, ref: torch.Tensor, got: torch.Tensor) -
     ea = (a - e).abs()[fin]
     eb = (b - e).abs()[fin]
     ea = torch.where(torch.isfinite(ea), ea, torch.full_like(ea, float("inf")))
-    if bool(torch.isnan(eb).any()) or bool(torch.isinf(eb).any()):
+    # the rewrite may miss a finite exact value only where the original
+    # misses it too (both overflow, say): no worse there
+    off = ~torch.isfinite(eb)
+    if bool((off & torch.isfinite(ea)).any()):
         return False
+    eb = torch.where(off, torch.full_like(eb, float("inf")), eb)
     return bool((eb <= ea + atol + rtol * e[fin].abs()).all())
 
 
@@ -380,10 +406,10 @@ class RuleRunner:
             except Exception as e:  # noqa: BLE001
                 return Outcome("error", f"the replacement fails at run time: "
                                f"{type(e).__name__}: {_first_line(e)}", replacement=replacement)
-        ok, mabs, mrel, msg = compare_outputs(expected, got)
+        ok, mabs, mrel, msg = compare_outputs(expected, got, zero_sign=inst.signed_zeros)
         tol = TOLERANCE.get(expected.dtype, (1e-4, 1e-3))
         if not ok and expected.shape == got.shape and expected.dtype == got.dtype \
-                and expected.is_floating_point():
+                and expected.is_floating_point() and not msg.startswith("signed zeros"):
             exact = _exact(inst)
             if exact is not None and closer_to_exact(exact, expected, got):
                 ok, msg = True, (f"differs from the original by {mabs:.3g} but is at least as "

@@ -214,6 +214,11 @@ class Instance:
     choices: Tuple[Tuple[int, int], ...] = ()
     sites: List[GuardSite] = field(default_factory=list)
     opvars: Dict[str, Op] = field(default_factory=dict)
+    #: inputs with special values (NaN, +-inf, +-0.0, +-100; integers'
+    #: extremes) among the normal ones
+    special: bool = False
+    #: outputs compared with -0.0 and 0.0 told apart
+    signed_zeros: bool = False
 
     def size(self, d: Dim) -> int:
         r = d.find()
@@ -337,6 +342,8 @@ def _arg_kind(target, i: int) -> Tuple[str, str, object]:
             return ("int_or_none", name, default)
         if isinstance(e, torch.BoolType):
             return ("bool_or_none", name, default)
+        if isinstance(e, torch.NumberType):
+            return ("number_or_none", name, default)
         return ("default", name, default)
     if isinstance(t, torch.IntType):
         return ("int", name, default)
@@ -455,7 +462,20 @@ class InstanceGenerator:
 
     def __init__(self, pattern, hints: Optional[RuleHints] = None, seed=0,
                  max_depth: int = 3, dtypes: Sequence[torch.dtype] = DTYPES,
-                 max_terms: int = 200):
+                 max_terms: int = 200, special_values: float = 0.0,
+                 dtype_hints: bool = False):
+        #: the share of instances with special input values (:class:`Instance`)
+        self.special_values = special_values
+        #: dtypes the rule names (``x.dtype in INTS``): half the instances
+        #: take one of them (an integer- or bool-only rule fires)
+        self.hinted_dtypes: List[torch.dtype] = []
+        if dtype_hints and hints is not None:
+            for vs in hints.consts.values():
+                for v in vs:
+                    dt = v if isinstance(v, torch.dtype) else PM_TO_TORCH.get(v) \
+                        if type(v).__name__ == "DType" else None
+                    if dt is not None and dt not in self.hinted_dtypes:
+                        self.hinted_dtypes.append(dt)
         self.pattern = pattern
         self.hints = hints or RuleHints()
         self.rng = random.Random(f"{seed}:{pattern.name}")
@@ -571,6 +591,8 @@ class InstanceGenerator:
             raise GenerationFailed("the pattern's root is not an operator application")
         dtype = rng.choices(self.dtypes, weights=[_DTYPE_WEIGHTS.get(d, 0.2)
                                                   for d in self.dtypes])[0]
+        if self.hinted_dtypes and rng.random() < 0.5:
+            dtype = rng.choice(self.hinted_dtypes)
         apps = _post_order(term)
         # half the instances take the rule's hints at their word (so that rules
         # with many guarded constants fire), the others draw more freely
@@ -605,9 +627,10 @@ class InstanceGenerator:
             lf = rng.choice(floats)
             dtypes[lf] = rng.choice([d for d in FLOAT_DTYPES if d != dtype])
         opvars = {fv.name: fv.op for fv in fenv.values() if fv.op is not None}
+        special = bool(self.special_values) and rng.random() < self.special_values
         return Instance(term, list(self._leaves), apps, sizes, dtypes, values, dtype,
                         rng.randrange(1 << 30), tuple(self._choices), list(self._sites),
-                        opvars)
+                        opvars, special, bool(self.special_values))
 
     def _fresh(self, name: str) -> _IVar:
         self._nvars += 1
@@ -897,6 +920,8 @@ def _coerce(kind: str, v):
 
 def _fits(kind: str, v) -> bool:
     base = kind.replace("_or_none", "")
+    if base == "number" and isinstance(v, bool):  # a Scalar may be a bool (x | True)
+        return True
     if base in ("number", "float", "tensor_or_scalar"):
         return isinstance(v, (int, float)) and not isinstance(v, bool)
     if base == "int":
@@ -1148,6 +1173,8 @@ def _reduction(gen, a: App, spec) -> None:
         dims = [dims]
     r = len(spec)
     if keep:
+        if r == 0:
+            raise GenerationFailed("a keepdim reduction to a 0-d tensor")
         norm = {_axis(d, r) for d in dims}
         x = list(spec)
         for d in norm:
@@ -1194,7 +1221,103 @@ def _sdpa(gen, a: App, spec) -> None:
         gen._assign(a.args[3], gen._reduced(list(batch) + [L, S]))
 
 
+def _unsqueeze(gen, a: App, spec) -> None:
+    r = len(spec)
+    if r == 0:
+        raise GenerationFailed("unsqueeze to a 0-d tensor")
+    d = _axis(gen._val(a.args[1]), r)
+    _unify(spec[d], Dim(1))
+    gen._assign(a.args[0], list(spec[:d]) + list(spec[d + 1:]))
+
+
+def _squeeze(gen, a: App, spec) -> None:
+    r = len(spec)
+    dv = gen._val(a.args[1])
+    if gen.rng.random() < 0.85:  # the axis is there, of size 1
+        d = _axis(dv, r + 1)
+        gen._assign(a.args[0], list(spec[:d]) + [Dim(1)] + list(spec[d:]))
+    else:  # a squeeze that keeps its axis (size > 1)
+        _axis(dv, r)
+        gen._assign(a.args[0], list(spec))
+
+
+def _expand(gen, a: App, spec) -> None:
+    sizes = a.args[1]
+    rng = gen.rng
+    x = gen._reduced(spec)
+    off = len(spec) - len(x)
+    if isinstance(sizes, Leaf) and sizes.kind == "const":
+        vals = _DimList(spec)
+        for j, d in enumerate(x):  # -1: keep the input's size
+            if d is spec[off + j] and rng.random() < 0.25:
+                vals[off + j] = Dim(-1)
+        gen._values[sizes] = vals
+    else:
+        vals = gen._val(sizes)
+        if not isinstance(vals, (list, tuple)) or len(vals) != len(spec):
+            raise GenerationFailed("expand's sizes do not fit")
+        for d, v in zip(spec, vals):
+            if v != -1:
+                _unify(d, Dim(int(v)))
+    gen._assign(a.args[0], x)
+
+
+def _slice(gen, a: App, spec) -> None:
+    r = len(spec)
+    if r == 0:
+        raise GenerationFailed("slice of a 0-d tensor")
+    d = _axis(gen._val(a.args[1]), r)
+    start, end, step = (gen._val(t) for t in a.args[2:5])
+    if not isinstance(step, int) or step < 1:
+        raise GenerationFailed("slice step < 1")
+    for v in (start, end):
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
+            raise GenerationFailed("slice bound not an int")
+    n = gen.rng.choice(_SIZES)
+    out = len(range(*slice(start, end, step).indices(n)))
+    if out == 0:
+        raise GenerationFailed("empty slice")
+    _unify(spec[d], Dim(out))
+    x = list(spec)
+    x[d] = Dim(n)
+    gen._assign(a.args[0], x)
+
+
+def _pad(gen, a: App, spec) -> None:
+    """``constant_pad_nd``: pads (lo, hi) of the last axes, last axis first;
+    a constant pad leaf is drawn here (all zero half the time)."""
+    r = len(spec)
+    rng = gen.rng
+    pads = a.args[1]
+    if isinstance(pads, Leaf) and pads.kind == "const":
+        k = rng.randint(1, min(r, 2)) if r else 0
+        if k == 0:
+            raise GenerationFailed("pad of a 0-d tensor")
+        zero = rng.random() < 0.5
+        vals = [0 if zero else rng.choice((-1, 0, 0, 1, 2)) for _ in range(2 * k)]
+        gen._values[pads] = vals
+    else:
+        vals = gen._val(pads)
+    if not isinstance(vals, (list, tuple)) or len(vals) % 2 or len(vals) > 2 * r:
+        raise GenerationFailed("pad list does not fit")
+    x = list(spec)
+    for i in range(len(vals) // 2):
+        lo, hi = vals[2 * i], vals[2 * i + 1]
+        ax = r - 1 - i
+        if lo == 0 and hi == 0:
+            continue
+        n = rng.choice(_SIZES)
+        out = n + lo + hi
+        if out < 1:
+            raise GenerationFailed("empty pad")
+        _unify(spec[ax], Dim(out))
+        x[ax] = Dim(n)
+    gen._assign(a.args[0], x)
+
+
 _SHAPE_RULES = {
+    "constant_pad_nd": _pad,
+    "unsqueeze": _unsqueeze, "squeeze": _squeeze, "expand": _expand, "slice": _slice,
     "matmul": _matmul, "mm": _mm, "bmm": _bmm, "linear": _linear, "addmm": _addmm,
     "baddbmm": _baddbmm, "_safe_softmax": _softmax,
     "view": _view, "_unsafe_view": _view, "reshape": _view,

@@ -373,6 +373,9 @@ class Evaluator:
         return self.sem.const(a)
 
     def _node(self, n: fx.Node) -> Sym:
+        ext = _extended(self, n)  # integer/boolean values and the XLA port's ops
+        if ext is not None:
+            return ext
         sem, t = self.sem, n.target
         if n.op == "placeholder":
             return self.inputs[n.name]
@@ -573,3 +576,397 @@ def _check_shape(node: fx.Node, sym: Sym, concrete) -> None:
     if got != list(v.shape):
         raise SemanticsMismatch(f"{node.target}: the semantics gives shape {got}, torch "
                                 f"{list(v.shape)}")
+
+
+# ------------------------------------------------- integers, booleans, more ops
+# (the XLA simplifier port, library/xla_simplifier.py). Values stay reals: an
+# integer tensor's are integers (an input is ``floor`` of an uninterpreted
+# real, so every integer is reached), a boolean's are 0 and 1; integers are
+# unbounded (no wrap-around). Ops are read as for floats where the result is
+# exact on those values; anything else stays unsupported.
+
+def _kind(dtype) -> str:
+    if dtype == torch.bool:
+        return "bool"
+    if dtype.is_floating_point:
+        return "real"
+    if dtype.is_complex:
+        return "complex"
+    return "int"
+
+
+def _val_dtype(node):
+    v = node.meta.get("val") if isinstance(node, fx.Node) else None
+    return v.dtype if isinstance(v, torch.Tensor) else None
+
+
+def _is_neg_inf(v) -> bool:
+    return isinstance(v, float) and v == -math.inf
+
+
+def _is_pos_inf(v) -> bool:
+    return isinstance(v, float) and v == math.inf
+
+
+def _b(c) -> z3.ArithRef:
+    return z3.If(c, z3.RealVal(1), z3.RealVal(0))
+
+
+def _int_value(u):
+    return z3.ToReal(z3.ToInt(u))
+
+
+def _trunc(u):
+    return z3.If(u >= 0, _int_value(u), -_int_value(-u))
+
+
+_COMPARE = {
+    aten.eq.Tensor: lambda u, w: u == w, aten.eq.Scalar: lambda u, w: u == w,
+    aten.ne.Tensor: lambda u, w: u != w, aten.ne.Scalar: lambda u, w: u != w,
+    aten.lt.Tensor: lambda u, w: u < w, aten.lt.Scalar: lambda u, w: u < w,
+    aten.le.Tensor: lambda u, w: u <= w, aten.le.Scalar: lambda u, w: u <= w,
+    aten.gt.Tensor: lambda u, w: u > w, aten.gt.Scalar: lambda u, w: u > w,
+    aten.ge.Tensor: lambda u, w: u >= w, aten.ge.Scalar: lambda u, w: u >= w,
+}
+
+
+def _sum(sem: Semantics, x: Sym, dims: Sequence[int], keepdim: bool,
+         concrete: Optional[Sequence[int]] = None) -> Sym:
+    """``sum`` over ``dims`` (all when empty). Two laws of finite sums are
+    built in: a sum of sums over other axes of the same tensor is one sum over
+    both (Fubini: the axes are summed in increasing order either way), and a
+    summand that does not depend on the summation index is ``n`` times it
+    (a constant factor comes out). A reduced axis of size 1 on the instance
+    (``concrete``) is one of the structure: its size 1 is assumed (obliged in
+    the replacement) and the sum over it is its one element."""
+    dims = sorted({sem.axis(d, x.rank) for d in dims}) if dims else list(range(x.rank))
+    src = getattr(x, "_summed", None)
+    if src is not None and not keepdim and not src[2]:
+        base, bdims, _, bconcrete = src
+        rest = [i for i in range(base.rank) if i not in bdims]
+        return _sum(sem, base, sorted(set(bdims) | {rest[d] for d in dims}), False, bconcrete)
+    unit = set()
+    if concrete is not None:
+        for d in dims:
+            if concrete[d] == 1:
+                sem.require(x.shape[d] == 1)
+                unit.add(d)
+
+    def at(idx):
+        def inner(full, todo):
+            if not todo:
+                return x.at(full)
+            d = todo[0]
+            if d in unit:
+                return inner(full[:d] + [z3.IntVal(0)] + full[d + 1:], todo[1:])
+            return _reduce_sum(sem, x.shape[d],
+                               lambda k: inner(full[:d] + [k] + full[d + 1:], todo[1:]))
+        if keepdim:
+            full = list(idx)
+        else:
+            full, it = [], iter(idx)
+            for i in range(x.rank):
+                full.append(z3.IntVal(0) if i in dims else next(it))
+        return inner(full, dims)
+    shape = [z3.IntVal(1) if i in dims else x.shape[i] for i in range(x.rank)] if keepdim \
+        else [x.shape[i] for i in range(x.rank) if i not in dims]
+    out = Sym(shape, at)
+    out._summed = (x, dims, keepdim, concrete)
+    return out
+
+
+def _occurs(k, e) -> bool:
+    if e.eq(k):
+        return True
+    return any(_occurs(k, c) for c in e.children())
+
+
+def _reduce_sum(sem: Semantics, n, body):
+    k = z3.Int(f"k{sem._depth}")
+    sem._depth += 1
+    try:
+        b = z3.simplify(body(k))
+    finally:
+        sem._depth -= 1
+    if not _occurs(k, b):
+        return z3.ToReal(n) * b
+    if z3.is_mul(b):  # a factor that does not depend on k comes out of the sum
+        out = [c for c in b.children() if not _occurs(k, c)]
+        dep = [c for c in b.children() if _occurs(k, c)]
+        if out:
+            inner = dep[0] if len(dep) == 1 else z3.Product(*dep)
+            rest = out[0] if len(out) == 1 else z3.Product(*out)
+            return rest * sem.sum(z3.Lambda([k], z3.If(z3.And(k >= 0, k < n), inner, 0)), n)
+    return sem.sum(z3.Lambda([k], z3.If(z3.And(k >= 0, k < n), b, 0)), n)
+
+
+def _slice_bounds(n, start, end, step):
+    def norm(v, default):
+        if v is None:
+            return default
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise Unsupported(f"slice bound {v!r}")
+        if v >= 2 ** 62:  # INT64_MAX, "to the end": past any tensor's size
+            return n
+        if v >= 0:
+            return z3.If(v > n, n, z3.IntVal(v))
+        return z3.If(n + v < 0, z3.IntVal(0), n + v)
+    s, e = norm(start, z3.IntVal(0)), norm(end, n)
+    size = z3.If(e > s, (e - s + (step - 1)) / step, z3.IntVal(0))
+    return s, size
+
+
+def _extended(ev: "Evaluator", n: fx.Node) -> Optional[Sym]:
+    sem, t, V = ev.sem, n.target, ev.value
+    dt = _val_dtype(n)
+    if n.op == "placeholder":
+        x = ev.inputs[n.name]
+        k = _kind(dt) if dt is not None else "real"
+        if k == "int":
+            return Sym(x.shape, lambda idx, f=x.at: _int_value(f(idx)))
+        if k == "bool":
+            return Sym(x.shape, lambda idx, f=x.at: _b(f(idx) > 0))
+        return None
+    if n.op != "call_function":
+        return None
+    exact = dt is not None and _kind(dt) in ("int", "bool")  # the checks below are exact there
+    if t in (aten.add.Tensor, aten.sub.Tensor) and exact:
+        a, b, alpha = _args(n, ("self", "other", "alpha"))
+        al = _real(alpha)
+        sign = 1 if t == aten.add.Tensor else -1
+        if dt == torch.bool:
+            raise Unsupported(f"{t} of booleans")
+        return sem.pointwise(lambda u, w: u + sign * al * w, V(a), V(b))
+    if t == aten.mul.Tensor and exact:
+        if dt == torch.bool:
+            return sem.pointwise(lambda u, w: _b(z3.And(u != 0, w != 0)),
+                                 *[V(x) for x in _args(n, ("self", "other"))])
+        return sem.pointwise(lambda u, w: u * w, *[V(x) for x in _args(n, ("self", "other"))])
+    if t == aten.neg.default and exact and dt != torch.bool:
+        return sem.pointwise(lambda u: -u, V(n.args[0]))
+    if t == aten.pow.Tensor_Scalar and exact and dt != torch.bool:
+        x, e = n.args[:2]
+        if isinstance(e, int) and not isinstance(e, bool) and 0 <= e <= 4:
+            def p(u, e=e):
+                r = z3.RealVal(1)
+                for _ in range(e):
+                    r = r * u
+                return r
+            return sem.pointwise(p, V(x))
+        raise Unsupported(f"integer pow with exponent {e!r}")
+    if t == aten.pow.Tensor_Scalar and not exact and n.args[1] == -1 \
+            and not isinstance(n.args[1], bool):
+        return sem.pointwise(lambda u: 1 / u, V(n.args[0]))
+    if exact and any(d == torch.uint8 for d in (dt, _val_dtype(n.args[0]) if n.args else None)):
+        raise Unsupported("unsigned integers")
+    if t == aten.abs.default:
+        return sem.pointwise(lambda u: z3.If(u >= 0, u, -u), V(n.args[0]))
+    if t == aten.maximum.default:
+        return sem.pointwise(lambda u, w: z3.If(u >= w, u, w), V(n.args[0]), V(n.args[1]))
+    if t == aten.minimum.default:
+        return sem.pointwise(lambda u, w: z3.If(u <= w, u, w), V(n.args[0]), V(n.args[1]))
+    if t in (aten.clamp.default, aten.clamp_min.default, aten.clamp_max.default):
+        if t == aten.clamp.default:
+            x, lo, hi = _args(n, ("self", "min", "max"))
+        elif t == aten.clamp_min.default:
+            (x, lo), hi = n.args[:2], None
+        else:
+            (x, hi), lo = n.args[:2], None
+        # -inf / inf bounds are the identities of max / min
+        lo = None if _is_neg_inf(lo) else lo
+        hi = None if _is_pos_inf(hi) else hi
+        y = V(x)
+        if lo is not None:
+            lv = _real(lo)
+            y = sem.pointwise(lambda u: z3.If(u >= lv, u, lv), y)
+        if hi is not None:
+            hv = _real(hi)
+            y = sem.pointwise(lambda u: z3.If(u <= hv, u, hv), y)
+        return y
+    if t in _COMPARE:
+        f = _COMPARE[t]
+        return sem.pointwise(lambda u, w: _b(f(u, w)), V(n.args[0]), V(n.args[1]))
+    if t == aten.logical_not.default:
+        return sem.pointwise(lambda u: _b(u == 0), V(n.args[0]))
+    if t == aten.logical_and.default:
+        return sem.pointwise(lambda u, w: _b(z3.And(u != 0, w != 0)), V(n.args[0]),
+                             V(n.args[1]))
+    if t == aten.logical_or.default:
+        return sem.pointwise(lambda u, w: _b(z3.Or(u != 0, w != 0)), V(n.args[0]),
+                             V(n.args[1]))
+    if t == aten.bitwise_not.default:
+        if dt == torch.bool:
+            return sem.pointwise(lambda u: 1 - u, V(n.args[0]))
+        if exact:
+            return sem.pointwise(lambda u: -u - 1, V(n.args[0]))  # two's complement
+        raise Unsupported(f"bitwise_not of {dt}")
+    if t in (aten.bitwise_and.Scalar, aten.bitwise_or.Scalar):
+        x, c = n.args[:2]
+        if not exact or isinstance(c, float):
+            raise Unsupported(f"{t} of {dt} with {c!r}")
+        is_and = t == aten.bitwise_and.Scalar
+        c = int(c)
+        ones = -1 if dt != torch.bool else 1  # the all-ones value
+        if c == 0:
+            return sem.pointwise((lambda u: z3.RealVal(0)) if is_and else (lambda u: u), V(x))
+        if c == ones:
+            return sem.pointwise((lambda u: u) if is_and else (lambda u: z3.RealVal(ones)), V(x))
+        f = sem.fn(f"bitwise_{'and' if is_and else 'or'}_{c}")
+        return sem.pointwise(lambda u: f(u), V(x))
+    if t == aten.where.self:
+        c, a, b = n.args[:3]
+        return sem.pointwise(lambda p, u, w: z3.If(p != 0, u, w), V(c), V(a), V(b))
+    if t == aten.log.default:
+        a = n.args[0]
+        if isinstance(a, fx.Node) and a.target == aten.exp.default:
+            return V(a.args[0])  # log(exp(u)) = u over the reals
+        f = sem.fn("log")
+        return sem.pointwise(lambda u: f(u), V(n.args[0]))
+    if t == aten.reciprocal.default:
+        return sem.pointwise(lambda u: 1 / u, V(n.args[0]))
+    if t == aten.sum.dim_IntList:
+        x, dims, keep, dtype = _args(n, ("self", "dim", "keepdim", "dtype"))
+        if dtype is not None and dtype != dt:
+            raise Unsupported("sum with a dtype")
+        if dt == torch.bool:
+            raise Unsupported("sum to bool")
+        xv = x.meta.get("val") if isinstance(x, fx.Node) else None
+        return _sum(sem, V(x), list(dims) if dims is not None else [], keep,
+                    None if xv is None else list(xv.shape))
+    if t == aten.mean.dim:  # with a reduced axis of size 1 (else the first table's)
+        x, dims, keep, dtype = _args(n, ("self", "dim", "keepdim", "dtype"))
+        xv = x.meta.get("val") if isinstance(x, fx.Node) else None
+        xs = V(x)
+        ds = sorted({sem.axis(d, xs.rank) for d in dims}) if dims else list(range(xs.rank))
+        if dtype is None and xv is not None and any(xv.shape[d] == 1 for d in ds):
+            total = _sum(sem, xs, ds, keep, list(xv.shape))
+            count = z3.IntVal(1)
+            for d in ds:
+                count = count * (z3.IntVal(1) if xv.shape[d] == 1 else xs.shape[d])
+            return Sym(total.shape, lambda idx: total.at(idx) / z3.ToReal(count))
+        return None
+    if t == aten.squeeze.dim:
+        x, d = n.args[:2]
+        xs = V(x)
+        if xs.rank == 0:
+            return xs
+        d = sem.axis(d, xs.rank)
+        xv = x.meta.get("val")
+        if xv is None:
+            raise Unsupported("squeeze of an operand without a shape")
+        if xv.shape[d] == 1:  # the structure: this axis has size 1
+            sem.require(xs.shape[d] == 1)
+            return Sym(xs.shape[:d] + xs.shape[d + 1:],
+                       lambda idx: xs.at(list(idx[:d]) + [z3.IntVal(0)] + list(idx[d:])))
+        sem.require(xs.shape[d] != 1)
+        return xs
+    if t == aten.unsqueeze.default:
+        x, d = n.args[:2]
+        xs = V(x)
+        d = d % (xs.rank + 1) if -(xs.rank + 1) <= d <= xs.rank else None
+        if d is None:
+            raise Unsupported("unsqueeze axis out of range")
+        return Sym(xs.shape[:d] + [z3.IntVal(1)] + xs.shape[d:],
+                   lambda idx: xs.at(list(idx[:d]) + list(idx[d + 1:])))
+    if t == aten.expand.default:
+        # the structure: an axis the instance expands from size 1 is a
+        # broadcast axis (its size 1 assumed / obliged); one whose size the
+        # instance keeps (-1, or its own size) is the input's size, whatever it is
+        x, sizes = n.args[:2]
+        xs = V(x)
+        xv = x.meta.get("val") if isinstance(x, fx.Node) else None
+        r, k = len(sizes), xs.rank
+        if r < k or xv is None:
+            raise Unsupported("expand to a lower rank, or of an operand without a shape")
+        shape, src = [], []
+        for i, m in enumerate(sizes):
+            j = i - (r - k)
+            if not isinstance(m, int):
+                raise Unsupported("symbolic expand size")
+            if j < 0:
+                if m < 1:
+                    raise Unsupported(f"expand to size {m}")
+                shape.append(z3.IntVal(m))
+            elif m == -1 or m == xv.shape[j]:
+                shape.append(xs.shape[j])
+                src.append((i, j, False))
+            else:
+                sem.require(xs.shape[j] == 1)
+                shape.append(z3.IntVal(m))
+                src.append((i, j, True))
+
+        def at(idx):
+            return xs.at([z3.IntVal(0) if bc else idx[i] for i, j, bc in src])
+        return Sym(shape, at)
+    if t == aten.slice.Tensor:
+        x, d, start, end, step = _args(n, ("self", "dim", "start", "end", "step"))
+        xs = V(x)
+        if not isinstance(step, int) or step < 1:
+            raise Unsupported(f"slice step {step!r}")
+        d = sem.axis(d, xs.rank)
+        s, size = _slice_bounds(xs.shape[d], start, end, step)
+        return Sym(xs.shape[:d] + [size] + xs.shape[d + 1:],
+                   lambda idx: xs.at(list(idx[:d]) + [s + idx[d] * step] + list(idx[d + 1:])))
+    if t == aten.constant_pad_nd.default:
+        x, pads, value = _args(n, ("self", "pad", "value"))
+        xs = V(x)
+        if len(pads) % 2 or len(pads) > 2 * xs.rank:
+            raise Unsupported(f"pad {list(pads)} of a rank-{xs.rank} tensor")
+        if not any(pads):
+            return xs  # no padding: the value is never read
+        if dt is not None and _kind(dt) == "int" and isinstance(value, float):
+            if not value.is_integer():
+                raise Unsupported("a fractional pad value of an integer tensor")
+            value = int(value)
+        cv = _real(bool(value) if dt == torch.bool else value)
+        lo = {xs.rank - 1 - i: pads[2 * i] for i in range(len(pads) // 2)}
+        hi = {xs.rank - 1 - i: pads[2 * i + 1] for i in range(len(pads) // 2)}
+        shape = [xs.shape[i] + lo.get(i, 0) + hi.get(i, 0) for i in range(xs.rank)]
+        for d in shape:
+            sem.require(d >= 1)
+
+        def at(idx):
+            src = [idx[i] - lo.get(i, 0) for i in range(xs.rank)]
+            inside = z3.And(*[z3.And(s_ >= 0, s_ < xs.shape[i]) for i, s_ in enumerate(src)
+                              if i in lo])
+            return z3.If(inside, xs.at(src), cv)
+        return Sym(shape, at)
+    if t == aten.flip.default:
+        x, dims = n.args[:2]
+        xs = V(x)
+        ds = {sem.axis(d, xs.rank) for d in dims}
+        return Sym(list(xs.shape), lambda idx: xs.at(
+            [xs.shape[i] - 1 - idx[i] if i in ds else idx[i] for i in range(xs.rank)]))
+    if t in (aten.zeros_like.default, aten.ones_like.default, aten.full_like.default):
+        x = V(n.args[0])
+        v = 0 if t == aten.zeros_like.default else 1 if t == aten.ones_like.default \
+            else n.args[1]
+        if dt is not None and _kind(dt) == "int" and isinstance(v, float):
+            if not math.isfinite(v):
+                raise Unsupported(f"full_like with {v!r}")
+            v = int(v)  # truncated to the integer dtype
+        if dt == torch.bool:
+            v = bool(v)
+        c = _real(v)
+        return Sym(list(x.shape), lambda idx: c)
+    if t == aten._to_copy.default and exact:
+        x = n.args[0]
+        src = _val_dtype(x)
+        if src is None:
+            raise Unsupported("a cast of an operand without a dtype")
+        if dt == torch.bool:
+            return sem.pointwise(lambda u: _b(u != 0), V(x))
+        if _kind(src) in ("int", "bool"):
+            if src != torch.bool and torch.iinfo(src).bits > torch.iinfo(dt).bits:
+                raise Unsupported(f"a narrowing integer cast {src} -> {dt}")
+            return V(x)
+        return sem.pointwise(_trunc, V(x))  # float -> int truncates (in range)
+    if exact:  # layout ops of the first table, exact on any values
+        if t == aten.transpose.int:
+            return sem.transpose(V(n.args[0]), n.args[1], n.args[2])
+        if t == aten.permute.default:
+            return sem.permute(V(n.args[0]), n.args[1])
+        if t in (aten.clone.default, aten.alias.default):
+            return V(n.args[0])
+        raise Unsupported(f"{t} computes {dt}")
+    return None
