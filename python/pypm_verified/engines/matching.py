@@ -152,6 +152,8 @@ def match(pattern: PatternLike, node: Node, engine: str = "verified",
     check_engine(engine)
     if not isinstance(node, Node):
         raise TypeError(f"match() needs a graph node, not {node!r}")
+    if getattr(pattern, "_is_dominates", False):  # pm.dominates: a side condition (dominates.py)
+        return pattern.match(node, engine, fuel)
     return _match_at(PreparedPatterns([pattern]), 0, node, engine, fuel)
 
 
