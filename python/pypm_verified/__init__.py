@@ -49,6 +49,7 @@ __all__ = [
     "explain", "explain_all", "Explanation", "termination",
     "wildcard", "is_constant", "is_input", "optional", "commute", "has_attr", "getitem",
     "is_tuple", "tuple_op", "GetItem", "dominates", "Dominates", "partition",
+    "load_partitioned",
 ]
 
 
@@ -84,3 +85,11 @@ def load(path):
     Imports torch only when called."""
     from .torch.loader import load_rewritten
     return load_rewritten(path)
+
+
+def load_partitioned(path, backend="inductor"):
+    """A program written by ``pm.partition(...).save(path)``, its submodules
+    handed to ``backend`` again (:func:`pypm_verified.torch.partition.load_partitioned`).
+    Imports torch only when called."""
+    from .torch.partition import load_partitioned as _load
+    return _load(path, backend)
