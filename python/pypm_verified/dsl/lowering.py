@@ -152,6 +152,9 @@ def _convert(P, a, kinds, index, counters) -> _Alt:
     names = {v: s.name for s, v in nums.items()}
 
     def num(sym: Sym, kind: str) -> int:
+        if sym not in nums:  # a variable the sugar bound inside a part of the term
+            fail(sym.line, f"variable {sym.name!r} is bound only inside an optional part of "
+                           "the pattern (pm.optional) and used outside it")
         k, n = nums[sym]
         assert k == kind, (sym, k, kind)  # uses are recorded with their kinds
         return n

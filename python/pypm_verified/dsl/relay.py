@@ -115,12 +115,50 @@ def optional(p, option: Callable, *args) -> SymTerm:
     if not isinstance(opt, SymTerm):
         raise Unlocated(f"pm.optional: the option returned {opt!r}, not a pattern term")
     body = opt.core
-    fresh = trace.locals[n0:]
-    del trace.locals[n0:]  # bound by ∃ around the option instead of the alternate
+    # locals only the option uses (made inside it, or passed to it, e.g. a
+    # wildcard argument): bound by ∃ around the option, not the alternate
+    only = _syms(body) - _syms(base)
+    fresh = [sym for sym in trace.locals[:n0] if sym in only] + trace.locals[n0:]
+    trace.locals[:] = [sym for sym in trace.locals if sym not in fresh]
     for sym in reversed(fresh):
         body = core.PExists(sym, body) if sym.kind == TERM else core.PExistsF(sym, body)
     text = getattr(p, "text", repr(p))
     return SymTerm(core.PAlt(body, base), f"optional({text}, {opt.text})")
+
+
+def _syms(p) -> set:
+    """The variables (trace symbols) occurring in the traced term ``p``."""
+    out, stack = set(), [p]
+    while stack:
+        q = stack.pop()
+        if isinstance(q, core.PVar):
+            out.add(q.x)
+        elif isinstance(q, core.PFunVar):
+            out.add(q.F)
+        elif isinstance(q, core.PConstr):
+            out.add(q.x)
+        elif isinstance(q, core.PGuard):
+            out.update(_guard_syms(q.g))
+        if isinstance(q, core.PATTERN_TYPES) and not isinstance(q, core.PCall):
+            stack.extend(core.children(q))
+        elif hasattr(q, "args") and hasattr(q, "pattern"):  # a pattern call (CallIR)
+            out.update(q.args)
+    return out
+
+
+def _guard_syms(g) -> set:
+    out, stack = set(), [g]
+    while stack:
+        h = stack.pop()
+        if isinstance(h, core.EAttr):
+            out.add(h.x)
+        elif isinstance(h, core.EFAttr):
+            out.add(h.F)
+        for f in ("e1", "e2", "g1", "g2", "g"):
+            v = getattr(h, f, None)
+            if v is not None:
+                stack.append(v)
+    return out
 
 
 # ------------------------------------------------------------- commutative
