@@ -357,7 +357,7 @@ def partition(program, patterns=None, backend="inductor", *, example_inputs=None
             if reason is not None:
                 refused.append((p.name, node.name, reason))
                 continue
-            if esc and dominated == "absorb":
+            if esc and interior == "relay" and dominated == "absorb":
                 region = _absorb(region, node)
                 esc = []
                 if any(n in taken for n in region):
