@@ -280,3 +280,45 @@ def test_driver_interior_policy():
     assert r.report.firings == {"duplicate_overused": 1} and r.numerics.ok
     with pytest.raises(pm.PatternError, match="interior"):
         pm.rule(ReluLinearDup, interior="sometimes")
+
+
+# ------------------------------------- attributes and multi-output operators
+
+
+@pm.pattern
+def SoftmaxLast(x):
+    return ops.Softmax(x, pm.wildcard(), pm.wildcard()).has_attr(dim=-1)
+
+
+@pm.pattern
+def ReluSecondHalf(x):
+    return ops.Relu(pm.getitem(ops.Split(x, 4, -1), 1))
+
+
+class Softmaxes(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, -1) + torch.softmax(x, 0)
+
+
+class Halves(nn.Module):
+    def forward(self, x):
+        a, b = x.split(4, -1)
+        return torch.relu(b) * a
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_has_attr_and_getitem_in_a_program(engine, tmp_path):
+    m = Softmaxes().eval()
+    part = pm.partition(m, [SoftmaxLast], backend="eager", example_inputs=_x(), engine=engine)
+    s, = part.submodules   # the softmax over dim -1 only
+    assert len(s.nodes) == 1 and s.nodes[0] == "softmax"
+    _check(part, m, _x(), tmp_path)
+    h = Halves().eval()
+    # the split's other output is used outside: refused, or the split copied
+    assert pm.partition(h, [ReluSecondHalf], backend="eager", example_inputs=_x(),
+                        engine=engine).submodules == []
+    dup = pm.partition(h, [ReluSecondHalf], backend="eager", example_inputs=_x(),
+                       engine=engine, interior="duplicate")
+    s, = dup.submodules
+    assert len(s.nodes) == 3 and s.duplicated == ["split"]
+    _check(dup, h, _x(), tmp_path)
