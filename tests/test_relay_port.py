@@ -4,7 +4,9 @@ language, rewritten in its words (operators declared with ``@pm.op``,
 patterns with ``@pm.pattern``, graphs built with ``pm.Graph``). Every
 matching test runs on both engines (the ``engine`` fixture: reference,
 verified, and the verified path answered by the simulated machine).
-The partitioning cases are in tests/test_partition.py.
+The partitioning cases (``test_partition_*``, ``test_double_partition``,
+``test_matched_outside_but_dominated``, ``test_overlappting_partitions``)
+are in tests/test_partition.py.
 
 Cases that do not translate, and why:
 
@@ -36,7 +38,10 @@ Cases that do not translate, and why:
   ``test_no_match_let``, ``test_match_match``: ``If``, ``Let`` and ADT
   ``Match`` expressions; exported programs have no control flow nodes.
 * ``test_rewrite_once``: Relay's per-callback ``rewrite_once``; rules here
-  run to a fixpoint (``max_iterations`` caps the passes, not one rule).
+  run to a fixpoint (``max_iterations`` caps the passes, not one rule). For
+  the same reason ``test_rewrite_with_pattern_recursion`` is ported as a
+  match (``CastChain``: recursion is native here, no ``redirect_to``), not
+  a rewrite: a rule returning ``Relu(root)`` would fire again above it.
 * ``test_partition_constant_embedding``: embedding a matched constant
   *tensor* in the partitioned function vs lifting it to a parameter; here
   tensor constants are inputs (parameters, buffers) and literals are always
@@ -829,3 +834,25 @@ def test_algebraic_simplify(engine):
     pm.rewrite(g, SIMPLIFY, engine=engine)
     out = g.outputs[0]
     assert out.op is Add and set(out.args) == {x, y}
+
+
+# recursion: Relay builds it with wildcard().redirect_to(...); here a pattern
+# calls itself (test_rewrite_with_pattern_recursion)
+
+@pm.pattern
+def CastChain(x, w):
+    return Cast(CastChain(x, w), pm.f32)
+@pm.pattern
+def CastChain(x, w):  # noqa: F811
+    return Dense(x, w)
+
+
+def test_rewrite_with_pattern_recursion(engine):
+    g = pm.Graph()
+    data, w = g.input("data", shape=(2, 8), dtype=pm.f32), g.const(0.0)
+    feat = g.apply(Dense, data, w)
+    for _ in range(6):
+        feat = g.apply(Cast, feat, pm.f32)
+    m = valid(pm.match(CastChain, feat, engine=engine))
+    assert m.bindings == {"x": data, "w": w}
+    assert pm.match(CastChain, g.apply(Cast, feat, pm.f16), engine=engine) is None
