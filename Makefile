@@ -103,7 +103,8 @@ test-python: venv lib
 	PYPM_REQUIRE_LIB=1 PYPM_REQUIRE_TOOLS=1 TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/build/inductor $(VPY) -m pytest tests -q
 
 ## bench: every benchmark (JSON, Markdown and PNG in bench/results/; under
-## 30 min on 2 cores); QUICK=1 for a few minutes (*_quick.* files). Then `make paper`.
+## 30 min on 2 cores, plus about 20 for bench_partition's Inductor compiles);
+## QUICK=1 for a few minutes (*_quick.* files). Then `make paper`.
 BENCH_ENV := TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/build/inductor
 bench: deps lib
 	$(BENCH_ENV) $(VPY) bench/bench_spine.py $(if $(QUICK),--quick)
