@@ -45,7 +45,7 @@ import os
 import re
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, List, Optional, Set, Tuple
 
 import torch
 import torch.fx as fx
