@@ -218,7 +218,8 @@ def test_callable_backend_and_errors():
     m = TwoLayers().eval()
     part = pm.partition(m, [ReluLinear], backend=backend, example_inputs=_x())
     with torch.no_grad():
-        assert outputs_agree(m(*_x()), part(*_x()))
+        xs = _x()
+        assert outputs_agree(m(*xs), part(*xs))
     assert len(seen) == 1
     with pytest.raises(ValueError, match="interior policy"):
         pm.partition(m, [ReluLinear], example_inputs=_x(), interior="maybe")
@@ -231,12 +232,12 @@ def test_callable_backend_and_errors():
 def test_partition_example_model(tmp_path):
     """The rule library's patterns on BERT: attention and linear+activation
     outlined, outputs agree, saved and reloaded."""
-    ep = models.export("bert", "small")
-    _, inputs = models.build("bert", "small")
+    ep = models.export("bert", "small", layers=1)
+    _, inputs = models.build("bert", "small", layers=1)
     kw = models.input_kwargs(inputs)
     part = pm.partition(ep, backend="eager")
     names = [s.name for s in part.submodules]
-    assert names.count("pm0_Attention") == 1 and sum("Attention" in n for n in names) == 2
+    assert names == ["pm0_Attention", "pm1_LinearEpilog", "pm2_LinearEpilog"]
     with torch.no_grad():
         ref = ep.module()(**kw)
         assert outputs_agree(ref, part(**kw))
@@ -367,4 +368,5 @@ def test_overlapping_partitions():
     s, = part.submodules
     assert len(s.nodes) == 2
     with torch.no_grad():
-        assert outputs_agree(m(*_x()), part(*_x()))
+        xs = _x()
+        assert outputs_agree(m(*xs), part(*xs))
