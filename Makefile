@@ -103,7 +103,8 @@ test-python: venv lib
 	PYPM_REQUIRE_LIB=1 PYPM_REQUIRE_TOOLS=1 TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/build/inductor $(VPY) -m pytest tests -q
 
 ## bench: every benchmark (JSON, Markdown and PNG in bench/results/; under
-## 30 min on 2 cores); QUICK=1 for a few minutes (*_quick.* files). Then `make paper`.
+## 30 min on 2 cores, plus about 20 for bench_partition's Inductor compiles);
+## QUICK=1 for a few minutes (*_quick.* files). Then `make paper`.
 BENCH_ENV := TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/build/inductor
 bench: deps lib
 	$(BENCH_ENV) $(VPY) bench/bench_spine.py $(if $(QUICK),--quick)
@@ -114,6 +115,8 @@ bench: deps lib
 	$(BENCH_ENV) $(VPY) bench/bench_models.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_compile.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_search.py $(if $(QUICK),--quick)
+	$(BENCH_ENV) $(VPY) bench/bench_relay.py $(if $(QUICK),--quick)
+	$(BENCH_ENV) $(VPY) bench/bench_partition.py $(if $(QUICK),--quick)
 
 ## check-rules: every rule of the library checked on PyTorch subgraphs generated
 ## from its pattern (full mode: 200 instances per rule, guard necessity, z3

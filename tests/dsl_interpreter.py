@@ -491,6 +491,8 @@ def node_operator(node):
 
 
 def _operator_class(op) -> Optional[int]:
+    if isinstance(op, tuple):  # a leaf: its class is "input" or "constant" (Graph.sym_attr)
+        return pm.opclass("input" if op[0] == "input" else "constant").code
     cls = getattr(op, "op_class", None)
     return None if cls is None else cls.code
 

@@ -51,15 +51,22 @@ def test_graph_round_trip():
     assert nodes[2][1:] == ([0, 1], {0: 2, 100: 4, 101: 8, 200: 8, 201: 4})
     assert nodes[3] == (Neg.symbol, [2], {1: pm.i8.code})
     assert nodes[4] == (symbols.const_symbol(2), [], {})
-    # the class of every operator labelling a node (Add has none)
-    assert sym_attrs == {(Neg.symbol, core.OPCLASS): pm.opclass("unary_pointwise").code}
+    # the class of every operator labelling a node (Add has none); leaves have
+    # the classes "input" and "constant" (pm.is_input(), pm.is_constant())
+    ia, ib, c2 = symbols.intern(("input", "a")), symbols.intern(("input", "b")), \
+        symbols.const_symbol(2)
+    assert sym_attrs == {(Neg.symbol, core.OPCLASS): pm.opclass("unary_pointwise").code,
+                         (ia, core.OPCLASS): pm.opclass("input").code,
+                         (ib, core.OPCLASS): pm.opclass("input").code,
+                         (c2, core.OPCLASS): pm.opclass("constant").code}
     assert g.sym_attr(Neg.symbol, core.OPCLASS) == Neg.op_class.code
     assert g.sym_attr(Add.symbol, core.OPCLASS) is None
     assert g.sym_attr(Neg.symbol, core.RANK) is None
     # attributes are written in increasing id order
     raw = list(g.encode())
     assert raw[3:5] == [nodes[0][0], 0] and raw[5] == 6 and raw[6:18:2] == [0, 1, 100, 101, 200, 201]
-    assert raw[-4:] == [1, Neg.symbol, core.OPCLASS, Neg.op_class.code]
+    entries = sorted((sym, core.OPCLASS, v) for (sym, _), v in sym_attrs.items())
+    assert raw[-13:] == [4] + [w for e in entries for w in e]
 
 
 def test_empty_graph():

@@ -30,6 +30,9 @@ from .core import DType, bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8
 from .core.graph import Graph, Node, TensorShape
 from .core.symbols import OpClass, opclass
 from .dsl import Op, Pattern, Rule, op, pattern, rule, var
+from .dsl.relay import (GetItem, commute, getitem, has_attr, is_constant, is_input, is_tuple,
+                        optional, tuple_op, wildcard)
+from .engines.dominates import Dominates, dominates
 from .engines import ENGINES, Match, match, match_all
 from .engines.binding import available as engine_available
 from .engines.explain import Explanation, explain, explain_all
@@ -44,7 +47,20 @@ __all__ = [
     "EngineError", "EngineUnavailable", "GraphError", "OutOfFuel", "PatternError",
     "Graph", "Node", "TensorShape", "load",
     "explain", "explain_all", "Explanation", "termination", "backend",
+    "wildcard", "is_constant", "is_input", "optional", "commute", "has_attr", "getitem",
+    "is_tuple", "tuple_op", "GetItem", "dominates", "Dominates", "partition",
+    "load_partitioned",
 ]
+
+
+def partition(program, patterns=None, backend="inductor", **kwargs):
+    """Outline each match of ``patterns`` (or each connected group of
+    matches) of a PyTorch program into a submodule handed to ``backend``
+    (default ``torch.compile`` with Inductor); see
+    :func:`pypm_verified.torch.partition.partition`. Imports torch only
+    when called."""
+    from .torch.partition import partition as _partition
+    return _partition(program, patterns, backend=backend, **kwargs)
 
 
 def termination(pattern):
@@ -85,3 +101,11 @@ def load(path):
     Imports torch only when called."""
     from .torch.loader import load_rewritten
     return load_rewritten(path)
+
+
+def load_partitioned(path, backend="inductor"):
+    """A program written by ``pm.partition(...).save(path)``, its submodules
+    handed to ``backend`` again (:func:`pypm_verified.torch.partition.load_partitioned`).
+    Imports torch only when called."""
+    from .torch.partition import load_partitioned as _load
+    return _load(path, backend)

@@ -267,13 +267,17 @@ class Graph:
 
     def sym_attr(self, symbol: int, attr: int) -> Optional[int]:
         """Attribute ``attr`` of the operator ``symbol`` (its class code for
-        OPCLASS), None when unknown."""
+        OPCLASS), None when unknown. Leaves have a class too: ``"input"`` for
+        inputs, ``"constant"`` for constant leaves (``pm.is_input()`` and
+        ``pm.is_constant()`` test it)."""
         if attr != core.OPCLASS:
             return None
         try:
             key = symbols.lookup(symbol)
         except (IndexError, TypeError):
             return None
+        if isinstance(key, tuple):  # a leaf: its class is "input" or "constant"
+            return symbols.opclass("input" if key[0] == "input" else "constant").code
         cls = getattr(key, "op_class", None)
         return getattr(cls, "code", None)
 

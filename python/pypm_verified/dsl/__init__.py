@@ -2,8 +2,8 @@
 (:mod:`.trace`) and the symbolic values it computes with
 (:mod:`.symbolic`), the AST frontend (:mod:`.ast_transform`), patterns
 (:mod:`.patterns`), their lowering to the core calculus (:mod:`.lowering`),
-rules (:mod:`.rules`) and the context their bodies build in
-(:mod:`.building`)."""
+rules (:mod:`.rules`), the context their bodies build in
+(:mod:`.building`) and Relay's pattern features as sugar (:mod:`.relay`)."""
 from .operators import Op, op
 from .patterns import Pattern, pattern
 from .rules import Rule, rule

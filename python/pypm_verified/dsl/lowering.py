@@ -172,6 +172,9 @@ def _convert(P, a, kinds, index, counters) -> _Alt:
     names = {v: s.name for s, v in nums.items()}
 
     def num(sym: Sym, kind: str) -> int:
+        if sym not in nums:  # a variable the sugar bound inside a part of the term
+            fail(sym.line, f"variable {sym.name!r} is bound only inside an optional part of "
+                           "the pattern (pm.optional) and used outside it")
         k, n = nums[sym]
         assert k == kind, (sym, k, kind)  # uses are recorded with their kinds
         return n
@@ -194,11 +197,29 @@ def _convert(P, a, kinds, index, counters) -> _Alt:
             return core.GNot(guard(g.g))
         return type(g)(guard(g.g1), guard(g.g2))
 
+    def scoped(sym: Sym, kind: str) -> int:
+        n = counters[kind]
+        counters[kind] += 1
+        nums[sym] = (kind, n)
+        names[(kind, n)] = sym.name
+        return n
+
     def pat(p):
         if isinstance(p, tuple):  # the roots of a multi-root pattern
             return tuple(pat(q) for q in p)
         if isinstance(p, core.PVar):
             return core.PVar(num(p.x, TERM))
+        # the sugar of dsl/relay.py builds these inside terms
+        if isinstance(p, core.PAlt):
+            return core.PAlt(pat(p.p1), pat(p.p2))
+        if isinstance(p, core.PGuard):
+            return core.PGuard(pat(p.p), guard(p.g))
+        if isinstance(p, core.PConstr):
+            return core.PConstr(pat(p.p), pat(p.p2), num(p.x, TERM))
+        if isinstance(p, core.PExists):
+            return core.PExists(scoped(p.x, TERM), pat(p.p))
+        if isinstance(p, core.PExistsF):
+            return core.PExistsF(scoped(p.F, FUN), pat(p.p))
         if isinstance(p, core.PApp):
             return core.PApp(p.f, tuple(pat(q) for q in p.args))
         if isinstance(p, core.PFunVar):

@@ -43,7 +43,7 @@ class Op:
             return local_op(fn, *args, **kwargs)
         return super().__new__(cls)
 
-    def __init__(self, fn: Callable, op_class: Optional[str] = None):
+    def __init__(self, fn: Callable, op_class: Optional[str] = None, commutative=False):
         self.fn = fn
         self.name = getattr(fn, "__name__", repr(fn))
         try:
@@ -70,6 +70,7 @@ class Op:
         if op_class is not None and not isinstance(op_class, str):
             raise PatternError(f"operator {self.name}: op_class must be a string")
         self.op_class = None if op_class is None else opclass(op_class)
+        self.commutative = _commutative_positions(self, commutative)
         self.symbol = symbols.intern(self)
         self.torch_targets = ()
         self.torch_auto = False
@@ -94,12 +95,36 @@ class Op:
             return builder.apply(self, *args, shape=shape, dtype=dtype)  # in a rule body
         if shape is not None or dtype is not None:
             raise Unlocated(f"operator {self.name}: shape/dtype apply to graph nodes only")
-        return SymTerm(core.PApp(self.symbol, tuple(as_pattern(a, self.name, i)
+        term = SymTerm(core.PApp(self.symbol, tuple(as_pattern(a, self.name, i)
                                                  for i, a in enumerate(args))),
-                    f"{self.name}({', '.join(map(repr, args))})")
+                       f"{self.name}({', '.join(map(repr, args))})")
+        if self.commutative is not None:
+            from .relay import commute  # the sugar lives with the other Relay features
+            return commute(term, *self.commutative)
+        return term
 
 
-def op(fn: Optional[Callable] = None, *, op_class: Optional[str] = None, torch=None):
+def _commutative_positions(o: "Op", commutative):
+    """None, or the pair of argument positions that commute."""
+    if commutative is False or commutative is None:
+        return None
+    if commutative is True:
+        if o.arity != 2:
+            raise PatternError(
+                f"operator {o.name}: commutative=True needs exactly 2 arguments, it has "
+                f"{o.arity}; name the two that commute, e.g. commutative=(0, 1)")
+        return (0, 1)
+    if (isinstance(commutative, tuple) and len(commutative) == 2
+            and all(isinstance(i, int) and not isinstance(i, bool) for i in commutative)
+            and all(0 <= i < o.arity for i in commutative)
+            and commutative[0] != commutative[1]):
+        return tuple(sorted(commutative))
+    raise PatternError(f"operator {o.name}: commutative must be True or a pair of distinct "
+                       f"argument positions in [0, {o.arity}), not {commutative!r}")
+
+
+def op(fn: Optional[Callable] = None, *, op_class: Optional[str] = None, torch=None,
+       commutative=False):
     """Declare an operator: ``@pm.op``, ``@pm.op(op_class="...")`` or
     ``@pm.op(torch=[torch.ops.aten.matmul.default, ...])``.
 
@@ -115,9 +140,16 @@ def op(fn: Optional[Callable] = None, *, op_class: Optional[str] = None, torch=N
     """
     def make(f):
         if torch is None:
-            return Op(f, op_class=op_class)
+            return Op(f, op_class=op_class, commutative=commutative)
         from ..torch.targets import bind_torch  # torch targets: the torch layer's registry
-        return bind_torch(f, torch, op_class)
+        o = bind_torch(f, torch, op_class)
+        pos = _commutative_positions(o, commutative)
+        if pos != o.commutative:
+            if o.commutative is not None and pos != o.commutative:
+                raise PatternError(f"operator {o.name}: already declared with commutative="
+                                   f"{o.commutative!r}")
+            o.commutative = pos
+        return o
     if fn is None:
         return make
     return make(fn)

@@ -200,6 +200,7 @@ class Rule:
     def __init__(self, pattern: Pattern, fn: Callable):
         self.pattern = pattern
         self.fn = fn
+        self.interior = "duplicate"  # set by @pm.rule(..., interior=...)
         self.name = fn.__name__
         code = fn.__code__
         self.where = f"{code.co_filename}:{code.co_firstlineno}"
@@ -322,16 +323,32 @@ class Rule:
             return None
 
 
-def rule(pattern: Pattern):
+#: What a rule does with a match whose interior nodes are used outside it
+#: (``@pm.rule(P, interior=...)``; :mod:`pypm_verified.torch.legality`).
+INTERIOR_POLICIES = ("duplicate", "relay", "refuse")
+
+
+def rule(pattern: Pattern, *, interior: str = "duplicate"):
     """Declare a rule of ``pattern``: ``@pm.rule(MMxyT)``. Rules are tried in
-    definition order; re-executing a ``def`` replaces its earlier rule."""
+    definition order; re-executing a ``def`` replaces its earlier rule.
+
+    ``interior`` says what the PyTorch driver does when a node the match
+    covers, other than its root, is also used outside the match
+    (:mod:`pypm_verified.torch.legality`): ``"duplicate"`` (the default)
+    fires anyway -- the outside user keeps that node, the replacement
+    computes it again; ``"relay"`` fires only if every such outside user
+    flows into the root (Relay's check), ``"refuse"`` never fires then."""
     if not isinstance(pattern, Pattern):
         raise PatternError(f"@pm.rule takes a @pm.pattern, not {pattern!r}")
+    if interior not in INTERIOR_POLICIES:
+        raise PatternError(f"@pm.rule(interior={interior!r}): expected one of "
+                           f"{INTERIOR_POLICIES}")
 
     def decorate(fn: Callable) -> Rule:
         if not inspect.isfunction(fn):
             raise PatternError(f"@pm.rule decorates a function, not {fn!r}")
         r = Rule(pattern, fn)
+        r.interior = interior
         for i, old in enumerate(pattern.rules):
             if old.fn.__code__ is fn.__code__:
                 pattern.rules[i] = r

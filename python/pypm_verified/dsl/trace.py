@@ -67,6 +67,7 @@ class Trace:
         self.locals: List[Sym] = []
         self.uses: List[Tuple[Sym, str, int]] = []
         self.calls: List[CallIR] = []
+        self.commuted = 0  # commutative applications (dsl/relay.py: at most MAX_COMMUTATIVE)
 
     def line(self) -> int:
         """The line of the pattern body being executed."""
@@ -87,6 +88,12 @@ class Trace:
                                  f"be {how}")
         else:
             self.uses.append((sym, kind, self.line()))
+
+    def scoped(self, kind: str, arity: Optional[int] = None, name: str = "_") -> Sym:
+        """A variable bound by an ∃ inside the returned term (``pm.wildcard()``,
+        ``pm.is_constant()``): numbered by lowering where its binder is, never
+        a local of the whole alternate."""
+        return Sym(name, None, kind, arity, self.line())
 
     def local(self, kind: str, arity: Optional[int] = None) -> Sym:
         line = self.line()

@@ -155,6 +155,8 @@ def match(pattern: PatternLike, node: Node, engine: str = "verified",
     if isinstance(pattern, Pattern) and pattern.is_multi:
         from . import multi
         return multi.match_multi(pattern, node, engine, fuel)
+    if getattr(pattern, "_is_dominates", False):  # pm.dominates: a side condition (dominates.py)
+        return pattern.match(node, engine, fuel)
     return _match_at(PreparedPatterns([pattern]), 0, node, engine, fuel)
 
 

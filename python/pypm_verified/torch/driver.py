@@ -583,10 +583,18 @@ class Driver:
             values = {k: self.bound_value(t) for k, t in m.bindings.items()}
             values.update(m.functions)
             declined: List[Tuple[str, str]] = []
+            illegal = {}  # interior policy -> refusal (legality.py), computed on demand
             for rule in pattern.rules:
                 if self.skip is not None and self.skip(rule.name, node.name):
                     declined.append((rule.name, "skipped by the search"))
                     continue
+                policy = getattr(rule, "interior", "duplicate")
+                if policy != "duplicate":
+                    if policy not in illegal:
+                        illegal[policy] = self.interior_refusal(pattern, m, node, policy)
+                    if illegal[policy] is not None:
+                        declined.append((rule.name, illegal[policy]))
+                        continue
                 changed = self.fire_at(rule, values, node, declined)
                 if changed is not None:
                     if seen is not None:
@@ -597,6 +605,19 @@ class Driver:
             if seen is not None:
                 seen.declined(declined)
         return None
+
+    def interior_refusal(self, pattern, m, root: fx.Node, policy: str) -> Optional[str]:
+        """Why ``policy`` refuses match ``m`` at ``root`` because a node it
+        covers is used outside it (:func:`.legality.verdict`), or None."""
+        from . import legality
+        from .html import cover_terms
+        bound = {t.id for t in m.bindings.values()}
+        region = {root}
+        for t in cover_terms(pattern, m):
+            n = self.tg.fx_of.get(t.id)
+            if n is not None and n.op == "call_function" and t.id not in bound:
+                region.add(n)
+        return legality.verdict(region, root, policy)[0]
 
     def fire_at(self, rule, values, root: fx.Node,
                 declined: Optional[List[Tuple[str, str]]] = None) -> Optional[List[fx.Node]]:

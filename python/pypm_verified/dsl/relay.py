@@ -1,0 +1,339 @@
+"""Relay's dataflow-pattern features (TVM, ``../shared/papers/002_*.txt``) as
+sugar over the existing calculus.
+
+Everything here builds terms of the calculus of ``theories/Syntax.v`` --
+alternates, guards, ∃ binders, operator variables, match constraints -- so
+what the matchers prove about those holds for these patterns unchanged; no
+new pattern form is added. The one feature that is *not* expressible in the
+calculus, :func:`dominates`, is a side condition checked outside the proved
+core (:mod:`pypm_verified.engines.dominates`), and says so.
+
+=====================  =============================================  ==============
+Relay                  here                                           lowered to
+=====================  =============================================  ==============
+``wildcard()``         ``pm.wildcard()``                              a local ``∃w. w``
+``is_constant()``      ``pm.is_constant()``                           ``∃F. F() ; guard(F.op_class = constant)``
+``is_expr(const(v))``  ``pm.is_constant(v)`` or the literal ``v``     the constant leaf ``v``
+``is_var()``           ``pm.is_input()``                              ``∃F. F() ; guard(F.op_class = input)``
+``p.optional(f)``      ``pm.optional(p, f)`` / ``p.optional(f)``      ``f(p) ‖ p``
+commutative add/mul    ``@pm.op(commutative=True)``, ``pm.commute``   ``f(a, b) ‖ f(b, a)``
+``p.has_attr({k: v})`` ``pm.has_attr(p, k=v)`` / ``p.has_attr(k=v)``  ``p ; (v ≈ x)`` or the literal
+``is_tuple``           ``pm.is_tuple(a, b, ...)``                     ``Tuple<n>(a, b, ...)``
+``is_tuple_get_item``  ``pm.getitem(t, i)``                           ``GetItem(t, i)``
+``dominates(P, I, C)`` ``pm.dominates(P, I, C)``                      side condition (not proved)
+=====================  =============================================  ==============
+"""
+from __future__ import annotations
+
+import inspect
+import operator as _operator
+import sys
+from typing import Callable, Dict, Optional
+
+from .. import core
+from ..core import symbols
+from ..core.symbols import opclass
+from ..errors import PatternError
+from .symbolic import SymTerm, Var, as_pattern, var
+from .trace import FUN, TERM, Unlocated, current
+
+__all__ = ["wildcard", "is_constant", "is_input", "optional", "commute", "has_attr",
+           "getitem", "is_tuple", "tuple_op", "GetItem", "MAX_COMMUTATIVE",
+           "CONSTANT_CLASS", "INPUT_CLASS"]
+
+#: At most this many commutative applications in one alternate: each doubles
+#: the orders the search may try (2^8 = 256 at worst, bench/bench_relay.py).
+MAX_COMMUTATIVE = 8
+
+#: The operator classes of leaves (``Graph.sym_attr``): constant leaves and inputs.
+CONSTANT_CLASS = "constant"
+INPUT_CLASS = "input"
+
+
+def _trace():
+    return current()
+
+
+# ------------------------------------------------------------------ leaves
+
+
+def wildcard() -> Var:
+    """Any node (Relay's ``wildcard()``): a local term variable, not reported
+    in the bindings. Used twice, it is the same node both times (as a Relay
+    wildcard object used twice)."""
+    v = var()
+    v.sym.name = f"_wildcard{len(_trace().locals) - 1}"  # renamed by an assignment
+    return v
+
+
+def _leaf_of_class(name: str, text: str) -> SymTerm:
+    trace = _trace()
+    F = trace.scoped(FUN, 0, name="_leaf")
+    test = core.GEq(core.EFAttr(F, core.OPCLASS), core.EConst(opclass(name).code))
+    return SymTerm(core.PExistsF(F, core.PGuard(core.PFunVar(F, ()), test)), text)
+
+
+def is_constant(*value) -> SymTerm:
+    """``pm.is_constant()``: any constant leaf (a literal of the graph: in a
+    ``pm.Graph`` a ``graph.const``, in a PyTorch program a non-tensor
+    argument such as a dim or a scalar); ``pm.is_constant(v)``: the constant
+    ``v`` (the same as writing the literal ``v`` as an argument)."""
+    if len(value) > 1:
+        raise Unlocated("pm.is_constant() takes at most one value")
+    if value:
+        v = value[0]
+        if not symbols.is_constant(v):
+            raise Unlocated(f"pm.is_constant({v!r}): not a constant (int, float, bool, str, "
+                            "None, a dtype, or a list/tuple of these)")
+        return SymTerm(core.PApp(symbols.const_symbol(v), ()), repr(v))
+    return _leaf_of_class(CONSTANT_CLASS, "is_constant()")
+
+
+def is_input() -> SymTerm:
+    """Any input leaf (Relay's ``is_var()``): a graph input, or in a PyTorch
+    program a placeholder (user input, parameter or buffer)."""
+    return _leaf_of_class(INPUT_CLASS, "is_input()")
+
+
+# ---------------------------------------------------------------- optional
+
+
+def optional(p, option: Callable, *args) -> SymTerm:
+    """``option(p, *args) ‖ p`` (Relay's ``p.optional(option)``): ``option``
+    is an operator (``pm.optional(conv, BiasAdd, b)`` is ``BiasAdd(conv, b)
+    ‖ conv``; ``pm.optional(x, Add, bias)`` is "``x`` plus an optional
+    bias") or a function from terms to a term defined outside the pattern
+    body (bodies cannot hold lambdas). The longer form is tried first
+    (Relay tries ``p`` first; with a variable ``p`` that would never reach
+    the option). Variables bound only in the option are unbound when it is
+    absent: a rule receives ``None`` for them; wildcards and ``pm.var()``
+    created inside the option are local to it."""
+    trace = _trace()
+    base = as_pattern(p, "pm.optional", 0)
+    n0 = len(trace.locals)
+    opt = option(p, *args)
+    if not isinstance(opt, SymTerm):
+        raise Unlocated(f"pm.optional: the option returned {opt!r}, not a pattern term")
+    body = opt.core
+    # locals only the option uses (made inside it, or passed to it, e.g. a
+    # wildcard argument): bound by ∃ around the option, not the alternate
+    only = _syms(body) - _syms(base)
+    fresh = [sym for sym in trace.locals[:n0] if sym in only] + trace.locals[n0:]
+    trace.locals[:] = [sym for sym in trace.locals if sym not in fresh]
+    for sym in reversed(fresh):
+        body = core.PExists(sym, body) if sym.kind == TERM else core.PExistsF(sym, body)
+    text = getattr(p, "text", repr(p))
+    return SymTerm(core.PAlt(body, base), f"optional({text}, {opt.text})")
+
+
+def _syms(p) -> set:
+    """The variables (trace symbols) occurring in the traced term ``p``."""
+    out, stack = set(), [p]
+    while stack:
+        q = stack.pop()
+        if isinstance(q, core.PVar):
+            out.add(q.x)
+        elif isinstance(q, core.PFunVar):
+            out.add(q.F)
+        elif isinstance(q, core.PConstr):
+            out.add(q.x)
+        elif isinstance(q, core.PGuard):
+            out.update(_guard_syms(q.g))
+        if isinstance(q, core.PATTERN_TYPES) and not isinstance(q, core.PCall):
+            stack.extend(core.children(q))
+        elif hasattr(q, "args") and hasattr(q, "pattern"):  # a pattern call (CallIR)
+            out.update(q.args)
+    return out
+
+
+def _guard_syms(g) -> set:
+    out, stack = set(), [g]
+    while stack:
+        h = stack.pop()
+        if isinstance(h, core.EAttr):
+            out.add(h.x)
+        elif isinstance(h, core.EFAttr):
+            out.add(h.F)
+        for f in ("e1", "e2", "g1", "g2", "g"):
+            v = getattr(h, f, None)
+            if v is not None:
+                stack.append(v)
+    return out
+
+
+# ------------------------------------------------------------- commutative
+
+
+def commute(term, i: int = 0, j: int = 1) -> SymTerm:
+    """``f(.., a_i, .., a_j, ..) ‖ f(.., a_j, .., a_i, ..)``: the application
+    ``term`` with arguments ``i`` and ``j`` in either order (what
+    ``@pm.op(commutative=...)`` does at every application of the operator).
+    Identical arguments are not swapped. At most :data:`MAX_COMMUTATIVE`
+    per alternate: ``k`` of them make at most ``2^k`` orders to try."""
+    if not isinstance(term, SymTerm) or not isinstance(term.core, core.PApp):
+        raise Unlocated(f"pm.commute takes an operator application, not {term!r}")
+    p = term.core
+    n = len(p.args)
+    if not (0 <= i < n and 0 <= j < n and i != j):
+        raise Unlocated(f"pm.commute: positions ({i}, {j}) are not two distinct arguments "
+                        f"of {term!r}")
+    if p.args[i] == p.args[j]:
+        return term
+    trace = _trace()
+    trace.commuted += 1
+    if trace.commuted > MAX_COMMUTATIVE:
+        raise Unlocated(
+            f"more than {MAX_COMMUTATIVE} commutative applications in one alternate "
+            f"(each doubles the argument orders the matcher may try: 2^{trace.commuted}); "
+            "split the pattern into patterns that call each other, or fix an order")
+    args = list(p.args)
+    args[i], args[j] = args[j], args[i]
+    return SymTerm(core.PAlt(p, core.PApp(p.f, tuple(args))), term.text)
+
+
+# -------------------------------------------------------------- attributes
+
+
+def _param_index(o, name: str) -> int:
+    try:
+        params = list(inspect.signature(o.fn).parameters)
+    except (TypeError, ValueError):
+        params = []
+    if name not in params:
+        raise Unlocated(f"has_attr: operator {o.name} has no argument {name!r} "
+                        f"(its arguments: {', '.join(params)})")
+    return params.index(name)
+
+
+def _with_attr(p, name: str, value, text: str):
+    if isinstance(p, core.PAlt):  # a commuted application: both orders
+        return core.PAlt(_with_attr(p.p1, name, value, text), _with_attr(p.p2, name, value, text))
+    if not isinstance(p, core.PApp):
+        raise Unlocated(f"has_attr applies to an operator application, not {text}")
+    o = symbols.lookup(p.f)
+    if not hasattr(o, "fn"):
+        raise Unlocated(f"has_attr applies to an operator application, not {text}")
+    k = _param_index(o, name)
+    lit = core.PApp(symbols.const_symbol(value), ())
+    arg = p.args[k]
+    args = list(p.args)
+    if isinstance(arg, core.PVar):
+        # the variable stays bound (to the constant leaf); the constraint checks it
+        return core.PConstr(p, lit, arg.x)
+    if arg == lit:
+        return p
+    if isinstance(arg, core.PApp) and not arg.args:
+        raise Unlocated(f"has_attr({name}={value!r}): argument {name!r} of {text} is already "
+                        f"the constant {symbols.describe(arg.f)}")
+    args[k] = lit
+    if isinstance(arg, core.PExistsF):  # pm.is_constant(): the constant is more specific
+        return core.PApp(p.f, tuple(args))
+    raise Unlocated(f"has_attr({name}={value!r}): argument {name!r} of {text} is a pattern, "
+                    "not a variable or wildcard")
+
+
+def has_attr(term, **attrs) -> SymTerm:
+    """``term`` whose operator's argument ``k`` is the constant ``v`` for each
+    ``k=v`` (Relay's ``has_attr``): operator attributes -- a softmax's dim, a
+    conv's layout -- are constant arguments in this project's graphs (the
+    PyTorch importer passes every non-tensor argument as a constant leaf,
+    named by the schema). An argument written as a variable stays bound (a
+    match constraint checks it); a wildcard is replaced by the constant."""
+    if not isinstance(term, SymTerm):
+        raise Unlocated(f"has_attr applies to a pattern term, not {term!r}")
+    p = term.core
+    for k, v in attrs.items():
+        if not symbols.is_constant(v):
+            raise Unlocated(f"has_attr({k}={v!r}): not a constant value")
+        p = _with_attr(p, k, v, term.text)
+    shown = ", ".join(f"{k}={v!r}" for k, v in attrs.items())
+    return SymTerm(p, f"{term.text}.has_attr({shown})")
+
+
+# ------------------------------------------------------------------ tuples
+
+
+def _generic_fn(name: str, params) -> Callable:
+    ns: Dict[str, object] = {}
+    exec(f"def {name}({', '.join(params)}):\n    return 1\n", ns)  # noqa: S102
+    return ns[name]
+
+
+_tuple_ops: Dict[int, object] = {}
+_GETITEM = None
+
+
+def tuple_op(n: int):
+    """The operator of tuples of ``n`` elements (``Tuple3``); build one in a
+    graph with ``graph.apply(pm.tuple_op(2), a, b)``."""
+    from .operators import Op
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise PatternError(f"tuple_op: n must be an int >= 0, not {n!r}")
+    o = _tuple_ops.get(n)
+    if o is None:
+        o = _tuple_ops[n] = Op(_generic_fn(f"Tuple{n}", [f"e{i}" for i in range(n)]))
+    return o
+
+
+def _getitem_op():
+    global _GETITEM
+    if _GETITEM is None:
+        from .operators import Op
+        _GETITEM = Op(_generic_fn("GetItem", ["tup", "index"]))
+    return _GETITEM
+
+
+def GetItem():  # noqa: N802 -- the operator, as a function so the module stays lazy
+    """The DSL's ``GetItem(tuple, index)`` operator (graphs: ``graph.apply(
+    pm.GetItem(), t, 0)``)."""
+    return _getitem_op()
+
+
+def is_tuple(*items) -> SymTerm:
+    """A tuple of ``len(items)`` elements matching ``items`` (Relay's
+    ``is_tuple``)."""
+    return tuple_op(len(items))(*items)
+
+
+def getitem(tup, index: Optional[int] = None) -> SymTerm:
+    """Element ``index`` of the multi-output term ``tup`` (Relay's
+    ``is_tuple_get_item``; ``index=None``: any element). In a PyTorch
+    program (``tup`` applies an operator bound to torch targets, e.g.
+    ``Split``) this is the importer's ``GetItem`` (``operator.getitem``),
+    elsewhere the DSL's. An index beyond a declared output arity (``@pm.op``
+    returning ``n > 1``) is an error."""
+    if not isinstance(tup, SymTerm):
+        raise Unlocated(f"getitem takes a pattern term, not {tup!r}")
+    getter = _getitem_op()
+    p = tup.core
+    root = symbols.lookup(p.f) if isinstance(p, core.PApp) else None
+    if getattr(root, "torch_targets", ()):
+        targets = sys.modules.get("pypm_verified.torch.targets")
+        bound = targets.op_of_target(_operator.getitem) if targets is not None else None
+        if bound is None:
+            from ..torch import ops  # noqa: F401 -- declares GetItem for operator.getitem
+            bound = sys.modules["pypm_verified.torch.targets"].op_of_target(_operator.getitem)
+        getter = bound
+    elif root is not None and index is not None and getattr(root, "n_outputs", 1) > 1 \
+            and not 0 <= index < root.n_outputs:
+        raise Unlocated(f"getitem: {root.name} has {root.n_outputs} outputs, no index {index}")
+    if index is None:
+        return getter(tup, wildcard())
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise Unlocated(f"getitem: the index must be an int or None, not {index!r}")
+    return getter(tup, index)
+
+
+# --------------------------------------------------------- methods on terms
+
+
+def _optional_method(self, option, *args):
+    return optional(self, option, *args)
+
+
+def _has_attr_method(self, **attrs):
+    return has_attr(self, **attrs)
+
+
+SymTerm.optional = _optional_method
+SymTerm.has_attr = _has_attr_method
