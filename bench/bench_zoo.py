@@ -494,8 +494,13 @@ def run_job(name: str, mode: str, key: str, timeouts: Dict[str, float]) -> dict:
         cli = run_cli(work, timeouts["rewrite"])
         rep = cli.pop("report")
         rec["rewrite"] = {**cli, "report": _summ_report(rep)}
-        an = run_child(step_analyze, (name, mode, work, rep), work / "analyze.json",
-                       timeouts["analyze"])
+        if not cli["written"] and not ex.get("softmax_blocks"):
+            # nothing to explain, and the program is the one exported: skip a load
+            an = {"skipped": "no softmax block and no rewritten program",
+                  "softmax_left": 0, "sdpa_after": ex.get("sdpa") or 0, "unfused": []}
+        else:
+            an = run_child(step_analyze, (name, mode, work, rep), work / "analyze.json",
+                           timeouts["analyze"])
         rec["analysis"] = an
     rec["seconds"] = time.perf_counter() - t0
     rec.update(summarize(rec))
@@ -549,7 +554,9 @@ def result_path(name: str, mode: str) -> Path:
     return BUILD / "results" / f"{name}.{mode}.json"
 
 
-def cached(name: str, mode: str, key: str) -> Optional[dict]:
+def cached(name: str, mode: str, key: Optional[str]) -> Optional[dict]:
+    """The cached record of a job measured with cache key ``key`` (any key
+    when None), or None."""
     p = result_path(name, mode)
     if not p.exists():
         return None
@@ -557,7 +564,7 @@ def cached(name: str, mode: str, key: str) -> Optional[dict]:
         rec = json.loads(p.read_text())
     except ValueError:
         return None
-    return rec if rec.get("key") == key else None
+    return rec if key is None or rec.get("key") == key else None
 
 
 def do_job(name: str, mode: str, key: str, timeouts, fresh: bool) -> Optional[dict]:
@@ -624,7 +631,9 @@ def markdown(recs: List[dict], meta: dict) -> List[str]:
          f"`python bench/bench_zoo.py{' --quick' if meta['quick'] else ''}` "
          f"({meta['when']}, commit {meta['commit']}{' + changes' if meta['dirty'] else ''}, "
          f"torch {meta['torch']}, transformers {meta['transformers']}; "
-         f"{meta['wall_s'] / 60:.0f} min on {meta['machine']}, load {meta['load']}). "
+         f"{meta['wall_s'] / 60:.0f} min of jobs on {meta['machine']}, load "
+         f"{[round(x, 1) for x in meta['load'] or []]}; cache keys "
+         f"{', '.join(meta['cache_keys'])}). "
          "How each column is measured: the docstring of bench/bench_zoo.py and the README "
          "(section \"The zoo\").", ""]
     by_mode = {m: [r for r in recs if r["mode"] == m] for m in MODES}
@@ -756,6 +765,9 @@ def main(argv=None) -> int:
                     "analyze 240 s)")
     ap.add_argument("--fresh", action="store_true", help="ignore cached results")
     ap.add_argument("--list", action="store_true", help="list the models and exit")
+    ap.add_argument("--report-only", action="store_true",
+                    help="run nothing: write the report from the cached records, whatever "
+                    "sources they were measured with (their cache keys are listed)")
     ap.add_argument("--results-name", default=None,
                     help="results file stem (default zoo, zoo_quick; none with --only)")
     ap.add_argument("--out", default=None, help="results directory (default bench/results)")
@@ -784,14 +796,17 @@ def main(argv=None) -> int:
         ap.error(f"--modes: expected some of {', '.join(MODES)}")
     key = cache_key()
     jobs = [(n, m) for n in names for m in modes]
+    if a.report_only:
+        key = None
+        a.fresh = False
     if a.fresh:  # forget these jobs' results; the runners then redo them once each
         for j in jobs:
             if result_path(*j).exists():
                 result_path(*j).unlink()
-    todo = [j for j in jobs if cached(*j, key) is None]
+    todo = [] if a.report_only else [j for j in jobs if cached(*j, key) is None]
     log(f"[zoo] {len(jobs)} jobs ({len(names)} models x {len(modes)} modes), "
         f"{len(jobs) - len(todo)} cached, {len(todo)} to run in {a.jobs} runner(s); "
-        f"cache key {key}")
+        f"cache key {key or '(any: --report-only)'}")
     t0 = time.perf_counter()
     if todo:
         # every runner walks the whole list and takes the jobs nobody holds
@@ -830,7 +845,8 @@ def main(argv=None) -> int:
             "commit": common.git_commit(short=True), "dirty": common.git_dirty(),
             "torch": torch.__version__, "transformers": transformers.__version__,
             "wall_s": sum(r.get("seconds", 0) for r in recs), "machine": common.machine(),
-            "load": common.loadavg(), "cache_key": key, "jobs": a.jobs,
+            "load": common.loadavg(), "jobs": a.jobs,
+            "cache_keys": sorted({r.get("key") for r in recs if r.get("key")}),
             "run_wall_s": wall}
     stem = a.results_name or common.stem("zoo", a.quick)
     out = common.results_dir(a.out)

@@ -179,3 +179,30 @@ def test_graph_imported_before_the_library_still_matches():
                        capture_output=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_explain_cli_on_a_dynamic_program(tmp_path, capsys, lib):
+    """Found by the zoo: ``explain`` imported a dynamic program without size
+    hints, so every guard on a symbolic size was unknown and it reported "no
+    match" where ``rewrite`` fires. It now reads sizes as the rewrite does
+    and re-decides each match for every admissible size."""
+    from torch.export import Dim
+    from pypm_verified import cli
+    from pypm_verified.torch.loader import export_module
+
+    class M(torch.nn.Module):
+        def forward(self, q, k, v):
+            s = torch.matmul(q, k.transpose(-1, -2)) * 0.25
+            return torch.matmul(torch.softmax(s, -1), v)
+    x = torch.randn(2, 4, 8, 16)
+    seq = Dim("seq", min=2, max=64)
+    ep = export_module(M(), (x, x, x), dynamic_shapes=({2: seq}, {2: seq}, {2: seq}))
+    assert any(not isinstance(d, int) for d in ep.example_inputs[0][0].shape) or \
+        ep.range_constraints
+    path = tmp_path / "m_dyn.pt2"
+    torch.export.save(ep, str(path))
+    assert cli.main(["explain", str(path), "--pattern", "Attention"]) == 0
+    out = capsys.readouterr().out
+    assert "dynamic shapes" in out
+    assert "pattern Attention: matches at 1 node(s)" in out, out
+    assert "example sizes only" not in out
