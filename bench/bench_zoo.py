@@ -296,10 +296,16 @@ def _attention_patterns():
 
 
 def _norm_reason(s: str) -> str:
-    """A reason with node names and numbers of nodes taken out, to group by."""
+    """A reason without what differs from block to block (node names and
+    ids, shapes, counts), to group by: ``found where_3 = WhereScalarOther :
+    f32[2, 1, 8, 16]`` -> ``found WhereScalarOther``."""
+    s = re.sub(r"\b[\w.]+ = (\w+)", r"\1", s)           # "name = Op" -> "Op"
+    s = re.sub(r"\s*:\s*\w+\[[^\]]*\]", "", s)          # " : f32[2, 4, 16, 16]"
     s = re.sub(r"%\d+", "%N", s)
-    s = re.sub(r"\b([a-z_]+?)_\d+\b", r"\1_N", s)
-    return s
+    s = re.sub(r"\b([A-Za-z_]+?)_\d+\b", r"\1_N", s)
+    s = re.sub(r"\(\d+ of \d+[^)]*\)", "", s)
+    s = re.sub(r"saw \d+", "saw N", s)
+    return s.strip()
 
 
 def step_analyze(name: str, mode: str, work: Path, report: Optional[dict]) -> dict:
@@ -625,6 +631,12 @@ def _short(s: Optional[str], n: int = 160) -> str:
     return s if len(s) <= n else s[:n - 1] + "…"
 
 
+def _paths(line: str) -> str:
+    """Paths in a report line relative to the checkout (and site-packages)."""
+    line = line.replace(str(ROOT) + os.sep, "")
+    return re.sub(r"/\S*?/site-packages/", "site-packages/", line)
+
+
 def markdown(recs: List[dict], meta: dict) -> List[str]:
     import zoo_models
     L = [f"# The zoo: {meta['models']} architectures, static and dynamic", "",
@@ -645,7 +657,12 @@ def markdown(recs: List[dict], meta: dict) -> List[str]:
         ("models", lambda rs: len(rs)),
         ("exported", lambda rs: tot(rs, lambda r: r["exported"] == "yes")),
         ("export failed (the model's or torch's)",
-         lambda rs: tot(rs, lambda r: r["exported"] in ("no", "not saved", "timeout"))),
+         lambda rs: tot(rs, lambda r: r["exported"] in ("no", "not saved"))),
+        ("timed out (export or rewrite)",
+         lambda rs: tot(rs, lambda r: r["exported"] == "timeout"
+                        or r["rewritten"] == "timeout")),
+        ("not run (the run was stopped first)",
+         lambda rs: tot(rs, lambda r: r["exported"] == "not run")),
         ("rewritten by the CLI (exit 0)", lambda rs: tot(rs, lambda r: r["rewritten"] == "ok")),
         ("numerics mismatch (exit 1)", lambda rs: tot(rs, lambda r: r["rewritten"] == "numerics")),
         ("crashes of this project", lambda rs: tot(rs, lambda r: r["crash"])),
@@ -689,7 +706,8 @@ def markdown(recs: List[dict], meta: dict) -> List[str]:
     groups: Dict[str, Dict] = {}
     for r in recs:
         for u in (r.get("analysis") or {}).get("unfused", []):
-            g = groups.setdefault(u.get("key", "?"), {"n": 0, "models": set(), "example": u})
+            g = groups.setdefault(_norm_reason(u.get("reason") or u.get("key") or "?"),
+                                  {"n": 0, "models": set(), "example": u})
             g["n"] += 1
             g["models"].add(f"{r['model']} ({r['mode'][0]})")
     L += ["## Why blocks were left unfused", "",
@@ -709,7 +727,8 @@ def markdown(recs: List[dict], meta: dict) -> List[str]:
     L += ["## Failures", "", "Export failures are the model's or torch's (the loader's "
           "one line, quoting torch); a crash is an exception raised in pypm_verified, a rule "
           "that raised, or a process that died.", ""]
-    fails = [r for r in recs if r.get("failure") or r["crash"]]
+    fails = [r for r in recs if (r.get("failure") or r["crash"])
+             and r["exported"] != "not run"]
     if not fails:
         L.append("(none)")
     for r in fails:
@@ -725,6 +744,11 @@ def markdown(recs: List[dict], meta: dict) -> List[str]:
                 msg += f" (at {where})"
         L.append(f"* {r['model']} ({r['mode']}), {what}: {_cell(_short(msg, 600))}")
     L.append("")
+    not_run = [f"{r['model']} ({r['mode'][0]})" for r in recs if r["exported"] == "not run"]
+    if not_run:
+        L += [f"**Not run** ({len(not_run)} jobs; the run was stopped before them, "
+              "`python bench/bench_zoo.py` resumes it from the cache): "
+              + ", ".join(not_run), ""]
     fam = {}
     for n, e in zoo_models.ZOO.items():
         fam.setdefault(e.family, []).append(n)
@@ -851,7 +875,7 @@ def main(argv=None) -> int:
     stem = a.results_name or common.stem("zoo", a.quick)
     out = common.results_dir(a.out)
     common.write_json(out / f"{stem}.json", {"meta": meta, "results": recs})
-    lines = common.write_md(out / f"{stem}.md", markdown(recs, meta))
+    lines = common.write_md(out / f"{stem}.md", [_paths(ln) for ln in markdown(recs, meta)])
     print("\n".join(lines[:40]))
     log(f"[zoo] wrote {out / stem}.md and .json")
     return 0
