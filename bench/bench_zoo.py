@@ -819,7 +819,9 @@ def main(argv=None) -> int:
     if any(m not in MODES for m in modes):
         ap.error(f"--modes: expected some of {', '.join(MODES)}")
     key = cache_key()
-    jobs = [(n, m) for n in names for m in modes]
+    # every model's first mode before any model's second: a run stopped early
+    # covers as many architectures as it can
+    jobs = [(n, m) for m in modes for n in names]
     if a.report_only:
         key = None
         a.fresh = False
