@@ -263,6 +263,17 @@ def exception_record(e: BaseException) -> dict:
 
 # ------------------------------------------------------------------ steps (in children)
 
+def _detail(e: Optional[BaseException], lines: int = 4) -> str:
+    """The lines after the first of torch's message (the loader keeps one):
+    e.g. which constraint a dynamic dimension violated."""
+    if e is None:
+        return ""
+    text = [ln.strip() for ln in str(e).strip().splitlines()[1:] if ln.strip()]
+    text = [ln for ln in text if not ln.startswith(("For more information", "You can suppress",
+                                                     "Set TORCH", "from user code"))]
+    return " / ".join(text[:lines])[:600]
+
+
 def step_export(name: str, mode: str, work: Path) -> dict:
     import torch
     import zoo_models
@@ -275,7 +286,8 @@ def step_export(name: str, mode: str, work: Path) -> dict:
     try:
         ep = export_module(m, (), kw, dynamic_shapes=spec if mode == "dynamic" else None)
     except LoadError as e:
-        return {"exported": False, "stage": "export", "message": str(e)[:800], "crash": False}
+        return {"exported": False, "stage": "export", "message": str(e)[:800], "crash": False,
+                "detail": _detail(e.__cause__)}
     except Exception as e:  # noqa: BLE001
         return {"exported": False, "stage": "export", **exception_record(e)}
     t_export = time.perf_counter() - t0
@@ -742,7 +754,9 @@ def markdown(recs: List[dict], meta: dict) -> List[str]:
             where = ex.get("where") or an.get("where")
             if where:
                 msg += f" (at {where})"
-        L.append(f"* {r['model']} ({r['mode']}), {what}: {_cell(_short(msg, 600))}")
+        detail = (r.get("export") or {}).get("detail")
+        L.append(f"* {r['model']} ({r['mode']}), {what}: {_cell(_short(msg, 600))}"
+                 + (f" — {_cell(_short(detail, 400))}" if detail else ""))
     L.append("")
     not_run = [f"{r['model']} ({r['mode'][0]})" for r in recs if r["exported"] == "not run"]
     if not_run:
