@@ -659,7 +659,7 @@ def markdown(recs: List[dict], meta: dict) -> List[str]:
          f"{[round(x, 1) for x in meta['load'] or []]}; cache keys "
          f"{', '.join(meta['cache_keys'])}). "
          "How each column is measured: the docstring of bench/bench_zoo.py and the README "
-         "(section \"The zoo\").", ""]
+         "(section \"The zoo\").", ""] + ([meta["note"], ""] if meta.get("note") else [])
     by_mode = {m: [r for r in recs if r["mode"] == m] for m in MODES}
     L += ["## Summary", "", "| | static | dynamic |", "|---|---|---|"]
 
@@ -809,6 +809,7 @@ def main(argv=None) -> int:
     ap.add_argument("--results-name", default=None,
                     help="results file stem (default zoo, zoo_quick; none with --only)")
     ap.add_argument("--out", default=None, help="results directory (default bench/results)")
+    ap.add_argument("--note", default=None, help="a paragraph for the report's header")
     ap.add_argument("--runner", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--key", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -887,7 +888,7 @@ def main(argv=None) -> int:
             "wall_s": sum(r.get("seconds", 0) for r in recs), "machine": common.machine(),
             "load": common.loadavg(), "jobs": a.jobs,
             "cache_keys": sorted({r.get("key") for r in recs if r.get("key")}),
-            "run_wall_s": wall}
+            "run_wall_s": wall, "note": a.note}
     stem = a.results_name or common.stem("zoo", a.quick)
     out = common.results_dir(a.out)
     common.write_json(out / f"{stem}.json", {"meta": meta, "results": recs})
