@@ -117,6 +117,7 @@ bench: deps lib
 	$(BENCH_ENV) $(VPY) bench/bench_search.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_relay.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_partition.py $(if $(QUICK),--quick)
+	$(BENCH_ENV) $(VPY) bench/bench_zoo.py --jobs 2 $(if $(QUICK),--quick)
 
 ## check-rules: every rule of the library checked on PyTorch subgraphs generated
 ## from its pattern (full mode: 200 instances per rule, guard necessity, z3

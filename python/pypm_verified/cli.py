@@ -1158,7 +1158,24 @@ def explain_main(args, state: dict) -> int:
     except Exception as e:  # noqa: BLE001 -- anything torch raises
         raise UsageError(f"{args.model}: cannot load it: {type(e).__name__}: "
                          f"{_first_line(e)}") from None
-    tg = TermGraph(prog.ep.graph).build()
+    from .torch import dynamic
+    # dynamic shapes: as the rewrite does, the engine reads each symbolic size
+    # at its example value (else every guard on a size is unknown and nothing
+    # matches), and each match is re-decided for every admissible size
+    env = dynamic.shape_env_of(prog.ep.graph_module)
+    tg = TermGraph(prog.ep.graph, size_hints=env is not None).build()
+
+    def for_every_size(node, m) -> Optional[str]:
+        """None if match ``m`` at ``node`` holds at every admissible size
+        (always, for a static program); else why not."""
+        if env is None or m is None:
+            return None
+        from .core import Program
+        return dynamic.confirm(Program(pat.linked.defs, pat.linked.index[pat]),
+                               m.substitution, m.fsubstitution, node, tg, env)
+    if env is not None:
+        print("the program has dynamic shapes: sizes are read at their example values, and "
+              "each match is re-decided for every admissible size (as rewrite does)")
 
     def describe(n) -> str:
         fx = tg.fx_of.get(n.id)
@@ -1173,6 +1190,9 @@ def explain_main(args, state: dict) -> int:
                              + (f" (similar: {', '.join(near)})" if near else ""))
         e = explain(pat, node, engine=args.engine, describe=describe)
         print(e)
+        why = for_every_size(node, e.match if e.matched else None)
+        if why:
+            print(f"  but not for every size: {why}")
         if dot:
             _explain_html(args, state, dot, prog, tg, pat, [], [e])
         return EXIT_OK
@@ -1182,6 +1202,10 @@ def explain_main(args, state: dict) -> int:
     print(f"pattern {pat.name}: matches at {len(matched)} node(s)"
           + (": " + ", ".join(describe(n).split(" = ")[0] for n in matched[:10])
              + (" ..." if len(matched) > 10 else "") if matched else ""))
+    for _, n, m in found:
+        why = for_every_size(n, m)
+        if why:
+            print(f"  {describe(n).split(' = ')[0]}: matches at the example sizes only: {why}")
     misses = explain_all(pat, g, top=args.top, engine=args.engine, describe=describe)
     if not misses:
         print("no near misses: the root operator of the pattern occurs nowhere else")

@@ -35,6 +35,10 @@ from .. import core
 from ..core.graph import Graph, Node
 from ..dsl.operators import Op
 from .targets import bind_torch, op_of_target
+# the declared ATen operators (MatMul, Softmax, ...) are bound before any graph
+# is imported: a target seen first would get an operator of its own, made on
+# first sight, that the library's patterns (declared later) never match
+from . import ops as _declared_ops  # noqa: F401,E402
 
 TORCH_TO_PM = {
     torch.float32: core.f32, torch.float16: core.f16, torch.bfloat16: core.bf16,
