@@ -104,6 +104,9 @@ class Semantics:
         self._depth = 0
         self.sum = z3.Function("Sum", z3.ArraySort(z3.IntSort(), z3.RealSort()), z3.IntSort(),
                                z3.RealSort())
+        # ground laws of the sums built (true of every finite sum, so assumed
+        # on both sides): a sum of one term is that term
+        self.axioms: List[z3.BoolRef] = []
 
     # ------------------------------------------------------------- helpers
     def require(self, c: z3.BoolRef):
@@ -137,7 +140,10 @@ class Semantics:
             b = body(k)
         finally:
             self._depth -= 1
-        return self.sum(z3.Lambda([k], z3.If(z3.And(k >= 0, k < n), b, 0)), n)
+        total = self.sum(z3.Lambda([k], z3.If(z3.And(k >= 0, k < n), b, 0)), n)
+        if self._depth == 0:  # no enclosing bound variable in b: a ground law
+            self.axioms.append(z3.Implies(n == 1, total == z3.substitute(b, (k, z3.IntVal(0)))))
+        return total
 
     # ---------------------------------------------------------- broadcasting
     def broadcast(self, *xs: Sym) -> List[z3.ArithRef]:
@@ -549,6 +555,7 @@ def prove(original: fx.Node, replacement: fx.Node, shapes: Dict[str, Sequence[in
     va, vb = z3.simplify(a.at(idx)), z3.simplify(b.at(idx))
     # the same term after normalization needs no search (most proofs)
     value = z3.BoolVal(True) if va.eq(vb) else va == vb
+    assume += sem.axioms  # laws of the sums the values above built
     goal = z3.Implies(z3.And(*(assume + in_range)), z3.And(*(sem.oblige + same + [value])))
     s = z3.Solver()
     s.set("timeout", timeout_ms)
