@@ -195,11 +195,11 @@ class _SkippingDriver(Driver):
 
     def __init__(self, *args, skip=(), why="", **kwargs):
         super().__init__(*args, **kwargs)
-        self.skip = frozenset(skip)
+        self.skip_rules = frozenset(skip)  # (Driver.skip is the search's hook)
         self.why = why
 
     def fire_at(self, rule, values, root, declined=None):
-        if rule.name in self.skip:
+        if rule.name in self.skip_rules:
             if declined is not None:
                 declined.append((rule.name, self.why))
             return None
