@@ -435,6 +435,8 @@ def sdpa(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
         if c is not None:  # (k^T) * c == (k * c)^T: a number or a 0-d tensor
             assert _number(c) is not None or (not c.is_const and c.rank == 0), \
                 "the factor on the transposed key is a tensor with axes"
+            assert c is kmul or _number(c) != 0.0, \
+                "the key is divided by zero (inf scores: SDPA and softmax differ on them)"
             kk = Mul(kk, c) if c is kmul else Div(kk, c)
     assert kshape is not None and q.shape[-1] == kshape[-1] and kshape[-2] == v.shape[-2]
     # ---- the scale: every factor a finite non-zero number
