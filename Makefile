@@ -113,6 +113,9 @@ bench: deps lib
 	$(BENCH_ENV) $(VPY) bench/bench_kernels.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_matchers.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_models.py $(if $(QUICK),--quick)
+	$(if $(QUICK),,$(BENCH_ENV) $(VPY) bench/bench_models.py --models bert --layers 12 \
+	  --threads 1,2 --no-sdpa --budget 60 --min-repeats 3 --max-repeats 10 \
+	  --time-limit 2400 --results-name models_bert12)
 	$(BENCH_ENV) $(VPY) bench/bench_compile.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_search.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_relay.py $(if $(QUICK),--quick)
