@@ -405,8 +405,14 @@ def _fire(e):
     return out + (f" (+{merged} merged)" if merged else "")
 
 
+#: where the BERT-base 12-layer table of `make bench` is (linked from models.md)
+BERT12 = ("BERT-base at 12 layers (batch 1/8 x sequence 128/512, 1 and 2 threads, guarded vs "
+          "forced vs eager; the issue 19 goal): [models_bert12.md](models_bert12.md).")
+
+
 def write_markdown(res, path):
-    common.write_md(path, markdown_lines(res))
+    extra = ["", BERT12, ""] if path.name == "models.md" else []
+    common.write_md(path, markdown_lines(res) + extra)
 
 
 def write_markdown_threads(runs, path, title):
