@@ -42,8 +42,12 @@ A model that fails to export, rewrite or run is recorded with its error and
 the benchmark goes on.
 
     python bench/bench_models.py [--quick] [--models bert,gpt2,...] [--layers 2]
-                                 [--batches 1,8] [--seqs 128,512] [--threads 2]
+                                 [--batches 1,8] [--seqs 128,512] [--threads 2 | 1,2]
                                  [--budget S] [--results-name NAME]
+
+``--threads 1,2`` runs the whole benchmark once per thread count and reports
+the runs in one file (``make bench`` does so for BERT-base at 12 layers:
+``models_bert12.*``, linked from models.md).
 
 On a GPU machine: ``--device cuda --dtype float16`` (or bfloat16) times the
 same on the GPU with the CUDA profitability table (``target="cuda"``), and
