@@ -134,6 +134,14 @@ check-rules: venv lib
 	  --report bench/results/rules.json --markdown bench/results/rules.md
 	$(BENCH_ENV) $(VPY) bench/xla_rules.py
 
+## calibrate-cpu: the CPU profitability table from whole models (BERT and LLaMA,
+## 2 layers, batch 1/8 x seq 128/512, 1 and 2 threads; ~20 min on 2 loaded cores):
+## bench/results/calibrate_cpu.*, then python/pypm_verified/torch/profitability.json.
+.PHONY: calibrate-cpu
+calibrate-cpu: deps lib
+	$(BENCH_ENV) $(VPY) bench/calibrate_cpu.py --models bert,llama --budget 8 \
+	  --min-repeats 4 --max-repeats 12 --write-table
+
 ## bench-gpu: on a machine with a CUDA GPU: kernel profitability in float16 and
 ## bfloat16, and model speed eager and under torch.compile (results suffixed _cuda_*).
 bench-gpu: deps lib
