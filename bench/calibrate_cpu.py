@@ -14,7 +14,8 @@ time(without the variant) / time(with it) and the ratio of the fastest
 samples; ``ratio`` is the geometric mean of the paired medians over the
 thread counts. ``--write-table`` writes the thresholds these rows give
 (:func:`pypm_verified.torch.profitability.write_calibration`: the smallest
-measured size from which every row at or above it has ratio >= 1.0) into
+measured size from which no row at or above it was slower beyond a 2% noise
+band by both estimates) into
 python/pypm_verified/torch/profitability.json, with the provenance (date,
 threads, load, models, configurations, repetitions) in the entry.
 
@@ -162,8 +163,8 @@ def write_markdown(res, path, derived, before):
          "faster; (min …) is the ratio of the fastest samples. **geomean** is the geometric "
          "mean over the thread counts of the paired medians (of the ratios of mins): the "
          "variant pays at that size unless both are below "
-         f"{res['min_ratio']} (under other jobs' load, only a slowdown both estimates "
-         "agree on declines).", "",
+         f"{res['min_ratio']} (under other jobs' load, only a slowdown beyond that noise "
+         "band that both estimates agree on declines).", "",
          "| model | batch | seq | rule / variant | size the guard read | "
          + " | ".join(f"{t} thread(s): ratio [q1–q3] (min) | reps, load" for t in res["threads"])
          + " | geomean (of mins) | pays |",
@@ -314,6 +315,7 @@ def from_json(args) -> int:
             before[rule] = profitability.thresholds_from_rows(
                 kern["rows"], profitability.table()["min_ratio"]).get(rule, before[rule])
     res["thresholds"] = profitability.model_thresholds(res["rows"])
+    res["min_ratio"] = profitability.MODEL_MIN_RATIO
     common.write_json(path, res, indent=1)
     write_markdown(res, path.with_suffix(".md"), res["thresholds"], before)
     log(f"thresholds: {res['thresholds']}")

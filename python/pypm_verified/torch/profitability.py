@@ -49,9 +49,9 @@ Model-level calibration (issue 19): ``python bench/calibrate_cpu.py
 (those the benchmark models contain) by what pays *in whole models*: each
 model x configuration is rewritten with every rule firing, and again with one
 (rule, variant) declined, timed paired and interleaved at 1 and 2 threads;
-the variant pays at that size unless the model without it was faster by
-both the paired median ratio and the ratio of the fastest samples (each a
-geometric mean over the thread counts; :func:`model_thresholds`). The
+the variant pays at that size unless the model without it was more than 2%
+faster by both the paired median ratio and the ratio of the fastest samples
+(each a geometric mean over the thread counts; :func:`model_thresholds`). The
 entry's ``calibrated`` field names those variants and ``provenance`` records date, threads, load, models and configurations;
 its other variants keep the kernel-level thresholds (``kernel_results``).
 
@@ -95,9 +95,12 @@ TARGETS = ("cpu", "cuda")
 _DTYPE_ALIASES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64",
                   "float": "float32", "half": "float16", "double": "float64"}
 
-#: A (rule, variant) pays in a model when the model without it takes at least
-#: this many times as long (paired median ratio, geometric mean over threads).
-MODEL_MIN_RATIO = 1.0
+#: A (rule, variant) is declined at a size only when the model without it was
+#: faster by more than this noise band by both estimates (:func:`model_thresholds`):
+#: the calibration's paired ratios have interquartile ranges of +-5-10% on the
+#: shared machine, and a focused 12-repetition re-run of BERT-12 b1 s128 measured
+#: the fused linear+gelu 1.05x where a 1.0 threshold had declined it.
+MODEL_MIN_RATIO = 0.98
 
 _cache: Optional[Dict[str, Any]] = None
 _override: List[Dict[str, Any]] = []  # use_table's stack
@@ -285,10 +288,10 @@ def _write(data, path: Path) -> None:
 
 def model_thresholds(rows) -> Dict[str, Dict[str, Dict[str, Optional[int]]]]:
     """Thresholds from model-level rows (``bench/calibrate_cpu.py``): a
-    variant pays at a size unless the model without it was faster by both
-    estimates, the paired median ratio (``ratio``) and the ratio of the fastest
-    samples (``ratio_min``), each a geometric mean over the thread counts
-    (:data:`MODEL_MIN_RATIO`). Under other jobs' load a small effect is noise;
+    variant pays at a size unless the model without it was faster, beyond
+    :data:`MODEL_MIN_RATIO`'s noise band, by both estimates, the paired median
+    ratio (``ratio``) and the ratio of the fastest samples (``ratio_min``),
+    each a geometric mean over the thread counts. Under other jobs' load a small effect is noise;
     only a slowdown both estimates agree on declines (keeping the fused kernel,
     as every rule does where it pays, when they disagree)."""
     return thresholds_from_rows(rows, MODEL_MIN_RATIO, combine=max)
