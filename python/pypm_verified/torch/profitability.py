@@ -25,9 +25,9 @@ rms_norm   ``default``                             ``numel``
 matmul_t   ``default``                             ``tokens``
 ========== ======================================= ===========================
 
-Targets: ``"cpu"`` entries are measured on the project's 2-core CPU machine,
-from ``bench/results/kernels_1thread.json`` (each entry's ``results`` names
-its file). That machine was shared with other CPU-bound jobs while measuring
+Targets: ``"cpu"`` entries are measured on the project's 2-core CPU machine:
+kernel timings from ``bench/results/kernels_1thread.json`` (``results``, or
+``kernel_results`` once the entry is calibrated on whole models, below). That machine was shared with other CPU-bound jobs while measuring
 (load average 3-4.5 on 2 cores): with 2 threads every multi-threaded op waits
 for a descheduled sibling thread, so the 2-thread run
 (``bench/results/kernels.md``) mostly measures scheduler stalls -- 53 of its
