@@ -113,6 +113,9 @@ bench: deps lib
 	$(BENCH_ENV) $(VPY) bench/bench_kernels.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_matchers.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_models.py $(if $(QUICK),--quick)
+	$(if $(QUICK),,$(BENCH_ENV) $(VPY) bench/bench_models.py --models bert --layers 12 \
+	  --threads 1,2 --no-sdpa --budget 60 --min-repeats 3 --max-repeats 10 \
+	  --time-limit 2400 --results-name models_bert12)
 	$(BENCH_ENV) $(VPY) bench/bench_compile.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_search.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_relay.py $(if $(QUICK),--quick)
@@ -130,6 +133,14 @@ check-rules: venv lib
 	$(BENCH_ENV) $(VPY) -m pypm_verified check-rules \
 	  --report bench/results/rules.json --markdown bench/results/rules.md
 	$(BENCH_ENV) $(VPY) bench/xla_rules.py
+
+## calibrate-cpu: the CPU profitability table from whole models (BERT and LLaMA,
+## 2 layers, batch 1/8 x seq 128/512, 1 and 2 threads; ~20 min on 2 loaded cores):
+## bench/results/calibrate_cpu.*, then python/pypm_verified/torch/profitability.json.
+.PHONY: calibrate-cpu
+calibrate-cpu: deps lib
+	$(BENCH_ENV) $(VPY) bench/calibrate_cpu.py --models bert,llama --budget 8 \
+	  --min-repeats 4 --max-repeats 12 --write-table
 
 ## bench-gpu: on a machine with a CUDA GPU: kernel profitability in float16 and
 ## bfloat16, and model speed eager and under torch.compile (results suffixed _cuda_*).
