@@ -330,18 +330,25 @@ def root_order(prog: MultiProgram, graph: Graph, first: Optional[int] = None) ->
     if k > 6:
         return tuple(range(k))
     bodies = [prog.defs[r].body for r in prog.written]
+    import collections
     counts: Dict[int, int] = {}
-    labels: Dict[int, int] = {}
-    for nd in graph.nodes:
-        labels[nd.label] = labels.get(nd.label, 0) + 1
+    labels = collections.Counter(graph._labels)
+    anchors: Dict[tuple, bool] = {}
+    syms = core.root_symbols(prog.defs)
     for i, r in enumerate(prog.written):
-        counts[i] = sum(c for lab, c in labels.items() if core.root_admits(prog.defs, r, lab))
+        adm = syms[r] if 0 <= r < len(syms) else frozenset()
+        counts[i] = len(graph.nodes) if adm is None else sum(labels[lab] for lab in adm)
     best, best_key = tuple(range(k)), None
     for order in itertools.permutations(range(k)):
         if first is not None and order[0] != first:
             continue
-        loose = [i for pos, i in enumerate(order[1:], start=1)
-                 if anchor([bodies[o] for o in order[:pos]], bodies[i]) is None]
+        loose = []
+        for pos, i in enumerate(order[1:], start=1):
+            key = (frozenset(order[:pos]), i)
+            if key not in anchors:  # an anchor exists iff some earlier root has one
+                anchors[key] = anchor([bodies[o] for o in sorted(order[:pos])], bodies[i]) is not None
+            if not anchors[key]:
+                loose.append(i)
         key = (len(loose), counts[order[0]], sum(counts[i] for i in loose))
         if best_key is None or key < best_key:
             best, best_key = order, key
