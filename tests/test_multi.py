@@ -308,3 +308,26 @@ def test_anchor_and_users():
         m = pm.match(Pair, r, engine=engine)
         assert m is not None and m.roots == (r, m1)
     assert multi.anchor([core.PApp(0, (core.PVar(1),))], core.PApp(0, (core.PVar(2),))) is None
+
+
+def test_spec_candidates_mode_word():
+    """The spec's optional last word selects the candidates (0: upward
+    traversal, 1: index only); anything else is a malformed spec."""
+    from pypm_verified.engines import binding
+    from pypm_verified.errors import EngineError
+
+    @pm.pattern
+    def Pair2(x, w, b):
+        return Relu(x), Lin(x, w, b)
+
+    g = pm.Graph()
+    x, w, b = (g.input(s) for s in "xwb")
+    r, lin = g.apply(Relu, x), g.apply(Lin, x, w, b)
+    prog = multi.program(Pair2)
+    for mode in (0, 1):
+        spec = list(prog.spec) + [mode]
+        entries = binding.match_multi(g, prog.defs, prog.roots, spec, r.id)
+        assert entries[0][2] == [r.id, lin.id]
+    for bad, msg in (([2], "candidates mode 2"), ([0, 0], "1 trailing words")):
+        with pytest.raises(EngineError, match=msg):
+            binding.match_multi(g, prog.defs, prog.roots, list(prog.spec) + bad, r.id)
