@@ -11,11 +11,18 @@
     [⟦g[σ, ψ]⟧ = true], and the [tᵢ] pairwise distinct.
 
     The algorithm ([match_multi], the C API's [pypm_match_multi]) fixes
-    [t1], the node being visited, and finds the others among finite
-    candidate lists, one per later root: the nodes [0..N-1] whose operator
-    the root-operator index of that root admits ([mcands]; a node outside
-    it cannot match, [RootIndex.root_index_sound]). It is a depth-first
-    search, a choice point backtracked like an alternate: for root [i] it
+    [t1], the node being visited, and finds the others by *upward
+    traversal* (the RFC's [get_accepting_ops]/[choose_op]): when root [i]'s
+    operator has a variable [x] as its [l]-th argument and [x] lies on an
+    operator-only path [π] below an earlier root [j] ([anchor]), root [i]'s
+    candidates are the users of the node at [π] below the [j]-th chosen
+    node whose [l]-th child it is ([cand_fn]), read from the graph's users
+    table ([users_map], computed once per graph from the node table); a
+    root with no anchor takes the nodes [0..N-1] its root-operator index
+    admits ([mcands]; a node outside it cannot match,
+    [RootIndex.root_index_sound]). Every node that can match is a
+    candidate ([up_cands_complete]). It is a depth-first search, a choice
+    point backtracked like an alternate: for root [i] it
     tries each candidate not already used, runs the machine of
     [Interpreter.v] on the prefix [match(p1, t1) … match(pᵢ, c)] (one
     continuation, one substitution shared by all roots: the single-root
@@ -24,7 +31,11 @@
     otherwise goes on to root [i+1]; at the end the whole continuation,
     the cross-root guard included, is run. So the soundness of the
     single-root machine is reused as it is: success and failure soundness
-    of a continuation ([run_start_success], [run_start_fail]).
+    of a continuation ([run_start_success], [run_start_fail]). The search
+    is proved once for any candidate functions that are complete and stay
+    below [N] ([match_multi_c_sound], [match_multi_c_fail_sound]) and
+    instantiated for upward traversal ([match_multi]) and for the index
+    alone ([match_multi_idx], the previous version, kept for benchmarks).
 
     Theorems: [match_multi_sound] (an answer is a declarative match of
     distinct nodes, the first at the visited node), [match_multi_fail_sound]
