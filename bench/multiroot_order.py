@@ -1,9 +1,16 @@
-"""Root order of multi-root patterns (issue 16, item 3): the same pattern
-with its roots in the written order (a frequent operator first) and in a
-"rarest root first" order (roots sorted by the number of nodes their
-root-operator index admits), matched with match_all on graphs where the
-first root's operator is frequent. ``Multi.mmatches_perm`` proves that any
-order finds the same sets of nodes; the benchmark checks it and times both.
+"""Root order and candidates of multi-root patterns (issue 16): the same
+pattern searched three ways by ``match_all`` (verified engine), on graphs
+where the written first root's operator is frequent:
+
+* ``index``: written order, later roots' candidates by the root-operator
+  index alone (``Multi.match_all_multi_idx``, the previous version);
+* ``users``: written order, candidates by upward traversal — the users of
+  a node bound by the earlier roots (``Multi.match_all_multi``);
+* ``optimal``: upward traversal in the order ``multi.root_order`` picks.
+
+``Multi.mmatches_perm`` proves any order finds the same sets of nodes; the
+benchmark checks that all three report the same sets. Runs are interleaved
+(each repetition times the three in turn) and the table gives ratios.
 
     PYTHONPATH=python python bench/multiroot_order.py
 """
@@ -15,7 +22,6 @@ import sys
 import time
 
 import pypm_verified as pm
-from pypm_verified import core
 from pypm_verified.engines import multi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -66,54 +72,69 @@ def graph(n_frequent: int, n_rare: int, seed: int = 0) -> pm.Graph:
     return g
 
 
-def reordered(prog: multi.MultiProgram, graph) -> multi.MultiProgram:
-    count = {r: sum(core.root_admits(prog.defs, r, n.label) for n in graph.nodes)
-             for r in prog.roots}
-    roots = sorted(prog.roots, key=lambda r: count[r])
-    return multi.MultiProgram(defs=prog.defs, roots=roots, n=prog.n, m=prog.m,
-                              guard=prog.guard)
+def variants(pat, g):
+    prog = multi.program(pat)
+    return {
+        "index": prog.reordered(prog.order, index_only=True),
+        "users": prog.reordered(prog.order, index_only=False),
+        "optimal": prog.reordered(multi.root_order(prog, g), index_only=False),
+    }
 
 
-def run(prog, g, engine, reps=5):
-    """Best of ``reps`` after a warm-up (graph and pattern set loaded)."""
-    ms = multi.match_all_multi(prog, g, engine)
-    best = float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        multi.match_all_multi(prog, g, engine)
-        best = min(best, time.perf_counter() - t)
-    return best, {frozenset(x.id for x in m.roots) for m in ms}
+def sets(ms):
+    return {frozenset(x.id for x in m.roots) for m in ms}
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    reps = 3
+    sizes = ((2000, 20), (10000, 50))
     rows = []
     for pat in (R2, R3, R4):
-        for n_freq, n_rare in ((200, 5), (1000, 10)):
+        for n_freq, n_rare in sizes:
             g = graph(n_freq, n_rare)
-            naive = multi.program(pat)
-            naive = multi.MultiProgram(defs=naive.defs, roots=naive.roots, n=naive.n,
-                                       m=naive.m, guard=naive.guard)
-            rare = reordered(naive, g)
-            for engine in ("verified",):
-                t1, s1 = run(naive, g, engine)
-                t2, s2 = run(rare, g, engine)
-                assert s1 == s2, "the root order changed the matched sets"
-                rows.append((pat.name, len(naive.roots), len(g), n_freq, n_rare, engine,
-                             len(s1), t1 * 1e3, t2 * 1e3))
-                print(rows[-1], flush=True)
-    lines = ["# Root order of multi-root patterns (match_all, verified engine, this CPU, best of 5)", "",
-             "Written order: the frequent root (`Relu`, one per input) first; rarest first:"
-             " roots sorted by how many nodes their root-operator index admits. Same sets of"
-             " nodes in both (`Multi.mmatches_perm`; checked).", "",
-             "| pattern | roots | nodes | frequent | rare | engine | matches | written order ms |"
-             " rarest first ms | speedup |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]} | {r[5]} | {r[6]} | "
-                     f"{r[7]:.1f} | {r[8]:.1f} | {r[7] / r[8]:.1f}x |")
+            vs = variants(pat, g)
+            found = {k: sets(multi.match_all_multi(p, g, "verified", order="written"))
+                     for k, p in vs.items()}  # warm-up: graph and pattern sets loaded
+            assert len({frozenset(s) for s in found.values()}) == 1, "the sets differ"
+            best = {k: float("inf") for k in vs}
+            best["order"] = float("inf")
+            for _ in range(reps):
+                t = time.perf_counter()
+                multi.root_order(multi.program(pat), g)
+                best["order"] = min(best["order"], time.perf_counter() - t)
+                for k, p in vs.items():
+                    t = time.perf_counter()
+                    multi.match_all_multi(p, g, "verified", order="written")
+                    best[k] = min(best[k], time.perf_counter() - t)
+            rows.append((pat.name, len(vs["index"].roots), len(g), n_freq, n_rare,
+                         len(found["index"]), best, vs["optimal"].order))
+            print(rows[-1], flush=True)
+    load = os.getloadavg()
+    lines = ["# Multi-root candidates and root order (match_all, verified engine, this CPU)", "",
+             f"Best of {reps}, the three variants interleaved in each repetition; load average"
+             f" {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min) on a shared 2-core"
+             " machine, so read the ratios, not the milliseconds.", "",
+             "* index: written order (frequent `Relu` first), later roots' candidates = every"
+             " node the root-operator index admits (`Multi.match_all_multi_idx`, the previous"
+             " version);",
+             "* users: written order, candidates = users of a bound node (`Multi.match_all_multi`);",
+             "* optimal: users, roots in `multi.root_order`'s order (rarest anchored root first).",
+             "", "All three report the same sets of nodes (checked; `Multi.mmatches_perm`).", "",
+             "| pattern | roots | nodes | frequent | rare | matches | index ms | users ms |"
+             " optimal ms | order | root_order ms | index/users | users/optimal | index/optimal |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, k, n, nf, nr, nm, b, order in rows:
+        i, u, o = b["index"] * 1e3, b["users"] * 1e3, b["optimal"] * 1e3
+        lines.append(f"| {name} | {k} | {n} | {nf} | {nr} | {nm} | {i:.1f} | {u:.1f} | {o:.1f} |"
+                     f" {order} | {b['order'] * 1e3:.1f} | {i / u:.1f}x | {u / o:.1f}x | {i / o:.1f}x |")
+    lines += ["", "Command: `PYTHONPATH=python .venv/bin/python bench/multiroot_order.py`."]
     out = os.path.join(HERE, "results", "multiroot_order.md")
-    with open(out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    text = "\n".join(lines) + "\n"
+    tmp = out + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, out)
+    print(text)
     return 0
 
 

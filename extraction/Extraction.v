@@ -15,9 +15,11 @@
 
     The library calls the entry points of [Entry.v] ([load_set],
     [set_match], [set_match_all_fold], [set_candidates], [effective_fuel]),
-    the multi-root entry points of [Multi.v] ([match_multi_c] with the
-    index [root_index] of the loaded table and the candidates [mcands],
-    which is [match_multi]; [match_all_multi]; the check [wf_multi]) and
+    the multi-root entry points of [Multi.v] ([match_multi_u] /
+    [match_all_multi_u] with the graph's users table [users_map], computed
+    once per graph, which are [match_multi] / [match_all_multi];
+    [match_multi_idx] / [match_all_multi_idx], the index-only candidates;
+    the check [wf_multi]) and
     the checks [wf_defs] and [value_ok]; [match_root], [match_all],
     [candidates], [root_index], [set_match_all] and [match_pattern] are
     extracted for the
@@ -47,6 +49,8 @@ Extract Inlined Constant Nat.eqb => "Int.equal".
 Extract Constant Nat.compare =>
   "fun (n : int) (m : int) -> if n = m then Eq else if n < m then Lt else Gt".
 Extract Inlined Constant Z.ltb => "(<)".
+(** [Nat.ltb] (the candidates' bound check [c < N]) likewise. *)
+Extract Inlined Constant Nat.ltb => "(<)".
 Extract Inlined Constant Z.leb => "(<=)".
 
 Extraction "ocaml/extracted/matcher.ml"
@@ -54,4 +58,6 @@ Extraction "ocaml/extracted/matcher.ml"
   wfb wf_defs value_ok
   match_root match_all candidates root_index ri_find match_pattern
   lookup VarMap.elements mkGraph mkDef
-  mkMpat bodies wf_multi mcands match_multi_c match_multi match_all_multi.
+  mkMpat bodies wf_multi mcands match_multi_c match_multi match_all_multi
+  users_map anchor_depth up_cands idx_cands match_multi_u match_all_multi_u
+  match_multi_idx match_all_multi_idx.

@@ -244,9 +244,17 @@ def test_no_match_means_no_tuple(prob):
 @given(multi_problems())
 def test_match_all_every_set_once(prob):
     g, _, prog = prob
-    a = outcome(lambda: multi.match_all_multi(prog, g, "verified", FUEL))
-    b = outcome(lambda: multi.match_all_multi(prog, g, "reference", FUEL))
+    a = outcome(lambda: multi.match_all_multi(prog, g, "verified", FUEL, order="written"))
+    b = outcome(lambda: multi.match_all_multi(prog, g, "reference", FUEL, order="written"))
     assert a == b
+    # root_order's order: the same sets (Multi.mmatches_perm), in both engines
+    c = outcome(lambda: multi.match_all_multi(prog, g, "verified", FUEL))
+    d = outcome(lambda: multi.match_all_multi(prog, g, "reference", FUEL))
+    assert c == d
+    if isinstance(a, list) and isinstance(c, list):
+        assert {frozenset(t.id for t in m.roots) for m in a} == \
+            {frozenset(t.id for t in m.roots) for m in c}
+        assert all(multi.check(prog, m) for m in c)
     if isinstance(a, list):
         sets = [frozenset(t.id for t in m.roots) for m in a]
         assert len(sets) == len(set(sets))          # Multi.match_all_multi_once
@@ -260,3 +268,66 @@ def test_match_all_every_set_once(prob):
                 s = frozenset(t.id for t in r.roots)
                 assert any(e == r for e in a) or any(
                     frozenset(t.id for t in e.roots) == s and e.root.id < node.id for e in a)
+
+
+@SETTINGS
+@given(multi_problems())
+def test_upward_traversal_agrees_with_index_candidates(prob):
+    """Upward traversal (``Multi.match_multi``: later roots among the users
+    of bound nodes) and the index-only search (``Multi.match_multi_idx``)
+    give the same answer at every node, in both engines: both try
+    candidates in id order and the users candidates contain every node that
+    can match (``Multi.up_cands_complete``)."""
+    g, _, prog = prob
+    idx = prog.reordered(prog.order, index_only=True)
+    for node in g.nodes:
+        a = outcome(lambda: multi.match_multi(prog, node, "verified", FUEL))
+        b = outcome(lambda: multi.match_multi(idx, node, "verified", FUEL))
+        c = outcome(lambda: multi.match_multi(idx, node, "reference", FUEL))
+        assert a == b == c
+
+
+def test_anchor_and_users():
+    """``Multi.anchor`` finds a later root's shared argument below an
+    earlier root; the candidates are that node's users; a root sharing no
+    variable with the earlier ones has no anchor (index fallback)."""
+    @pm.pattern
+    def Pair(x, w, b, v):
+        return Relu(Lin(x, w, b)), Mul(x, v)
+
+    prog = multi.program(Pair)
+    a = multi.anchor(prog.bodies[:1], prog.bodies[1])
+    assert a is not None and a[0] == 0 and a[2] == 0
+    g = pm.Graph()
+    x, w, b, v = (g.input(s) for s in "xwbv")
+    r = g.apply(Relu, g.apply(Lin, x, w, b))
+    m1, m2 = g.apply(Mul, x, v), g.apply(Mul, v, x)
+    us = multi.users(g)
+    assert [g.nodes[u] for u in us[x.id]] == [n for n in g.nodes if x in n.args]
+    for engine in ("verified", "reference"):
+        m = pm.match(Pair, r, engine=engine)
+        assert m is not None and m.roots == (r, m1)
+    assert multi.anchor([core.PApp(0, (core.PVar(1),))], core.PApp(0, (core.PVar(2),))) is None
+
+
+def test_spec_candidates_mode_word():
+    """The spec's optional last word selects the candidates (0: upward
+    traversal, 1: index only); anything else is a malformed spec."""
+    from pypm_verified.engines import binding
+    from pypm_verified.errors import EngineError
+
+    @pm.pattern
+    def Pair2(x, w, b):
+        return Relu(x), Lin(x, w, b)
+
+    g = pm.Graph()
+    x, w, b = (g.input(s) for s in "xwb")
+    r, lin = g.apply(Relu, x), g.apply(Lin, x, w, b)
+    prog = multi.program(Pair2)
+    for mode in (0, 1):
+        spec = list(prog.spec) + [mode]
+        entries = binding.match_multi(g, prog.defs, prog.roots, spec, r.id)
+        assert entries[0][2] == [r.id, lin.id]
+    for bad, msg in (([2], "candidates mode 2"), ([0, 0], "1 trailing words")):
+        with pytest.raises(EngineError, match=msg):
+            binding.match_multi(g, prog.defs, prog.roots, list(prog.spec) + bad, r.id)

@@ -62,3 +62,21 @@ def test_saved_program_runs_in_a_fresh_process(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
+
+
+def test_wrong_fusion_is_refuted():
+    """A wrong variant of QKV fusion (tests/wrong_rules/fusion_qk_swapped.py:
+    the query's and key's slices swapped) fires on BERT and the numerical
+    check refutes it."""
+    import importlib.util
+    import models
+    from pypm_verified.torch.loader import load_model
+    from pypm_verified.torch.pipeline import rewrite_program
+    path = os.path.join(HERE, "wrong_rules", "fusion_qk_swapped.py")
+    spec = importlib.util.spec_from_file_location("fusion_qk_swapped", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    m, inp = models.build("bert", "small")
+    res = rewrite_program(load_model(m, inp), mod.PATTERNS, n_random=1)
+    assert res.report.firings.get("qkv_gemm_qk_swapped", 0) == models.layers("small")
+    assert not res.numerics.ok

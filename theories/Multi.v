@@ -11,11 +11,18 @@
     [⟦g[σ, ψ]⟧ = true], and the [tᵢ] pairwise distinct.
 
     The algorithm ([match_multi], the C API's [pypm_match_multi]) fixes
-    [t1], the node being visited, and finds the others among finite
-    candidate lists, one per later root: the nodes [0..N-1] whose operator
-    the root-operator index of that root admits ([mcands]; a node outside
-    it cannot match, [RootIndex.root_index_sound]). It is a depth-first
-    search, a choice point backtracked like an alternate: for root [i] it
+    [t1], the node being visited, and finds the others by *upward
+    traversal* (the RFC's [get_accepting_ops]/[choose_op]): when root [i]'s
+    operator has a variable [x] as its [l]-th argument and [x] lies on an
+    operator-only path [π] below an earlier root [j] ([anchor]), root [i]'s
+    candidates are the users of the node at [π] below the [j]-th chosen
+    node whose [l]-th child it is ([cand_fn]), read from the graph's users
+    table ([users_map], computed once per graph from the node table); a
+    root with no anchor takes the nodes [0..N-1] its root-operator index
+    admits ([mcands]; a node outside it cannot match,
+    [RootIndex.root_index_sound]). Every node that can match is a
+    candidate ([up_cands_complete]). It is a depth-first search, a choice
+    point backtracked like an alternate: for root [i] it
     tries each candidate not already used, runs the machine of
     [Interpreter.v] on the prefix [match(p1, t1) … match(pᵢ, c)] (one
     continuation, one substitution shared by all roots: the single-root
@@ -24,7 +31,11 @@
     otherwise goes on to root [i+1]; at the end the whole continuation,
     the cross-root guard included, is run. So the soundness of the
     single-root machine is reused as it is: success and failure soundness
-    of a continuation ([run_start_success], [run_start_fail]).
+    of a continuation ([run_start_success], [run_start_fail]). The search
+    is proved once for any candidate functions that are complete and stay
+    below [N] ([match_multi_c_sound], [match_multi_c_fail_sound]) and
+    instantiated for upward traversal ([match_multi]) and for the index
+    alone ([match_multi_idx], the previous version, kept for benchmarks).
 
     Theorems: [match_multi_sound] (an answer is a declarative match of
     distinct nodes, the first at the visited node), [match_multi_fail_sound]
@@ -264,10 +275,27 @@ Section Multi.
     | c :: cs' => match f c with MNone => first_of f cs' | r => r end
     end.
 
-  (** [ts]: the nodes chosen for the first roots; [rest]: the candidate
-      lists of the others. *)
+  (** [incands ts suf rest]: each node of [suf] is among the candidates
+      its root's function of [rest] gives for the nodes bound before it
+      ([ts], then the earlier nodes of [suf]). *)
+  Fixpoint incands (ts suf : list node) (rest : list (list node -> list node)) : Prop :=
+    match rest, suf with
+    | [], [] => True
+    | f :: rest', c :: suf' => In c (f ts) /\ incands (ts ++ [c]) suf' rest'
+    | _, _ => False
+    end.
+
+  Lemma incands_length : forall rest ts suf, incands ts suf rest -> length suf = length rest.
+  Proof.
+    induction rest as [|f rest IH]; intros ts [|c suf] H; simpl in H; try contradiction; auto.
+    simpl. f_equal. eapply IH. apply H.
+  Qed.
+
+  (** [ts]: the nodes chosen for the first roots; [rest]: for each other
+      root, the function giving its candidates from the nodes bound so far
+      (the users of a bound node, or the index's nodes). *)
   Fixpoint search (fuel n m : nat) (ps : list pattern) (g : guard) (ts : list node)
-      (rest : list (list node)) : mres :=
+      (rest : list (list node -> list node)) : mres :=
     match rest with
     | [] =>
         match run_full fuel n m ps g ts with
@@ -275,14 +303,14 @@ Section Multi.
         | OFailure => MNone
         | OOutOfFuel => MOut
         end
-    | cs :: rest' =>
+    | f :: rest' =>
         first_of (fun c =>
           if memb c ts then MNone else
           match run_prefix fuel n m (firstn (S (length ts)) ps) (ts ++ [c]) with
           | OSuccess _ _ => search fuel n m ps g (ts ++ [c]) rest'
           | OFailure => MNone
           | OOutOfFuel => MOut
-          end) cs
+          end) (f ts)
     end.
 
   Lemma first_of_found : forall f cs ts Θ Φ,
@@ -311,19 +339,19 @@ Section Multi.
   Lemma search_found : forall fuel n m ps g rest ts ts' Θ Φ,
     search fuel n m ps g ts rest = MFound ts' Θ Φ ->
     run_full fuel n m ps g ts' = OSuccess Θ Φ /\
-    (exists suf, ts' = ts ++ suf /\ Forall2 (@In node) suf rest) /\
+    (exists suf, ts' = ts ++ suf /\ incands ts suf rest) /\
     (NoDup ts -> NoDup ts').
   Proof.
     intros fuel n m ps g rest. induction rest as [|cs rest IH]; intros ts ts' Θ Φ H;
       cbn [search] in H.
     - destruct (run_full fuel n m ps g ts) eqn:E; inversion H; subst.
-      split; [exact E|]. split; [exists []; split; [rewrite app_nil_r; reflexivity | constructor]|].
+      split; [exact E|]. split; [exists []; split; [rewrite app_nil_r; reflexivity | exact I]|].
       auto.
     - apply first_of_found in H as [c [Hc H]].
       destruct (memb c ts) eqn:Hm; [discriminate|].
       destruct (run_prefix _ _ _ _ _) eqn:E; try discriminate.
       apply IH in H as [Hr [[suf [-> Hs]] Hn]]. split; [exact Hr|]. split.
-      + exists (c :: suf). split; [rewrite <- app_assoc; reflexivity | constructor; assumption].
+      + exists (c :: suf). split; [rewrite <- app_assoc; reflexivity | split; assumption].
       + intros Hts. apply Hn. apply NoDup_snoc; [exact Hts|].
         intros Hin. apply memb_In in Hin. congruence.
   Qed.
@@ -331,20 +359,20 @@ Section Multi.
   Lemma search_none : forall fuel n m ps g rest ts,
     wf_defs D = true -> wf_multi ps g = true ->
     search fuel n m ps g ts rest = MNone ->
-    forall suf σ ψ, Forall2 (@In node) suf rest ->
+    forall suf σ ψ, incands ts suf rest ->
     (forall x, n <= x -> σ x = None) -> (forall F, m <= F -> ψ F = None) ->
     ~ mmatches G D σ ψ ps g (ts ++ suf).
   Proof.
     intros fuel n m ps g rest. induction rest as [|cs rest IH];
       intros ts Hd Hw H suf σ ψ Hs Hσ Hψ [Hm [Hg Hn]]; cbn [search] in H.
-    - inversion Hs; subst. rewrite app_nil_r in *.
+    - destruct suf; [|contradiction]. rewrite app_nil_r in *.
       destruct (run_full fuel n m ps g ts) eqn:E; try discriminate.
       assert (Hl : length ps = length ts) by (eapply matches_list_length; eauto).
       eapply run_start_fail; [exact Hd | apply wfk_full; eauto | apply below_full | exact E |].
       apply holds_of_fun; auto. constructor; [|constructor]. simpl.
       rewrite <- Hg. apply eval_guard_agree; intros y _; unfold tsub, fsub; simpl;
         apply gsub_ident_of_fun; auto.
-    - inversion Hs as [|c cs' suf' rest' Hc Hs']; subst.
+    - destruct suf as [|c suf']; [contradiction|]. destruct Hs as [Hc Hs'].
       assert (Hf := first_of_none _ _ H c Hc). cbv beta in Hf.
       assert (Hnin : ~ In c ts).
       { intros Hin. apply NoDup_remove_2 in Hn. apply Hn. apply in_or_app. left. exact Hin. }
@@ -378,15 +406,386 @@ Section Multi.
         end
     end.
 
-  (** Candidates of each later root: the nodes [0..N-1] its index admits. *)
+  (** Candidates of each later root by the index alone: the nodes
+      [0..N-1] its index admits. *)
   Definition mcands (R : rindex) (N : nat) (rs : list nat) : list (list node) :=
     map (fun r => filter (fun c => rs_mem (label G c) (ri_find R r)) (seq 0 N)) rs.
 
-  (** [match_multi] with the index [R] and the candidate lists given (the
-      library computes them once; [match_multi] is this function with
-      [R = root_index D] and [cands = mcands R N (tl roots)]). *)
-  Definition match_multi_c (R : rindex) (fuel : nat) (mp : mpat) (cands : list (list node))
-      (t : node) : manswer :=
+  (** *** Upward traversal: the users of a bound node *)
+
+  (** The users of each node, computed once per graph from the node table:
+      [ufind c (users_map N)] lists the nodes [u < N] with [c] among their
+      children, in increasing order. *)
+  Definition ufind (c : node) (UM : VarMap.t (list node)) : list node :=
+    match VarMap.find c UM with Some l => l | None => [] end.
+
+  Definition dedup (l : list nat) : list nat :=
+    fold_right (fun x acc => if memb x acc then acc else x :: acc) [] l.
+
+  Lemma In_dedup : forall x l, In x l -> In x (dedup l).
+  Proof.
+    intros x l. induction l as [|y l IH]; intros H; [destruct H|]. simpl.
+    destruct (memb y (dedup l)) eqn:E.
+    - destruct H as [<-|H]; [apply memb_In; exact E | auto].
+    - destruct H as [<-|H]; [left; reflexivity | right; auto].
+  Qed.
+
+  Definition add_user (u : node) (UM : VarMap.t (list node)) (c : node) : VarMap.t (list node) :=
+    VarMap.add c (u :: ufind c UM) UM.
+
+  Definition add_users (UM : VarMap.t (list node)) (u : node) : VarMap.t (list node) :=
+    fold_left (add_user u) (dedup (children G u)) UM.
+
+  Definition users_map (N : nat) : VarMap.t (list node) :=
+    fold_left add_users (rev (seq 0 N)) (VarMap.empty (list node)).
+
+  Lemma ufind_add_user : forall u UM c c',
+    ufind c' (add_user u UM c) = if Nat.eqb c c' then u :: ufind c' UM else ufind c' UM.
+  Proof.
+    intros u UM c c'. unfold ufind at 1, add_user. destruct (Nat.eqb c c') eqn:E.
+    - apply Nat.eqb_eq in E. subst. rewrite VarMapF.add_eq_o; reflexivity.
+    - apply Nat.eqb_neq in E. rewrite VarMapF.add_neq_o; [reflexivity | exact E].
+  Qed.
+
+  Lemma add_user_fold_mono : forall u cs UM c v,
+    In v (ufind c UM) -> In v (ufind c (fold_left (add_user u) cs UM)).
+  Proof.
+    intros u cs. induction cs as [|c0 cs IH]; intros UM c v H; simpl; [exact H|].
+    apply IH. rewrite ufind_add_user. destruct (Nat.eqb c0 c); [right|]; exact H.
+  Qed.
+
+  Lemma add_user_fold_in : forall u cs UM c,
+    In c cs -> In u (ufind c (fold_left (add_user u) cs UM)).
+  Proof.
+    intros u cs. induction cs as [|c0 cs IH]; intros UM c H; [destruct H|]. simpl.
+    destruct H as [<-|H]; [|apply IH; exact H].
+    apply add_user_fold_mono. rewrite ufind_add_user, Nat.eqb_refl. left; reflexivity.
+  Qed.
+
+  Lemma add_users_fold : forall us UM,
+    (forall c v, In v (ufind c UM) -> In v (ufind c (fold_left add_users us UM))) /\
+    (forall u c, In u us -> In c (children G u) -> In u (ufind c (fold_left add_users us UM))).
+  Proof.
+    induction us as [|u us IH]; intros UM; simpl.
+    { split; [auto | intros u c []]. }
+    split.
+    - intros c v H. apply (proj1 (IH _)). unfold add_users. apply add_user_fold_mono. exact H.
+    - intros u' c [<-|Hu] Hc.
+      + apply (proj1 (IH _)). unfold add_users. apply add_user_fold_in. apply In_dedup. exact Hc.
+      + apply (proj2 (IH _)); assumption.
+  Qed.
+
+  (** The users table is complete: every node [u < N] is a user of each
+      of its children. *)
+  Theorem users_map_complete : forall N u c,
+    u < N -> In c (children G u) -> In u (ufind c (users_map N)).
+  Proof.
+    intros N u c Hu Hc. apply add_users_fold; [|exact Hc].
+    apply in_rev. rewrite rev_involutive. apply in_seq. lia.
+  Qed.
+
+  (** *** Where a variable is bound *)
+
+  (** [follow t π]: the node at path [π] (child indices) below [t]. *)
+  Fixpoint follow (t : node) (π : list nat) : option node :=
+    match π with
+    | [] => Some t
+    | k :: π' => match nth_error (children G t) k with Some c => follow c π' | None => None end
+    end.
+
+  Fixpoint first_arg (f : pattern -> option (list nat)) (i : nat) (qs : list pattern)
+      : option (list nat) :=
+    match qs with
+    | [] => None
+    | q :: qs' => match f q with Some π => Some (i :: π) | None => first_arg f (S i) qs' end
+    end.
+
+  (** A path from a pattern's root to an occurrence of the (free) variable
+      [x] through operators only: every match binds [x] to the node at
+      that path ([vpath_sound]). [d] bounds the depth searched. *)
+  Fixpoint vpath (d : nat) (x : var) (p : pattern) {struct d} : option (list nat) :=
+    match d with
+    | O => match p with PVar y => if Nat.eqb x y then Some [] else None | _ => None end
+    | S d' =>
+        match p with
+        | PVar y => if Nat.eqb x y then Some [] else None
+        | PApp _ qs | PFunVar _ qs => first_arg (vpath d' x) 0 qs
+        | PGuard q _ | PExistsF _ q | PConstr q _ _ => vpath d' x q
+        | PExists y q => if Nat.eqb x y then None else vpath d' x q
+        | _ => None
+        end
+    end.
+
+  Fixpoint var_args (i : nat) (qs : list pattern) : list (var * nat) :=
+    match qs with
+    | [] => []
+    | PVar x :: qs' => (x, i) :: var_args (S i) qs'
+    | _ :: qs' => var_args (S i) qs'
+    end.
+
+  (** The pairs [(x, l)]: the root's [l]-th child is the (free) variable
+      [x] in every match ([uargs_sound]), i.e. the root is a user of [x]. *)
+  Fixpoint uargs (d : nat) (p : pattern) : list (var * nat) :=
+    match d with
+    | O => []
+    | S d' =>
+        match p with
+        | PApp _ qs | PFunVar _ qs => var_args 0 qs
+        | PGuard q _ | PExistsF _ q | PConstr q _ _ => uargs d' q
+        | PExists y q => filter (fun xl => negb (Nat.eqb (fst xl) y)) (uargs d' q)
+        | _ => []
+        end
+    end.
+
+  Lemma matches_list_nth : forall σ ψ qs ts k q,
+    matches_list G D σ ψ qs ts -> nth_error qs k = Some q ->
+    exists t, nth_error ts k = Some t /\ matches G D σ ψ q t.
+  Proof.
+    intros σ ψ qs ts k q H. revert k. induction H as [|σ ψ p ps t ts Hp Hps IH];
+      intros k Hk; [destruct k; discriminate|].
+    destruct k as [|k]; simpl in *; [inversion Hk; subst; exists t; auto | apply IH; exact Hk].
+  Qed.
+
+  Lemma first_arg_spec : forall f qs i π,
+    first_arg f i qs = Some π ->
+    exists k q π', π = (i + k) :: π' /\ nth_error qs k = Some q /\ f q = Some π'.
+  Proof.
+    intros f qs. induction qs as [|q qs IH]; intros i π H; simpl in H; [discriminate|].
+    destruct (f q) as [π'|] eqn:E.
+    - inversion H; subst. exists 0, q, π'. rewrite Nat.add_0_r. auto.
+    - apply IH in H as (k & q' & π' & -> & Hk & Hf). exists (S k), q', π'.
+      rewrite <- plus_n_Sm. auto.
+  Qed.
+
+  Lemma upd_other : forall A (σ : nat -> option A) y v x, Nat.eqb x y = false -> upd σ y v x = σ x.
+  Proof.
+    intros A σ y v x H. unfold upd. rewrite Nat.eqb_sym, H. reflexivity.
+  Qed.
+
+  Lemma vpath_sound : forall d x p σ ψ t π,
+    matches G D σ ψ p t -> vpath d x p = Some π ->
+    exists n, follow t π = Some n /\ σ x = Some n.
+  Proof.
+    induction d as [|d IH]; intros x p σ ψ t π Hm Hv.
+    - destruct p; simpl in Hv; try discriminate.
+      destruct (Nat.eqb x x0) eqn:E; [|discriminate]. apply Nat.eqb_eq in E. subst.
+      inversion Hv; subst. inversion Hm; subst. exists t. auto.
+    - destruct p; simpl in Hv; try discriminate; inversion Hm; subst;
+        try (match goal with
+             | Hl : matches_list _ _ _ _ _ (children _ _) |- _ =>
+                 apply first_arg_spec in Hv as (k & q & π' & -> & Hk & Hq); simpl;
+                 destruct (matches_list_nth _ _ _ _ _ _ Hl Hk) as (c & Hc & Hmc);
+                 rewrite Hc; eapply IH; [exact Hmc | exact Hq]
+             end; fail);
+        try (eapply IH; [|exact Hv]; eassumption).
+      + destruct (Nat.eqb x x0) eqn:E; [|discriminate]. apply Nat.eqb_eq in E. subst.
+        inversion Hv; subst. exists t. auto.
+      + destruct (Nat.eqb x x0) eqn:E; [discriminate|].
+        match goal with Hq : matches _ _ (upd _ _ _) _ _ _ |- _ =>
+          destruct (IH _ _ _ _ _ _ Hq Hv) as (n & Hf & Hx) end.
+        exists n. split; [exact Hf|].
+        rewrite upd_other in Hx; [exact Hx | exact E].
+  Qed.
+
+  Lemma var_args_spec : forall qs i x l,
+    In (x, l) (var_args i qs) -> exists k, l = i + k /\ nth_error qs k = Some (PVar x).
+  Proof.
+    induction qs as [|q qs IH]; intros i x l H; simpl in H; [destruct H|].
+    assert (Hr : In (x, l) (var_args (S i) qs) -> exists k, l = i + k /\ nth_error (q :: qs) k = Some (PVar x)).
+    { intros H'. apply IH in H' as [k [-> Hk]]. exists (S k). rewrite <- plus_n_Sm. auto. }
+    destruct q; try (apply Hr; exact H).
+    destruct H as [H|H]; [inversion H; subst; exists 0; rewrite Nat.add_0_r; auto | apply Hr; exact H].
+  Qed.
+
+  Lemma uargs_sound : forall d p σ ψ c x l,
+    matches G D σ ψ p c -> In (x, l) (uargs d p) ->
+    exists n, nth_error (children G c) l = Some n /\ σ x = Some n.
+  Proof.
+    induction d as [|d IH]; intros p σ ψ c x l Hm Hin; [destruct Hin|].
+    destruct p; simpl in Hin; try (destruct Hin); inversion Hm; subst;
+      try (match goal with
+           | Hl : matches_list _ _ _ _ _ (children _ _) |- _ =>
+               apply var_args_spec in Hin as [k [-> Hk]];
+               destruct (matches_list_nth _ _ _ _ _ _ Hl Hk) as (n & Hn & Hmn);
+               inversion Hmn; subst; exists n; auto
+           end; fail);
+      try (eapply IH; [|exact Hin]; eassumption).
+    apply filter_In in Hin as [Hin Hne]. simpl in Hne. apply negb_true_iff in Hne.
+    match goal with Hq : matches _ _ (upd _ _ _) _ _ _ |- _ =>
+      destruct (IH _ _ _ _ _ _ Hq Hin) as (n & Hc & Hx) end.
+    exists n. split; [exact Hc|].
+    rewrite upd_other in Hx; [exact Hx | exact Hne].
+  Qed.
+
+  (** *** The candidates of a later root *)
+
+  Definition anchor_depth : nat := 16.
+
+  Fixpoint find_path (d : nat) (x : var) (j : nat) (earlier : list pattern)
+      : option (nat * list nat) :=
+    match earlier with
+    | [] => None
+    | q :: es =>
+        match vpath d x q with
+        | Some π => Some (j, π)
+        | None => find_path d x (S j) es
+        end
+    end.
+
+  Fixpoint first_some {A B} (f : A -> option B) (l : list A) : option B :=
+    match l with
+    | [] => None
+    | a :: l' => match f a with Some b => Some b | None => first_some f l' end
+    end.
+
+  (** The anchor of a later root [p] given the earlier roots: [(j, π, l)]
+      when [p]'s root has the variable [x] as its [l]-th child and [x] is
+      at path [π] below earlier root [j]: the later root is then a user of
+      that node (the RFC's upward traversal from a bound value). *)
+  Definition anchor (ad : nat) (earlier : list pattern) (p : pattern)
+      : option (nat * list nat * nat) :=
+    first_some (fun xl => match find_path ad (fst xl) 0 earlier with
+                          | Some (j, π) => Some (j, π, snd xl)
+                          | None => None
+                          end) (uargs ad p).
+
+  Definition child_is (c : node) (l : nat) (n : node) : bool :=
+    match nth_error (children G c) l with Some n' => Nat.eqb n' n | None => false end.
+
+  (** The candidates of the later root [r] (body [p]) from the nodes
+      bound so far: with an anchor, the users of the anchored node below
+      the [j]-th bound node whose [l]-th child it is (in increasing order);
+      without one (no shared variable reachable), the nodes [0..N-1] the
+      index admits. Both are filtered by the index. *)
+  Definition cand_fn (ad : nat) (UM : VarMap.t (list node)) (R : rindex) (N : nat)
+      (earlier : list pattern) (r : nat) (p : pattern) : list node -> list node :=
+    match anchor ad earlier p with
+    | Some (j, π, l) => fun ts =>
+        match nth_error ts j with
+        | Some tj =>
+            match follow tj π with
+            | Some n => filter (fun c => Nat.ltb c N && child_is c l n
+                                         && rs_mem (label G c) (ri_find R r)) (ufind n UM)
+            | None => []
+            end
+        | None => []
+        end
+    | None =>
+        let cs := filter (fun c => rs_mem (label G c) (ri_find R r)) (seq 0 N) in fun _ => cs
+    end.
+
+  Fixpoint ucands (ad : nat) (UM : VarMap.t (list node)) (R : rindex) (N : nat)
+      (earlier : list pattern) (rs : list nat) (ps : list pattern)
+      : list (list node -> list node) :=
+    match rs, ps with
+    | r :: rs', p :: ps' =>
+        cand_fn ad UM R N earlier r p :: ucands ad UM R N (earlier ++ [p]) rs' ps'
+    | _, _ => []
+    end.
+
+  Lemma first_some_spec : forall A B (f : A -> option B) l b,
+    first_some f l = Some b -> exists a, In a l /\ f a = Some b.
+  Proof.
+    intros A B f l. induction l as [|a l IH]; intros b H; simpl in H; [discriminate|].
+    destruct (f a) eqn:E.
+    - inversion H; subst. exists a. split; [left; reflexivity | exact E].
+    - apply IH in H as [a' [Ha Hf]]. exists a'. split; [right; exact Ha | exact Hf].
+  Qed.
+
+  Lemma find_path_spec : forall d x es j j' π,
+    find_path d x j es = Some (j', π) ->
+    exists k q, j' = j + k /\ nth_error es k = Some q /\ vpath d x q = Some π.
+  Proof.
+    intros d x es. induction es as [|q es IH]; intros j j' π H; cbn [find_path] in H;
+      [discriminate|].
+    destruct (vpath d x q) eqn:E.
+    - inversion H; subst. exists 0, q. rewrite Nat.add_0_r.
+      split; [reflexivity | split; [reflexivity | exact E]].
+    - apply IH in H as (k & q' & -> & Hk & Hv). exists (S k), q'. rewrite <- plus_n_Sm.
+      split; [reflexivity | split; [exact Hk | exact Hv]].
+  Qed.
+
+  Lemma cand_fn_below : forall ad UM R N earlier r p ts c,
+    In c (cand_fn ad UM R N earlier r p ts) -> c < N.
+  Proof.
+    intros ad UM R N earlier r p ts c H. unfold cand_fn in H.
+    destruct (anchor ad earlier p) as [[[j π] l]|].
+    - destruct (nth_error ts j); [|destruct H]. destruct (follow _ π); [|destruct H].
+      apply filter_In in H as [_ H]. apply andb_true_iff in H as [H _].
+      apply andb_true_iff in H as [H _]. apply Nat.ltb_lt. exact H.
+    - apply filter_In in H as [H _]. apply in_seq in H. lia.
+  Qed.
+
+  (** Every node [c < N] matching the later root, under a substitution
+      under which the earlier roots match the bound nodes, is a candidate. *)
+  Lemma cand_fn_complete : forall ad N σ ψ earlier ts r d c,
+    nth_error D r = Some d -> matches_list G D σ ψ earlier ts ->
+    matches G D σ ψ (body d) c -> c < N ->
+    In c (cand_fn ad (users_map N) (root_index D) N earlier r (body d) ts).
+  Proof.
+    intros ad N σ ψ earlier ts r d c Hd Hts Hc HN.
+    assert (Hadm := root_index_sound G D r d σ ψ c Hd Hc).
+    unfold cand_fn. destruct (anchor ad earlier (body d)) as [[[j π] l]|] eqn:Ha.
+    - unfold anchor in Ha. apply first_some_spec in Ha as [[x l'] [Hin Hf]]. cbn [fst snd] in Hf.
+      destruct (find_path ad x 0 earlier) as [[j' π']|] eqn:Hp; [|discriminate].
+      inversion Hf; subst j' π' l'.
+      apply find_path_spec in Hp as (k & q & Hk & Hq & Hv). rewrite Nat.add_0_l in Hk. subst k.
+      destruct (matches_list_nth _ _ _ _ _ _ Hts Hq) as (tj & Htj & Hmq).
+      destruct (vpath_sound _ _ _ _ _ _ _ Hmq Hv) as (n & Hfol & Hx).
+      destruct (uargs_sound _ _ _ _ _ _ _ Hc Hin) as (n' & Hl & Hx').
+      rewrite Hx in Hx'. inversion Hx'; subst n'.
+      rewrite Htj, Hfol. apply filter_In. split.
+      + apply users_map_complete; [exact HN|]. eapply nth_error_In. exact Hl.
+      + rewrite Hadm. unfold child_is. rewrite Hl, Nat.eqb_refl.
+        apply Nat.ltb_lt in HN. rewrite HN. reflexivity.
+    - apply filter_In. split; [apply in_seq; lia | exact Hadm].
+  Qed.
+
+  Lemma matches_list_app : forall σ ψ a b ta tb,
+    matches_list G D σ ψ a ta -> matches_list G D σ ψ b tb ->
+    matches_list G D σ ψ (a ++ b) (ta ++ tb).
+  Proof.
+    intros σ ψ a b ta tb H Hb. induction H; simpl; [exact Hb | constructor; auto].
+  Qed.
+
+  Lemma ucands_complete : forall ad N σ ψ rs ps earlier ts suf,
+    bodies rs = Some ps -> matches_list G D σ ψ earlier ts -> matches_list G D σ ψ ps suf ->
+    Forall (fun c => c < N) suf ->
+    incands ts suf (ucands ad (users_map N) (root_index D) N earlier rs ps).
+  Proof.
+    intros ad N σ ψ rs. induction rs as [|r rs IH]; intros ps earlier ts suf Hb Hts Hm Hlt;
+      simpl in Hb.
+    - inversion Hb; subst. inversion Hm; subst. exact I.
+    - destruct (nth_error D r) as [d|] eqn:Hd; [|discriminate].
+      destruct (bodies rs) as [ps'|] eqn:E; [|discriminate]. inversion Hb; subst.
+      inversion Hm; subst. inversion Hlt; subst. simpl. split.
+      + eapply cand_fn_complete; [exact Hd | exact Hts | eassumption | eassumption].
+      + apply IH; auto. apply matches_list_app; [exact Hts | constructor; [assumption | constructor]].
+  Qed.
+
+  Lemma ucands_below : forall ad UM R N rs ps earlier ts suf,
+    incands ts suf (ucands ad UM R N earlier rs ps) -> Forall (fun c => c < N) suf.
+  Proof.
+    intros ad UM R N rs. induction rs as [|r rs IH]; intros ps earlier ts suf H;
+      destruct ps as [|p ps]; destruct suf as [|c suf]; simpl in H; try contradiction;
+      try constructor.
+    - destruct H as [Hc _]. eapply cand_fn_below. exact Hc.
+    - destruct H as [_ H]. eapply IH. exact H.
+  Qed.
+
+  Lemma ucands_length : forall ad UM R N rs ps earlier,
+    length ps = length rs -> length (ucands ad UM R N earlier rs ps) = length rs.
+  Proof.
+    intros ad UM R N rs. induction rs as [|r rs IH]; intros ps earlier Hl; [reflexivity|].
+    destruct ps as [|p ps]; [discriminate|]. simpl. f_equal. apply IH. simpl in Hl. lia.
+  Qed.
+
+  (** *** The search with given candidates *)
+
+  (** [match_multi] with the index [R] and the candidate functions given
+      (the library builds them once per pattern and graph). *)
+  Definition match_multi_c (R : rindex) (fuel : nat) (mp : mpat)
+      (cands : list (list node -> list node)) (t : node) : manswer :=
     match mp_roots mp, bodies (mp_roots mp) with
     | r1 :: _, Some (p1 :: ps') =>
         if rs_mem (label G t) (ri_find R r1) then
@@ -404,25 +803,41 @@ Section Multi.
     | _, _ => MNoMatch
     end.
 
+  (** The candidates by upward traversal, for the users table [UM]. *)
+  Definition up_cands (ad : nat) (UM : VarMap.t (list node)) (R : rindex) (N : nat) (mp : mpat)
+      : list (list node -> list node) :=
+    match mp_roots mp, bodies (mp_roots mp) with
+    | _ :: rs, Some (p1 :: ps) => ucands ad UM R N [p1] rs ps
+    | _, _ => []
+    end.
+
+  (** The candidates by the index alone (each later root: every node its
+      index admits, whatever is bound). *)
+  Definition idx_cands (R : rindex) (N : nat) (mp : mpat) : list (list node -> list node) :=
+    map (fun l (_ : list node) => l) (mcands R N (tl (mp_roots mp))).
+
   (** [pypm_match_multi]: the multi-root pattern [mp] with its first root
-      at [t], the others among the nodes [0..N-1]. *)
+      at [t], each later root among the users of a node bound by the
+      earlier ones ([UM] is the graph's users table, [users_map N]: the
+      library computes it once per graph), or among the nodes the index
+      admits when it shares no variable reachable that way. *)
+  Definition match_multi_u (UM : VarMap.t (list node)) (fuel N : nat) (mp : mpat) (t : node)
+      : manswer :=
+    let R := root_index D in match_multi_c R fuel mp (up_cands anchor_depth UM R N mp) t.
+
   Definition match_multi (fuel N : nat) (mp : mpat) (t : node) : manswer :=
-    match_multi_c (root_index D) fuel mp (mcands (root_index D) N (tl (mp_roots mp))) t.
+    match_multi_u (users_map N) fuel N mp t.
+
+  (** The same search with the index's candidates only (the previous
+      version; kept for the benchmark of the traversal). *)
+  Definition match_multi_idx (fuel N : nat) (mp : mpat) (t : node) : manswer :=
+    let R := root_index D in match_multi_c R fuel mp (idx_cands R N mp) t.
 
   Lemma bodies_length : forall rs ps, bodies rs = Some ps -> length ps = length rs.
   Proof.
     induction rs as [|r rs IH]; intros ps H; simpl in H; [inversion H; reflexivity|].
     destruct (nth_error D r); [|discriminate]. destruct (bodies rs) eqn:E; [|discriminate].
     inversion H; subst. simpl. rewrite (IH _ eq_refl). reflexivity.
-  Qed.
-
-  Lemma In_mcands : forall R N rs suf,
-    Forall2 (@In node) suf (mcands R N rs) -> Forall (fun c => c < N) suf.
-  Proof.
-    intros R N rs. induction rs as [|r rs IH]; intros suf H; inversion H; subst; [constructor|].
-    constructor; [|apply IH; assumption].
-    match goal with Hx : In _ (filter _ _) |- _ =>
-      apply filter_In in Hx as [Hx' _]; apply in_seq in Hx'; lia end.
   Qed.
 
   (** Every node that matches its root is among that root's candidates. *)
@@ -438,9 +853,83 @@ Section Multi.
       apply filter_In. split; [apply in_seq; lia|]. eapply root_index_sound; eauto.
   Qed.
 
-  Lemma Forall2_len : forall A B (R : A -> B -> Prop) l1 l2,
-    Forall2 R l1 l2 -> length l1 = length l2.
-  Proof. intros A B R l1 l2 H. induction H; simpl; auto. Qed.
+  Lemma idx_incands : forall R N rs ts suf,
+    Forall2 (@In node) suf (mcands R N rs) <->
+    incands ts suf (map (fun l (_ : list node) => l) (mcands R N rs)).
+  Proof.
+    intros R N rs. induction rs as [|r rs IH]; intros ts suf; destruct suf as [|c suf]; simpl;
+      split; intros H; try contradiction; try (inversion H; fail); auto.
+    - inversion H; subst. split; [assumption | apply IH; assumption].
+    - destruct H as [Hc H]. constructor; [exact Hc | eapply IH; exact H].
+  Qed.
+
+  Lemma In_mcands : forall R N rs suf,
+    Forall2 (@In node) suf (mcands R N rs) -> Forall (fun c => c < N) suf.
+  Proof.
+    intros R N rs. induction rs as [|r rs IH]; intros suf H; inversion H; subst; [constructor|].
+    constructor; [|apply IH; assumption].
+    match goal with Hx : In _ (filter _ _) |- _ =>
+      apply filter_In in Hx as [Hx' _]; apply in_seq in Hx'; lia end.
+  Qed.
+
+  (** What the theorems need of candidate functions: as many as later
+      roots, every candidate a node [< N] ([cands_ok]), and every node
+      that can match a later root, the roots before it matched, a
+      candidate ([cands_complete]). *)
+  Definition cands_ok (N : nat) (mp : mpat) (cands : list (list node -> list node)) : Prop :=
+    (forall p1 ps, bodies (mp_roots mp) = Some (p1 :: ps) -> length cands = length ps) /\
+    (forall ts suf, incands ts suf cands -> Forall (fun c => c < N) suf).
+
+  Definition cands_complete (N : nat) (mp : mpat) (cands : list (list node -> list node))
+      : Prop :=
+    forall σ ψ p1 ps t suf, bodies (mp_roots mp) = Some (p1 :: ps) ->
+      matches G D σ ψ p1 t -> matches_list G D σ ψ ps suf -> Forall (fun c => c < N) suf ->
+      incands [t] suf cands.
+
+  Lemma up_cands_ok : forall ad UM R N mp, cands_ok N mp (up_cands ad UM R N mp).
+  Proof.
+    intros ad UM R N mp. unfold up_cands. split.
+    - intros p1 ps Hb. rewrite Hb. destruct (mp_roots mp) as [|r1 rs] eqn:Hr; [discriminate|].
+      simpl in Hb. destruct (nth_error D r1); [|discriminate].
+      destruct (bodies rs) eqn:E; [|discriminate]. inversion Hb; subst.
+      assert (Hl := bodies_length _ _ E). rewrite ucands_length; [symmetry|]; exact Hl.
+    - intros ts suf H. destruct (mp_roots mp) as [|r1 rs]; [destruct suf; [constructor|destruct H]|].
+      destruct (bodies (r1 :: rs)) as [[|p1 ps]|];
+        try (destruct suf; [constructor|destruct H]).
+      eapply ucands_below. exact H.
+  Qed.
+
+  (** The users-of-bound-nodes candidates are complete. *)
+  Theorem up_cands_complete : forall ad N mp,
+    cands_complete N mp (up_cands ad (users_map N) (root_index D) N mp).
+  Proof.
+    intros ad N mp σ ψ p1 ps t suf Hb Hm1 Hm Hlt. unfold up_cands. rewrite Hb.
+    destruct (mp_roots mp) as [|r1 rs] eqn:Hr; [discriminate|].
+    simpl in Hb. destruct (nth_error D r1); [|discriminate].
+    destruct (bodies rs) eqn:E; [|discriminate]. inversion Hb; subst.
+    eapply ucands_complete; [exact E | | exact Hm | exact Hlt].
+    constructor; [exact Hm1 | constructor].
+  Qed.
+
+  Lemma idx_cands_ok : forall R N mp, cands_ok N mp (idx_cands R N mp).
+  Proof.
+    intros R N mp. unfold idx_cands. split.
+    - intros p1 ps Hb. destruct (mp_roots mp) as [|r1 rs] eqn:Hr; [discriminate|].
+      simpl in Hb. destruct (nth_error D r1); [|discriminate].
+      destruct (bodies rs) eqn:E; [|discriminate]. inversion Hb; subst.
+      unfold mcands. simpl. rewrite !map_length. symmetry. apply bodies_length. exact E.
+    - intros ts suf H. apply In_mcands with (R := R) (rs := tl (mp_roots mp)).
+      eapply idx_incands. exact H.
+  Qed.
+
+  Lemma idx_cands_complete : forall N mp, cands_complete N mp (idx_cands (root_index D) N mp).
+  Proof.
+    intros N mp σ ψ p1 ps t suf Hb Hm1 Hm Hlt. unfold idx_cands.
+    destruct (mp_roots mp) as [|r1 rs] eqn:Hr; [discriminate|].
+    simpl in Hb. destruct (nth_error D r1); [|discriminate].
+    destruct (bodies rs) eqn:E; [|discriminate]. inversion Hb; subst.
+    apply idx_incands. eapply mcands_complete; eauto.
+  Qed.
 
   Lemma project_props : forall Θ n,
     (forall x v, In (x, v) (project Θ n) -> x < n) /\
@@ -450,12 +939,8 @@ Section Multi.
     intros x v Hx. apply project_from_In in Hx. lia.
   Qed.
 
-  (** A match: the nodes are distinct, the first is the visited node, the
-      others are nodes of the graph, and the bindings (the variables'
-      substitution, sorted, only variables [< mp_n] / [< mp_m]) satisfy the
-      declarative relation. *)
-  Theorem match_multi_sound : forall fuel N mp t ts bs fbs,
-    match_multi fuel N mp t = MMatch ts bs fbs ->
+  Definition msound (N : nat) (mp : mpat) (t : node) (ts : list node)
+      (bs : list (var * node)) (fbs : list (fvar * symbol)) : Prop :=
     exists ps, bodies (mp_roots mp) = Some ps /\
       hd_error ts = Some t /\ Forall (fun c => c < N) (tl ts) /\
       mmatches G D (assoc bs) (assoc fbs) ps (mp_guard mp) ts /\
@@ -463,23 +948,27 @@ Section Multi.
       (forall F f, In (F, f) fbs -> F < mp_m mp) /\
       StronglySorted (fun a b => fst a < fst b) bs /\
       StronglySorted (fun a b => fst a < fst b) fbs.
+
+  Lemma match_multi_c_sound : forall R fuel N mp cands t ts bs fbs,
+    cands_ok N mp cands ->
+    match_multi_c R fuel mp cands t = MMatch ts bs fbs -> msound N mp t ts bs fbs.
   Proof.
-    intros fuel N mp t ts bs fbs H. unfold match_multi, match_multi_c in H.
+    intros R fuel N mp cands t ts bs fbs [Hcl Hcb] H. unfold match_multi_c in H.
     destruct (mp_roots mp) as [|r1 rs] eqn:Hr; [discriminate|].
     destruct (bodies (r1 :: rs)) as [[|p1 ps']|] eqn:Hb; try discriminate.
     destruct (rs_mem _ _); [|discriminate].
     destruct (run_prefix _ _ _ _ _) as [Θ0 Φ0| |]; try discriminate.
     destruct (search _ _ _ _ _ _ _) as [ts' Θ Φ| |] eqn:Hs; try discriminate.
     inversion H; subst. apply search_found in Hs as [Hrun [[suf [-> Hsuf]] Hnd]].
-    exists (p1 :: ps'). split; [reflexivity|]. split; [reflexivity|].
-    split; [simpl; eapply In_mcands; exact Hsuf|].
+    exists (p1 :: ps'). rewrite Hr. split; [exact Hb|]. split; [reflexivity|].
+    split; [simpl; eapply Hcb; exact Hsuf|].
     destruct (project_props Θ (mp_n mp)) as [Hb1 Hs1].
     destruct (project_props Φ (mp_m mp)) as [Hb2 Hs2].
     split; [|repeat split; assumption].
     unfold run_full in Hrun. apply run_start_success in Hrun.
     assert (Hl : length (p1 :: ps') = length ([t] ++ suf)).
-    { apply bodies_length in Hb. rewrite Hb. simpl. apply Forall2_len in Hsuf.
-      unfold mcands in Hsuf. rewrite map_length in Hsuf. simpl in *. rewrite Hsuf. reflexivity. }
+    { apply incands_length in Hsuf. rewrite (Hcl p1 ps' eq_refl) in Hsuf.
+      simpl. rewrite Hsuf. reflexivity. }
     apply Forall_push_inv in Hrun as [Hm Hg]; [|exact Hl].
     apply Forall_cons_iff in Hg as [Hg _]. simpl in Hg.
     split; [|split].
@@ -490,24 +979,24 @@ Section Multi.
     - apply Hnd. constructor; [intros []|constructor].
   Qed.
 
-  (** No match: no tuple of distinct nodes, the first the visited node and
-      the others nodes of the graph, matches under any substitution of the
-      variables. *)
-  Theorem match_multi_fail_sound : forall fuel N mp t ps,
-    wf_defs D = true -> bodies (mp_roots mp) = Some ps -> wf_multi ps (mp_guard mp) = true ->
-    match_multi fuel N mp t = MNoMatch ->
+  Definition mfail (N : nat) (mp : mpat) (t : node) (ps : list pattern) : Prop :=
     forall ts σ ψ, hd_error ts = Some t -> Forall (fun c => c < N) (tl ts) ->
     (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
     ~ mmatches G D σ ψ ps (mp_guard mp) ts.
+
+  Lemma match_multi_c_fail_sound : forall fuel N mp cands t ps,
+    cands_complete N mp cands ->
+    wf_defs D = true -> bodies (mp_roots mp) = Some ps -> wf_multi ps (mp_guard mp) = true ->
+    match_multi_c (root_index D) fuel mp cands t = MNoMatch -> mfail N mp t ps.
   Proof.
-    intros fuel N mp t ps Hd Hb Hw H ts σ ψ Ht Hlt Hσ Hψ Hmm.
+    intros fuel N mp cands t ps Hcc Hd Hb Hw H ts σ ψ Ht Hlt Hσ Hψ Hmm.
     destruct ts as [|t0 suf]; [discriminate|]. simpl in Ht, Hlt. inversion Ht; subst t0.
-    unfold match_multi, match_multi_c in H. rewrite Hb in H.
+    unfold match_multi_c in H. rewrite Hb in H.
     destruct (mp_roots mp) as [|r1 rs] eqn:Hr.
     - simpl in Hb. inversion Hb; subst. destruct Hmm as [Hm _]. inversion Hm.
     - destruct ps as [|p1 ps'].
       + destruct Hmm as [Hm _]. inversion Hm.
-      + simpl in Hb. destruct (nth_error D r1) as [d1|] eqn:Hd1; [|discriminate].
+      + assert (Hb0 := Hb). simpl in Hb. destruct (nth_error D r1) as [d1|] eqn:Hd1; [|discriminate].
         destruct (bodies rs) as [ps''|] eqn:Hbs; [|discriminate].
         inversion Hb; subst p1 ps''.
         destruct Hmm as [Hm [Hg Hn]].
@@ -517,7 +1006,7 @@ Section Multi.
         destruct (run_prefix fuel (mp_n mp) (mp_m mp) [body d1] [t]) eqn:E.
         * destruct (search _ _ _ _ _ _ _) eqn:Hs; try discriminate.
           eapply (search_none fuel (mp_n mp) (mp_m mp) _ _ _ [t] Hd Hw Hs suf σ ψ); auto.
-          -- simpl. eapply mcands_complete; eauto.
+          -- rewrite <- Hr in Hb0. eapply Hcc; eauto.
           -- simpl. split; [exact Hm | split; assumption].
         * eapply run_start_fail; [exact Hd | | apply below_prefix | exact E |].
           -- apply wfk_prefix; [reflexivity|]. unfold wf_multi in Hw.
@@ -527,9 +1016,34 @@ Section Multi.
         * discriminate.
   Qed.
 
+  (** A match: the nodes are distinct, the first is the visited node, the
+      others are nodes of the graph, and the bindings (the variables'
+      substitution, sorted, only variables [< mp_n] / [< mp_m]) satisfy the
+      declarative relation. *)
+  Theorem match_multi_sound : forall fuel N mp t ts bs fbs,
+    match_multi fuel N mp t = MMatch ts bs fbs -> msound N mp t ts bs fbs.
+  Proof. intros. eapply match_multi_c_sound; [apply up_cands_ok | exact H]. Qed.
+
+  (** No match: no tuple of distinct nodes, the first the visited node and
+      the others nodes of the graph, matches under any substitution of the
+      variables (the users candidates are complete: [up_cands_complete]). *)
+  Theorem match_multi_fail_sound : forall fuel N mp t ps,
+    wf_defs D = true -> bodies (mp_roots mp) = Some ps -> wf_multi ps (mp_guard mp) = true ->
+    match_multi fuel N mp t = MNoMatch -> mfail N mp t ps.
+  Proof. intros. eapply match_multi_c_fail_sound; eauto. apply up_cands_complete. Qed.
+
+  Theorem match_multi_idx_sound : forall fuel N mp t ts bs fbs,
+    match_multi_idx fuel N mp t = MMatch ts bs fbs -> msound N mp t ts bs fbs.
+  Proof. intros. eapply match_multi_c_sound; [apply idx_cands_ok | exact H]. Qed.
+
+  Theorem match_multi_idx_fail_sound : forall fuel N mp t ps,
+    wf_defs D = true -> bodies (mp_roots mp) = Some ps -> wf_multi ps (mp_guard mp) = true ->
+    match_multi_idx fuel N mp t = MNoMatch -> mfail N mp t ps.
+  Proof. intros. eapply match_multi_c_fail_sound; eauto. apply idx_cands_complete. Qed.
+
   (** ** Every match once *)
 
-  Fixpoint mall (R : rindex) (fuel : nat) (mp : mpat) (cands : list (list node))
+  Fixpoint mall (R : rindex) (fuel : nat) (mp : mpat) (cands : list (list node -> list node))
       (seen : list (list node)) (nodes : list node) : list (node * manswer) :=
     match nodes with
     | [] => []
@@ -545,10 +1059,20 @@ Section Multi.
 
   (** [pypm_match_all_multi]: the visited nodes [0..N-1] in increasing
       order; at each, [match_multi]'s answer, unless it is "no match" or a
-      match whose set of nodes an earlier entry already has. *)
+      match whose set of nodes an earlier entry already has. The candidate
+      functions are built once ([UM]: the users table [users_map N], which
+      the library computes once per graph). *)
+  Definition match_all_multi_u (UM : VarMap.t (list node)) (fuel N : nat) (mp : mpat)
+      : list (node * manswer) :=
+    let R := root_index D in mall R fuel mp (up_cands anchor_depth UM R N mp) [] (seq 0 N).
+
   Definition match_all_multi (fuel N : nat) (mp : mpat) : list (node * manswer) :=
-    let R := root_index D in
-    mall R fuel mp (mcands R N (tl (mp_roots mp))) [] (seq 0 N).
+    match_all_multi_u (users_map N) fuel N mp.
+
+  (** The same with the index's candidates only (benchmark of the
+      traversal). *)
+  Definition match_all_multi_idx (fuel N : nat) (mp : mpat) : list (node * manswer) :=
+    let R := root_index D in mall R fuel mp (idx_cands R N mp) [] (seq 0 N).
 
   Lemma mall_In : forall R fuel mp cands nodes seen t a,
     In (t, a) (mall R fuel mp cands seen nodes) ->
@@ -571,6 +1095,14 @@ Section Multi.
   Theorem match_all_multi_In : forall fuel N mp t a,
     In (t, a) (match_all_multi fuel N mp) ->
     t < N /\ match_multi fuel N mp t = a /\ a <> MNoMatch.
+  Proof.
+    intros fuel N mp t a H. apply mall_In in H as [H1 H2].
+    apply in_seq in H1. split; [lia | exact H2].
+  Qed.
+
+  Theorem match_all_multi_idx_In : forall fuel N mp t a,
+    In (t, a) (match_all_multi_idx fuel N mp) ->
+    t < N /\ match_multi_idx fuel N mp t = a /\ a <> MNoMatch.
   Proof.
     intros fuel N mp t a H. apply mall_In in H as [H1 H2].
     apply in_seq in H1. split; [lia | exact H2].
@@ -671,7 +1203,8 @@ Section Multi.
       forall x, In x ts <-> In x ts'.
   Proof.
     intros fuel N mp t a Ht Ha Hno.
-    destruct (mall_complete (root_index D) fuel mp (mcands (root_index D) N (tl (mp_roots mp)))
+    destruct (mall_complete (root_index D) fuel mp
+                (up_cands anchor_depth (users_map N) (root_index D) N mp)
                 (seq 0 N) [] t a (seq_sorted 0 N)) as [H|(ts & bs & fbs & -> & H)];
       [apply in_seq; lia | exact Ha | exact Hno | left; exact H|].
     right. destruct H as [(s & [] & _)|(t' & ts' & bs' & fbs' & Hin & Hlt & Hx)].

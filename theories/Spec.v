@@ -317,6 +317,38 @@ Definition S_mmatches_perm : Prop :=
     Permutation (combine ps ts) (combine ps' ts') ->
     (mmatches G D σ ψ ps g ts <-> mmatches G D σ ψ ps' g ts').
 
+(** The users table, computed once per graph from the node table, is
+    complete: every node [u < N] is a user of each of its children. *)
+Definition S_users_map_complete : Prop :=
+  forall G N u c, u < N -> In c (children G u) -> In u (ufind c (users_map G N)).
+
+(** The candidates of upward traversal are complete: every node [< N] that
+    can match a later root, under a substitution under which the first root
+    matches [t] and the roots before it match the nodes chosen, is among the
+    candidates the search tries ([incands]). *)
+Definition S_up_cands_complete : Prop :=
+  forall G D ad N mp σ ψ p1 ps t suf,
+    bodies D (mp_roots mp) = Some (p1 :: ps) ->
+    matches G D σ ψ p1 t -> matches_list G D σ ψ ps suf -> Forall (fun c => c < N) suf ->
+    incands [t] suf (up_cands G D ad (users_map G N) (root_index D) N mp).
+
+(** The same search with the index's candidates only (the previous
+    version, kept for benchmarking): sound and failure-sound too. *)
+Definition S_match_multi_idx_sound : Prop :=
+  forall G D fuel N mp t ts bs fbs,
+    match_multi_idx G D fuel N mp t = MMatch ts bs fbs ->
+    exists ps, bodies D (mp_roots mp) = Some ps /\
+      hd_error ts = Some t /\ Forall (fun c => c < N) (tl ts) /\
+      mmatches G D (assoc bs) (assoc fbs) ps (mp_guard mp) ts.
+
+Definition S_match_multi_idx_fail_sound : Prop :=
+  forall G D fuel N mp t ps,
+    wf_defs D = true -> bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+    match_multi_idx G D fuel N mp t = MNoMatch ->
+    forall ts σ ψ, hd_error ts = Some t -> Forall (fun c => c < N) (tl ts) ->
+    (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
+    ~ mmatches G D σ ψ ps (mp_guard mp) ts.
+
 (** [pypm_match_all_multi]: its entries are [match_multi]'s answers ... *)
 Definition S_match_all_multi_In : Prop :=
   forall G D fuel N mp t a,
@@ -412,3 +444,15 @@ Lemma spec_match_all_multi_once : S_match_all_multi_once.
 Proof. exact match_all_multi_once. Qed.
 Lemma spec_match_all_multi_complete : S_match_all_multi_complete.
 Proof. exact match_all_multi_complete. Qed.
+Lemma spec_users_map_complete : S_users_map_complete.
+Proof. intros G N u c. exact (users_map_complete G N u c). Qed.
+Lemma spec_up_cands_complete : S_up_cands_complete.
+Proof. intros G D ad N mp. exact (up_cands_complete G D ad N mp). Qed.
+Lemma spec_match_multi_idx_sound : S_match_multi_idx_sound.
+Proof.
+  intros G D fuel N mp t ts bs fbs H.
+  destruct (match_multi_idx_sound G D fuel N mp t ts bs fbs H) as (ps & H1 & H2 & H3 & H4 & _).
+  exists ps. auto.
+Qed.
+Lemma spec_match_multi_idx_fail_sound : S_match_multi_idx_fail_sound.
+Proof. exact match_multi_idx_fail_sound. Qed.

@@ -555,10 +555,12 @@ let decode_patterns_exn (b : buf) : Repr.patterns =
 
 (* doc/format.md, "Multi-root patterns": n_params, n_fparams, k, then k
    root indices of the loaded pattern set, then the cross-root guard in
-   prefix form; nothing after it.  Returns (n, m, root indices, guard). *)
+   prefix form, then optionally one word: 0 (candidates by upward
+   traversal, the default) or 1 (by the index only).  Returns (n, m, root
+   indices, guard, index_only). *)
 let max_multi_roots = 64
 
-let decode_multi_exn (b : buf) ~n_roots : int * int * int list * Matcher.guard =
+let decode_multi_exn (b : buf) ~n_roots : int * int * int list * Matcher.guard * bool =
   let len = Bigarray.Array1.dim b in
   let r = { b; pos = 0; stop = len; index = 0; n_defs = 0 } in
   let count what cap =
@@ -582,9 +584,19 @@ let decode_multi_exn (b : buf) ~n_roots : int * int * int list * Matcher.guard =
         Int64.to_int v)
   in
   let g = read_guard r 1 in
+  let index_only =
+    if r.pos = len then false
+    else begin
+      let at = r.pos in
+      let v = next r "the candidates mode" in
+      if v <> 0L && v <> 1L then
+        fail Malformed "multi-root spec: word %d: candidates mode %Ld is neither 0 nor 1" at v;
+      v = 1L
+    end
+  in
   if r.pos <> len then
-    fail Malformed "multi-root spec: %d trailing words after the guard" (len - r.pos);
-  (n, m, roots, g)
+    fail Malformed "multi-root spec: %d trailing words after the candidates mode" (len - r.pos);
+  (n, m, roots, g, index_only)
 
 let decode_multi (b : buf) ~n_roots =
   match decode_multi_exn b ~n_roots with

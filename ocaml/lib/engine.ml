@@ -26,7 +26,13 @@ let code_of_kind = function
   | Decode.Ill_formed -> e_ill_formed
   | Decode.Too_deep -> e_too_deep
 
-type graph = { repr : Repr.graph; mg : Matcher.graph }
+(* [users]: Matcher.users_map of the graph (the users table of
+   Multi.users_map, for multi-root matching), computed on first use. *)
+type graph = { repr : Repr.graph; mg : Matcher.graph; users : Matcher.node list Matcher.VarMap.t Lazy.t }
+
+let make_graph repr =
+  let mg = Repr.to_matcher repr in
+  { repr; mg; users = lazy (Matcher.users_map mg repr.Repr.n_nodes) }
 
 (* A loaded pattern set: the decoded table and roots, and Matcher.load_set
    of them. *)
@@ -94,7 +100,7 @@ let of_decoded = function
 
 let graph_of_buf (b : Decode.buf) : graph =
   let repr = of_decoded (Decode.decode_graph b) in
-  { repr; mg = Repr.to_matcher repr }
+  make_graph repr
 
 let graph_load (b : Decode.buf) : int = add (Graph (graph_of_buf b))
 
@@ -198,7 +204,7 @@ let graph_extend h (b : Decode.buf) : unit =
   if base <> n then
     error e_out_of_range "graph extension starts at node %d, but graph %d has %d nodes" base h n;
   let repr = append_nodes g.repr x in
-  Tbl.replace table h (Graph { repr; mg = Repr.to_matcher repr })
+  Tbl.replace table h (Graph (make_graph repr))
 
 let pset_of_buf (b : Decode.buf) : pset =
   let set = of_decoded (Decode.decode_patterns b) in
@@ -308,8 +314,8 @@ let result h = get_result h
    pattern set: the roots are root indices of the set, mapped to their
    definitions; checked with the extracted [Matcher.wf_multi] (the premise
    of [Multi.match_multi_fail_sound]). *)
-let multi_of ps (b : Decode.buf) : Matcher.mpat =
-  let n, m, roots, g = of_decoded (Decode.decode_multi b ~n_roots:ps.n_roots) in
+let multi_of ps (b : Decode.buf) : Matcher.mpat * bool =
+  let n, m, roots, g, index_only = of_decoded (Decode.decode_multi b ~n_roots:ps.n_roots) in
   let defs = List.map (fun i -> ps.set.Repr.roots.(i)) roots in
   let mp = { Matcher.mp_n = n; mp_m = m; mp_roots = defs; mp_guard = g } in
   (match Matcher.bodies ps.set.Repr.defs defs with
@@ -318,7 +324,7 @@ let multi_of ps (b : Decode.buf) : Matcher.mpat =
         error e_ill_formed
           "multi-root spec: ill-formed (a root is not well formed, or the cross-root guard reads a variable no root binds)"
   | None -> error e_malformed "multi-root spec: a root names no definition");
-  mp
+  (mp, index_only)
 
 let push_manswer b root = function
   | Matcher.MMatch (ts, binds, fbinds) ->
@@ -342,24 +348,31 @@ let push_manswer b root = function
       push b 0
 
 (* [root >= 0]: the one entry of Multi.match_multi at [root] (computed as
-   Matcher.match_multi_c with the set's index and Matcher.mcands, which is
-   Matcher.match_multi by definition); [root < 0]: Multi.match_all_multi. *)
+   Matcher.match_multi_u with the graph's cached users table, which is
+   Matcher.users_map of the graph: Matcher.match_multi by definition);
+   [root < 0]: Multi.match_all_multi (Matcher.match_all_multi_u likewise).
+   With the spec's index-only flag: Multi.match_multi_idx /
+   match_all_multi_idx (the candidates by the index alone). *)
 let match_multi ~graph ~patterns ~(spec : Decode.buf) ~root ~fuel : int * int =
   let g = get_graph graph in
   let ps = get_patterns patterns in
-  let mp = multi_of ps spec in
+  let mp, index_only = multi_of ps spec in
+  let defs = ps.set.Repr.defs in
   let n = g.repr.Repr.n_nodes in
   let fuel = Matcher.effective_fuel (max 0 fuel) in
   let b = { a = Array.make 64 0; n = 0 } in
   if root >= 0 then begin
     if root >= n then error e_out_of_range "root node %d out of range [0, %d)" root n;
-    let r = Lazy.force ps.rindex in
-    let cands = Matcher.mcands g.mg r n (List.tl mp.Matcher.mp_roots) in
     push b 1;
-    push_manswer b root (Matcher.match_multi_c g.mg ps.set.Repr.defs r fuel mp cands root)
+    push_manswer b root
+      (if index_only then Matcher.match_multi_idx g.mg defs fuel n mp root
+       else Matcher.match_multi_u g.mg defs (Lazy.force g.users) fuel n mp root)
   end
   else begin
-    let entries = Matcher.match_all_multi g.mg ps.set.Repr.defs fuel n mp in
+    let entries =
+      if index_only then Matcher.match_all_multi_idx g.mg defs fuel n mp
+      else Matcher.match_all_multi_u g.mg defs (Lazy.force g.users) fuel n mp
+    in
     push b (List.length entries);
     List.iter (fun (t, a) -> push_manswer b t a) entries
   end;

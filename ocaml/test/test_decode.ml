@@ -1140,6 +1140,61 @@ let timed name f =
   f ();
   Printf.printf "  %-22s %.2f s\n%!" name (Sys.time () -. t0)
 
+
+(* ------------------------------------------------------- multi-root *)
+
+(* The extracted functions behind pypm_match_multi on a small graph: the
+   users table (Multi.users_map) lists every user; upward traversal
+   (match_all_multi_u) gives the entries the index-only search gives (both
+   try candidates in id order, and the users candidates contain every node
+   that can match: Multi.up_cands_complete); the matches are the expected
+   sets, once each; a root sharing no variable falls back to the index. *)
+let test_multi () =
+  let leaf = 1 and relu = 10 and lin = 11 and neg = 12 in
+  (* 0..2 inputs x0 x1 w; relu/lin/neg over x0, relu/lin over x1, relu over x2 *)
+  let nodes =
+    [ (leaf, [], []); (leaf, [], []); (leaf, [], []);
+      (relu, [ 0 ], []); (lin, [ 0; 2 ], []); (neg, [ 0 ], []);
+      (relu, [ 1 ], []); (lin, [ 1; 2 ], []); (lin, [ 2; 2 ], []); (relu, [ 2 ], []) ]
+  in
+  match Decode.decode_graph (buf (graph_words nodes)) with
+  | Error e -> check ("multi graph: " ^ e.Decode.message) false
+  | Ok g ->
+      let mg = Repr.to_matcher g in
+      let n = g.Repr.n_nodes in
+      let um = M.users_map mg n in
+      let users c = List.filter (fun u -> List.mem c (mg.M.children u)) (List.init n Fun.id) in
+      check "users_map = the users, in order"
+        (List.for_all (fun c -> M.ufind c um = users c) (List.init n Fun.id));
+      let d body = { M.nparams = 2; nfparams = 0; body; pbinds = []; pfbinds = [] } in
+      let defs =
+        [ d (M.PApp (relu, [ M.PVar 0 ])); d (M.PApp (lin, [ M.PVar 0; M.PVar 1 ]));
+          d (M.PApp (neg, [ M.PVar 0 ])); d (M.PApp (lin, [ M.PVar 1; M.PVar 1 ])) ]
+      in
+      let mp roots = { M.mp_n = 2; mp_m = 0; mp_roots = roots; mp_guard = M.GTrue } in
+      let sets es =
+        List.filter_map
+          (function _, M.MMatch (ts, _, _) -> Some (List.sort compare ts) | _ -> None) es
+      in
+      let fuel = M.effective_fuel 0 in
+      List.iter
+        (fun (name, roots, expected) ->
+          let up = M.match_all_multi_u mg defs um fuel n (mp roots) in
+          let idx = M.match_all_multi_idx mg defs fuel n (mp roots) in
+          check (name ^ ": upward traversal = index-only entries") (up = idx);
+          check (name ^ ": the expected sets") (List.sort compare (sets up) = expected);
+          List.iter
+            (fun t ->
+              check (name ^ ": match_multi_u = match_multi_idx")
+                (M.match_multi_u mg defs um fuel n (mp roots) t
+                = M.match_multi_idx mg defs fuel n (mp roots) t))
+            (List.init n Fun.id))
+        [ ("relu, lin", [ 0; 1 ], [ [ 3; 4 ]; [ 6; 7 ]; [ 8; 9 ] ]);
+          ("lin, relu", [ 1; 0 ], [ [ 3; 4 ]; [ 6; 7 ]; [ 8; 9 ] ]);
+          ("relu, lin, neg", [ 0; 1; 2 ], [ [ 3; 4; 5 ] ]);
+          (* lin(w, w) shares w with lin(x, w) only through its first argument *)
+          ("lin, lin(w, w)", [ 1; 3 ], [ [ 4; 8 ]; [ 7; 8 ] ]) ]
+
 let () =
   timed "graph_valid" test_graph_valid;
   timed "graph_malformed" test_graph_malformed;
@@ -1152,5 +1207,6 @@ let () =
   timed "engine_full" test_engine_full;
   timed "default_fuel" test_default_fuel;
   timed "extend" test_extend;
+  timed "multi" test_multi;
   Printf.printf "test_decode: %d checks, %d failures\n" !checks !failures;
   if !failures > 0 then exit 1

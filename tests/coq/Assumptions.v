@@ -99,3 +99,7 @@ Print Assumptions spec_mmatches_perm.
 Print Assumptions spec_match_all_multi_In.
 Print Assumptions spec_match_all_multi_once.
 Print Assumptions spec_match_all_multi_complete.
+Print Assumptions spec_users_map_complete.
+Print Assumptions spec_up_cands_complete.
+Print Assumptions spec_match_multi_idx_sound.
+Print Assumptions spec_match_multi_idx_fail_sound.

@@ -10,14 +10,23 @@ roots over shared variables::
 It matches a tuple of *distinct* nodes ``(t1, …, tk)`` under one
 substitution (``Multi.mmatches``): root ``i`` at ``t_i``, every guard true.
 ``pm.match(P, node)`` puts the first root at ``node`` and finds the others
-among the graph's nodes (``Multi.match_multi``): for root ``i``, the nodes
-in id order that its root-operator index admits and that are not already
-used, pruning a candidate as soon as the roots so far have no common match
-(a choice point, backtracked like an alternate); the answer is the first
+by *upward traversal* (``Multi.match_multi``): root ``i``'s candidates are
+the users of a node the earlier roots bound — when root ``i``'s operator
+has a variable ``x`` as its ``l``-th argument and ``x`` sits on an
+operator-only path ``π`` below earlier root ``j`` (``Multi.anchor``), the
+users of the node at ``π`` below the ``j``-th chosen node whose ``l``-th
+child it is (``Multi.cand_fn``; complete: ``Multi.up_cands_complete``);
+a root sharing no such variable falls back to the nodes its root-operator
+index admits. Candidates are tried in id order, skipping nodes already
+used, pruning one as soon as the roots so far have no common match (a
+choice point, backtracked like an alternate); the answer is the first
 tuple in that order and, for it, the first solution in priority order.
 ``pm.match_all`` reports each *set* of nodes once, not once per permutation
 (``Multi.match_all_multi_once``), at the smallest node that is the first
-root of a match with that set (``Multi.match_all_multi_complete``).
+root of a match with that set (``Multi.match_all_multi_complete``), the
+roots taken in the order :func:`root_order` chooses (``Multi.mmatches_perm``:
+any order finds the same sets); matches report their roots in the written
+order.
 
 The verified engine runs the extracted ``Multi.match_multi_c`` /
 ``match_all_multi`` (``pypm_match_multi``); the reference engine below is
@@ -87,7 +96,8 @@ class MultiProgram:
 
     name = "<core>"
 
-    def __init__(self, pattern=None, *, defs=None, roots=None, n=None, m=None, guard=None):
+    def __init__(self, pattern=None, *, defs=None, roots=None, n=None, m=None, guard=None,
+                 order=None, index_only=False):
         if pattern is not None:
             linked = pattern.linked
             info = linked.multi[pattern]
@@ -98,18 +108,36 @@ class MultiProgram:
             self.names, self.fnames = tuple(range(n)), tuple(range(m))
         self.pattern = pattern if pattern is not None else self
         self.defs: Tuple[core.PDef, ...] = tuple(defs)
-        self.roots: Tuple[int, ...] = tuple(roots)
+        # order[i]: the written position of the i-th root searched
+        self.order: Tuple[int, ...] = tuple(order) if order is not None else tuple(range(len(roots)))
+        if sorted(self.order) != list(range(len(roots))):
+            raise ValueError(f"root order {self.order} is not a permutation of {len(roots)} roots")
+        self.written: Tuple[int, ...] = tuple(roots)
+        self.roots: Tuple[int, ...] = tuple(self.written[i] for i in self.order)
         self.n, self.m = n, m
         self.guard = guard
+        self.index_only = index_only
         self.spec = serialize.encode_multi_spec(self.n, self.m, range(len(self.roots)),
-                                                self.guard)
+                                                self.guard, index_only)
 
     @property
     def bodies(self) -> Tuple[core.CorePattern, ...]:
         return tuple(self.defs[r].body for r in self.roots)
 
     def make(self, nodes: Sequence[Node], theta: Dict[int, Node], phi: Dict[int, int]):
-        return MultiMatch(self.pattern, nodes, theta, phi, self.names, self.fnames)
+        written = [None] * len(nodes)
+        for pos, i in enumerate(self.order):
+            written[i] = nodes[pos]
+        return MultiMatch(self.pattern, written, theta, phi, self.names, self.fnames)
+
+    def reordered(self, order: Sequence[int], index_only: Optional[bool] = None) -> "MultiProgram":
+        """The same pattern searched in root ``order`` (written positions)."""
+        prog = MultiProgram(defs=self.defs, roots=self.written, n=self.n, m=self.m,
+                            guard=self.guard, order=order,
+                            index_only=self.index_only if index_only is None else index_only)
+        prog.pattern, prog.names, prog.fnames, prog.name = (self.pattern, self.names,
+                                                            self.fnames, self.name)
+        return prog
 
 
 _programs: Dict[int, tuple] = {}
@@ -149,11 +177,101 @@ def _run(prog: MultiProgram, ts: Sequence[Node], with_guard: bool, fuel: int):
     return None
 
 
-def _candidates(prog: MultiProgram, graph: Graph) -> List[List[Node]]:
-    """``Multi.mcands``: for each later root, the nodes (id order) its
-    root-operator index admits."""
-    return [[c for c in graph.nodes if core.root_admits(prog.defs, r, c.label)]
-            for r in prog.roots[1:]]
+ANCHOR_DEPTH = 16  # Multi.anchor_depth
+
+
+def _vpath(d: int, x: int, p) -> Optional[Tuple[int, ...]]:
+    """``Multi.vpath``: a path (child indices) through operators from
+    ``p``'s root to the free variable ``x``, or None."""
+    if isinstance(p, core.PVar):
+        return () if p.x == x else None
+    if d == 0:
+        return None
+    if isinstance(p, (core.PApp, core.PFunVar)):
+        for i, q in enumerate(p.args):
+            r = _vpath(d - 1, x, q)
+            if r is not None:
+                return (i,) + r
+        return None
+    if isinstance(p, (core.PGuard, core.PExistsF, core.PConstr)):
+        return _vpath(d - 1, x, p.p)
+    if isinstance(p, core.PExists):
+        return None if p.x == x else _vpath(d - 1, x, p.p)
+    return None
+
+
+def _uargs(d: int, p) -> List[Tuple[int, int]]:
+    """``Multi.uargs``: the ``(x, l)`` with the free variable ``x`` the
+    ``l``-th argument of ``p``'s root operator."""
+    if d == 0:
+        return []
+    if isinstance(p, (core.PApp, core.PFunVar)):
+        return [(q.x, i) for i, q in enumerate(p.args) if isinstance(q, core.PVar)]
+    if isinstance(p, (core.PGuard, core.PExistsF, core.PConstr)):
+        return _uargs(d - 1, p.p)
+    if isinstance(p, core.PExists):
+        return [xl for xl in _uargs(d - 1, p.p) if xl[0] != p.x]
+    return []
+
+
+def anchor(earlier: Sequence, p) -> Optional[Tuple[int, Tuple[int, ...], int]]:
+    """``Multi.anchor``: ``(j, π, l)`` when ``p``'s root has a variable as
+    its ``l``-th argument that lies at path ``π`` below earlier root ``j``
+    (then ``p``'s root is a user of that node), else None."""
+    for x, l in _uargs(ANCHOR_DEPTH, p):
+        for j, q in enumerate(earlier):
+            pi = _vpath(ANCHOR_DEPTH, x, q)
+            if pi is not None:
+                return j, pi, l
+    return None
+
+
+_users_cache: Dict[int, tuple] = {}
+
+
+def users(graph: Graph) -> List[List[int]]:
+    """``Multi.users_map``: for each node id, the ids of its users in
+    increasing order (cached per graph and size)."""
+    hit = _users_cache.get(id(graph))
+    if hit is not None and hit[0] is graph and hit[1] == len(graph.nodes):
+        return hit[2]
+    us: List[List[int]] = [[] for _ in graph.nodes]
+    for n in graph.nodes:
+        for c in dict.fromkeys(a.id for a in n.args):
+            us[c].append(n.id)
+    if len(_users_cache) > 8:
+        _users_cache.clear()
+    _users_cache[id(graph)] = (graph, len(graph.nodes), us)
+    return us
+
+
+def _candidates(prog: MultiProgram, graph: Graph):
+    """For each later root, the function from the nodes chosen so far to
+    its candidates: ``Multi.up_cands`` (or ``idx_cands`` when the program
+    is index-only)."""
+    nodes = graph.nodes
+    bodies = prog.bodies
+    out = []
+    for i, r in enumerate(prog.roots[1:], start=1):
+        a = None if prog.index_only else anchor(bodies[:i], bodies[i])
+        if a is None:
+            adm = [c for c in nodes if core.root_admits(prog.defs, r, c.label)]
+            out.append(lambda ts, adm=adm: adm)
+            continue
+        us = users(graph)
+        j, pi, l = a
+
+        def cands(ts, j=j, pi=pi, l=l, r=r, us=us):
+            n = ts[j]
+            for k in pi:
+                if k >= len(n.args):
+                    return []
+                n = n.args[k]
+            return [nodes[u] for u in us[n.id]
+                    if len(nodes[u].args) > l and nodes[u].args[l] is n
+                    and core.root_admits(prog.defs, r, nodes[u].label)]
+        out.append(cands)
+    return out
 
 
 def _first(prog: MultiProgram, node: Node, fuel: int, cands=None):
@@ -173,7 +291,7 @@ def _first(prog: MultiProgram, node: Node, fuel: int, cands=None):
             s = _run(prog, ts, True, fuel)
             return None if s is None else (ts, s)
         used = {t.id for t in ts}
-        for c in cands[i]:
+        for c in cands[i](ts):
             if c.id in used:
                 continue
             if _run(prog, ts + [c], False, fuel) is None:
@@ -194,6 +312,47 @@ def _first(prog: MultiProgram, node: Node, fuel: int, cands=None):
 
 
 # ----------------------------------------------------------------- answers
+
+
+def root_order(prog: MultiProgram, graph: Graph, first: Optional[int] = None) -> Tuple[int, ...]:
+    """The root order (written positions) for ``match_all`` on ``graph``:
+    among all orders (``k!``, ``k <= 4`` in practice; orders beyond 6 roots
+    keep the written one), the one minimizing, in turn, the number of later
+    roots without an anchor (each scans every node its index admits), the
+    number of nodes the first root's index admits (each is a start), and
+    the nodes the unanchored roots scan. This is the RFC's minimum spanning
+    arborescence over traversal costs by exhaustive search (a traversal
+    from a bound node costs the node's users, an index scan its count; with
+    k <= 6 roots enumeration is cheap and exact for this cost). Sound by
+    ``Multi.mmatches_perm``. ``first``: keep that root first."""
+    import itertools
+    k = len(prog.written)
+    if k > 6:
+        return tuple(range(k))
+    bodies = [prog.defs[r].body for r in prog.written]
+    import collections
+    counts: Dict[int, int] = {}
+    labels = collections.Counter(graph._labels)
+    anchors: Dict[tuple, bool] = {}
+    syms = core.root_symbols(prog.defs)
+    for i, r in enumerate(prog.written):
+        adm = syms[r] if 0 <= r < len(syms) else frozenset()
+        counts[i] = len(graph.nodes) if adm is None else sum(labels[lab] for lab in adm)
+    best, best_key = tuple(range(k)), None
+    for order in itertools.permutations(range(k)):
+        if first is not None and order[0] != first:
+            continue
+        loose = []
+        for pos, i in enumerate(order[1:], start=1):
+            key = (frozenset(order[:pos]), i)
+            if key not in anchors:  # an anchor exists iff some earlier root has one
+                anchors[key] = anchor([bodies[o] for o in sorted(order[:pos])], bodies[i]) is not None
+            if not anchors[key]:
+                loose.append(i)
+        key = (len(loose), counts[order[0]], sum(counts[i] for i in loose))
+        if best_key is None or key < best_key:
+            best, best_key = order, key
+    return best
 
 
 def _fuel(fuel: Optional[int]) -> int:
@@ -237,10 +396,18 @@ def _answer(prog: MultiProgram, graph: Graph, entry) -> Optional[MultiMatch]:
 
 
 def match_all_multi(pattern, graph: Graph, engine: str = "verified",
-                    fuel: Optional[int] = None) -> List[MultiMatch]:
+                    fuel: Optional[int] = None, order: str = "auto") -> List[MultiMatch]:
     """Every set of nodes the multi-root ``pattern`` matches, once
-    (``Multi.match_all_multi``), in the order of their first roots."""
+    (``Multi.match_all_multi``), in the order of their first roots.
+    ``order``: ``"auto"`` searches the roots in :func:`root_order`'s order,
+    ``"written"`` in the written one (same sets, ``Multi.mmatches_perm``)."""
     prog = program(pattern)
+    if order == "auto":
+        o = root_order(prog, graph)
+        if o != prog.order:
+            prog = prog.reordered(o)
+    elif order != "written":
+        raise ValueError(f"order must be 'auto' or 'written', not {order!r}")
     if engine == "reference":
         out, seen = [], []
         cands = _candidates(prog, graph)

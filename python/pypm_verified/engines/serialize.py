@@ -198,13 +198,18 @@ def encode_patterns(defs: Sequence[core.PDef], roots: Sequence[int]) -> array:
     return array("q", words)
 
 
-def encode_multi_spec(n: int, m: int, roots: Sequence[int], guard) -> array:
+def encode_multi_spec(n: int, m: int, roots: Sequence[int], guard,
+                      index_only: bool = False) -> array:
     """A multi-root spec (doc/format.md, "Multi-root patterns"): the shared
     variable counts, the root indices (positions in the loaded pattern set's
-    roots) and the cross-root guard."""
+    roots), the cross-root guard and, when ``index_only``, the word 1 (later
+    roots' candidates by the index alone, ``Multi.match_multi_idx``; the
+    default is upward traversal, ``Multi.match_multi``)."""
     words: List[int] = [_id(n, "parameter count"), _id(m, "parameter count"), len(roots)]
     words += _ids(roots, "root index")
     _prefix(guard, words, "guard")
+    if index_only:
+        words.append(1)
     return array("q", words)
 
 
