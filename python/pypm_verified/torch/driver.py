@@ -217,10 +217,8 @@ class _Builder:
                                "(declare it with @pm.op(torch=[...]))")
         target = targets[0]
         pos, kw = schema_call(target, [self._fx_arg(a) for a in args])
-        fake = fx.node.map_arg((tuple(pos), kw), lambda n: n.meta["val"])
         try:
-            with self.driver.fake_mode:
-                val = target(*fake[0], **fake[1])
+            val = self.driver.meta_val(target, pos, kw)
         except dynamic.GuardError:
             raise  # needs a size fact not statically known: the rule declines
         except Exception as e:
@@ -345,6 +343,13 @@ class Driver:
         if kept is node and created is not None:
             created.append(node)
         return kept
+
+    def meta_val(self, target, pos, kw):
+        """The ``meta["val"]`` of a new call ``target(*pos, **kw)``: the target
+        run on the arguments' fake values (raises what it raises)."""
+        fake = fx.node.map_arg((tuple(pos), kw), lambda n: n.meta["val"])
+        with self.fake_mode:
+            return target(*fake[0], **fake[1])
 
     def bound_value(self, term) -> object:
         """The :class:`Value` a rule receives for the bound term node ``term``."""
