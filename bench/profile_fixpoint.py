@@ -31,7 +31,7 @@ PHASES = (
     ("candidate selection (root index)", "pypm_verified.engines.matching",
      "PatternSet.candidates"),
     ("engine: graph encoding (extension)", "pypm_verified.engines.binding", "graph_handle"),
-    ("engine: call + decoding (verified)", "pypm_verified.engines.binding", "match"),
+    ("engine: call + decoding (verified)", "pypm_verified.engines.binding", "SetMatcher.match"),
     ("engine: reference matcher", "pypm_verified.engines.reference", "first_solution"),
     ("binding values for rules", "pypm_verified.torch.driver", "Driver.bound_value"),
     ("rule bodies (guards, building)", "pypm_verified.dsl.rules", "Rule.fire"),

@@ -161,17 +161,21 @@ def match(pattern: PatternLike, node: Node, engine: str = "verified",
 
 
 def _match_at(s: PreparedPatterns, i: int, node: Node, engine: str, fuel: Optional[int],
-              owner=None) -> Optional[Match]:
+              owner=None, matcher=None) -> Optional[Match]:
     """Root ``i`` of the prepared set ``s`` at ``node``, with ``engine``;
-    ``owner`` caches the engine's handle of the set (default ``s.owner``)."""
+    ``owner`` caches the engine's handle of the set (default ``s.owner``);
+    ``matcher`` (verified engine): a :class:`binding.SetMatcher` of ``s``."""
     if engine == "reference":
         try:
             sol = reference.first_solution(core.Program(s.defs, s.roots[i]), node, fuel)
         except OutOfFuel:
             raise _out_of_fuel(s.items[i], node.id) from None
         return None if sol is None else s.match(i, node, sol)
-    status, binds, fbinds = binding.match(node.graph, node.id, s.defs, s.roots, i, fuel,
-                                          owner or s.owner)
+    if matcher is not None:
+        status, binds, fbinds = matcher.match(node.graph, node.id, i, fuel)
+    else:
+        status, binds, fbinds = binding.match(node.graph, node.id, s.defs, s.roots, i, fuel,
+                                              owner or s.owner)
     if status == binding.serialize.STATUS_OUT_OF_FUEL:
         raise _out_of_fuel(s.items[i], node.id)
     if status != binding.serialize.STATUS_MATCH:
@@ -253,6 +257,7 @@ class PatternSet:
         self._owner = _Owner()
         self._root_syms = None
         self._by_label: Dict[int, Tuple[int, ...]] = {}
+        self._matcher = None  # verified engine: binding.SetMatcher, made on first match
 
     def candidates(self, label: int) -> Tuple[int, ...]:
         """Indices (increasing) of the patterns whose root can have operator
@@ -277,4 +282,6 @@ class PatternSet:
     def match(self, i: int, node: Node) -> Optional[Match]:
         """Pattern ``i`` at ``node``: a :class:`Match` or None; raises
         :class:`OutOfFuel` as :func:`match` does."""
-        return _match_at(self._s, i, node, self.engine, self.fuel, self._owner)
+        if self.engine == "verified" and self._matcher is None:
+            self._matcher = binding.SetMatcher(self._s.defs, self._s.roots, self._owner)
+        return _match_at(self._s, i, node, self.engine, self.fuel, self._owner, self._matcher)
