@@ -25,6 +25,11 @@ graph run on the example inputs against the original (max abs difference).
 
     python bench/bench_matchers.py [--quick] [--models bert,gpt2,llama]
                                    [--layers 1,2,4,8,12,16,32] [--repeats N]
+                                   [--systems ...] [--profile bert:12]
+
+With ``--profile MODEL:LAYERS`` (default bert:12) the pypm fixpoint of that
+model is also timed by phase (bench/profile_fixpoint.py: import, engine
+calls, rule bodies, fake-tensor propagation, DCE, ...), after the timed runs.
 
 Writes bench/results/matchers.json, matchers.md and matchers.png (matchers_quick.*
 with --quick).
@@ -133,7 +138,7 @@ def _fresh(kind, ep):
     return copy.deepcopy(ep) if kind == "ep" else copy.deepcopy(ep.graph_module)
 
 
-def bench_one(model, layers, systems, repeats, log):
+def bench_one(model, layers, systems, repeats, log, profile_at=None):
     from baselines import common as C
     ep, export_s = export_model(model, layers)
     base_gm = ep.graph_module
@@ -180,6 +185,15 @@ def bench_one(model, layers, systems, repeats, log):
             dt, _, _ = timed(functools.partial(fn, arg), gc_off=True, collect=True)
             times[name].append(dt)
             del arg
+    if profile_at == (model, layers):
+        # where the time goes, by phase (bench/profile_fixpoint.py), after the timed runs
+        import profile_fixpoint
+        row["profile"] = {}
+        for name in names:
+            if name.startswith("pypm_"):
+                engine = name.split("_", 1)[1]
+                profile_fixpoint.profile(ep, engine, repeats=1, run=run_pypm)  # warm-up
+                row["profile"][engine] = profile_fixpoint.profile(ep, engine, repeats, run=run_pypm)
     walk_ms = statistics.median(times["bare_walk"]) * 1e3 if "bare_walk" in times else None
     for name in names:
         ms = statistics.median(times[name]) * 1e3
@@ -262,6 +276,14 @@ def write_markdown(res, path):
                 cells.append("—")
         L.append(f"| {model} | {a['nodes']}→{b['nodes']} ({a['layers']}→{b['layers']}) | "
                  + " | ".join(cells) + " |")
+    for row in res["rows"]:
+        if row.get("profile"):
+            import profile_fixpoint
+            L += [""] + profile_fixpoint.markdown(
+                [(row["model"], row["layers"], engine, row["nodes"], prof)
+                 for engine, prof in row["profile"].items()],
+                f"bench/profile_fixpoint.py, called by bench_matchers.py "
+                f"--profile {row['model']}:{row['layers']}")
     L += ["", "## Setup (once per process, not in the table)", "",
           "| system | patterns | setup s |", "|---|---:|---:|"]
     for s in systems:
@@ -394,6 +416,9 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, help="timed repetitions per system (default 5; quick 3)")
     ap.add_argument("--systems", help="comma-separated subset of " + ",".join(SYSTEMS))
     ap.add_argument("--out", default=str(RESULTS), help="results directory")
+    ap.add_argument("--profile", default="bert:12",
+                    help="MODEL:LAYERS whose pypm fixpoint is also profiled by phase "
+                         "(bench/profile_fixpoint.py; default bert:12, 'none' for no profile)")
     args = ap.parse_args(argv)
     try:
         import torch
@@ -422,10 +447,17 @@ def main(argv=None) -> int:
     if C.LINEAR_ACT_IS_PLACEHOLDER:
         note("pypm_verified.torch.kernels not importable: linear_act rewrites to the placeholder "
              "op pypm_bench::linear_act (F.linear + activation, same schema)")
+    profile_at = None
+    if args.profile and args.profile != "none":
+        pm_, _, pl = args.profile.partition(":")
+        try:
+            profile_at = (pm_, int(pl))
+        except ValueError:
+            ap.error(f"--profile {args.profile!r}: expected MODEL:LAYERS, e.g. bert:12")
     rows = []
     for model in models:
         for n in layers:
-            rows.append(bench_one(model, n, systems, repeats, log))
+            rows.append(bench_one(model, n, systems, repeats, log, profile_at))
     res = {
         "benchmark": "matchers", "quick": args.quick, "models": models, "layers": layers,
         "repeats": repeats, "size": SIZE, "systems": list(systems),

@@ -102,6 +102,12 @@ def open_library():
         return lib
 
 
+def current_library():
+    """The library :func:`open_library` would return now, or None if it is
+    not loaded yet (cheap: no file system access)."""
+    return _libs.get(library_path())
+
+
 def available() -> bool:
     """Whether the verified engine can be loaded."""
     try:

@@ -103,7 +103,10 @@ class PreparedPatterns:
         self.roots = tuple(roots)
         # one @pm.pattern: its linked table as is, and the pattern caches the handle
         self.owner = self.items[0] if len(dsl) == len(self.items) == 1 else None
-        self.defs = linked.defs if self.owner is not None else tuple(defs)
+        # only @pm.patterns: the linked table itself (the same object while no
+        # pattern is defined: engine handles keyed by it are reused)
+        self.defs = linked.defs if linked is not None and len(defs) == len(linked.defs) \
+            else tuple(defs)
 
     def match(self, i: int, node: Node, solution) -> Match:
         theta, phi = solution
@@ -231,11 +234,35 @@ def match_all(patterns: Sequence[PatternLike], graph: Graph, engine: str = "veri
 
 
 class _Owner:
-    """Holds the engine's handle of a :class:`PatternSet`'s table."""
-    __slots__ = ("engine_handle",)
+    """What the pattern sets of one prepared table share: the engine's handle
+    of the table, the candidates per label and the verified matcher (kept
+    across :class:`PatternSet` objects, e.g. one per driver run, by
+    :func:`_owner_of`)."""
+    __slots__ = ("engine_handle", "by_label", "matcher")
 
     def __init__(self):
         self.engine_handle = None
+        self.by_label: Dict[Tuple[str, int], Tuple[int, ...]] = {}
+        self.matcher = None
+
+
+_owners: Dict[tuple, Tuple[tuple, _Owner]] = {}  # (id(defs), roots) -> (defs, owner)
+_OWNERS_SIZE = 32
+
+
+def _owner_of(s: PreparedPatterns) -> _Owner:
+    """The :class:`_Owner` of the table ``s.defs`` with roots ``s.roots``
+    (``link`` returns the same table object until the next definition, so
+    a new driver on the same patterns reuses the loaded table)."""
+    key = (id(s.defs), s.roots)
+    hit = _owners.get(key)
+    if hit is not None and hit[0] is s.defs:
+        return hit[1]
+    owner = _Owner()
+    _owners[key] = (s.defs, owner)
+    while len(_owners) > _OWNERS_SIZE:
+        del _owners[next(iter(_owners))]
+    return owner
 
 
 class PatternSet:
@@ -254,10 +281,10 @@ class PatternSet:
         self.patterns = list(patterns)
         self.fuel = fuel
         self._s = PreparedPatterns(self.patterns)
-        self._owner = _Owner()
+        self._owner = _owner_of(self._s)
         self._root_syms = None
-        self._by_label: Dict[int, Tuple[int, ...]] = {}
-        self._matcher = None  # verified engine: binding.SetMatcher, made on first match
+        self._by_label = self._owner.by_label
+        self._matcher = None  # verified engine: the owner's binding.SetMatcher
 
     def candidates(self, label: int) -> Tuple[int, ...]:
         """Indices (increasing) of the patterns whose root can have operator
@@ -267,7 +294,7 @@ class PatternSet:
         ``Entry.set_candidates``: the same index its matches consult); the
         reference engine reads :func:`core.root_symbols` (the index its
         ``first_solution`` consults). Cached per label."""
-        c = self._by_label.get(label)
+        c = self._by_label.get((self.engine, label))
         if c is None:
             if self.engine == "verified":
                 c = binding.candidates(self._s.defs, self._s.roots, label, self._owner)
@@ -276,12 +303,19 @@ class PatternSet:
                     syms = core.root_symbols(self._s.defs)
                     self._root_syms = [syms[r] for r in self._s.roots]
                 c = tuple(i for i, r in enumerate(self._root_syms) if r is None or label in r)
-            self._by_label[label] = c
+            self._by_label[(self.engine, label)] = c
         return c
 
     def match(self, i: int, node: Node) -> Optional[Match]:
         """Pattern ``i`` at ``node``: a :class:`Match` or None; raises
         :class:`OutOfFuel` as :func:`match` does."""
-        if self.engine == "verified" and self._matcher is None:
-            self._matcher = binding.SetMatcher(self._s.defs, self._s.roots, self._owner)
-        return _match_at(self._s, i, node, self.engine, self.fuel, self._owner, self._matcher)
+        m = self._matcher
+        if m is None and self.engine == "verified":
+            # the library is looked up once per set (it may have changed since
+            # the shared matcher was made: $PYPM_VERIFIED_LIB)
+            m = self._owner.matcher
+            if m is None or m.lib is not binding.current_library():
+                m = self._owner.matcher = binding.SetMatcher(self._s.defs, self._s.roots,
+                                                             self._owner)
+            self._matcher = m
+        return _match_at(self._s, i, node, self.engine, self.fuel, self._owner, m)
