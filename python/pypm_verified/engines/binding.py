@@ -293,12 +293,13 @@ class SetMatcher:
 
 
 def match_all(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...],
-              fuel: Optional[int] = None):
+              fuel: Optional[int] = None, owner=None):
     """Run ``pypm_match_all``: list of ``(root_index, node, status, bindings,
-    function_bindings)``."""
+    function_bindings)``; ``owner`` caches the set's handle (as in
+    :func:`pattern_set_handle`)."""
     lib = open_library()
     gh = graph_handle(lib, graph)
-    ph = pattern_set_handle(lib, defs, roots)
+    ph = pattern_set_handle(lib, defs, roots, owner)
     result = ffi.new("int64_t *")
     length = ffi.new("size_t *")
     check(lib, lib.pypm_match_all(gh.value, ph.value, fuel or 0, result, length),

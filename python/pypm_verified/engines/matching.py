@@ -225,7 +225,8 @@ def match_all(patterns: Sequence[PatternLike], graph: Graph, engine: str = "veri
                     out.append((patterns[i], node, s.match(i, node, sol)))
         return out
     nodes = graph.nodes
-    for i, root, status, binds, fbinds in binding.match_all(graph, s.defs, s.roots, fuel):
+    for i, root, status, binds, fbinds in binding.match_all(graph, s.defs, s.roots, fuel,
+                                                            _owner_of(s)):
         if status == binding.serialize.STATUS_OUT_OF_FUEL:
             raise _out_of_fuel(patterns[i], root)
         m = s.match(i, nodes[root], ({v: nodes[n] for v, n in binds}, dict(fbinds)))
