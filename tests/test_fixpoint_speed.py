@@ -179,3 +179,26 @@ def test_profile_phases_add_up(bert2, lib):
     # the wrappers are removed afterwards
     from pypm_verified.torch.importer import TermGraph as TG
     assert TG.build.__name__ == "build" and not hasattr(TG.build, "__wrapped__")
+
+
+def test_set_matcher_is_safe_across_threads(bert2, lib):
+    import threading
+    ep = copy.deepcopy(bert2)
+    tg = TermGraph(ep.graph).build()
+    pats = [p for p in default_patterns() if p.rules and not p.is_multi]
+    ps = matching.PatternSet(pats, "verified")
+    pairs = [(i, t) for t in tg.graph.nodes for i in ps.candidates(t.label)]
+    ps.match(*pairs[0])  # the graph loaded once before the threads start
+    want = [ps.match(i, t) for i, t in pairs]
+    got = {}
+
+    def work(k):
+        got[k] = [matching.PatternSet(pats, "verified").match(i, t) for i, t in pairs]
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for k in range(4):
+        assert [None if m is None else (m.substitution, m.fsubstitution) for m in got[k]] == \
+            [None if m is None else (m.substitution, m.fsubstitution) for m in want]

@@ -262,7 +262,7 @@ class SetMatcher:
     ~10x the library's). The library is the one :func:`open_library` gave
     when this object was made."""
 
-    __slots__ = ("lib", "handle", "_call", "_out", "_cap", "_len")
+    __slots__ = ("lib", "handle", "_call", "_out", "_cap", "_len", "_mutex")
 
     def __init__(self, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], owner=None):
         self.lib = open_library()
@@ -271,6 +271,7 @@ class SetMatcher:
         self._cap = max(self.handle.caps or [1])
         self._out = ffi.new("int64_t[]", self._cap)
         self._len = ffi.new("size_t *")
+        self._mutex = threading.Lock()  # the result buffer is shared by the calls
 
     def match(self, graph, root: int, index: int, fuel: Optional[int] = None) -> Result:
         """As :func:`match`: ``(status, [(var, node_id)], [(fvar, symbol)])``."""
@@ -278,18 +279,22 @@ class SetMatcher:
         gh = graph.engine_handle
         if gh is None or gh.lib is not lib or gh.key != len(graph):
             gh = graph_handle(lib, graph)
-        code = self._call(gh.value, self.handle.value, index, root, fuel or 0, self._out,
-                          self._cap, self._len)
-        if code == lib.PYPM_E_BUFFER_TOO_SMALL and self._len[0] > self._cap:
-            self._cap = self._len[0]
-            self._out = ffi.new("int64_t[]", self._cap)
-            return self.match(graph, root, index, fuel)
-        check(lib, code, "pypm_match")
-        n = self._len[0]
-        out = self._out
-        if n == 3 and out[0] == serialize.STATUS_NO_MATCH and out[1] == 0 and out[2] == 0:
-            return serialize.STATUS_NO_MATCH, [], []  # the common answer, decoded at once
-        return serialize.decode_match(ffi.unpack(out, n))
+        with self._mutex:
+            code = self._call(gh.value, self.handle.value, index, root, fuel or 0, self._out,
+                              self._cap, self._len)
+            n = self._len[0]
+            if code == lib.PYPM_E_BUFFER_TOO_SMALL and n > self._cap:
+                self._cap = n
+                self._out = ffi.new("int64_t[]", n)
+                code = self._call(gh.value, self.handle.value, index, root, fuel or 0,
+                                  self._out, self._cap, self._len)
+                n = self._len[0]
+            check(lib, code, "pypm_match")
+            out = self._out
+            if n == 3 and out[0] == serialize.STATUS_NO_MATCH and out[1] == 0 and out[2] == 0:
+                return serialize.STATUS_NO_MATCH, [], []  # the common answer, decoded at once
+            words = ffi.unpack(out, n)
+        return serialize.decode_match(words)
 
 
 def match_all(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...],
