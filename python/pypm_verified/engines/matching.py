@@ -243,7 +243,7 @@ class _Owner:
 
     def __init__(self):
         self.engine_handle = None
-        self.by_label: Dict[Tuple[str, int], Tuple[int, ...]] = {}
+        self.by_label: Dict[tuple, Dict[int, Tuple[int, ...]]] = {}
         self.matcher = None
 
 
@@ -284,7 +284,9 @@ class PatternSet:
         self._s = PreparedPatterns(self.patterns)
         self._owner = _owner_of(self._s)
         self._root_syms = None
-        self._by_label = self._owner.by_label
+        # candidates per label, per engine and implementation (the tests swap it)
+        impl = binding.candidates if self.engine == "verified" else None
+        self._by_label = self._owner.by_label.setdefault((self.engine, impl), {})
         self._matcher = None  # verified engine: the owner's binding.SetMatcher
 
     def candidates(self, label: int) -> Tuple[int, ...]:
@@ -295,7 +297,7 @@ class PatternSet:
         ``Entry.set_candidates``: the same index its matches consult); the
         reference engine reads :func:`core.root_symbols` (the index its
         ``first_solution`` consults). Cached per label."""
-        c = self._by_label.get((self.engine, label))
+        c = self._by_label.get(label)
         if c is None:
             if self.engine == "verified":
                 c = binding.candidates(self._s.defs, self._s.roots, label, self._owner)
@@ -304,7 +306,7 @@ class PatternSet:
                     syms = core.root_symbols(self._s.defs)
                     self._root_syms = [syms[r] for r in self._s.roots]
                 c = tuple(i for i, r in enumerate(self._root_syms) if r is None or label in r)
-            self._by_label[(self.engine, label)] = c
+            self._by_label[label] = c
         return c
 
     def match(self, i: int, node: Node) -> Optional[Match]:
@@ -315,7 +317,7 @@ class PatternSet:
             # the library is looked up once per set (it may have changed since
             # the shared matcher was made: $PYPM_VERIFIED_LIB)
             m = self._owner.matcher
-            if m is None or m.lib is not binding.current_library():
+            if type(m) is not binding.SetMatcher or m.lib is not binding.current_library():
                 m = self._owner.matcher = binding.SetMatcher(self._s.defs, self._s.roots,
                                                              self._owner)
             self._matcher = m
