@@ -15,6 +15,10 @@ of the graph (the copy is not timed) until no rule fires. Systems:
 ``fx``                    ``torch.fx.subgraph_rewriter.replace_pattern_with_filters``
 ``pypm_verified``         the pypm driver with the Coq-extracted matcher
 ``pypm_reference``        the pypm driver with the Python reference matcher
+``pypm_match_verified``   matching alone (no rule runs): the FX graph imported as a
+                          term graph and ``pm.match_all`` of every rule pattern at
+                          every node, verified engine (graph encoding included)
+``pypm_match_reference``  the same with the reference engine
 
 (the pypm systems are skipped, with a note, while ``pypm_verified.torch`` is
 missing; see ``run_pypm``). Systems are interleaved per repetition (rotated
@@ -25,6 +29,11 @@ graph run on the example inputs against the original (max abs difference).
 
     python bench/bench_matchers.py [--quick] [--models bert,gpt2,llama]
                                    [--layers 1,2,4,8,12,16,32] [--repeats N]
+                                   [--systems ...] [--profile bert:12]
+
+With ``--profile MODEL:LAYERS`` (default bert:12) the pypm fixpoint of that
+model is also timed by phase (bench/profile_fixpoint.py: import, engine
+calls, rule bodies, fake-tensor propagation, DCE, ...), after the timed runs.
 
 Writes bench/results/matchers.json, matchers.md and matchers.png (matchers_quick.*
 with --quick).
@@ -45,7 +54,8 @@ import time
 import common
 from common import RESULTS, timed
 SYSTEMS = ("bare_walk", "handwritten", "inductor_pattern", "inductor_replacement", "fx",
-           "pypm_verified", "pypm_reference")
+           "pypm_verified", "pypm_reference", "pypm_match_verified", "pypm_match_reference")
+MATCH_ONLY = ("bare_walk", "pypm_match_verified", "pypm_match_reference")  # no rewriting
 SIZE = "base"
 
 
@@ -77,6 +87,19 @@ def run_pypm(ep, engine: str):
     return ep.graph_module, {"firings": dict(report.firings), "iterations": report.iterations,
                              "match_s": report.match_s, "total_s": report.total_s,
                              "attempts": report.attempts}
+
+
+def run_pypm_match(gm, engine: str) -> int:
+    """Matching alone: import ``gm``'s graph as a term graph (graph encoding
+    included) and match every rule pattern at every node with
+    ``pm.match_all`` (the verified engine: one ``pypm_match_all`` call, the
+    proved root index inside); no rule runs. Returns the number of matches."""
+    import pypm_verified as pm
+    from pypm_verified.library import default_patterns
+    from pypm_verified.torch.importer import TermGraph
+    tg = TermGraph(gm.graph).build()
+    pats = [p for p in default_patterns() if p.rules and not p.is_multi]
+    return len(pm.match_all(pats, tg.graph, engine))
 
 
 def _pypm_available():
@@ -113,8 +136,11 @@ def make_systems(names, note):
                 note(f"skipping {name}: pypm_verified.torch.driver not importable"
                      + (f" ({why})" if why else "") + " -- wire run_pypm() when it lands")
                 continue
-            engine = name.split("_", 1)[1]
-            fn = ("ep", (lambda ep, engine=engine: run_pypm(ep, engine)), None)
+            engine = name.rsplit("_", 1)[1]
+            if name.startswith("pypm_match_"):
+                fn = ("gm", (lambda gm, engine=engine: run_pypm_match(gm, engine)), None)
+            else:
+                fn = ("ep", (lambda ep, engine=engine: run_pypm(ep, engine)), None)
         else:
             raise ValueError(f"unknown system {name!r}")
         setup[name] = time.perf_counter() - t0
@@ -133,7 +159,7 @@ def _fresh(kind, ep):
     return copy.deepcopy(ep) if kind == "ep" else copy.deepcopy(ep.graph_module)
 
 
-def bench_one(model, layers, systems, repeats, log):
+def bench_one(model, layers, systems, repeats, log, profile_at=None):
     from baselines import common as C
     ep, export_s = export_model(model, layers)
     base_gm = ep.graph_module
@@ -150,7 +176,7 @@ def bench_one(model, layers, systems, repeats, log):
         arg = _fresh(kind, ep)
         dt, _, out = timed(functools.partial(fn, arg), gc_off=True, collect=True)
         entry = {"first_s": dt}
-        if name == "bare_walk":
+        if name in MATCH_ONLY:  # a count (roots, matches), the graph is not rewritten
             entry.update(roots=out, nodes_after=row["nodes"])
         else:
             inputs = flat
@@ -180,6 +206,15 @@ def bench_one(model, layers, systems, repeats, log):
             dt, _, _ = timed(functools.partial(fn, arg), gc_off=True, collect=True)
             times[name].append(dt)
             del arg
+    if profile_at == (model, layers):
+        # where the time goes, by phase (bench/profile_fixpoint.py), after the timed runs
+        import profile_fixpoint
+        row["profile"] = {}
+        for name in names:
+            if name in ("pypm_verified", "pypm_reference"):
+                engine = name.split("_", 1)[1]
+                profile_fixpoint.profile(ep, engine, repeats=1, run=run_pypm)  # warm-up
+                row["profile"][engine] = profile_fixpoint.profile(ep, engine, repeats, run=run_pypm)
     walk_ms = statistics.median(times["bare_walk"]) * 1e3 if "bare_walk" in times else None
     for name in names:
         ms = statistics.median(times[name]) * 1e3
@@ -203,21 +238,37 @@ def _jsonable(x):
 
 # --------------------------------------------------------------------------------------
 
+def _load_note(load) -> str:
+    if not load or None in load:
+        return ""
+    return (f" Load average (1 min) {load[0][0]:.1f} at the start, {load[1][0]:.1f} at the "
+            "end (other work shared the machine: compare ratios within a row, not times "
+            "across runs).")
+
+
 def write_markdown(res, path):
     systems = [s for s in SYSTEMS if s in res["systems"]]
     L = ["# Matcher cost: the rule set to a fixpoint, side by side", "",
          f"Generated by `bench/bench_matchers.py{' --quick' if res['quick'] else ''}` "
          f"on {res['machine']} ({res['cpus']} CPUs), torch {res['torch']}; "
          f"{res['repeats']} timed repetitions per system (systems interleaved), "
-         "median shown; the graph copy and the export are not timed.", "",
+         "median shown; the graph copy and the export are not timed."
+         + _load_note(res.get("loadavg")), "",
          "Models: examples/models.py `base` size (hidden 768, 12 heads, seq 128, batch 1; "
          "LLaMA 4 KV heads), random weights, exported with `torch.export.export(...)"
          ".run_decompositions({})`.", "",
          "Cell: median ms (× bare walk) [rewrites: attention/gelu_tanh/rms_norm/linear_act]; "
          "✗ marks a wrong rewrite count or a numerical mismatch.", ""]
+    left = [s for s in SYSTEMS if s not in res["systems"]]
+    full = [1, 2, 4, 8, 12, 16, 32]
+    if not res["quick"] and (left or res["layers"] != full):
+        L.append(f"> Reduced run: layers {','.join(map(str, res['layers']))}"
+                 + (f"; systems not run: {', '.join(left)}" if left else "")
+                 + " (the full run: `python bench/bench_matchers.py`, about 10 min on an "
+                 "idle 2-core machine).")
     for n in res["notes"]:
         L.append(f"> {n}")
-    if res["notes"]:
+    if res["notes"] or (not res["quick"] and (left or res["layers"] != full)):
         L.append("")
     L.append("| model | layers | nodes | " + " | ".join(systems) + " |")
     L.append("|---|---:|---:|" + "---:|" * len(systems))
@@ -231,6 +282,8 @@ def write_markdown(res, path):
             c = f"{e['ms']:.3g} ms"
             if s != "bare_walk" and e.get("ratio_to_walk"):
                 c += f" (×{e['ratio_to_walk']:.0f})"
+            if s in MATCH_ONLY[1:] and "roots" in e:
+                c += f" [{e['roots']} matches]"
             if "rewrites" in e:
                 r = e["rewrites"]
                 c += f" [{r['attention']}/{r['gelu_tanh']}/{r['rms_norm']}/{r['linear_act']}]"
@@ -262,6 +315,14 @@ def write_markdown(res, path):
                 cells.append("—")
         L.append(f"| {model} | {a['nodes']}→{b['nodes']} ({a['layers']}→{b['layers']}) | "
                  + " | ".join(cells) + " |")
+    for row in res["rows"]:
+        if row.get("profile"):
+            import profile_fixpoint
+            L += [""] + profile_fixpoint.markdown(
+                [(row["model"], row["layers"], engine, row["nodes"], prof)
+                 for engine, prof in row["profile"].items()],
+                f"bench/profile_fixpoint.py, called by bench_matchers.py "
+                f"--profile {row['model']}:{row['layers']}")
     L += ["", "## Setup (once per process, not in the table)", "",
           "| system | patterns | setup s |", "|---|---:|---:|"]
     for s in systems:
@@ -301,9 +362,12 @@ def headline(res):
            "over the bare walk (the floor). *match ms* is the time the driver spent in "
            "the matcher (its report's `match_s`, last repetition), verified / reference: the "
            "rest of pypm's time is importing the graph and firing the rules, the same code "
-           "for both engines.", "",
+           "for both engines. *Matching alone*: `pypm_match_*` (import + every pattern at "
+           "every node, no rule) over the bare walk, and reference over verified.", "",
            "| model | layers | pypm verified | " + " | ".join(f"{n} / verified" for _, n in vs)
-           + " | verified / bare walk | match ms |", "|---|---:|---:|" + "---:|" * (len(vs) + 2)]
+           + " | verified / bare walk | match ms | matching alone: verified / bare walk "
+           "| matching alone: reference / verified |",
+           "|---|---:|---:|" + "---:|" * (len(vs) + 4)]
     for r in picked:
         sy = r["systems"]
         v = sy["pypm_verified"]["ms"]
@@ -312,8 +376,11 @@ def headline(res):
         ms = [((sy.get(k) or {}).get("report") or {}).get("match_s")
               for k in ("pypm_verified", "pypm_reference")]
         match = " / ".join("—" if x is None else f"{x * 1e3:.1f}" for x in ms)
+        mv, mr = sy.get("pypm_match_verified"), sy.get("pypm_match_reference")
+        alone = f"{mv['ms'] / sy['bare_walk']['ms']:.0f}" if mv and "bare_walk" in sy else "—"
+        alone_r = f"{mr['ms'] / mv['ms']:.2f}" if mv and mr else "—"
         out.append(f"| {r['model']} | {r['layers']} | {v:.3g} ms | " + " | ".join(cells)
-                   + f" | {walk} | {match} |")
+                   + f" | {walk} | {match} | {alone} | {alone_r} |")
     return out
 
 
@@ -394,6 +461,9 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, help="timed repetitions per system (default 5; quick 3)")
     ap.add_argument("--systems", help="comma-separated subset of " + ",".join(SYSTEMS))
     ap.add_argument("--out", default=str(RESULTS), help="results directory")
+    ap.add_argument("--profile", default="bert:12",
+                    help="MODEL:LAYERS whose pypm fixpoint is also profiled by phase "
+                         "(bench/profile_fixpoint.py; default bert:12, 'none' for no profile)")
     args = ap.parse_args(argv)
     try:
         import torch
@@ -416,16 +486,24 @@ def main(argv=None) -> int:
         print(msg, flush=True)
 
     t_start = time.perf_counter()
+    load_start = common.loadavg()
     systems, setup = make_systems(names, note)
     from baselines import common as C
     C.linear_act_op()
     if C.LINEAR_ACT_IS_PLACEHOLDER:
         note("pypm_verified.torch.kernels not importable: linear_act rewrites to the placeholder "
              "op pypm_bench::linear_act (F.linear + activation, same schema)")
+    profile_at = None
+    if args.profile and args.profile != "none":
+        pm_, _, pl = args.profile.partition(":")
+        try:
+            profile_at = (pm_, int(pl))
+        except ValueError:
+            ap.error(f"--profile {args.profile!r}: expected MODEL:LAYERS, e.g. bert:12")
     rows = []
     for model in models:
         for n in layers:
-            rows.append(bench_one(model, n, systems, repeats, log))
+            rows.append(bench_one(model, n, systems, repeats, log, profile_at))
     res = {
         "benchmark": "matchers", "quick": args.quick, "models": models, "layers": layers,
         "repeats": repeats, "size": SIZE, "systems": list(systems),
@@ -433,7 +511,7 @@ def main(argv=None) -> int:
         "linear_act_placeholder": C.LINEAR_ACT_IS_PLACEHOLDER, "notes": notes,
         "machine": platform.machine() + " " + platform.processor(), "cpus": os.cpu_count(),
         "python": platform.python_version(), "torch": torch.__version__,
-        "wall_s": None, "rows": rows,
+        "wall_s": None, "rows": rows, "loadavg": [load_start, common.loadavg()],
     }
     out = common.results_dir(args.out)
     res["wall_s"] = round(time.perf_counter() - t_start, 1)

@@ -48,6 +48,7 @@ def engine(request, monkeypatch):
         monkeypatch.setattr(binding, "match", wire.match)
         monkeypatch.setattr(binding, "match_all", wire.match_all)
         monkeypatch.setattr(binding, "candidates", wire.candidates)
+        monkeypatch.setattr(binding, "SetMatcher", wire.SetMatcher)
         return "verified"
     return request.param
 

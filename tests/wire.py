@@ -165,6 +165,18 @@ def match(graph, root, defs, roots, index=0, fuel=None, owner=None):
     return serialize.decode_match(_run(g, table, rs[index], root, fuel))
 
 
+class SetMatcher:
+    """``binding.SetMatcher`` answered from the buffers (by :func:`match`)."""
+
+    lib = None
+
+    def __init__(self, defs, roots, owner=None):
+        self.defs, self.roots = defs, roots
+
+    def match(self, graph, root, index, fuel=None):
+        return match(graph, root, self.defs, self.roots, index, fuel)
+
+
 def candidates(defs, roots, symbol, owner=None):
     """``binding.candidates`` answered from the buffer, by the transcription
     of ``RootIndex.root_index``."""
@@ -175,7 +187,7 @@ def candidates(defs, roots, symbol, owner=None):
                  if idx.get(r, ANY) == ANY or symbol in idx[r][1])
 
 
-def match_all(graph, defs, roots, fuel=None):
+def match_all(graph, defs, roots, fuel=None, owner=None):
     """``binding.match_all`` answered from the buffers."""
     g = WireGraph(serialize.encode_graph(graph))
     table, rs = decode_patterns(serialize.encode_patterns(defs, roots))

@@ -263,6 +263,25 @@ class Graph:
             key = ("distinct", len(self.nodes))
         return self._add(key, label, "op", op, children, shape, dtype, attrs)
 
+    def apply_nodes(self, op, children: Tuple["Node", ...], shape: Optional[tuple],
+                    dtype, distinct: bool = False) -> Node:
+        """:meth:`apply` for a caller that guarantees what it checks (the FX
+        importer, per node): ``children`` a tuple of nodes of this graph,
+        ``shape`` None or a tuple of ints in range / None of rank at most
+        ``MAX_RANK``, ``dtype`` a DType or None. Only the arity is checked."""
+        if len(children) != op.arity:
+            raise GraphError(f"operator {op.name} takes {op.arity} argument(s), "
+                             f"got {len(children)}")
+        if shape is not None:
+            shape = TensorShape(shape)
+        attrs = _attrs(shape, dtype)
+        label = op.symbol
+        if distinct:
+            key = ("distinct", len(self.nodes))
+        else:
+            key = (label, tuple(c.id for c in children), attrs)
+        return self._add(key, label, "op", op, children, shape, dtype, attrs)
+
     # --------------------------------------------------------- symbol attributes
 
     def sym_attr(self, symbol: int, attr: int) -> Optional[int]:

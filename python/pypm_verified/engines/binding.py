@@ -102,6 +102,12 @@ def open_library():
         return lib
 
 
+def current_library():
+    """The library :func:`open_library` would return now, or None if it is
+    not loaded yet (cheap: no file system access)."""
+    return _libs.get(library_path())
+
+
 def available() -> bool:
     """Whether the verified engine can be loaded."""
     try:
@@ -249,13 +255,56 @@ def match(graph, root: int, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...],
         return serialize.decode_match(ffi.unpack(out, out_len[0]))
 
 
+class SetMatcher:
+    """``pypm_match`` for many calls on one pattern set (the rewrite driver's
+    loop): the library, the set's handle, the entry point and the result
+    buffer are looked up once, not per call (the per-call Python cost was
+    ~10x the library's). The library is the one :func:`open_library` gave
+    when this object was made."""
+
+    __slots__ = ("lib", "handle", "_call", "_out", "_cap", "_len", "_mutex")
+
+    def __init__(self, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], owner=None):
+        self.lib = open_library()
+        self.handle = pattern_set_handle(self.lib, defs, roots, owner)
+        self._call = self.lib.pypm_match
+        self._cap = max(self.handle.caps or [1])
+        self._out = ffi.new("int64_t[]", self._cap)
+        self._len = ffi.new("size_t *")
+        self._mutex = threading.Lock()  # the result buffer is shared by the calls
+
+    def match(self, graph, root: int, index: int, fuel: Optional[int] = None) -> Result:
+        """As :func:`match`: ``(status, [(var, node_id)], [(fvar, symbol)])``."""
+        lib = self.lib
+        gh = graph.engine_handle
+        if gh is None or gh.lib is not lib or gh.key != len(graph):
+            gh = graph_handle(lib, graph)
+        with self._mutex:
+            code = self._call(gh.value, self.handle.value, index, root, fuel or 0, self._out,
+                              self._cap, self._len)
+            n = self._len[0]
+            if code == lib.PYPM_E_BUFFER_TOO_SMALL and n > self._cap:
+                self._cap = n
+                self._out = ffi.new("int64_t[]", n)
+                code = self._call(gh.value, self.handle.value, index, root, fuel or 0,
+                                  self._out, self._cap, self._len)
+                n = self._len[0]
+            check(lib, code, "pypm_match")
+            out = self._out
+            if n == 3 and out[0] == serialize.STATUS_NO_MATCH and out[1] == 0 and out[2] == 0:
+                return serialize.STATUS_NO_MATCH, [], []  # the common answer, decoded at once
+            words = ffi.unpack(out, n)
+        return serialize.decode_match(words)
+
+
 def match_all(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...],
-              fuel: Optional[int] = None):
+              fuel: Optional[int] = None, owner=None):
     """Run ``pypm_match_all``: list of ``(root_index, node, status, bindings,
-    function_bindings)``."""
+    function_bindings)``; ``owner`` caches the set's handle (as in
+    :func:`pattern_set_handle`)."""
     lib = open_library()
     gh = graph_handle(lib, graph)
-    ph = pattern_set_handle(lib, defs, roots)
+    ph = pattern_set_handle(lib, defs, roots, owner)
     result = ffi.new("int64_t *")
     length = ffi.new("size_t *")
     check(lib, lib.pypm_match_all(gh.value, ph.value, fuel or 0, result, length),

@@ -103,7 +103,10 @@ class PreparedPatterns:
         self.roots = tuple(roots)
         # one @pm.pattern: its linked table as is, and the pattern caches the handle
         self.owner = self.items[0] if len(dsl) == len(self.items) == 1 else None
-        self.defs = linked.defs if self.owner is not None else tuple(defs)
+        # only @pm.patterns: the linked table itself (the same object while no
+        # pattern is defined: engine handles keyed by it are reused)
+        self.defs = linked.defs if linked is not None and len(defs) == len(linked.defs) \
+            else tuple(defs)
 
     def match(self, i: int, node: Node, solution) -> Match:
         theta, phi = solution
@@ -161,17 +164,21 @@ def match(pattern: PatternLike, node: Node, engine: str = "verified",
 
 
 def _match_at(s: PreparedPatterns, i: int, node: Node, engine: str, fuel: Optional[int],
-              owner=None) -> Optional[Match]:
+              owner=None, matcher=None) -> Optional[Match]:
     """Root ``i`` of the prepared set ``s`` at ``node``, with ``engine``;
-    ``owner`` caches the engine's handle of the set (default ``s.owner``)."""
+    ``owner`` caches the engine's handle of the set (default ``s.owner``);
+    ``matcher`` (verified engine): a :class:`binding.SetMatcher` of ``s``."""
     if engine == "reference":
         try:
             sol = reference.first_solution(core.Program(s.defs, s.roots[i]), node, fuel)
         except OutOfFuel:
             raise _out_of_fuel(s.items[i], node.id) from None
         return None if sol is None else s.match(i, node, sol)
-    status, binds, fbinds = binding.match(node.graph, node.id, s.defs, s.roots, i, fuel,
-                                          owner or s.owner)
+    if matcher is not None:
+        status, binds, fbinds = matcher.match(node.graph, node.id, i, fuel)
+    else:
+        status, binds, fbinds = binding.match(node.graph, node.id, s.defs, s.roots, i, fuel,
+                                              owner or s.owner)
     if status == binding.serialize.STATUS_OUT_OF_FUEL:
         raise _out_of_fuel(s.items[i], node.id)
     if status != binding.serialize.STATUS_MATCH:
@@ -218,7 +225,8 @@ def match_all(patterns: Sequence[PatternLike], graph: Graph, engine: str = "veri
                     out.append((patterns[i], node, s.match(i, node, sol)))
         return out
     nodes = graph.nodes
-    for i, root, status, binds, fbinds in binding.match_all(graph, s.defs, s.roots, fuel):
+    for i, root, status, binds, fbinds in binding.match_all(graph, s.defs, s.roots, fuel,
+                                                            _owner_of(s)):
         if status == binding.serialize.STATUS_OUT_OF_FUEL:
             raise _out_of_fuel(patterns[i], root)
         m = s.match(i, nodes[root], ({v: nodes[n] for v, n in binds}, dict(fbinds)))
@@ -227,11 +235,35 @@ def match_all(patterns: Sequence[PatternLike], graph: Graph, engine: str = "veri
 
 
 class _Owner:
-    """Holds the engine's handle of a :class:`PatternSet`'s table."""
-    __slots__ = ("engine_handle",)
+    """What the pattern sets of one prepared table share: the engine's handle
+    of the table, the candidates per label and the verified matcher (kept
+    across :class:`PatternSet` objects, e.g. one per driver run, by
+    :func:`_owner_of`)."""
+    __slots__ = ("engine_handle", "by_label", "matcher")
 
     def __init__(self):
         self.engine_handle = None
+        self.by_label: Dict[tuple, Dict[int, Tuple[int, ...]]] = {}
+        self.matcher = None
+
+
+_owners: Dict[tuple, Tuple[tuple, _Owner]] = {}  # (id(defs), roots) -> (defs, owner)
+_OWNERS_SIZE = 32
+
+
+def _owner_of(s: PreparedPatterns) -> _Owner:
+    """The :class:`_Owner` of the table ``s.defs`` with roots ``s.roots``
+    (``link`` returns the same table object until the next definition, so
+    a new driver on the same patterns reuses the loaded table)."""
+    key = (id(s.defs), s.roots)
+    hit = _owners.get(key)
+    if hit is not None and hit[0] is s.defs:
+        return hit[1]
+    owner = _Owner()
+    _owners[key] = (s.defs, owner)
+    while len(_owners) > _OWNERS_SIZE:
+        del _owners[next(iter(_owners))]
+    return owner
 
 
 class PatternSet:
@@ -250,9 +282,12 @@ class PatternSet:
         self.patterns = list(patterns)
         self.fuel = fuel
         self._s = PreparedPatterns(self.patterns)
-        self._owner = _Owner()
+        self._owner = _owner_of(self._s)
         self._root_syms = None
-        self._by_label: Dict[int, Tuple[int, ...]] = {}
+        # candidates per label, per engine and implementation (the tests swap it)
+        impl = binding.candidates if self.engine == "verified" else None
+        self._by_label = self._owner.by_label.setdefault((self.engine, impl), {})
+        self._matcher = None  # verified engine: the owner's binding.SetMatcher
 
     def candidates(self, label: int) -> Tuple[int, ...]:
         """Indices (increasing) of the patterns whose root can have operator
@@ -277,4 +312,13 @@ class PatternSet:
     def match(self, i: int, node: Node) -> Optional[Match]:
         """Pattern ``i`` at ``node``: a :class:`Match` or None; raises
         :class:`OutOfFuel` as :func:`match` does."""
-        return _match_at(self._s, i, node, self.engine, self.fuel, self._owner)
+        m = self._matcher
+        if m is None and self.engine == "verified":
+            # the library is looked up once per set (it may have changed since
+            # the shared matcher was made: $PYPM_VERIFIED_LIB)
+            m = self._owner.matcher
+            if type(m) is not binding.SetMatcher or m.lib is not binding.current_library():
+                m = self._owner.matcher = binding.SetMatcher(self._s.defs, self._s.roots,
+                                                             self._owner)
+            self._matcher = m
+        return _match_at(self._s, i, node, self.engine, self.fuel, self._owner, m)

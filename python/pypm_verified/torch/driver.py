@@ -217,10 +217,8 @@ class _Builder:
                                "(declare it with @pm.op(torch=[...]))")
         target = targets[0]
         pos, kw = schema_call(target, [self._fx_arg(a) for a in args])
-        fake = fx.node.map_arg((tuple(pos), kw), lambda n: n.meta["val"])
         try:
-            with self.driver.fake_mode:
-                val = target(*fake[0], **fake[1])
+            val = self.driver.meta_val(target, pos, kw)
         except dynamic.GuardError:
             raise  # needs a size fact not statically known: the rule declines
         except Exception as e:
@@ -296,6 +294,7 @@ class Driver:
         self.report = RewriteReport(engine=engine, target=target)
         self.renamed: Dict[str, fx.Node] = {}  # replaced root's name -> its replacement
         self._stale: set = set()  # FX nodes whose arguments' terms changed
+        self._meta_cache: Dict[tuple, tuple] = {}  # meta_val: argument metadata -> result's
         # dynamic shapes: the shape environment of the symbolic sizes (None: static)
         self.shape_env = dynamic.shape_env_of(gm)
 
@@ -345,6 +344,30 @@ class Driver:
         if kept is node and created is not None:
             created.append(node)
         return kept
+
+    def meta_val(self, target, pos, kw):
+        """The ``meta["val"]`` of a new call ``target(*pos, **kw)``: the target
+        run on the arguments' fake values (raises what it raises).
+
+        A fake run costs milliseconds (a composite like SDPA decomposes); the
+        same call on arguments of the same metadata (every layer of a model)
+        gives a result of the same metadata, so for a target returning one
+        fresh (non-aliasing) tensor of static sizes, the result's metadata is
+        kept under the arguments' (:func:`_meta_key`) and a later call with
+        the same key gets a new fake tensor of that metadata (microseconds)."""
+        key = _meta_key(target, pos, kw)
+        if key is not None:
+            hit = self._meta_cache.get(key)
+            if hit is not None:
+                return _fake_of(self.fake_mode, hit)
+        fake = fx.node.map_arg((tuple(pos), kw), lambda n: n.meta["val"])
+        with self.fake_mode:
+            val = target(*fake[0], **fake[1])
+        if key is not None:
+            meta = _tensor_meta(val, self.fake_mode)
+            if meta is not None:
+                self._meta_cache[key] = meta
+        return val
 
     def bound_value(self, term) -> object:
         """The :class:`Value` a rule receives for the bound term node ``term``."""
@@ -789,6 +812,87 @@ def _same_sizes(a: torch.Tensor, b: torch.Tensor, decided: bool) -> bool:
         if int(x) != int(y):
             return False
     return True
+
+
+_FRESH: Dict[object, bool] = {}  # target -> returns one tensor aliasing no input
+
+
+def _returns_fresh_tensor(target) -> bool:
+    fresh = _FRESH.get(target)
+    if fresh is None:
+        schema = getattr(target, "_schema", None)
+        fresh = (isinstance(target, torch._ops.OpOverload) and schema is not None
+                 and not schema.is_mutable and len(schema.returns) == 1
+                 and schema.returns[0].alias_info is None
+                 and str(schema.returns[0].type) == "Tensor")
+        _FRESH[target] = fresh
+    return fresh
+
+
+_SCALARS = (bool, int, float, str, type(None), torch.dtype, torch.device, torch.layout,
+            torch.memory_format)
+
+
+def _arg_key(a):
+    """The part of a call's key an argument gives (None: not cacheable).
+    Scalars carry their type (``2`` and ``2.0`` promote differently)."""
+    if isinstance(a, fx.Node):
+        v = a.meta.get("val")
+        if not isinstance(v, torch.Tensor) or getattr(v, "constant", None) is not None:
+            return None
+        shape, stride = tuple(v.shape), v.stride()
+        if not all(type(d) is int for d in shape) or not all(type(d) is int for d in stride) \
+                or type(v.storage_offset()) is not int:
+            return None
+        return ("T", shape, stride, v.dtype, v.device, v.storage_offset(), v.requires_grad)
+    if isinstance(a, (list, tuple)):
+        ks = tuple(_arg_key(e) for e in a)
+        return None if any(k is None for k in ks) else (type(a).__name__, ks)
+    if isinstance(a, _SCALARS) and not isinstance(a, torch.SymInt):
+        return (type(a).__name__, a)
+    return None
+
+
+def _meta_key(target, pos, kw) -> Optional[tuple]:
+    """The key of :meth:`Driver.meta_val`'s cache for ``target(*pos, **kw)``,
+    None when the call is not cached: a target that may alias or mutate, or
+    returns other than one tensor; an argument that is not a tensor of
+    static metadata or a plain constant; a tensor with known contents (a
+    fake constant: an output's size could depend on it)."""
+    if not _returns_fresh_tensor(target):
+        return None
+    parts = []
+    for a in list(pos) + [kw[k] for k in sorted(kw)]:
+        k = _arg_key(a)
+        if k is None:
+            return None
+        parts.append(k)
+    # factories read the default dtype, requires_grad reads the grad mode
+    return (target, tuple(sorted(kw)), tuple(parts), torch.get_default_dtype(),
+            torch.is_grad_enabled())
+
+
+def _tensor_meta(val, fake_mode) -> Optional[tuple]:
+    from torch._subclasses.fake_tensor import FakeTensor
+    if type(val) is not FakeTensor or val.fake_mode is not fake_mode:
+        return None
+    shape, stride, off = tuple(val.shape), val.stride(), val.storage_offset()
+    if not all(type(d) is int for d in shape + stride) or off != 0 \
+            or val.is_conj() or val.is_neg() or val.layout is not torch.strided:
+        return None
+    return (shape, stride, off, val.dtype, val.device, val.requires_grad)
+
+
+def _fake_of(fake_mode, meta):
+    """A new fake tensor (own storage, offset 0) of the metadata ``meta``."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    shape, stride, _, dtype, device, requires_grad = meta
+    with torch._C._DisableTorchDispatch():
+        elem = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+    out = FakeTensor(fake_mode, elem, device)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
 
 
 def _desc(v) -> str:

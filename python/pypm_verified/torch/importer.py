@@ -90,28 +90,49 @@ def _opaque_op(target, n: int) -> Op:
     return op
 
 
+_schema_specs: Dict[Any, tuple] = {}  # target -> its schema, normalized once
+
+
+def _schema_spec(target) -> tuple:
+    """``(schema, ((kwarg_only, name, has_default, default), ...), n_pos)``
+    of an op overload, computed once per target."""
+    spec = _schema_specs.get(target)
+    if spec is None:
+        schema = target._schema
+        args = tuple((a.kwarg_only, a.name, a.has_default_value(),
+                      a.default_value if a.has_default_value() else None)
+                     for a in schema.arguments)
+        spec = _schema_specs[target] = (schema, args,
+                                        sum(1 for a in schema.arguments if not a.kwarg_only))
+    return spec
+
+
 def positional_args(node: fx.Node) -> List[Any]:
     """The call's arguments in full positional form (schema order, defaults
     filled in). Raises TypeError for a call that does not fit the schema."""
     target = node.target
     if target is operator.getitem:
         return list(node.args)
-    schema = target._schema
-    args, kwargs = list(node.args), dict(node.kwargs)
-    out = []
-    for i, a in enumerate(schema.arguments):
-        if not a.kwarg_only and i < len(args):
-            out.append(args[i])
-        elif a.name in kwargs:
-            out.append(kwargs.pop(a.name))
-        elif a.has_default_value():
-            out.append(a.default_value)
+    schema, spec, n_pos = _schema_spec(target)
+    args, kwargs = node.args, node.kwargs
+    if len(args) > n_pos:
+        raise TypeError(f"{node.name}: arguments {list(args[n_pos:])} do not fit {schema}")
+    out = list(args)
+    if len(out) == len(spec) and not kwargs:
+        return out  # the common case: every argument given positionally
+    used = 0
+    for i in range(len(out), len(spec)):
+        kwarg_only, name, has_default, default = spec[i]
+        if name in kwargs:
+            out.append(kwargs[name])
+            used += 1
+        elif has_default:
+            out.append(default)
         else:
-            raise TypeError(f"{node.name}: {target} is missing argument {a.name!r}")
-    n_pos = sum(1 for a in schema.arguments if not a.kwarg_only)
-    if len(args) > n_pos or kwargs:
-        raise TypeError(f"{node.name}: arguments {args[n_pos:]} {sorted(kwargs)} do not fit "
-                        f"{schema}")
+            raise TypeError(f"{node.name}: {target} is missing argument {name!r}")
+    if used != len(kwargs):
+        extra = sorted(k for k in kwargs if k not in {a[1] for a in spec[len(args):]})
+        raise TypeError(f"{node.name}: arguments {extra} do not fit {schema}")
     return out
 
 
@@ -136,16 +157,28 @@ def tensor_info(val, size_hints: bool = False):
     return tuple(dims), TORCH_TO_PM.get(val.dtype)
 
 
+_pure_targets: Dict[Any, bool] = {}  # op overload -> pure (depends on the overload only)
+
+
 def is_pure(node: fx.Node) -> bool:
     """Whether ``node`` may be shared with an equal node (hash-consing)."""
     t = node.target
     if t is operator.getitem:
         return True
+    if node.op == "call_function":
+        pure = _pure_targets.get(t)
+        if pure is not None:
+            return pure
     if not isinstance(t, torch._ops.OpOverload):
         return False
     if torch.Tag.nondeterministic_seeded in t.tags:
         return False
-    return not node.is_impure()
+    pure = not node.is_impure()
+    if node.op == "call_function":
+        # for an op overload, fx's is_impure reads the overload only (mutable
+        # schema, side-effectful or effectful, random): the same for every call
+        _pure_targets[t] = pure
+    return pure
 
 
 class TermGraph:
@@ -169,6 +202,7 @@ class TermGraph:
         self.fx_of: Dict[int, fx.Node] = {}
         self.const_values: Dict[int, Any] = {}
         self.merged = 0
+        self._consts: Dict[tuple, Node] = {}  # arg(): constant leaves by typed value
 
     # ------------------------------------------------------------- constants
 
@@ -199,15 +233,22 @@ class TermGraph:
         """The term node of an FX argument (a node, a constant, a list)."""
         if isinstance(a, fx.Node):
             return self.term[a]
-        if isinstance(a, (list, tuple)) and any(isinstance(e, fx.Node) for e in
-                                                 _flatten(a)):
+        ck = _const_cache_key(a)
+        if ck is not None:
+            n = self._consts.get(ck)
+            if n is not None:
+                return n
+        elif isinstance(a, (list, tuple)) and _has_node(a):
             kids = [self.arg(e) for e in a]
             return self.graph.apply(list_op(len(kids)), *kids)
         try:
-            return self._const(a)
+            n = self._const(a)
         except TypeError:
             # an argument with no constant form (e.g. a tensor constant): opaque
             return self.graph.input(f"opaque:{id(a)}")
+        if ck is not None:
+            self._consts[ck] = n
+        return n
 
     # ----------------------------------------------------------------- nodes
 
@@ -229,9 +270,9 @@ class TermGraph:
                 t = g.apply(_opaque_op(node.target, len(kids)), *kids, shape=shape,
                             dtype=dtype, distinct=True)
             else:
-                kids = [self.arg(a) for a in args]
-                t = g.apply(op_for(node.target), *kids, shape=shape, dtype=dtype,
-                            distinct=not is_pure(node))
+                kids = tuple([self.arg(a) for a in args])
+                t = g.apply_nodes(op_for(node.target), kids, shape, dtype,
+                                  distinct=not is_pure(node))
         elif node.op in ("call_function", "call_method", "call_module"):
             kids = [self.arg(a) for a in node.args] + [self.arg(v) for v in
                                                       node.kwargs.values()]
@@ -325,6 +366,36 @@ class TermGraph:
                 k += 1
                 heapq.heappush(heap, (u._sort_key, k, u))
         return changed
+
+
+_CONST_SCALARS = (bool, int, float, str, type(None), torch.dtype, torch.device, torch.layout,
+                  torch.memory_format)
+
+
+def _const_cache_key(a) -> Optional[tuple]:
+    """A key telling constants apart by type and value (``2`` and ``2.0``,
+    ``[1]`` and ``(1,)`` differ: the first seen is the one kept as the
+    original value), None for what is not a plain constant."""
+    t = type(a)
+    if t in _CONST_SCALARS:
+        return (t, a)
+    if t is list or t is tuple:
+        ks = []
+        for e in a:
+            k = _const_cache_key(e)
+            if k is None:
+                return None
+            ks.append(k)
+        return (t, tuple(ks))
+    return None
+
+
+def _has_node(a) -> bool:
+    for e in a:
+        if isinstance(e, fx.Node) or (isinstance(e, (list, tuple, dict)) and any(
+                isinstance(x, fx.Node) for x in _flatten(e))):
+            return True
+    return False
 
 
 def _flatten(a):

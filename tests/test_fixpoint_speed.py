@@ -1,0 +1,204 @@
+"""The fixpoint's fast paths (issue 19) give what the slow paths give.
+
+* the importer's per-overload schema normalization and purity cache;
+* the driver's ``meta["val"]`` reuse for calls with arguments of the same
+  metadata, against a fresh fake-tensor run;
+* ``PatternSet`` through ``binding.SetMatcher`` (one handle per table,
+  shared by the driver runs) against the reference engine on every node of
+  a model graph (differential);
+* the profile of bench/profile_fixpoint.py adds up to its total.
+"""
+import copy
+import os
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import pypm_verified as pm  # noqa: E402
+from pypm_verified.engines import matching  # noqa: E402
+from pypm_verified.library import default_patterns  # noqa: E402
+from pypm_verified.torch import driver as D  # noqa: E402
+from pypm_verified.torch.importer import TermGraph, is_pure, positional_args  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+import models  # noqa: E402
+
+aten = torch.ops.aten
+
+
+@pytest.fixture(scope="module")
+def bert2():
+    return models.export("bert", "base", layers=2)
+
+
+def _fx_graph():
+    return torch.fx.Graph()
+
+
+# ------------------------------------------------------------------ importer
+
+def test_positional_args_fill_defaults_kwargs_and_refuse_misfits():
+    g = _fx_graph()
+    x = g.placeholder("x")
+    n = g.call_function(aten.softmax.int, (x, -1))
+    assert positional_args(n) == [x, -1, None]
+    n = g.call_function(aten.softmax.int, (x,), {"dim": 1, "dtype": torch.float32})
+    assert positional_args(n) == [x, 1, torch.float32]
+    n = g.call_function(aten.sum.dim_IntList, (x, [0]), {"keepdim": True})
+    assert positional_args(n) == [x, [0], True, None]
+    # keyword-only arguments (to.dtype's memory_format) are filled from kwargs or defaults
+    n = g.call_function(aten.to.dtype, (x, torch.float16), {"memory_format": None})
+    assert positional_args(n)[:2] == [x, torch.float16] and len(positional_args(n)) == 5
+    with pytest.raises(TypeError, match="do not fit"):
+        positional_args(g.call_function(aten.softmax.int, (x, -1), {"bogus": 1}))
+    with pytest.raises(TypeError, match="do not fit"):
+        positional_args(g.call_function(aten.softmax.int, (x, -1, None, 7)))
+    with pytest.raises(TypeError, match="do not fit"):  # given twice
+        positional_args(g.call_function(aten.softmax.int, (x, -1), {"dim": 0}))
+    with pytest.raises(TypeError, match="missing argument 'dim'"):
+        positional_args(g.call_function(aten.softmax.int, (x,)))
+
+
+def test_purity_is_cached_per_overload_and_stays_right():
+    g = _fx_graph()
+    x = g.placeholder("x")
+    for _ in range(2):  # the second time from the cache
+        assert is_pure(g.call_function(aten.relu.default, (x,)))
+        assert not is_pure(g.call_function(aten.relu_.default, (x,)))  # mutates
+        assert not is_pure(g.call_function(aten.native_dropout.default, (x, 0.5, True)))
+        assert not is_pure(g.call_function(aten.rand.default, ([2],)))
+
+
+def test_constants_are_told_apart_by_type():
+    g = _fx_graph()
+    x = g.placeholder("x")
+    a = g.call_function(aten.mul.Tensor, (x, 2))
+    b = g.call_function(aten.mul.Tensor, (x, 2.0))
+    c = g.call_function(aten.mul.Tensor, (x, True))
+    g.output((a, b, c))
+    tg = TermGraph(g).build()
+    # numbers by value (as Graph.const: x*2 and x*2.0 are one node), bools apart
+    assert tg.merged == 1 and b not in tg.term
+    ka, kc = tg.term[a].args[1], tg.term[c].args[1]
+    assert kc is not ka
+    assert type(tg.const_values[ka.id]) is int and tg.const_values[kc.id] is True
+
+
+# ------------------------------------------------------------------ meta[val]
+
+def _meta(t):
+    return (tuple(t.shape), t.stride(), t.storage_offset(), t.dtype, t.device,
+            t.requires_grad)
+
+
+def test_meta_val_reuse_equals_a_fresh_fake_run(bert2):
+    ep = copy.deepcopy(bert2)
+    d = D.Driver(ep.graph_module, default_patterns(), "reference", "cpu",
+                 check_profitability=False)
+    nodes = {n.name: n for n in ep.graph.nodes}
+    x = next(n for n in ep.graph.nodes if n.op == "call_function"
+             and n.target == aten.linear.default)
+    q = next(n for n in ep.graph.nodes if n.target == aten.transpose.int
+             and n.meta["val"].dim() == 4)  # (batch, heads, seq, head dim)
+    calls = [(aten.relu.default, [x], {}), (aten.mul.Tensor, [x, 2], {}),
+             (aten.mul.Tensor, [x, 2.0], {}), (aten.add.Tensor, [x, x], {"alpha": 1}),
+             (aten.scaled_dot_product_attention.default, [q, q, q], {}),
+             (aten.sum.dim_IntList, [x, [-1], True], {})]
+    for target, pos, kw in calls:
+        first = d.meta_val(target, pos, kw)
+        assert D._meta_key(target, pos, kw) in d._meta_cache
+        again = d.meta_val(target, pos, kw)  # from the cache
+        fake = torch.fx.node.map_arg((tuple(pos), kw), lambda n: n.meta["val"])
+        with d.fake_mode:
+            fresh = target(*fake[0], **fake[1])
+        assert _meta(again) == _meta(first) == _meta(fresh)
+        assert type(again) is type(fresh) and again.fake_mode is d.fake_mode
+        assert again.untyped_storage()._cdata != first.untyped_storage()._cdata  # own storage
+    assert nodes  # the graph was read
+    # an int and a float scalar are different keys (type promotion differs)
+    assert D._meta_key(aten.mul.Tensor, [x, 2], {}) != D._meta_key(aten.mul.Tensor, [x, 2.0], {})
+    # views and in-place ops are never cached (the result aliases an input)
+    assert D._meta_key(aten.permute.default, [x, [0, 2, 1]], {}) is None
+    assert D._meta_key(aten.view.default, [x, [-1]], {}) is None
+    assert D._meta_key(aten.relu_.default, [x], {}) is None
+
+
+# ------------------------------------------------------------------ engines
+
+def test_set_matcher_agrees_with_the_reference_engine_on_every_node(bert2, lib):
+    ep = copy.deepcopy(bert2)
+    tg = TermGraph(ep.graph).build()
+    pats = [p for p in default_patterns() if p.rules and not p.is_multi]
+    sets = {e: matching.PatternSet(pats, e) for e in ("verified", "reference")}
+    hits = 0
+    for t in tg.graph.nodes:
+        cand = sets["verified"].candidates(t.label)
+        assert cand == sets["reference"].candidates(t.label)
+        for i in range(len(pats)):  # every pattern, not only the candidates
+            mv = sets["verified"].match(i, t)
+            mr = sets["reference"].match(i, t)
+            assert (mv is None) == (mr is None), (pats[i].name, t)
+            if mv is not None:
+                assert i in cand
+                assert mv.substitution == mr.substitution
+                assert mv.fsubstitution == mr.fsubstitution
+                hits += 1
+    assert hits >= 4  # 2 attention + 2 linear_act, at least
+    # a second set on the same patterns shares the loaded table and the matcher
+    again = matching.PatternSet(pats, "verified")
+    assert again._owner is sets["verified"]._owner
+    assert again._owner.engine_handle is not None
+
+
+def test_driver_runs_agree_and_reuse_the_table(bert2, lib):
+    counts = []
+    for engine in ("verified", "reference", "verified"):
+        ep = copy.deepcopy(bert2)
+        r = D.rewrite_graph_module(ep.graph_module, default_patterns(), engine=engine,
+                                   target="cpu", check_profitability=False)
+        counts.append((dict(r.firings), [str(n.target) for n in ep.graph.nodes]))
+    assert counts[0] == counts[1] == counts[2]
+    assert sum(counts[0][0].values()) == 4
+
+
+# ------------------------------------------------------------------ the profile
+
+def test_profile_phases_add_up(bert2, lib):
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import profile_fixpoint as P
+    import bench_matchers as B
+    prof = P.profile(bert2, "verified", repeats=1, run=B.run_pypm)
+    total = sum(ms for _, ms, _ in prof["phases"])
+    assert abs(total - prof["total_ms"]) < 1e-6 * max(1.0, prof["total_ms"]) + 1e-3
+    names = {n for n, _, _ in prof["phases"]}
+    assert {"import (whole graph, once)", "engine: call + decoding (verified)",
+            "rule bodies (guards, building)"} <= names
+    # the wrappers are removed afterwards
+    from pypm_verified.torch.importer import TermGraph as TG
+    assert TG.build.__name__ == "build" and not hasattr(TG.build, "__wrapped__")
+
+
+def test_set_matcher_is_safe_across_threads(bert2, lib):
+    import threading
+    ep = copy.deepcopy(bert2)
+    tg = TermGraph(ep.graph).build()
+    pats = [p for p in default_patterns() if p.rules and not p.is_multi]
+    ps = matching.PatternSet(pats, "verified")
+    pairs = [(i, t) for t in tg.graph.nodes for i in ps.candidates(t.label)]
+    ps.match(*pairs[0])  # the graph loaded once before the threads start
+    want = [ps.match(i, t) for i, t in pairs]
+    got = {}
+
+    def work(k):
+        got[k] = [matching.PatternSet(pats, "verified").match(i, t) for i, t in pairs]
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for k in range(4):
+        assert [None if m is None else (m.substitution, m.fsubstitution) for m in got[k]] == \
+            [None if m is None else (m.substitution, m.fsubstitution) for m in want]
