@@ -207,6 +207,26 @@ def test_where_then_add_agrees_on_rows_that_see_only_padding(lib):
     assert not torch.allclose(bare[0, :, 0], eager[0, :, 0], atol=1e-3)
 
 
+def test_where_then_add_with_a_dynamic_batch(lib):
+    """GPT-Neo exported with a dynamic batch: its causal mask is (1, 1, L, L),
+    and the size 1 must broadcast to the symbolic batch without asking
+    whether the batch is 1 (which is not known, and declined the rule)."""
+    from torch.export import Dim
+
+    class Causal(nn.Module):
+        def forward(self, q, k, v, am):
+            s = q @ k.transpose(-1, -2)
+            c = torch.ones(1, 1, L, L, dtype=torch.bool).tril()
+            return torch.softmax(torch.where(c, s, torch.tensor(MIN)) + am, -1) @ v
+    q, k, v = _qkv()
+    b = Dim("b", min=1, max=8)
+    prog = load_model(Causal(), (q, k, v, torch.zeros(B, 1, 1, L)),
+                      dynamic_shapes=({0: b}, {0: b}, {0: b}, {0: b}))
+    r = rewrite_program(prog, default_patterns(("attention",)), target="cuda")
+    assert r.report.firings.get("sdpa") == 1, dict(r.report.declines)
+    assert r.numerics.ok and r.other_sizes, (r.numerics, r.other_sizes)
+
+
 def test_where_then_add_declines_float16_and_tensor_fills(lib):
     """float16 logits filled with the minimum and then added to are left
     alone (SDPA adds s to min(float16) in float32: it is no longer the

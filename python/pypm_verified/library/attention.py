@@ -430,10 +430,13 @@ def _axis(d, r):
 
 
 def _broadcasts(shape, to) -> bool:
+    """Whether ``shape`` broadcasts to ``to``. A size 1 is tested first: it
+    broadcasts to any size, so it asks no question of a symbolic one (``1 !=
+    batch`` is not known for a dynamic batch, and would decline the rule)."""
     if shape is None or to is None or len(shape) > len(to) or None in to:
         return False
     for a, b in zip(reversed(tuple(shape)), reversed(tuple(to))):
-        if a is None or (a != b and a != 1):
+        if a is None or (not (isinstance(a, int) and a == 1) and a != b):
             return False
     return True
 
