@@ -560,8 +560,11 @@ def sdpa(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
             ("the masked_fill/where value is a tensor, not a number or a 0-d constant of "
              "the program")
         filled = _fill_value(number, x.torch_dtype)  # -inf where the dtype overflows
-        # -inf, or the logits dtype's minimum (float32's is -3.4028234663852886e38)
-        assert filled == -math.inf or filled == _lowest(x), \
+        # -inf, or the logits dtype's minimum (float32's is -3.4028234663852886e38;
+        # the literals also tell check-rules which fills to draw)
+        assert fill.value == -math.inf or filled == -math.inf \
+            or (fill.value == -3.4028234663852886e38 and filled == _lowest(x)) \
+            or filled == _lowest(x), \
             ("the masked_fill/where value is neither -inf nor the dtype's minimum: the "
              "masked weights exp(fill - max) need not vanish as in SDPA")
         keep = to3(bk if bk is not None else LogicalNot(b))
