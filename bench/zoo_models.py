@@ -257,7 +257,9 @@ def gpt_neo():
                          attention_types=[[["global", "local"], 1]], window_size=8,
                          max_position_embeddings=POS, use_cache=False,
                          attn_implementation="eager")
-    return _text(T.GPTNeoModel, cfg)
+    # the causal-mask buffer has max_position_embeddings rows, and the export
+    # guards seq != POS ("Constraints violated (seq)"): the sequence stops below
+    return _text(T.GPTNeoModel, cfg, seq_max=POS - 1)
 
 
 @_entry("gptj", "decoder")
@@ -569,12 +571,21 @@ def mobilenet_v2():
 # ------------------------------------------------------------------ speech
 
 def _audio(model_cls, cfg, length=800):
+    """A speech encoder on raw ``input_values`` (batch and length dynamic).
+    The length is a multiple of the feature encoder's total stride (the
+    product of ``conv_stride``, 20 here) between 400 and 4000 samples: the
+    model's own constraint, as torch suggests it (a derived ``Dim``) when a
+    free length is asked for ("Constraints violated (samples)")."""
+    import math
     import torch
+    from torch.export import Dim
     m = _mk(model_cls, cfg)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(BATCH, length, generator=g)
-    b, t = _dims(seq_max=4000, seq_min=400, seq_name="samples")
-    return m, {"input_values": x}, {"input_values": {0: b, 1: t}}
+    stride = math.prod(cfg.conv_stride)
+    b, _ = _dims()
+    frames = Dim("_samples", min=400 // stride, max=4000 // stride)
+    return m, {"input_values": x}, {"input_values": {0: b, 1: stride * frames}}
 
 
 _W2V = dict(hidden_size=H, num_hidden_layers=LAYERS, num_attention_heads=HEADS,

@@ -86,6 +86,12 @@ class Forms(nn.Module):
             s = q @ k.transpose(-2, -1)
             outs.append(torch.softmax(torch.where(~_causal(), s, float("-inf")), -1) @ v)
             outs.append(torch.softmax(torch.where(b, MIN, s + bias), -1) @ v)
+        if "where_add" in w:    # the mask applied, then added to (GPT-Neo: a 0-d tensor fill)
+            s = q @ k.transpose(-1, -2)
+            am = torch.zeros(B, 1, 1, L).masked_fill(b, MIN)
+            fill = torch.tensor(MIN, dtype=s.dtype)
+            outs.append(torch.softmax(torch.where(~_causal(), s, fill) + am, -1) @ v)
+            outs.append(torch.softmax(bias + s.masked_fill(_causal(), float("-inf")), -1) @ v)
         if "float01" in w:      # a 0/1 float mask: where(m == 0, -inf) and (1 - m) * min
             s = q @ k.transpose(-2, -1) * 0.25
             outs.append(torch.softmax(s.masked_fill(m01 == 0, float("-inf")), -1) @ v)
@@ -123,14 +129,15 @@ def _inputs():
 
 FUSED = {  # form -> attention blocks in it
     "permute": 1, "permute_raw": 1, "scale_q": 1, "scale_split": 1, "bias_mask": 1,
-    "masked_fill_inf": 1, "masked_fill_min": 1, "where": 2, "float01": 2, "casts": 2,
+    "masked_fill_inf": 1, "masked_fill_min": 1, "where": 2, "where_add": 2,
+    "float01": 2, "casts": 2,
     "bmm": 1, "alibi": 1, "safe": 1,
 }
 
 
 @pytest.mark.parametrize("forms", [
     ("permute", "permute_raw", "scale_q", "scale_split"),
-    ("bias_mask", "masked_fill_inf", "masked_fill_min", "where"),
+    ("bias_mask", "masked_fill_inf", "masked_fill_min", "where", "where_add"),
     ("float01", "casts", "bmm", "alibi", "safe"),
 ])
 def test_forms_are_fused_exactly(lib, forms):
@@ -168,6 +175,79 @@ def test_fully_masked_rows_agree_with_eager():
     # bare SDPA differs from eager on that row: the fix is needed
     bare = F.scaled_dot_product_attention(q, k, v, ~b, scale=0.25)
     assert (bare[0, :, 1] == 0).all()
+
+
+class WhereThenAdd(nn.Module):
+    """GPT-Neo's form: ``where(causal, s, tensor(min)) + mask``, the mask
+    holding the minimum on padded keys (left padding)."""
+
+    def forward(self, q, k, v, am):
+        s = q @ k.transpose(-1, -2)
+        fill = torch.tensor(torch.finfo(s.dtype).min, dtype=s.dtype)
+        return torch.softmax(torch.where(~_causal(), s, fill) + am, -1) @ v
+
+
+def test_where_then_add_agrees_on_rows_that_see_only_padding(lib):
+    """Rows whose visible keys are all padded: their logits are min (s + min
+    rounds to min) or -inf (min + min), so eager softmax is uniform over
+    the keys at min, future ones included; the rewrite gives SDPA the
+    original's logits (mask where(keep, am, am + min)) and agrees there,
+    where a boolean mask (SDPA over the visible keys) would not."""
+    q, k, v = _qkv()
+    am = torch.zeros(B, 1, 1, L)
+    am[0, ..., :2] = MIN  # batch 0 left-padded by two: query rows 0 and 1 see only padding
+    r = _rewrite(WhereThenAdd(), (q, k, v, am))
+    assert r.report.firings.get("sdpa") == 1, dict(r.report.declines)
+    assert not any(t in SOFTMAX for t in _targets(r.ep))
+    ours, eager = r.ep.module()(q, k, v, am), WhereThenAdd()(q, k, v, am)
+    assert torch.allclose(ours, eager, atol=1e-5), (ours - eager).abs().max()
+    # row 0 of batch 0: uniform over keys 0 (padding, visible) and 2.. (future, not padded)
+    assert torch.allclose(eager[0, :, 0], v[0][:, [0, 2, 3, 4, 5]].mean(-2), atol=1e-6)
+    bare = F.scaled_dot_product_attention(q, k, v, am + (~_causal()).float().log())
+    assert not torch.allclose(bare[0, :, 0], eager[0, :, 0], atol=1e-3)
+
+
+def test_where_then_add_with_a_dynamic_batch(lib):
+    """GPT-Neo exported with a dynamic batch: its causal mask is (1, 1, L, L),
+    and the size 1 must broadcast to the symbolic batch without asking
+    whether the batch is 1 (which is not known, and declined the rule)."""
+    from torch.export import Dim
+
+    class Causal(nn.Module):
+        def forward(self, q, k, v, am):
+            s = q @ k.transpose(-1, -2)
+            c = torch.ones(1, 1, L, L, dtype=torch.bool).tril()
+            return torch.softmax(torch.where(c, s, torch.tensor(MIN)) + am, -1) @ v
+    q, k, v = _qkv()
+    b = Dim("b", min=1, max=8)
+    prog = load_model(Causal(), (q, k, v, torch.zeros(B, 1, 1, L)),
+                      dynamic_shapes=({0: b}, {0: b}, {0: b}, {0: b}))
+    r = rewrite_program(prog, default_patterns(("attention",)), target="cuda")
+    assert r.report.firings.get("sdpa") == 1, dict(r.report.declines)
+    assert r.numerics.ok and r.other_sizes, (r.numerics, r.other_sizes)
+
+
+def test_where_then_add_declines_float16_and_tensor_fills(lib):
+    """float16 logits filled with the minimum and then added to are left
+    alone (SDPA adds s to min(float16) in float32: it is no longer the
+    minimum), and so is a fill that is a tensor input, not a constant."""
+    q, k, v = _qkv(dtype=torch.float16)
+    am = torch.zeros(B, 1, 1, L, dtype=torch.float16)
+    r = _rewrite(WhereThenAdd(), (q, k, v, am))
+    assert "sdpa" not in r.report.firings
+    why = r.report.declines["Attention"]["sdpa"]
+    assert any("float16 logits filled" in w for w in why), why
+
+    class TensorFill(nn.Module):
+        def forward(self, q, k, v, am, fill):
+            s = q @ k.transpose(-1, -2)
+            return torch.softmax(torch.where(~_causal(), s, fill) + am, -1) @ v
+    q, k, v = _qkv()
+    am = torch.zeros(B, 1, 1, L)
+    r = _rewrite(TensorFill(), (q, k, v, am, torch.tensor(MIN)))
+    assert "sdpa" not in r.report.firings
+    why = r.report.declines["Attention"]["sdpa"]
+    assert any("not a number or a 0-d constant" in w for w in why), why
 
 
 class LeftAlone(nn.Module):

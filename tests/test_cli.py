@@ -463,6 +463,47 @@ def test_rewrite_writes_and_reports(files, tmp_path, capsys):
     assert os.stat(rep).st_mode & 0o777 == 0o666 & ~mask  # the report follows the umask
 
 
+class NegNegDropout(nn.Module):
+    """What ``run_decompositions({})`` changes: dropout (-> clone), relu_."""
+
+    def forward(self, x):
+        return torch.relu_(-(-nn.functional.dropout(x, 0.5, training=False)))
+
+
+def test_decomposed_pt2_is_not_decomposed_again(tmp_path, capsys, monkeypatch):
+    """A .pt2 already in the export IR (saved after run_decompositions, as the
+    loader exports) is rewritten without decomposing it again, to the same
+    program as the training-IR export of the same module."""
+    from pypm_verified.torch.loader import is_decomposed
+    from pypm_verified.torch.pipeline import _renamed_structure
+    x = torch.randn(4, 8)
+    raw = torch.export.export(NegNegDropout(), (x,))
+    dec = raw.run_decompositions({})
+    assert not is_decomposed(raw) and is_decomposed(dec)
+    rules = tmp_path / "rules.py"
+    rules.write_text(NEGNEG_RULES)
+    calls = []
+    real = torch.export.ExportedProgram.run_decompositions
+
+    def counting(self, *a, **k):
+        calls.append(self.dialect)
+        return real(self, *a, **k)
+    monkeypatch.setattr(torch.export.ExportedProgram, "run_decompositions", counting)
+    outs = {}
+    for name, ep in (("raw", raw), ("dec", dec)):
+        src, out = tmp_path / f"{name}.pt2", tmp_path / f"{name}.rw.pt2"
+        torch.export.save(ep, str(src))
+        before = len(calls)
+        code, _, err = run(["rewrite", src, "-o", out, "--rules", rules], capsys)
+        assert code == 0, err
+        assert len(calls) - before == (1 if name == "raw" else 0), calls
+        outs[name] = torch.export.load(str(out))
+    assert _renamed_structure(outs["raw"].graph_module) \
+        == _renamed_structure(outs["dec"].graph_module)
+    assert torch.equal(outs["raw"].module()(x), outs["dec"].module()(x))
+    assert torch.equal(outs["dec"].module()(x), torch.relu(x))
+
+
 def test_training_mode_warning(tmp_path, capsys):
     src = tmp_path / "train.pt"
     torch.save({"model": WithDropout().train(), "example_inputs": (torch.randn(4, 8),)},

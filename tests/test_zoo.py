@@ -205,3 +205,31 @@ def test_explain_cli_on_a_dynamic_program(tmp_path, capsys, lib):
     assert "dynamic shapes" in out
     assert "pattern Attention: matches at 1 node(s)" in out, out
     assert "example sizes only" not in out
+
+
+@pytest.mark.parametrize("name, other", [
+    ("wav2vec2", {"input_values": (3, 1000)}),   # a multiple of the conv stride (20)
+    ("gpt_neo", {"input_ids": (3, 37), "attention_mask": (3, 37)}),
+])
+def test_zoo_constrained_models_export_dynamically(lib, name, other):
+    """The dynamic specs that carry the models' own constraints (speech:
+    the length a multiple of the feature encoder's stride; GPT-Neo: the
+    sequence below max_position_embeddings) export; the rewritten program
+    fuses every attention block and accepts inputs of other sizes."""
+    from pypm_verified.library import default_patterns
+    from pypm_verified.torch.loader import load_model
+    from pypm_verified.torch.pipeline import rewrite_program
+    m, kw, spec = zoo_models.build(name)
+    prog = load_model(m, (), example_kwargs=kw, dynamic_shapes=spec)
+    assert prog.ep.range_constraints
+    r = rewrite_program(prog, default_patterns(("attention",)), target="cuda", check=False)
+    assert r.report.firings.get("sdpa") == 2, dict(r.report.declines)
+    g = torch.Generator().manual_seed(3)
+    kw2 = {k: (torch.randn(other[k], generator=g) if v.is_floating_point()
+               else torch.ones(other[k], dtype=v.dtype) if k == "attention_mask"
+               else torch.randint(3, 1000, other[k], generator=g)) for k, v in kw.items()}
+    ours = r.ep.module()(**kw2).last_hidden_state
+    with torch.no_grad():
+        eager = m(**kw2).last_hidden_state
+    assert ours.shape == eager.shape and ours.shape[0] == 3
+    assert torch.allclose(ours, eager, atol=1e-4), (ours - eager).abs().max()

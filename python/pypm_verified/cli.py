@@ -148,7 +148,8 @@ A state_dict alone is refused: it has the weights but not the model.
 Paths, options and rules are checked before the model is loaded. The model
 is exported with torch.export and rewritten at the export IR after
 run_decompositions({}) (an empty table: functional, with linear, matmul,
-softmax, gelu, layer_norm and SDPA intact). Rules fire only where their
+softmax, gelu, layer_norm and SDPA intact; a .pt2 saved after it, in the
+"ATEN" dialect with no in-place op, is not decomposed again). Rules fire only where their
 kernel is faster on --target (by default the device the program's tensors
 are on), by the measured thresholds in
 python/pypm_verified/torch/profitability.json (read by

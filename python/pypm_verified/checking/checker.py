@@ -130,7 +130,7 @@ def check_rule(pattern, rule, examples: int = FULL["examples"], seed: int = 0,
     counterexample in ``examples`` instances the rule fired on), "refuted"
     (a counterexample, shrunk) or "vacuous" (no instance was matched and
     accepted). At most ``max_attempts`` instances are drawn (default 40 per
-    example). With ``guards``, a tested rule's guards are checked for
+    example, at least 1000: the attention family fires on ~1 in 40). With ``guards``, a tested rule's guards are checked for
     necessity, ``per_guard`` violating instances each (``pattern_guards``:
     its pattern's guards too). ``engine``: "verified" or "reference"
     (default: verified when its library is built). With ``symbolic``, every
@@ -150,7 +150,7 @@ def check_rule(pattern, rule, examples: int = FULL["examples"], seed: int = 0,
                             **({"dtypes": tuple(dtypes)} if dtypes else {}))
     runner = RuleRunner(pattern, rule, engine, symbolic=symbolic)
     rng = random.Random(f"{seed}:{rule.name}:filter")
-    max_attempts = max_attempts or max(200, examples * 40)
+    max_attempts = max_attempts or max(1000, examples * 40)
     counts = Counter()
     lines = Counter()
     declined: Dict[int, List[Instance]] = {}

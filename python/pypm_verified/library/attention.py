@@ -26,11 +26,15 @@ alternation over the ways real code writes one step::
 * ``Biased``: up to two additive terms in either operand order (T5's and
   MPNet's position bias plus the padding mask; BERT's ``(1 - m) * min``;
   LLaMA's causal + padding mask).
-* ``Masked``: the mask applied by ``masked_fill(s, b, fill)``,
+* ``Masking``: the mask applied by ``masked_fill(s, b, fill)``,
   ``where(b, s, fill)`` or ``where(b, fill, s)`` with a boolean ``b`` (a
   0/1 float mask arrives as the boolean the graph computes from it, e.g.
   ``m == 0``: any value of the float mask gives the same answer as the
   original) and ``fill`` -inf or the dtype's minimum.
+* ``Masked``: no mask, ``Masking``, or ``Masking`` then added to
+  (``where(causal, s, fill) + m``: GPT-Neo, its ``fill`` a 0-d tensor
+  constant, ``torch.tensor(finfo.min)``, whose value the rule reads with
+  ``ctx.constant``).
 * ``Probs``: ``softmax`` / ``_safe_softmax`` over the last axis, in the
   input dtype or a wider one, with casts before (``s.float()``) and after
   (``.to(dtype)``, ``type_as``).
@@ -63,7 +67,14 @@ forms"):
   ``mean(v)`` on those rows: ``where(any(keep, -1), sdpa, mean(v, -2))``.
   Any other finite fill (-1e9, -1e4) is left alone: with scores of that size
   the masked weights do not vanish. ``check-rules`` tests these forms (z3
-  has no -inf, and the identity needs underflow).
+  has no -inf, and the identity needs underflow);
+* the mask applied, then added to (``where(keep, s + pre, fill) + m``): SDPA
+  gets the float mask ``where(keep, pre + m, m + fill)``; on masked entries
+  it computes ``s + (m + fill)``, equal to ``m + fill`` in IEEE arithmetic
+  (-inf absorbs ``s``; the minimum's spacing, 2^104 in float32, exceeds
+  ``2|s|``), so SDPA sees the original's logits on every row (no row to
+  restore but the NaN ones of -inf); float16 with its minimum is left alone
+  (SDPA adds ``s`` to the mask in float32).
 
 Left alone, with the reason in the report: soft-capped logits, scales that
 are tensors (other than a 0-d factor on ``kT``), a fill that is neither
@@ -225,33 +236,72 @@ def Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, 
 # ------------------------------------------------------------ masking
 
 @pm.pattern
-def Masked(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4, vs4,
-           m0, m1, m2, bm, bk, fill):
+def Masking(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4, vs4,
+            m0, m1, m2, bm, bk, fill):
     """The logits, a boolean mask applied: ``masked_fill(s, bm, fill)``,
-    ``where(bk, s, fill)``, ``where(bm, fill, s)``, or none."""
+    ``where(bk, s, fill)`` or ``where(bm, fill, s)``, ``fill`` a number or
+    a 0-d tensor (GPT-Neo's ``torch.tensor(finfo.min)``)."""
+    return MaskedFill(Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,
+                             cap1, cap2, s4, vs4, m0, m1, m2), bm, fill)
+
+
+@pm.pattern
+def Masking(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,  # noqa: F811
+            cap2, s4, vs4, m0, m1, m2, bm, bk, fill):
+    return WhereScalarOther(bk, Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul,
+                                       sdiv, cap1, cap2, s4, vs4, m0, m1, m2), fill)
+
+
+@pm.pattern
+def Masking(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,  # noqa: F811
+            cap2, s4, vs4, m0, m1, m2, bm, bk, fill):
+    return WhereScalarSelf(bm, fill, Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha,
+                                            smul, sdiv, cap1, cap2, s4, vs4, m0, m1, m2))
+
+
+@pm.pattern
+def Masking(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,  # noqa: F811
+            cap2, s4, vs4, m0, m1, m2, bm, bk, fill):
+    return Where(bk, Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
+                            cap2, s4, vs4, m0, m1, m2), fill)
+
+
+@pm.pattern
+def Masking(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,  # noqa: F811
+            cap2, s4, vs4, m0, m1, m2, bm, bk, fill):
+    return Where(bm, fill, Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,
+                                  cap1, cap2, s4, vs4, m0, m1, m2))
+
+
+@pm.pattern
+def Masked(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4, vs4,
+           m0, m1, m2, bm, bk, fill, ma):
+    """The logits: unmasked, ``Masking``, or ``Masking`` plus an additive
+    term ``ma`` (the mask applied first, then added to: GPT-Neo's
+    ``where(causal, s, min) + attention_mask``)."""
     return Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4,
                   vs4, m0, m1, m2)
 
 
 @pm.pattern
 def Masked(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,  # noqa: F811
-           cap2, s4, vs4, m0, m1, m2, bm, bk, fill):
-    return MaskedFill(Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,
-                             cap1, cap2, s4, vs4, m0, m1, m2), bm, fill)
+           cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma):
+    return Masking(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2,
+                   s4, vs4, m0, m1, m2, bm, bk, fill)
 
 
 @pm.pattern
 def Masked(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,  # noqa: F811
-           cap2, s4, vs4, m0, m1, m2, bm, bk, fill):
-    return WhereScalarOther(bk, Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul,
-                                       sdiv, cap1, cap2, s4, vs4, m0, m1, m2), fill)
+           cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma):
+    return Add(Masking(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2,
+                       s4, vs4, m0, m1, m2, bm, bk, fill), ma, 1)
 
 
 @pm.pattern
 def Masked(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,  # noqa: F811
-           cap2, s4, vs4, m0, m1, m2, bm, bk, fill):
-    return WhereScalarSelf(bm, fill, Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha,
-                                            smul, sdiv, cap1, cap2, s4, vs4, m0, m1, m2))
+           cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma):
+    return Add(ma, Masking(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
+                           cap2, s4, vs4, m0, m1, m2, bm, bk, fill), 1)
 
 
 # ------------------------------------------------------------ softmax
@@ -317,44 +367,44 @@ def Dropped(p, pd):  # noqa: F811
 
 @pm.pattern
 def AttnProbs(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4,
-              vs4, m0, m1, m2, bm, bk, fill, x, sdt, up, cast, ref, sm, p, pd):
+              vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up, cast, ref, sm, p, pd):
     """The attention weights ``Dropped(Probs(x))`` with ``x`` the masked
     logits."""
     p <= Probs(x, sdt, up, cast, ref, sm)
     x <= Masked(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4,
-                vs4, m0, m1, m2, bm, bk, fill)
+                vs4, m0, m1, m2, bm, bk, fill, ma)
     return Dropped(p, pd)
 
 
 @pm.pattern
 def Attention(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2,
-              s4, vs4, m0, m1, m2, bm, bk, fill, x, sdt, up, cast, ref, sm, p, pd, p3, pv):
+              s4, vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up, cast, ref, sm, p, pd, p3, pv):
     """softmax(mask(q kT * s + bias)) v in any of the forms above."""
     assert q.rank >= 3 and q.rank <= 4 and v.rank == q.rank  # SDPA's (batch..., L, E)
     return MatMul(AttnProbs(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,
-                            cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, x, sdt, up, cast, ref,
-                            sm, p, pd), v)
+                            cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up,
+                            cast, ref, sm, p, pd), v)
 
 
 @pm.pattern
 def Attention(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,  # noqa: F811
-              cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, x, sdt, up, cast, ref, sm, p, pd, p3,
-              pv):
+              cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up, cast, ref, sm, p,
+              pd, p3, pv):
     assert q.rank == 3 and v.rank == 3
     return Bmm(AttnProbs(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,
-                         cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, x, sdt, up, cast, ref, sm,
-                         p, pd), v)
+                         cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up, cast,
+                         ref, sm, p, pd), v)
 
 
 @pm.pattern
 def Attention(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,  # noqa: F811
-              cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, x, sdt, up, cast, ref, sm, p, pd, p3,
-              pv):
+              cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up, cast, ref, sm, p,
+              pd, p3, pv):
     """The 4-D weights viewed back to 3-D ``p3`` for bmm (BLOOM, DeBERTa)."""
     assert q.rank == 3 and v.rank == 3
     p3 <= View(AttnProbs(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,
-                         cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, x, sdt, up, cast, ref, sm,
-                         p, pd), pv)
+                         cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up, cast,
+                         ref, sm, p, pd), pv)
     return Bmm(p3, v)
 
 
@@ -380,21 +430,36 @@ def _axis(d, r):
 
 
 def _broadcasts(shape, to) -> bool:
+    """Whether ``shape`` broadcasts to ``to``. A size 1 is tested first: it
+    broadcasts to any size, so it asks no question of a symbolic one (``1 !=
+    batch`` is not known for a dynamic batch, and would decline the rule)."""
     if shape is None or to is None or len(shape) > len(to) or None in to:
         return False
     for a, b in zip(reversed(tuple(shape)), reversed(tuple(to))):
-        if a is None or (a != b and a != 1):
+        if a is None or (not (isinstance(a, int) and a == 1) and a != b):
             return False
     return True
 
 
-def _fill_value(fill, dtype):
-    """``fill`` as the logits' dtype stores it (a float32 minimum written
-    into float16 logits is -inf), or None when it is not a number."""
-    if fill is None or not fill.is_const or isinstance(fill.value, bool) \
-            or not isinstance(fill.value, (int, float)):
+def _fill_number(fill, ctx):
+    """The number ``fill`` is: a constant, or a 0-d floating tensor constant
+    of the program (GPT-Neo's ``torch.tensor(finfo.min)``, lifted by
+    ``torch.export``); None otherwise."""
+    if fill is None:
         return None
-    return float(torch.tensor(float(fill.value), dtype=dtype))
+    if fill.is_const:
+        v = fill.value
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    t = ctx.constant(fill)
+    if t is None or t.dim() != 0 or not t.is_floating_point():
+        return None
+    return float(t)
+
+
+def _fill_value(f, dtype):
+    """The number ``f`` as the logits' dtype stores it (a float32 minimum
+    written into float16 logits is -inf), or None when it is None."""
+    return None if f is None else float(torch.tensor(f, dtype=dtype))
 
 
 def _lowest(x):
@@ -407,7 +472,7 @@ _FLOATS = (pm.f32, pm.f16, pm.bf16, pm.f64)
 
 @pm.rule(Attention)
 def sdpa(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4, vs4, m0,
-         m1, m2, bm, bk, fill, x, sdt, up, cast, ref, sm, p, pd, p3, pv, ctx):
+         m1, m2, bm, bk, fill, ma, x, sdt, up, cast, ref, sm, p, pd, p3, pv, ctx):
     """-> aten.scaled_dot_product_attention(q, k', v, mask', scale=s) (see the module)."""
     assert cap1 is None and cap2 is None, \
         ("logit soft-capping c*tanh(s/c) is not expressible by scaled_dot_product_attention "
@@ -490,16 +555,40 @@ def sdpa(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
     if b is not None:
         assert not b.is_const and b.dtype == pm.bool_ and _broadcasts(b.shape, scores4), \
             "the mask of masked_fill/where is not a boolean broadcasting to the scores"
-        filled = _fill_value(fill, x.torch_dtype)  # -inf where the dtype overflows
-        # -inf, or the logits dtype's minimum (float32's is -3.4028234663852886e38)
-        assert filled is not None and (
-            fill.value == -math.inf or filled == -math.inf
-            or (fill.value == -3.4028234663852886e38 and filled == _lowest(x))
-            or filled == _lowest(x)), \
+        number = _fill_number(fill, ctx)
+        assert number is not None, \
+            ("the masked_fill/where value is a tensor, not a number or a 0-d constant of "
+             "the program")
+        filled = _fill_value(number, x.torch_dtype)  # -inf where the dtype overflows
+        # -inf, or the logits dtype's minimum (float32's is -3.4028234663852886e38;
+        # the literals also tell check-rules which fills to draw)
+        assert fill.value == -math.inf or filled == -math.inf \
+            or (fill.value == -3.4028234663852886e38 and filled == _lowest(x)) \
+            or filled == _lowest(x), \
             ("the masked_fill/where value is neither -inf nor the dtype's minimum: the "
              "masked weights exp(fill - max) need not vanish as in SDPA")
         keep = to3(bk if bk is not None else LogicalNot(b))
-        mask = keep if mask is None else WhereScalarOther(keep, mask, -math.inf)
+        if ma is None:
+            mask = keep if mask is None else WhereScalarOther(keep, mask, -math.inf)
+        else:
+            # where(keep, s + pre, fill) + ma: SDPA gets the float mask
+            # where(keep, pre + ma, ma + fill), the original's logits minus s
+            # on the kept entries; on the others s + (ma + fill) == ma + fill
+            # in IEEE arithmetic (-inf absorbs s; the minimum's spacing, 2^104
+            # in float32, exceeds 2|s|), so SDPA sees the original's logits
+            # and no row needs restoring, except rows of -inf (NaN in eager)
+            assert not ma.is_const and ma.dtype == q.dtype \
+                and ma.rank is not None and _broadcasts(ma.shape, scores4), \
+                ("the term added after the mask is not a tensor of q's dtype broadcasting to "
+                 "the scores")
+            assert filled == -math.inf or x.dtype != pm.f16, \
+                ("float16 logits filled with the dtype's minimum and then added to: SDPA adds "
+                 "the scores to the mask in float32, where s + min(float16) is not min(float16)")
+            post = to3(ma)
+            kept = post if mask is None else Add(mask, post, 1)
+            mask = Where(keep, kept, Add(post, filled, 1))
+            if filled != -math.inf:
+                keep = None  # SDPA computes the original's softmax on every row
     # ---- softmax over the last axis, probabilities in q's dtype
     assert x.dtype == q.dtype, "the logits are not in the dtype of q"
     for c in (sdt, up):

@@ -45,6 +45,8 @@ from .importer import TermGraph, is_pure
 ASSERT_METADATA = torch.ops.aten._assert_tensor_metadata.default
 TARGETS = profitability.TARGETS
 _REFUSAL_FRAMES = 6  # how far up a refusal looks for the rule's assert
+#: identity copies a constant goes through before a rule reads it (RuleContext.constant)
+_COPIES = (torch.ops.aten.clone.default, torch.ops.aten.lift_fresh_copy.default)
 
 
 class RewriteError(RuntimeError):
@@ -85,6 +87,19 @@ class RuleContext:
         if self.driver is None:
             return None
         return self.driver.fold_cat(values, dim)
+
+    def constant(self, value) -> Optional[torch.Tensor]:
+        """The tensor ``value`` holds when it is a constant of the program (a
+        parameter, buffer or lifted tensor constant, maybe copied by
+        ``clone``/``lift_fresh_copy``), else None: a rule may read a small
+        constant's value (e.g. a 0-d fill) to decide whether it applies."""
+        n = getattr(value, "fx", None)
+        weights = getattr(self.driver, "weights", None) or {}
+        while n is not None and n.op == "call_function" and n.target in _COPIES and n.args:
+            n = n.args[0] if isinstance(n.args[0], fx.Node) else None
+        if n is None or n.op != "placeholder":
+            return None
+        return weights.get(n.name)
 
     def profitable(self, rule: str, *, dtype, variant: str = "default", **sizes) -> bool:
         """:func:`pypm_verified.torch.profitability.profitable` on this target

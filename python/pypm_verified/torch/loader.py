@@ -302,9 +302,29 @@ def export_module(model, args: Tuple, kwargs: Optional[dict] = None,
 
 
 def decompose(ep):
-    """The export IR the rules are written for: ``run_decompositions({})``."""
+    """The export IR the rules are written for: ``run_decompositions({})``;
+    a program already there (:func:`is_decomposed`, e.g. a ``.pt2`` this
+    loader exported and saved) is returned as it is: decomposing it again
+    gives the same graph, and takes seconds on a real model."""
+    if is_decomposed(ep):
+        return ep
     with _quiet_torch_logs():
         return ep.run_decompositions({})
+
+
+def is_decomposed(ep) -> bool:
+    """Whether ``ep`` is already in the export IR ``run_decompositions``
+    produces: its dialect is ``"ATEN"`` (``torch.export.export`` gives
+    ``"TRAINING"``; ``run_decompositions`` sets ``"ATEN"``, and
+    ``torch.export.save`` keeps it) and no operator of its graph mutates an
+    input (the IR is functional: ``relu_`` has become ``relu``)."""
+    if getattr(ep, "dialect", None) != "ATEN":
+        return False
+    for n in ep.graph.nodes:
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) \
+                and n.target._schema.is_mutable:
+            return False
+    return True
 
 
 # ------------------------------------------------------------------ archives
