@@ -15,6 +15,7 @@
 
     The library calls the entry points of [Entry.v] ([load_set],
     [set_match], [set_match_all_fold], [set_candidates], [effective_fuel]),
+    the dominator checker [Dominates.dom_result] (Relay's [dominates]),
     the multi-root entry points of [Multi.v] ([match_multi_c] with the
     index [root_index] of the loaded table and the candidates [mcands],
     which is [match_multi]; [match_all_multi]; the check [wf_multi]) and
@@ -24,7 +25,7 @@
     OCaml tests, which compare the prepared forms with them. *)
 
 From Coq Require Import ZArith Extraction ExtrOcamlBasic ExtrOcamlNatInt ExtrOcamlZInt.
-From PyPM Require Import Syntax Subst Declarative Values Algorithmic Interpreter RootIndex Entry Multi.
+From PyPM Require Import Syntax Subst Declarative Values Algorithmic Interpreter RootIndex Entry Multi Dominates.
 
 (** An axiom left to realize would be an unproved assumption in the
     extracted code: make it an error, not a warning. *)
@@ -54,4 +55,5 @@ Extraction "ocaml/extracted/matcher.ml"
   wfb wf_defs value_ok
   match_root match_all candidates root_index ri_find match_pattern
   lookup VarMap.elements mkGraph mkDef
-  mkMpat bodies wf_multi mcands match_multi_c match_multi match_all_multi.
+  mkMpat bodies wf_multi mcands match_multi_c match_multi match_all_multi
+  dom_result.

@@ -368,3 +368,107 @@ let match_multi ~graph ~patterns ~(spec : Decode.buf) ~root ~fuel : int * int =
     Bigarray.Array1.unsafe_set out i (Int64.of_int (Array.unsafe_get b.a i))
   done;
   (add (Result out), b.n)
+
+(* ------------------------------------------------------- dominates *)
+
+exception Dom_out_of_fuel
+
+(* Relay's dominates(P, I, C) (Dominates.v; doc/format.md, "Dominator
+   patterns"). [spec]: parent, path and child root indices of the set, the
+   node count n (that of the graph), then n flag words (bit 0: a constant
+   leaf, bit 1: an output, bit 2: live). The per-node answers of P and I are
+   Matcher.set_match, memoized over the call; the decision, the parent and
+   the region are the extracted Matcher.dom_result. A pattern out of fuel at
+   a node the check needs gives status out of fuel for that root. Result:
+   n_entries, then per entry root, status, parent (-1 if none), k, region*k
+   (root >= 0: one entry; root < 0: every node in increasing order, the
+   entries with status match or out of fuel). *)
+let dominates ~graph ~patterns ~(spec : Decode.buf) ~root ~fuel : int * int =
+  let g = get_graph graph in
+  let ps = get_patterns patterns in
+  let n = g.repr.Repr.n_nodes in
+  let len = Bigarray.Array1.dim spec in
+  let word i = Bigarray.Array1.get spec i in
+  if len < 4 then error e_malformed "dominates spec: %d words, at least 4 needed" len;
+  let index what i =
+    let v = word i in
+    if v < 0L || v >= Int64.of_int ps.n_roots then
+      error e_out_of_range "dominates spec: %s pattern index %Ld out of range [0, %d)" what v
+        ps.n_roots;
+    Int64.to_int v
+  in
+  let ip = index "parent" 0 and ii = index "path" 1 and ic = index "child" 2 in
+  if word 3 <> Int64.of_int n then
+    error e_malformed "dominates spec: node count %Ld, the graph has %d nodes" (word 3) n;
+  if len <> 4 + n then
+    error e_malformed "dominates spec: %d words, expected 4 + %d node flags" len n;
+  let flags =
+    Array.init n (fun t ->
+        let v = word (4 + t) in
+        if v < 0L || v > 7L then
+          error e_malformed "dominates spec: flags of node %d are %Ld (bits 0..2 only)" t v;
+        Int64.to_int v)
+  in
+  let flag bit t = t >= 0 && t < n && flags.(t) land bit <> 0 in
+  let fuel = Matcher.effective_fuel (max 0 fuel) in
+  let test idx =
+    let memo = Hashtbl.create 64 in
+    fun t ->
+      match Hashtbl.find_opt memo t with
+      | Some b -> b
+      | None ->
+          let b =
+            match Matcher.set_match g.mg ps.ps fuel idx t with
+            | Matcher.RMatch _ -> true
+            | Matcher.RNoMatch -> false
+            | Matcher.ROutOfFuel -> raise Dom_out_of_fuel
+          in
+          Hashtbl.replace memo t b;
+          b
+  in
+  let is_p = test ip and is_i = test ii and is_c = test ic in
+  let ch = g.mg.Matcher.children in
+  let b = { a = Array.make 64 0; n = 0 } in
+  let entry t status parent region =
+    push b t;
+    push b status;
+    push b parent;
+    push b (List.length region);
+    List.iter (push b) region
+  in
+  let one t =
+    match
+      if not (is_c t) then None
+      else
+        Some
+          (Matcher.dom_result n ch (flag 1) (flag 4) (flag 2) is_p is_i t)
+    with
+    | exception Dom_out_of_fuel -> `Fuel
+    | None -> `No
+    | Some ((true, Some p), region) -> `Yes (p, List.sort_uniq compare region)
+    | Some _ -> `No
+  in
+  let emit all t =
+    match one t with
+    | `Yes (p, region) -> entry t status_match p region; true
+    | `Fuel -> entry t status_out_of_fuel (-1) []; true
+    | `No -> if all then false else (entry t status_no_match (-1) []; true)
+  in
+  if root >= 0 then begin
+    if root >= n then error e_out_of_range "root node %d out of range [0, %d)" root n;
+    push b 1;
+    ignore (emit false root)
+  end
+  else begin
+    push b 0;
+    let count = ref 0 in
+    for t = 0 to n - 1 do
+      if emit true t then incr count
+    done;
+    b.a.(0) <- !count
+  end;
+  let out = Bigarray.Array1.create Bigarray.int64 Bigarray.c_layout b.n in
+  for i = 0 to b.n - 1 do
+    Bigarray.Array1.unsafe_set out i (Int64.of_int (Array.unsafe_get b.a i))
+  done;
+  (add (Result out), b.n)

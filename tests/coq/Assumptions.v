@@ -1,6 +1,6 @@
 (* Golden check (fiat-crypto style): the main theorems depend on no axiom.
    `make proofs` compares this file's output with assumptions.golden. *)
-From PyPM Require Import Declarative Values Interpreter Soundness Priority RootIndex Entry Fuel Multi Spec.
+From PyPM Require Import Declarative Values Interpreter Soundness Priority RootIndex Entry Fuel Multi Spec Dominates.
 Print Assumptions match_weakening.
 Print Assumptions success_soundness.
 Print Assumptions failure_soundness.
@@ -99,3 +99,8 @@ Print Assumptions spec_mmatches_perm.
 Print Assumptions spec_match_all_multi_In.
 Print Assumptions spec_match_all_multi_once.
 Print Assumptions spec_match_all_multi_complete.
+(* Relay's dominator pattern (Dominates.v) *)
+Print Assumptions dom_check_correct.
+Print Assumptions region_correct.
+Print Assumptions region_dominated.
+Print Assumptions dom_parent_correct.
