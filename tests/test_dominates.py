@@ -143,3 +143,18 @@ def test_spec_validation(lib):
         binding.dominates(g, s.defs, s.roots, bad, out.id)
     with pytest.raises(serialize.EncodeError, match="bits 0..2"):
         serialize.encode_dominates_spec(0, 1, 2, [8])
+
+
+@pytest.mark.parametrize("engine", ["reference", "verified"])
+def test_match_all_accepts_dominates(lib, engine):
+    g, p, out = diamond()
+    d = PATTERNS[0]
+    got = pm.match_all([Parent, d, Child], g, engine=engine)
+    kinds = [(pat, node.id) for pat, node, _ in got]
+    # by node, then pattern order: the Prod (Parent), then the root (Child, then d)
+    assert kinds == [(Parent, p.id), (d, out.id), (Child, out.id)]
+    m = got[1][2]
+    assert m.parent_node is p and m.root is out
+    assert pm.match_all([d], g, engine=engine)[0][2].nodes == m.nodes
+    with pytest.raises(TypeError):
+        pm.match_all(d, g, engine=engine)

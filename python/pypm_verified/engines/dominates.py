@@ -244,7 +244,7 @@ def dominates(parent, path, child) -> Dominates:
     """Relay's ``dominates(parent, path, child)``: at a node matching
     ``child``, every way up through its inputs passes nodes matching
     ``path`` until one node matching ``parent``, which only reaches the
-    outputs through the child (checked outside the proved core:
-    :mod:`pypm_verified.engines.dominates`)."""
+    outputs through the child (with the verified engine, the proved checker
+    of ``theories/Dominates.v``: :mod:`pypm_verified.engines.dominates`)."""
     return Dominates(parent, path, child)
 
