@@ -15,7 +15,7 @@
 
     The library calls the entry points of [Entry.v] ([load_set],
     [set_match], [set_match_all_fold], [set_candidates], [effective_fuel]),
-    the dominator checker [Dominates.dom_result] (Relay's [dominates]),
+    the dominator checker [Dominates.dom_result] and [Dominates.dom_all] (Relay's [dominates]),
     the multi-root entry points of [Multi.v] ([match_multi_c] with the
     index [root_index] of the loaded table and the candidates [mcands],
     which is [match_multi]; [match_all_multi]; the check [wf_multi]) and
@@ -56,4 +56,4 @@ Extraction "ocaml/extracted/matcher.ml"
   match_root match_all candidates root_index ri_find match_pattern
   lookup VarMap.elements mkGraph mkDef
   mkMpat bodies wf_multi mcands match_multi_c match_multi match_all_multi
-  dom_result.
+  dom_result dom_all.

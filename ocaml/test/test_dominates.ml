@@ -1,8 +1,10 @@
-(* The extracted dominator checker (Dominates.dom_result) against a brute
-   force transcription of the declarative property (Dominates.dominates_spec:
-   the region as a least fixpoint, then its five conditions), on random
-   graphs whose ids are a topological order, and on graphs that break the
-   order (the checker must say no). *)
+(* The extracted dominator checker (Dominates.dom_result, dom_all) against a
+   brute force transcription of the declarative property
+   (Dominates.dominates_spec: the region as a least fixpoint, then its five
+   conditions), on random graphs whose ids are a topological order, and on
+   graphs that break the order (the checker must say no). With the right
+   users table the answers are equal (dom_check_correct); with a corrupted
+   one a yes must still be right (dom_check_sound). *)
 
 open Pypm_core
 module M = Matcher
@@ -60,11 +62,25 @@ let () =
     let live = Array.init n (fun _ -> Random.int 8 <> 0) in
     let p = Array.init n (fun _ -> Random.int 3 = 0) and i = Array.init n (fun _ -> Random.int 3 <> 0) in
     let is_topo = Array.for_all Fun.id (Array.mapi (fun t cs -> List.for_all (fun c -> c < t) cs) ch) in
+    let get a x = x >= 0 && x < n && a.(x) in
+    let chf x = if x >= 0 && x < n then ch.(x) else [] in
+    let users =
+      Array.init n (fun x ->
+          List.filter (fun u -> live.(u) && List.mem x ch.(u)) (List.init n Fun.id))
+    in
+    let uf x = if x >= 0 && x < n then users.(x) else [] in
+    (* a corrupted table: one node's users dropped or one extra user *)
+    let bad = Array.copy users in
+    let v = Random.int n in
+    bad.(v) <- (if bad.(v) <> [] && Random.bool () then List.tl bad.(v) else Random.int n :: bad.(v));
+    let badf x = if x >= 0 && x < n then bad.(x) else [] in
+    let c = Array.init n (fun _ -> Random.int 2 = 0) in
+    let all = M.dom_all n chf (get konst) (get live) (get is_out) (get p) (get i) (get c) uf in
+    check (Printf.sprintf "round %d: dom_all answers iff topological" round)
+      ((all <> None) = is_topo);
     for root = 0 to n - 1 do
-      let get a x = x >= 0 && x < n && a.(x) in
-      let chf x = if x >= 0 && x < n then ch.(x) else [] in
       let (ok, parent), region =
-        M.dom_result n chf (get konst) (get live) (get is_out) (get p) (get i) root
+        M.dom_result n chf (get konst) (get live) (get is_out) (get p) (get i) uf root
       in
       let want =
         is_topo && spec n chf (get konst) (get live) (get is_out) (get p) (get i) root
@@ -75,7 +91,20 @@ let () =
         incr yes;
         check "parent in the region"
           (match parent with Some q -> List.mem q region && q <> root && p.(q) | None -> false)
-      end
+      end;
+      let (bad_ok, _), _ =
+        M.dom_result n chf (get konst) (get live) (get is_out) (get p) (get i) badf root
+      in
+      check (Printf.sprintf "round %d root %d: a wrong table gave a wrong yes" round root)
+        ((not bad_ok) || want);
+      match all with
+      | None -> ()
+      | Some l ->
+          let e = List.filter (fun (((t, _), _), _) -> t = root) l in
+          check (Printf.sprintf "round %d root %d: dom_all" round root)
+            (if c.(root) then
+               (match e with [ (((_, b), q), r) ] -> b = ok && q = parent && r = region | _ -> false)
+             else e = [])
     done
   done;
   Printf.printf "test_dominates: %d agreements (%d yes), %d checks, %d failures\n" !agree !yes

@@ -104,3 +104,6 @@ Print Assumptions dom_check_correct.
 Print Assumptions region_correct.
 Print Assumptions region_dominated.
 Print Assumptions dom_parent_correct.
+Print Assumptions dom_check_sound.
+Print Assumptions dom_core_correct.
+Print Assumptions dom_all_correct.
