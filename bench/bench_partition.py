@@ -1,7 +1,7 @@
 """Partitioning: eager vs ``pm.partition`` vs whole-model ``torch.compile``.
 
 For each model of examples/models.py (random weights, offline; ``--size``,
-default ``small``), exported at the rewriter's IR (``examples/models.py``
+default ``small``; ``--layers`` overrides the size's layer count), exported at the rewriter's IR (``examples/models.py``
 ``export``), three programs run the example inputs on the CPU:
 
 ``eager``        ``ep.module()``, as exported
@@ -21,10 +21,11 @@ eager. Latency: warm-up, then interleaved timed repetitions (median and
 IQR), ``torch.set_num_threads(--threads)``.
 
     python bench/bench_partition.py [--quick] [--models bert,gpt2] [--size small]
-                                    [--reps 30] [--threads 1]
+                                    [--layers N] [--reps 30] [--threads 1]
 
 Writes bench/results/partition.md and .json (``partition_quick.*`` with
-``--quick``: BERT and GPT-2, fewer repetitions).
+``--quick``: BERT and GPT-2, fewer repetitions; ``partition_<size>[_<N>l].*``
+for another size or a layer count, so the small run's table stays).
 """
 from __future__ import annotations
 
@@ -48,15 +49,15 @@ def _iqr(xs):
     return q[2] - q[0]
 
 
-def run_model(name, size, reps, tmpdir):
+def run_model(name, size, reps, tmpdir, layers=None):
     import torch
     import models
     import pypm_verified as pm
     from pypm_verified.torch.partition import outputs_agree
 
-    row = {"model": name, "size": size}
-    ep = models.export(name, size)
-    _, inputs = models.build(name, size)
+    row = {"model": name, "size": size, "layers": models.layers(size, layers)}
+    ep = models.export(name, size, layers)
+    _, inputs = models.build(name, size, layers)
     kw = models.input_kwargs(inputs)
     eager = ep.module()
     with torch.no_grad():
@@ -114,6 +115,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--models")
     ap.add_argument("--size", default="small")
+    ap.add_argument("--layers", type=int, help="override the size's number of layers")
     ap.add_argument("--reps", type=int)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out")
@@ -133,7 +135,7 @@ def main(argv=None):
     for name in names:
         t0 = time.perf_counter()
         try:
-            row = run_model(name, args.size, reps, tmpdir)
+            row = run_model(name, args.size, reps, tmpdir, args.layers)
         except Exception as e:  # recorded, the benchmark goes on
             traceback.print_exc()
             row = {"model": name, "size": args.size, "error": f"{type(e).__name__}: {e}"}
@@ -146,36 +148,48 @@ def main(argv=None):
             "rows": rows}
     out = common.results_dir(args.out)
     stem = common.stem("partition", args.quick)
+    if args.size != "small" or args.layers is not None:
+        stem += f"_{args.size}" + (f"_{args.layers}l" if args.layers is not None else "")
+    cmd = "`python bench/bench_partition.py" + (" --quick" if args.quick else "") + \
+        (f" --size {args.size}" if args.size != "small" else "") + \
+        (f" --layers {args.layers}" if args.layers is not None else "") + \
+        (f" --models {args.models}" if args.models else "") + \
+        (f" --reps {args.reps}" if args.reps else "") + "`"
     common.write_json(out / f"{stem}.json", data)
     lines = [
         "# Partitioning: eager vs pm.partition vs whole-model torch.compile",
         "",
         f"{data['when']}, {data['machine']}, torch {data['torch']}, {args.threads} thread(s), "
         f"load average {data['loadavg']}, commit {data['commit']}"
-        f"{' (dirty)' if data['dirty'] else ''}; size `{args.size}`, {reps} repetitions; "
-        "`python bench/bench_partition.py" + (" --quick" if args.quick else "") + "`.",
+        f"{' (dirty)' if data['dirty'] else ''}; size `{args.size}`"
+        + (f", {args.layers} layers" if args.layers is not None else "")
+        + f", {reps} repetitions; {cmd}.",
         "",
         "Partitioned: the rule library's patterns outlined into submodules compiled by "
         "Inductor, the rest eager. Compile: first call minus an eager call, cold "
         "Inductor cache (Inductor's one-time start excluded); reload: "
         "`pm.load_partitioned` + first call (warm cache). Latency: median (IQR) / min ms "
-        "(on a shared, loaded machine the minimum is the steadier figure).",
+        "(on a shared, loaded machine the minimum is the steadier figure); the ratios are "
+        "of the minima, measured side by side (interleaved repetitions).",
         "",
-        "| model | submodules | eager ms | partitioned ms | compiled ms | partition s | "
+        "| model | layers | submodules | eager ms | partitioned ms | compiled ms | "
+        "partitioned / eager | compiled / eager | partition s | "
         "partitioned compile s | whole compile s | reload s | outputs agree |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | error: {r['error']} | | | | | | | | |")
+            lines.append(f"| {r['model']} | | error: {r['error']} | | | | | | | | | | |")
             continue
         agree = all(r[k] for k in ("partitioned_agrees", "reloaded_agrees", "compiled_agrees"))
         lines.append(
-            f"| {r['model']} | {len(r['submodules'])} "
+            f"| {r['model']} | {r['layers']} | {len(r['submodules'])} "
             f"| {r['eager_ms']:.2f} ({r['eager_iqr_ms']:.2f}) / {r['eager_min_ms']:.2f} "
             f"| {r['partitioned_ms']:.2f} ({r['partitioned_iqr_ms']:.2f}) / "
             f"{r['partitioned_min_ms']:.2f} "
             f"| {r['compiled_ms']:.2f} ({r['compiled_iqr_ms']:.2f}) / {r['compiled_min_ms']:.2f} "
+            f"| {r['partitioned_min_ms'] / r['eager_min_ms']:.2f} "
+            f"| {r['compiled_min_ms'] / r['eager_min_ms']:.2f} "
             f"| {r['partition_s']:.2f} "
             f"| {r['partitioned_compile_s']:.1f} | {r['compiled_compile_s']:.1f} "
             f"| {r['reload_s']:.1f} | {'yes' if agree else 'NO'} |")

@@ -15,6 +15,7 @@
 
     The library calls the entry points of [Entry.v] ([load_set],
     [set_match], [set_match_all_fold], [set_candidates], [effective_fuel]),
+    the dominator checker [Dominates.dom_result] and [Dominates.dom_all] (Relay's [dominates]),
     the multi-root entry points of [Multi.v] ([match_multi_u] /
     [match_all_multi_u] with the graph's users table [users_map], computed
     once per graph, which are [match_multi] / [match_all_multi];
@@ -26,7 +27,7 @@
     OCaml tests, which compare the prepared forms with them. *)
 
 From Coq Require Import ZArith Extraction ExtrOcamlBasic ExtrOcamlNatInt ExtrOcamlZInt.
-From PyPM Require Import Syntax Subst Declarative Values Algorithmic Interpreter RootIndex Entry Multi.
+From PyPM Require Import Syntax Subst Declarative Values Algorithmic Interpreter RootIndex Entry Multi Dominates.
 
 (** An axiom left to realize would be an unproved assumption in the
     extracted code: make it an error, not a warning. *)
@@ -60,4 +61,5 @@ Extraction "ocaml/extracted/matcher.ml"
   lookup VarMap.elements mkGraph mkDef
   mkMpat bodies wf_multi mcands match_multi_c match_multi match_all_multi
   users_map anchor_depth up_cands idx_cands match_multi_u match_all_multi_u
-  match_multi_idx match_all_multi_idx.
+  match_multi_idx match_all_multi_idx
+  dom_result dom_all.

@@ -215,3 +215,86 @@ def test_rule_asserts_survive_python_O(tmp_path):
     out = subprocess.run([sys.executable, "-O", str(script)], capture_output=True, text=True,
                          env=env, check=True)
     assert out.stdout.strip() == "None"
+
+
+# ------------------------------------------- interior policy on a pm.Graph
+
+@pm.op
+def Mm(x, y):
+    return 1
+
+
+@pm.op
+def Gelu(x):
+    return 1
+
+
+@pm.op
+def MmGelu(x, y):
+    return 1
+
+
+def _policy_rules(policy):
+    @pm.pattern
+    def MmThenGelu(x, y):
+        return Gelu(Mm(x, y))
+
+    @pm.rule(MmThenGelu, interior=policy)
+    def fuse(x, y):
+        return MmGelu(x, y)
+    return MmThenGelu
+
+
+def _mm_graph(outside):
+    """Gelu(Mm(x, y)), the Mm also used by Neg (``outside``: Neg an output of
+    its own, or flowing into the root's consumer only)."""
+    g = pm.Graph()
+    x, y = g.input("x"), g.input("y")
+    mm = g.apply(Mm, x, y)
+    root = g.apply(Gelu, mm)
+    if outside == "output":
+        g.output(g.apply(Add, root, g.apply(Neg, root)))
+        g.output(g.apply(Neg, mm))
+    elif outside == "none":
+        g.output(root)
+    return g, root
+
+
+@pytest.mark.parametrize("engine", ["reference", "verified"])
+def test_rewrite_interior_policy(engine):
+    for policy in ("duplicate", "relay", "refuse"):
+        g, root = _mm_graph("output")
+        r = pm.rewrite(g, [_policy_rules(policy)], engine=engine)
+        if policy == "duplicate":  # fires: the outside Neg keeps its own Mm
+            assert r.total == 1
+            assert sum(n.op is MmGelu for n in g.live()) == 1
+            assert sum(n.op is Mm for n in g.live()) == 1
+        else:  # Neg(Mm) reaches an output without passing through Gelu
+            assert r.total == 0
+            ((why, _),) = r.why_not_fired("MmThenGelu", "fuse")
+            assert f"interior='{policy}'" in why and "is also used by" in why, why
+        g, root = _mm_graph("none")  # no outside use: every policy fires
+        assert pm.rewrite(g, [_policy_rules(policy)], engine=engine).total == 1
+
+
+@pytest.mark.parametrize("engine", ["reference", "verified"])
+def test_rewrite_interior_relay_dominated(engine):
+    """The outside user flows into the root only: Relay's check lets the
+    match proceed (the Mm is computed twice), 'refuse' does not."""
+    for policy, fires in (("relay", 1), ("refuse", 0), ("duplicate", 1)):
+        @pm.pattern
+        def AddGelu(x, y, z):
+            return Add(Gelu(Mm(x, y)), z)
+
+        @pm.rule(AddGelu, interior=policy)
+        def fuse(x, y, z):
+            return Add(MmGelu(x, y), z)
+
+        g = pm.Graph()
+        mm = g.apply(Mm, g.input("x"), g.input("y"))
+        g.output(g.apply(Add, g.apply(Gelu, mm), g.apply(Neg, mm)))
+        r = pm.rewrite(g, [AddGelu], engine=engine)
+        assert r.total == fires, (policy, r.declines)
+        if not fires:
+            ((why, _),) = r.why_not_fired("AddGelu", "fuse")
+            assert "interior='refuse'" in why

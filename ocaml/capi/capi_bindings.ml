@@ -47,6 +47,12 @@ module Make (I : Cstubs_inverted.INTERNAL) = struct
       Capi_impl.match_multi
 
   let () =
+    I.internal "pypmi_dominates"
+      (int64_t @-> int64_t @-> ptr int64_t @-> int64_t @-> int64_t @-> int64_t @-> ptr int64_t
+     @-> ptr int64_t @-> returning int)
+      Capi_impl.dominates
+
+  let () =
     I.internal "pypmi_result_read"
       (int64_t @-> ptr int64_t @-> int64_t @-> returning int)
       Capi_impl.result_read

@@ -144,6 +144,19 @@ let match_multi (graph : int64) (patterns : int64) (spec : int64 ptr) (spec_len 
       result_len <-@ Int64.of_int len;
       Codes.ok)
 
+let dominates (graph : int64) (patterns : int64) (spec : int64 ptr) (spec_len : int64)
+    (root : int64) (fuel : int64) (result : int64 ptr) (result_len : int64 ptr) : int =
+  protect "pypm_dominates" (fun () ->
+      let graph = to_handle graph and patterns = to_handle patterns in
+      let root = if root < 0L then -1 else to_index "root node" root in
+      let h, len =
+        Engine.dominates ~graph ~patterns ~spec:(view spec (to_len spec_len)) ~root
+          ~fuel:(to_fuel fuel)
+      in
+      result <-@ Int64.of_int h;
+      result_len <-@ Int64.of_int len;
+      Codes.ok)
+
 let candidates (patterns : int64) (symbol : int64) (out : int64 ptr) (out_cap : int64)
     (out_len : int64 ptr) : int =
   protect "pypm_candidates" (fun () ->

@@ -281,7 +281,8 @@ static int ensure_init(void) {
 /* ----------------------------------------------------------- dispatching */
 
 enum op { OP_GRAPH_LOAD, OP_GRAPH_EXTEND, OP_PATTERNS_LOAD, OP_HANDLE_SIZE, OP_RELEASE,
-          OP_MATCH, OP_MATCH_ALL, OP_RESULT_READ, OP_CANDIDATES, OP_MATCH_MULTI };
+          OP_MATCH, OP_MATCH_ALL, OP_RESULT_READ, OP_CANDIDATES, OP_MATCH_MULTI,
+          OP_DOMINATES };
 
 typedef struct {
   enum op op;
@@ -315,6 +316,10 @@ static void dispatch(void *arg) {
     case OP_MATCH_MULTI:
       c->rc = pypmi_match_multi(c->a[0], c->a[1], c->p[0], c->a[2], c->a[3], c->a[4], c->p[1],
                                 c->p[2]);
+      break;
+    case OP_DOMINATES:
+      c->rc = pypmi_dominates(c->a[0], c->a[1], c->p[0], c->a[2], c->a[3], c->a[4], c->p[1],
+                              c->p[2]);
       break;
     case OP_RESULT_READ: c->rc = pypmi_result_read(c->a[0], c->p[0], c->a[1]); break;
     case OP_CANDIDATES:
@@ -431,6 +436,27 @@ PYPM_API int pypm_match_multi(int64_t graph, int64_t patterns, const int64_t *sp
                      spec_len, MAX_BUFFER_WORDS);
   int64_t len = 0;
   call_t c = {.op = OP_MATCH_MULTI,
+              .a = {graph, patterns, (int64_t)spec_len, root, fuel},
+              .p = {(int64_t *)spec, result, &len}};
+  int rc = run_call(&c);
+  *result_len = (size_t)len;
+  return rc;
+}
+
+PYPM_API int pypm_dominates(int64_t graph, int64_t patterns, const int64_t *spec,
+                            size_t spec_len, int64_t root, int64_t fuel, int64_t *result,
+                            size_t *result_len) {
+  if (result == NULL) return set_error(PYPM_E_NULL, "pypm_dominates: result is NULL");
+  if (result_len == NULL) return set_error(PYPM_E_NULL, "pypm_dominates: result_len is NULL");
+  *result = 0;
+  *result_len = 0;
+  if (spec == NULL) return set_error(PYPM_E_NULL, "pypm_dominates: spec is NULL");
+  if (spec_len > MAX_BUFFER_WORDS)
+    return set_error(PYPM_E_MALFORMED,
+                     "pypm_dominates: spec of %zu words exceeds the limit of %zu words",
+                     spec_len, MAX_BUFFER_WORDS);
+  int64_t len = 0;
+  call_t c = {.op = OP_DOMINATES,
               .a = {graph, patterns, (int64_t)spec_len, root, fuel},
               .p = {(int64_t *)spec, result, &len}};
   int rc = run_call(&c);

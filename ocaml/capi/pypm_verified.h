@@ -82,6 +82,18 @@ int pypm_match_all(int64_t graph, int64_t patterns, int64_t fuel,
  * root binds) gives PYPM_E_ILL_FORMED. */
 int pypm_match_multi(int64_t graph, int64_t patterns, const int64_t *spec, size_t spec_len,
                      int64_t root, int64_t fuel, int64_t *result, size_t *result_len);
+/* Relay's dominates(parent, path, child) (Dominates.dom_result, doc/format.md
+ * "Dominator patterns"). spec: parent, path and child pattern indices of
+ * `patterns`, the graph's node count n, then n flag words (bit 0: constant
+ * leaf, skipped by the walk; bit 1: output; bit 2: live, its uses count).
+ * root >= 0: one entry for that node; root < 0: every node in increasing
+ * order, the entries with status MATCH or OUT_OF_FUEL. Stores a result
+ * handle (words: n_entries, then per entry: root, status, parent node or -1,
+ * k, region node*k increasing: the root, the path nodes and the parent) and
+ * its length in words. A pattern out of fuel at a node the check needs gives
+ * PYPM_STATUS_OUT_OF_FUEL. */
+int pypm_dominates(int64_t graph, int64_t patterns, const int64_t *spec, size_t spec_len,
+                   int64_t root, int64_t fuel, int64_t *result, size_t *result_len);
 /* Copy a result handle's words into out (out_cap >= its length). */
 int pypm_result_read(int64_t result, int64_t *out, size_t out_cap);
 

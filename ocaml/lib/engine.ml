@@ -381,3 +381,145 @@ let match_multi ~graph ~patterns ~(spec : Decode.buf) ~root ~fuel : int * int =
     Bigarray.Array1.unsafe_set out i (Int64.of_int (Array.unsafe_get b.a i))
   done;
   (add (Result out), b.n)
+
+(* ------------------------------------------------------- dominates *)
+
+exception Dom_out_of_fuel of int
+
+(* Relay's dominates(P, I, C) (Dominates.v; doc/format.md, "Dominator
+   patterns"). [spec]: parent, path and child root indices of the set, the
+   node count n (that of the graph), then n flag words (bit 0: a constant
+   leaf, bit 1: an output, bit 2: live). The per-node answers of P, I and C
+   are Matcher.set_match (skipped where Matcher.set_candidates says no),
+   memoized over the call; the users table is built
+   here from the children of live nodes (the extracted code checks it:
+   Dominates.users_okb); the decision, the parent and the region are the
+   extracted Matcher.dom_result (one node) or Matcher.dom_all (every node:
+   acyclicity and the table checked once). A pattern out of fuel at a node
+   the check needs gives status out of fuel for that root (one node), or
+   for the first such root (every node: the rest are not reported).
+   Result: n_entries, then per entry root, status, parent (-1 if none), k,
+   region*k (root >= 0: one entry; root < 0: every node in increasing
+   order, the entries with status match or out of fuel). *)
+let dominates ~graph ~patterns ~(spec : Decode.buf) ~root ~fuel : int * int =
+  let g = get_graph graph in
+  let ps = get_patterns patterns in
+  let n = g.repr.Repr.n_nodes in
+  let len = Bigarray.Array1.dim spec in
+  let word i = Bigarray.Array1.get spec i in
+  if len < 4 then error e_malformed "dominates spec: %d words, at least 4 needed" len;
+  let index what i =
+    let v = word i in
+    if v < 0L || v >= Int64.of_int ps.n_roots then
+      error e_out_of_range "dominates spec: %s pattern index %Ld out of range [0, %d)" what v
+        ps.n_roots;
+    Int64.to_int v
+  in
+  let ip = index "parent" 0 and ii = index "path" 1 and ic = index "child" 2 in
+  if word 3 <> Int64.of_int n then
+    error e_malformed "dominates spec: node count %Ld, the graph has %d nodes" (word 3) n;
+  if len <> 4 + n then
+    error e_malformed "dominates spec: %d words, expected 4 + %d node flags" len n;
+  let flags =
+    Array.init n (fun t ->
+        let v = word (4 + t) in
+        if v < 0L || v > 7L then
+          error e_malformed "dominates spec: flags of node %d are %Ld (bits 0..2 only)" t v;
+        Int64.to_int v)
+  in
+  if root >= n then error e_out_of_range "root node %d out of range [0, %d)" root n;
+  let flag bit t = t >= 0 && t < n && flags.(t) land bit <> 0 in
+  let fuel = Matcher.effective_fuel (max 0 fuel) in
+  (* per operator, the roots its index admits (Entry.set_candidates: the
+     others answer no match without running, set_candidates_correct) *)
+  let cands = Hashtbl.create 16 in
+  let admits idx t =
+    let f = g.mg.Matcher.label t in
+    let l =
+      match Hashtbl.find_opt cands f with
+      | Some l -> l
+      | None ->
+          let l = Matcher.set_candidates ps.ps f in
+          Hashtbl.replace cands f l;
+          l
+    in
+    List.mem idx l
+  in
+  let test idx =
+    let memo = Hashtbl.create 64 in
+    fun t ->
+      match Hashtbl.find_opt memo t with
+      | Some b -> b
+      | None ->
+          let b =
+            if not (admits idx t) then false
+            else
+            match Matcher.set_match g.mg ps.ps fuel idx t with
+            | Matcher.RMatch _ -> true
+            | Matcher.RNoMatch -> false
+            | Matcher.ROutOfFuel -> raise (Dom_out_of_fuel t)
+          in
+          Hashtbl.replace memo t b;
+          b
+  in
+  let is_p = test ip and is_i = test ii and is_c = test ic in
+  let ch = g.mg.Matcher.children in
+  (* the users table: the live users of each node, increasing *)
+  let users = Array.make n [] in
+  for u = n - 1 downto 0 do
+    if flag 4 u then
+      List.iter
+        (fun c -> if c >= 0 && c < n && not (List.mem u users.(c)) then users.(c) <- u :: users.(c))
+        (ch u)
+  done;
+  let uf x = if x >= 0 && x < n then users.(x) else [] in
+  let b = { a = Array.make 64 0; n = 0 } in
+  let entry t status parent region =
+    push b t;
+    push b status;
+    push b parent;
+    push b (List.length region);
+    List.iter (push b) region
+  in
+  let answer t ok parent region =
+    match (ok, parent) with
+    | true, Some p -> entry t status_match p (List.sort_uniq compare region)
+    | _ -> entry t status_no_match (-1) []
+  in
+  if root >= 0 then begin
+    push b 1;
+    match
+      if is_c root then
+        Some (Matcher.dom_result n ch (flag 1) (flag 4) (flag 2) is_p is_i uf root)
+      else None
+    with
+    | exception Dom_out_of_fuel _ -> entry root status_out_of_fuel (-1) []
+    | None -> entry root status_no_match (-1) []
+    | Some ((ok, parent), region) -> answer root ok parent region
+  end
+  else begin
+    push b 0;
+    let count = ref 0 in
+    (match Matcher.dom_all n ch (flag 1) (flag 4) (flag 2) is_p is_i is_c uf with
+    | exception Dom_out_of_fuel t ->
+        entry t status_out_of_fuel (-1) [];
+        count := 1
+    | None ->
+        (* not topological (every answer is no), or the table was rejected (a bug here) *)
+        if Matcher.topob n ch then
+          error e_internal "dominates: the users table failed Dominates.users_okb"
+    | Some l ->
+        List.iter
+          (fun (((t, ok), parent), region) ->
+            if ok then begin
+              answer t ok parent region;
+              incr count
+            end)
+          l);
+    b.a.(0) <- !count
+  end;
+  let out = Bigarray.Array1.create Bigarray.int64 Bigarray.c_layout b.n in
+  for i = 0 to b.n - 1 do
+    Bigarray.Array1.unsafe_set out i (Int64.of_int (Array.unsafe_get b.a i))
+  done;
+  (add (Result out), b.n)

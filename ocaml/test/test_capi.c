@@ -1286,6 +1286,95 @@ static void test_extend(void) {
   wfree(&x);
 }
 
+/* ----------------------------------------------------------- dominates */
+
+/* pypm_dominates over small_graph with parent Trans(y) (root 0), path "any
+ * node" (root 1) and child MatMul(x, Trans y) (root 2). */
+static void test_dominates(void) {
+  wbuf g = {0}, ps = {0}, p = {0};
+  small_graph(&g);
+  patterns_begin(&ps, 3);
+  int64_t trans[] = {2, SYM_TRANS, 1, 1, 1}, any[] = {1, 0}, pb1[] = {1}, pb0[] = {0};
+  put_all(&p, trans, 5);
+  patterns_def(&ps, 2, 0, 1, pb1, 0, NULL, &p);
+  p.n = 0;
+  put_all(&p, any, 2);
+  patterns_def(&ps, 1, 0, 1, pb0, 0, NULL, &p);
+  p.n = 0;
+  put_all(&p, PAT_MMT, PAT_MMT_LEN);
+  patterns_def(&ps, 2, 0, 2, PB_01, 0, NULL, &p);
+  patterns_end_all(&ps, 3);
+  int64_t gh = 0, ph = 0, rh = 0, rbuf[64];
+  size_t rlen = 0;
+  CHECK_RC(pypm_graph_load(g.w, g.n, &gh), PYPM_OK);
+  CHECK_RC(pypm_patterns_load(ps.w, ps.n, &ph), PYPM_OK);
+  /* x constant (skipped), 3 and 4 outputs, all live */
+  int64_t spec[] = {0, 1, 2, 5, 1 | 4, 4, 4, 2 | 4, 2 | 4};
+  CHECK_RC(pypm_dominates(gh, ph, spec, 9, 3, 0, &rh, &rlen), PYPM_OK);
+  CHECK_RC(pypm_result_read(rh, rbuf, 64), PYPM_OK);
+  int64_t want[] = {1, 3, PYPM_STATUS_MATCH, 2, 2, 2, 3};
+  CHECK(rlen == 7 && memcmp(rbuf, want, sizeof want) == 0, "dominates at 3");
+  CHECK_RC(pypm_release(rh), PYPM_OK);
+  CHECK_RC(pypm_dominates(gh, ph, spec, 9, -1, 0, &rh, &rlen), PYPM_OK);
+  CHECK_RC(pypm_result_read(rh, rbuf, 64), PYPM_OK);
+  CHECK(rlen == 7 && memcmp(rbuf, want, sizeof want) == 0, "dominates at every node");
+  CHECK_RC(pypm_release(rh), PYPM_OK);
+  int64_t no[] = {1, 3, PYPM_STATUS_NO_MATCH, -1, 0};
+  /* x not constant: a path node with no inputs, a dead end */
+  spec[4] = 4;
+  CHECK_RC(pypm_dominates(gh, ph, spec, 9, 3, 0, &rh, &rlen), PYPM_OK);
+  CHECK_RC(pypm_result_read(rh, rbuf, 64), PYPM_OK);
+  CHECK(rlen == 5 && memcmp(rbuf, no, sizeof no) == 0, "dead end");
+  CHECK_RC(pypm_release(rh), PYPM_OK);
+  /* the parent is an output: not dominated */
+  spec[4] = 5;
+  spec[6] = 6;
+  CHECK_RC(pypm_dominates(gh, ph, spec, 9, 3, 0, &rh, &rlen), PYPM_OK);
+  CHECK_RC(pypm_result_read(rh, rbuf, 64), PYPM_OK);
+  CHECK(rlen == 5 && memcmp(rbuf, no, sizeof no) == 0, "parent is an output");
+  CHECK_RC(pypm_release(rh), PYPM_OK);
+  /* the root is not live: the parent has no user that counts (an exit) */
+  spec[6] = 4;
+  spec[7] = 2;
+  CHECK_RC(pypm_dominates(gh, ph, spec, 9, 3, 0, &rh, &rlen), PYPM_OK);
+  CHECK_RC(pypm_result_read(rh, rbuf, 64), PYPM_OK);
+  CHECK(rlen == 5 && memcmp(rbuf, no, sizeof no) == 0, "dead root");
+  CHECK_RC(pypm_release(rh), PYPM_OK);
+  spec[7] = 6;
+  /* out of fuel: the child needs more than one step */
+  CHECK_RC(pypm_dominates(gh, ph, spec, 9, 3, 1, &rh, &rlen), PYPM_OK);
+  CHECK_RC(pypm_result_read(rh, rbuf, 64), PYPM_OK);
+  CHECK(rlen == 5 && rbuf[2] == PYPM_STATUS_OUT_OF_FUEL, "out of fuel");
+  CHECK_RC(pypm_release(rh), PYPM_OK);
+  /* validation */
+  CHECK_RC(pypm_dominates(gh, ph, NULL, 9, 3, 0, &rh, &rlen), PYPM_E_NULL);
+  CHECK_RC(pypm_dominates(gh, ph, spec, 9, 3, 0, NULL, &rlen), PYPM_E_NULL);
+  CHECK_RC(pypm_dominates(gh, ph, spec, 9, 3, 0, &rh, NULL), PYPM_E_NULL);
+  CHECK_RC(pypm_dominates(gh, ph, spec, 3, 3, 0, &rh, &rlen), PYPM_E_MALFORMED);
+  CHECK_RC(pypm_dominates(gh, ph, spec, 8, 3, 0, &rh, &rlen), PYPM_E_MALFORMED);
+  CHECK(contains(pypm_last_error(), "node flags"), "message: %s", pypm_last_error());
+  CHECK_RC(pypm_dominates(gh, ph, spec, 9, 5, 0, &rh, &rlen), PYPM_E_OUT_OF_RANGE);
+  CHECK_RC(pypm_dominates(ph, gh, spec, 9, 3, 0, &rh, &rlen), PYPM_E_BAD_HANDLE);
+  spec[2] = 3;
+  CHECK_RC(pypm_dominates(gh, ph, spec, 9, 3, 0, &rh, &rlen), PYPM_E_OUT_OF_RANGE);
+  CHECK(contains(pypm_last_error(), "child pattern index 3"), "message: %s", pypm_last_error());
+  spec[2] = 2;
+  spec[3] = 6;
+  CHECK_RC(pypm_dominates(gh, ph, spec, 9, 3, 0, &rh, &rlen), PYPM_E_MALFORMED);
+  CHECK(contains(pypm_last_error(), "the graph has 5 nodes"), "message: %s", pypm_last_error());
+  spec[3] = 5;
+  spec[5] = 8;
+  CHECK_RC(pypm_dominates(gh, ph, spec, 9, 3, 0, &rh, &rlen), PYPM_E_MALFORMED);
+  CHECK(contains(pypm_last_error(), "flags of node 1"), "message: %s", pypm_last_error());
+  spec[5] = -1;
+  CHECK_RC(pypm_dominates(gh, ph, spec, 9, 3, 0, &rh, &rlen), PYPM_E_MALFORMED);
+  pypm_release(gh);
+  pypm_release(ph);
+  wfree(&g);
+  wfree(&ps);
+  wfree(&p);
+}
+
 int main(int argc, char **argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 100000;
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1293,6 +1382,7 @@ int main(int argc, char **argv) {
   test_signals_preserved();
   test_basics();
   test_extend();
+  test_dominates();
   test_full();
   test_errors();
   test_limits();

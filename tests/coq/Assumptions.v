@@ -1,6 +1,6 @@
 (* Golden check (fiat-crypto style): the main theorems depend on no axiom.
    `make proofs` compares this file's output with assumptions.golden. *)
-From PyPM Require Import Declarative Values Interpreter Soundness Priority RootIndex Entry Fuel Multi Spec.
+From PyPM Require Import Declarative Values Interpreter Soundness Priority RootIndex Entry Fuel Multi Spec Dominates.
 Print Assumptions match_weakening.
 Print Assumptions success_soundness.
 Print Assumptions failure_soundness.
@@ -103,3 +103,11 @@ Print Assumptions spec_users_map_complete.
 Print Assumptions spec_up_cands_complete.
 Print Assumptions spec_match_multi_idx_sound.
 Print Assumptions spec_match_multi_idx_fail_sound.
+(* Relay's dominator pattern (Dominates.v) *)
+Print Assumptions dom_check_correct.
+Print Assumptions region_correct.
+Print Assumptions region_dominated.
+Print Assumptions dom_parent_correct.
+Print Assumptions dom_check_sound.
+Print Assumptions dom_core_correct.
+Print Assumptions dom_all_correct.

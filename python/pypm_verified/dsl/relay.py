@@ -5,8 +5,8 @@ Everything here builds terms of the calculus of ``theories/Syntax.v`` --
 alternates, guards, ∃ binders, operator variables, match constraints -- so
 what the matchers prove about those holds for these patterns unchanged; no
 new pattern form is added. The one feature that is *not* expressible in the
-calculus, :func:`dominates`, is a side condition checked outside the proved
-core (:mod:`pypm_verified.engines.dominates`), and says so.
+calculus, :func:`dominates`, is a checker of its own, proved in
+``theories/Dominates.v`` (:mod:`pypm_verified.engines.dominates`).
 
 =====================  =============================================  ==============
 Relay                  here                                           lowered to
@@ -20,7 +20,7 @@ commutative add/mul    ``@pm.op(commutative=True)``, ``pm.commute``   ``f(a, b) 
 ``p.has_attr({k: v})`` ``pm.has_attr(p, k=v)`` / ``p.has_attr(k=v)``  ``p ; (v ≈ x)`` or the literal
 ``is_tuple``           ``pm.is_tuple(a, b, ...)``                     ``Tuple<n>(a, b, ...)``
 ``is_tuple_get_item``  ``pm.getitem(t, i)``                           ``GetItem(t, i)``
-``dominates(P, I, C)`` ``pm.dominates(P, I, C)``                      side condition (not proved)
+``dominates(P, I, C)`` ``pm.dominates(P, I, C)``                      ``Dominates.dom_result``
 =====================  =============================================  ==============
 """
 from __future__ import annotations

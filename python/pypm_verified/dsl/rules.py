@@ -324,7 +324,7 @@ class Rule:
 
 
 #: What a rule does with a match whose interior nodes are used outside it
-#: (``@pm.rule(P, interior=...)``; :mod:`pypm_verified.torch.legality`).
+#: (``@pm.rule(P, interior=...)``; :mod:`pypm_verified.rewriting.interior`).
 INTERIOR_POLICIES = ("duplicate", "relay", "refuse")
 
 
@@ -332,9 +332,10 @@ def rule(pattern: Pattern, *, interior: str = "duplicate"):
     """Declare a rule of ``pattern``: ``@pm.rule(MMxyT)``. Rules are tried in
     definition order; re-executing a ``def`` replaces its earlier rule.
 
-    ``interior`` says what the PyTorch driver does when a node the match
-    covers, other than its root, is also used outside the match
-    (:mod:`pypm_verified.torch.legality`): ``"duplicate"`` (the default)
+    ``interior`` says what ``pm.rewrite`` (on a ``pm.Graph``) and the
+    PyTorch driver do when a node the match covers, other than its root, is
+    also used outside the match (:mod:`pypm_verified.rewriting.interior`,
+    :mod:`pypm_verified.torch.legality`): ``"duplicate"`` (the default)
     fires anyway -- the outside user keeps that node, the replacement
     computes it again; ``"relay"`` fires only if every such outside user
     flows into the root (Relay's check), ``"refuse"`` never fires then."""

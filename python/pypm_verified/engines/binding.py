@@ -52,6 +52,8 @@ int pypm_match_all(int64_t graph, int64_t patterns, int64_t fuel,
                    int64_t *result, size_t *result_len);
 int pypm_match_multi(int64_t graph, int64_t patterns, const int64_t *spec, size_t spec_len,
                      int64_t root, int64_t fuel, int64_t *result, size_t *result_len);
+int pypm_dominates(int64_t graph, int64_t patterns, const int64_t *spec, size_t spec_len,
+                   int64_t root, int64_t fuel, int64_t *result, size_t *result_len);
 int pypm_result_read(int64_t result, int64_t *out, size_t out_cap);
 int pypm_candidates(int64_t patterns, int64_t symbol, int64_t *out, size_t out_cap,
                     size_t *out_len);
@@ -353,5 +355,29 @@ def match_multi(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], spec
         out = ffi.new("int64_t[]", max(n, 1))
         check(lib, lib.pypm_result_read(rh.value, out, n), "pypm_result_read")
         return serialize.decode_match_multi(ffi.unpack(out, n))
+    finally:
+        rh.release()
+
+
+def dominates(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], spec: Sequence[int],
+              root: int, fuel: Optional[int] = None, owner=None):
+    """Run ``pypm_dominates`` (``Dominates.dom_result`` at node ``root``, or at
+    every node when ``root < 0``): list of ``(root, status, parent, region)``.
+    ``spec`` is :func:`serialize.encode_dominates_spec` over root indices of
+    the pattern set ``(defs, roots)``."""
+    lib = open_library()
+    gh = graph_handle(lib, graph)
+    ph = pattern_set_handle(lib, defs, roots, owner)
+    sbuf = ffi.from_buffer("int64_t[]", spec)
+    result = ffi.new("int64_t *")
+    length = ffi.new("size_t *")
+    check(lib, lib.pypm_dominates(gh.value, ph.value, sbuf, len(spec), root, fuel or 0,
+                                  result, length), "pypm_dominates")
+    rh = Handle(lib, result[0])
+    try:
+        n = length[0]
+        out = ffi.new("int64_t[]", max(n, 1))
+        check(lib, lib.pypm_result_read(rh.value, out, n), "pypm_result_read")
+        return serialize.decode_dominates(ffi.unpack(out, n))
     finally:
         rh.release()

@@ -190,15 +190,29 @@ def _match_at(s: PreparedPatterns, i: int, node: Node, engine: str, fuel: Option
 def match_all(patterns: Sequence[PatternLike], graph: Graph, engine: str = "verified",
               fuel: Optional[int] = None) -> List[Tuple[PatternLike, Node, Match]]:
     """Every ``(pattern, root, match)`` for every node (in id order) and every
-    pattern that matches there (in the given order). Raises
+    pattern that matches there (in the given order). A ``pm.dominates``
+    pattern gives its :class:`~.dominates.DominatorMatch` es. Raises
     :class:`OutOfFuel` if any attempt runs out of fuel."""
     check_engine(engine)
-    if isinstance(patterns, (Pattern, core.Program) + core.PATTERN_TYPES):
+    if isinstance(patterns, (Pattern, core.Program) + core.PATTERN_TYPES) or \
+            getattr(patterns, "_is_dominates", False):
         raise TypeError("match_all() takes a sequence of patterns")
     patterns = list(patterns)
     out = []
     if not patterns:
         return out
+    if any(getattr(p, "_is_dominates", False) for p in patterns):
+        # dominator patterns (one pypm_dominates call each, dominates.py)
+        # merged with the others by node, then pattern order
+        rest = [p for p in patterns if not getattr(p, "_is_dominates", False)]
+        entries = [(node.id, patterns.index(p), (p, node, m))
+                   for p, node, m in match_all(rest, graph, engine, fuel)]
+        for i, p in enumerate(patterns):
+            if getattr(p, "_is_dominates", False):
+                entries += [(m.root.id, i, (p, m.root, m))
+                            for m in p.match_all(graph, engine, fuel)]
+        entries.sort(key=lambda e: e[:2])
+        return [e[2] for e in entries]
     if any(isinstance(p, Pattern) and p.is_multi for p in patterns):
         # multi-root patterns (each set of nodes once, Multi.match_all_multi)
         # merged with the others by node, then pattern order

@@ -230,6 +230,35 @@ def decode_match_multi(words: Sequence[int]):
     return out
 
 
+DOM_CONST, DOM_OUTPUT, DOM_LIVE = 1, 2, 4
+
+
+def encode_dominates_spec(parent: int, path: int, child: int, flags: Sequence[int]) -> array:
+    """A dominator spec (doc/format.md, "Dominator patterns"): the parent,
+    path and child root indices, the node count, one flag word per node
+    (``DOM_CONST | DOM_OUTPUT | DOM_LIVE``)."""
+    words = _ids([parent, path, child], "root index") + [len(flags)]
+    for t, f in enumerate(flags):
+        if not 0 <= f <= 7:
+            raise EncodeError(f"dominator spec: flags {f} of node {t} outside bits 0..2")
+    return array("q", words + list(flags))
+
+
+def decode_dominates(words: Sequence[int]):
+    """The result words of ``pypm_dominates``: a list of ``(root, status,
+    parent, region)`` (parent None when there is none)."""
+    n = words[0]
+    pos, out = 1, []
+    for _ in range(n):
+        root, status, parent, k = words[pos:pos + 4]
+        out.append((root, status, None if parent < 0 else parent,
+                    list(words[pos + 4:pos + 4 + k])))
+        pos += 4 + k
+    if pos != len(words):
+        raise EncodeError(f"dominator result: {len(words) - pos} trailing words")
+    return out
+
+
 def encode_program(program: core.Program) -> array:
     """A one-root pattern set of a :class:`~pypm_verified.core.Program`."""
     return encode_patterns(program.defs, [program.root])

@@ -10,8 +10,10 @@ from typing import Optional, Sequence
 
 from ..dsl.patterns import Pattern
 from ..dsl.rules import short_path
+from ..engines.dominates import graph_users
 from ..engines.matching import check_engine, match_all
 from ..errors import PatternError
+from . import interior
 from .report import RewriteReport
 from ..core.graph import Graph, Node
 
@@ -30,6 +32,11 @@ def rewrite(graph: Graph, patterns: Sequence[Pattern], engine: str = "verified",
     current sinks (nodes no node uses) as outputs. Raises OutOfFuel like
     :func:`match_all`. For each match where no rule fired, the report
     records why each rule declined (:attr:`RewriteReport.declines`).
+
+    A rule's interior policy (``@pm.rule(P, interior=...)``,
+    :mod:`.interior`) is applied before it fires: under ``"refuse"`` or
+    ``"relay"``, a match whose interior nodes are used outside it (by live
+    nodes) may be declined, with the reason in the report.
     """
     check_engine(engine)
     if not isinstance(graph, Graph):
@@ -52,13 +59,24 @@ def rewrite(graph: Graph, patterns: Sequence[Pattern], engine: str = "verified",
         report.iterations += 1
         fired = False
         live = {n.id for n in graph.live()}
+        uses = None  # graph_users(graph), computed when a policy needs it
         for pattern, root, m in match_all(active, graph, engine=engine, fuel=fuel):
             if root.id not in live:
                 continue
             report.record_match(pattern.name, [r.name for r in pattern.rules])
             values = {**m.bindings, **m.functions}
             declined = []  # (rule, reason) for each rule that did not fire
+            refusals = {}  # interior policy -> reason or None, for this match
             for rule in pattern.rules:
+                policy = getattr(rule, "interior", "duplicate")
+                if policy != "duplicate":
+                    if policy not in refusals:
+                        if uses is None:
+                            uses = graph_users(graph)
+                        refusals[policy] = interior.graph_verdict(graph, pattern, m, policy, uses)
+                    if refusals[policy] is not None:
+                        declined.append((rule.name, refusals[policy]))
+                        continue
                 new = rule.fire(values, graph,
                                 on_decline=lambda d: declined.append((d.rule.name, d.reason)))
                 if new is None:
@@ -76,6 +94,7 @@ def rewrite(graph: Graph, patterns: Sequence[Pattern], engine: str = "verified",
                 report.record_firing(rule.name, root, new)
                 fired = True
                 live = {n.id for n in graph.live()}
+                uses = None
                 declined = None
                 break
             if declined is not None:

@@ -24,7 +24,9 @@ interior=...)``) and per partition call:
 ``"relay"``      Relay's check above (the default of :func:`partition`)
 ``"refuse"``     refuse any match whose interior is used outside
 
-Uses by ``aten._assert_tensor_metadata`` (checks the exporter inserts) do
+The check itself is torch-free (:mod:`pypm_verified.rewriting.interior`,
+which ``pm.rewrite`` applies on a ``pm.Graph``); this module gives it the
+FX users. Uses by ``aten._assert_tensor_metadata`` (checks the exporter inserts) do
 not count.
 """
 from __future__ import annotations
@@ -34,15 +36,10 @@ from typing import Iterable, List, Optional, Set, Tuple
 import torch
 import torch.fx as fx
 
-from ..dsl.rules import INTERIOR_POLICIES as POLICIES
 from ..engines.dominates import post_dominates
+from ..rewriting import interior as _interior
+from ..rewriting.interior import POLICIES, check_policy  # noqa: F401
 ASSERT_METADATA = torch.ops.aten._assert_tensor_metadata.default
-
-
-def check_policy(policy: str) -> str:
-    if policy not in POLICIES:
-        raise ValueError(f"unknown interior policy {policy!r}; expected one of {POLICIES}")
-    return policy
 
 
 def users(n: fx.Node) -> List[fx.Node]:
@@ -50,42 +47,30 @@ def users(n: fx.Node) -> List[fx.Node]:
     return [u for u in n.users if u.target is not ASSERT_METADATA]
 
 
+def _name(n: fx.Node) -> str:
+    return n.name
+
+
+def _is_output(n: fx.Node) -> bool:
+    return n.op == "output"
+
+
 def escapes(region: Set[fx.Node], root: fx.Node) -> List[Tuple[fx.Node, fx.Node]]:
     """``(interior node, outside user)`` for every use of an interior node
     (a region node other than the root) by a node outside the region."""
-    out = []
-    for n in region:
-        if n is root:
-            continue
-        for u in users(n):
-            if u not in region:
-                out.append((n, u))
-    return sorted(out, key=lambda e: (e[0].name, e[1].name))
+    return _interior.escapes(region, root, users, _name)
 
 
 def dominated_by(root: fx.Node, node: fx.Node) -> bool:
     """Whether every path from ``node`` to the program's output passes
     through ``root``."""
-    return post_dominates(root, node, users, lambda n: n.op == "output")
+    return post_dominates(root, node, users, _is_output)
 
 
 def verdict(region: Iterable[fx.Node], root: fx.Node, policy: str
             ) -> Tuple[Optional[str], List[Tuple[fx.Node, fx.Node]]]:
     """``(reason, escapes)``: ``reason`` is None when ``policy`` lets the
     match proceed (``escapes`` then lists the uses whose interior node is
-    duplicated), else why it is refused."""
-    check_policy(policy)
-    region = set(region)
-    esc = escapes(region, root)
-    if not esc or policy == "duplicate":
-        return None, esc
-    if policy == "refuse":
-        n, u = esc[0]
-        return (f"interior node {n.name} of the match is also used by {u.name} outside it "
-                "(interior='refuse')"), esc
-    for n, u in esc:
-        if not dominated_by(root, u):
-            return (f"interior node {n.name} of the match is also used by {u.name}, which "
-                    f"reaches the output without passing through the root {root.name} "
-                    "(interior='relay': fusing would hide a value used elsewhere)"), esc
-    return None, esc
+    duplicated), else why it is refused (:func:`..rewriting.interior.verdict`
+    over the FX users)."""
+    return _interior.verdict(region, root, policy, users, _is_output, _name)
