@@ -186,7 +186,7 @@ def test_match(engine, pattern):
                          ids=lambda p: p.name)
 def test_no_match_needs_no_fuel(engine, pattern):
     """The index answers before the machine: the same "no match" with one
-    step of fuel, or with the default 2^24."""
+    step of fuel, or with the default 2^26."""
     g, nodes = graph()
     for kind, want in CASES[pattern].items():
         if want is None:

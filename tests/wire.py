@@ -143,7 +143,7 @@ class WireGraph:
 def _run(graph, defs, root, node, fuel):
     from machine import OUT_OF_FUEL, match_root
     out = match_root(Program(tuple(defs), root), graph.nodes[node],
-                     fuel if fuel and fuel > 0 else 1 << 24)
+                     fuel if fuel and fuel > 0 else 1 << 26)
     if out == OUT_OF_FUEL:
         return [serialize.STATUS_OUT_OF_FUEL, 0, 0]
     if out is None:

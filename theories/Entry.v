@@ -75,8 +75,8 @@ Fixpoint pow2 (k : nat) : nat := match k with O => 1 | S k' => let p := pow2 k' 
 Lemma pow2_pow : forall k, pow2 k = Nat.pow 2 k.
 Proof. induction k as [|k IH]; simpl; lia. Qed.
 
-(** The default fuel of the C API ([fuel <= 0] means it): [2^24] steps. *)
-Definition default_fuel : nat := pow2 24.
+(** The default fuel of the C API ([fuel <= 0] means it): [2^26] steps (the shipped attention family's proved bound is 42,857,164). *)
+Definition default_fuel : nat := pow2 26.
 Definition effective_fuel (fuel : nat) : nat :=
   match fuel with O => default_fuel | _ => fuel end.
 

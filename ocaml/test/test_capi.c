@@ -930,7 +930,7 @@ static void exercise(int64_t gh, int64_t ph, uint64_t *s) {
       int64_t root = (int64_t)rng_below(s, (uint64_t)gsz + 2) - 1;
       int64_t idx = (int64_t)rng_below(s, (uint64_t)psz + 2) - 1;
       /* always a positive fuel: with recursive definitions the default
-       * (2^24 steps) would dominate the run */
+       * (2^26 steps) would dominate the run */
       int rc2 = pypm_match(gh, ph, idx, root, 1 + (int64_t)rng_below(s, 500), out,
                            (size_t)rng_below(s, 65), &n);
       int in_range = root >= 0 && root < gsz && idx >= 0 && idx < psz;

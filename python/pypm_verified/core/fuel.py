@@ -9,7 +9,7 @@ downward path has at most ``N`` edges) never runs out of
 functions (``ug``, ``args_ok``, ``descending``, ``cost``, ``fuel_bound``)
 with Python's unbounded integers, so that :func:`termination` can tell a
 user which patterns are in the class and up to which depth the default
-fuel (``1 << 24`` steps) suffices. It decides no match: the engines do;
+fuel (``1 << 26`` steps) suffices. It decides no match: the engines do;
 it is tested against their step counts (``tests/test_fuel.py``).
 
 ``cost(n, L, p) = (c, m)``: at most ``c`` steps inside ``p`` at a node of
@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from .syntax import (PAlt, PApp, PCall, PConstr, PDef, PExists, PExistsF, PFunVar, PGuard,
                      PVar, Program, CorePattern, children, walk)
 
-DEFAULT_FUEL = 1 << 24  # Entry.default_fuel
+DEFAULT_FUEL = 1 << 26  # Entry.default_fuel
 MAX_DEPTH = 1 << 12     # how deep termination() looks for the default fuel's limit
 SAT = 1 << 128          # costs saturate here: min(x, SAT) commutes with + and * on naturals
 

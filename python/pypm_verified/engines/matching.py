@@ -149,7 +149,7 @@ def match(pattern: PatternLike, node: Node, engine: str = "verified",
           fuel: Optional[int] = None) -> Optional[Match]:
     """Match ``pattern`` at ``node``: a :class:`Match`, or None if it does not
     match. Raises :class:`OutOfFuel` when ``fuel`` machine steps (default
-    ``1 << 24``) do not decide it (a recursive pattern may never terminate).
+    ``1 << 26``) do not decide it (a recursive pattern may never terminate).
     ``engine`` is "verified" (the Coq-extracted matcher) or "reference" (the
     pure-Python matcher)."""
     check_engine(engine)

@@ -43,7 +43,7 @@ from typing import Dict, Iterator, Mapping, Optional, Tuple, Union
 from .. import core
 from ..errors import OutOfFuel
 
-DEFAULT_FUEL = 1 << 24
+DEFAULT_FUEL = 1 << 26
 
 Subst = Dict[int, object]  # variable id -> graph Node
 FSubst = Dict[int, int]  # operator variable id -> symbol
@@ -329,7 +329,7 @@ def solutions(program: ProgramLike, node, theta: Optional[Mapping[int, object]] 
 def first_solution(program: ProgramLike, node, fuel: Optional[int] = None) -> Optional[Solution]:
     """The first solution (the match) in the order of :func:`solutions` (the
     priority order of ``Priority.solutions_k``), or None; raises OutOfFuel
-    when more than ``fuel`` steps are needed (default ``1 << 24``;
+    when more than ``fuel`` steps are needed (default ``1 << 26``;
     ``fuel <= 0`` means the default).
 
     As the verified engine's entry point (``Entry.match_root``), the
