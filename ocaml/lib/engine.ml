@@ -267,6 +267,14 @@ let push b v =
   Array.unsafe_set b.a b.n v;
   b.n <- b.n + 1
 
+(* the buffer's words as the int64 array a result handle holds *)
+let to_int64s b =
+  let out = Bigarray.Array1.create Bigarray.int64 Bigarray.c_layout b.n in
+  for i = 0 to b.n - 1 do
+    Bigarray.Array1.unsafe_set out i (Int64.of_int (Array.unsafe_get b.a i))
+  done;
+  out
+
 let push_pairs b l =
   push b (List.length l);
   List.iter
@@ -296,11 +304,7 @@ let match_all_words ~graph ~patterns ~fuel : Decode.buf =
       0
   in
   b.a.(0) <- count;
-  let out = Bigarray.Array1.create Bigarray.int64 Bigarray.c_layout b.n in
-  for i = 0 to b.n - 1 do
-    Bigarray.Array1.unsafe_set out i (Int64.of_int (Array.unsafe_get b.a i))
-  done;
-  out
+  to_int64s b
 
 let match_all ~graph ~patterns ~fuel : int * int =
   let r = match_all_words ~graph ~patterns ~fuel in
@@ -376,11 +380,7 @@ let match_multi ~graph ~patterns ~(spec : Decode.buf) ~root ~fuel : int * int =
     push b (List.length entries);
     List.iter (fun (t, a) -> push_manswer b t a) entries
   end;
-  let out = Bigarray.Array1.create Bigarray.int64 Bigarray.c_layout b.n in
-  for i = 0 to b.n - 1 do
-    Bigarray.Array1.unsafe_set out i (Int64.of_int (Array.unsafe_get b.a i))
-  done;
-  (add (Result out), b.n)
+  (add (Result (to_int64s b)), b.n)
 
 (* ------------------------------------------------------- dominates *)
 
@@ -518,8 +518,4 @@ let dominates ~graph ~patterns ~(spec : Decode.buf) ~root ~fuel : int * int =
           l);
     b.a.(0) <- !count
   end;
-  let out = Bigarray.Array1.create Bigarray.int64 Bigarray.c_layout b.n in
-  for i = 0 to b.n - 1 do
-    Bigarray.Array1.unsafe_set out i (Int64.of_int (Array.unsafe_get b.a i))
-  done;
-  (add (Result out), b.n)
+  (add (Result (to_int64s b)), b.n)

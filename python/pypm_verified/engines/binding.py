@@ -299,6 +299,17 @@ class SetMatcher:
         return serialize.decode_match(words)
 
 
+def _read_result(lib, handle: int, n: int):
+    """The ``n`` words of the result behind ``handle``, which is released."""
+    rh = Handle(lib, handle)
+    try:
+        out = ffi.new("int64_t[]", max(n, 1))
+        check(lib, lib.pypm_result_read(rh.value, out, n), "pypm_result_read")
+        return ffi.unpack(out, n)
+    finally:
+        rh.release()
+
+
 def match_all(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...],
               fuel: Optional[int] = None, owner=None):
     """Run ``pypm_match_all``: list of ``(root_index, node, status, bindings,
@@ -311,14 +322,7 @@ def match_all(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...],
     length = ffi.new("size_t *")
     check(lib, lib.pypm_match_all(gh.value, ph.value, fuel or 0, result, length),
           "pypm_match_all")
-    rh = Handle(lib, result[0])
-    try:
-        n = length[0]
-        out = ffi.new("int64_t[]", max(n, 1))
-        check(lib, lib.pypm_result_read(rh.value, out, n), "pypm_result_read")
-        return serialize.decode_match_all(ffi.unpack(out, n))
-    finally:
-        rh.release()
+    return serialize.decode_match_all(_read_result(lib, result[0], length[0]))
 
 
 def candidates(defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], symbol: int,
@@ -349,14 +353,7 @@ def match_multi(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], spec
     length = ffi.new("size_t *")
     check(lib, lib.pypm_match_multi(gh.value, ph.value, sbuf, len(spec), root, fuel or 0,
                                     result, length), "pypm_match_multi")
-    rh = Handle(lib, result[0])
-    try:
-        n = length[0]
-        out = ffi.new("int64_t[]", max(n, 1))
-        check(lib, lib.pypm_result_read(rh.value, out, n), "pypm_result_read")
-        return serialize.decode_match_multi(ffi.unpack(out, n))
-    finally:
-        rh.release()
+    return serialize.decode_match_multi(_read_result(lib, result[0], length[0]))
 
 
 def dominates(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], spec: Sequence[int],
@@ -373,11 +370,4 @@ def dominates(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], spec: 
     length = ffi.new("size_t *")
     check(lib, lib.pypm_dominates(gh.value, ph.value, sbuf, len(spec), root, fuel or 0,
                                   result, length), "pypm_dominates")
-    rh = Handle(lib, result[0])
-    try:
-        n = length[0]
-        out = ffi.new("int64_t[]", max(n, 1))
-        check(lib, lib.pypm_result_read(rh.value, out, n), "pypm_result_read")
-        return serialize.decode_dominates(ffi.unpack(out, n))
-    finally:
-        rh.release()
+    return serialize.decode_dominates(_read_result(lib, result[0], length[0]))
