@@ -183,7 +183,7 @@ def check_rule(pattern, rule, examples: int = FULL["examples"], seed: int = 0,
                 declined[o.line].append(inst)
         if o.is_counterexample:
             inst, o = shrink(inst, lambda c: (lambda oc: oc if oc.is_counterexample
-                                              else None)(runner.run(c)), o)
+                                              else None)(runner.run(c, prove=False)), o)
             cex = make_counterexample(inst, o, gen)
             break
         if o.kind == "agree":
@@ -250,13 +250,13 @@ def symbolic_summary(proofs) -> dict:
             out["proved"] += 1
         elif st == "unsupported":
             out["unsupported"][sp.free.detail] = out["unsupported"].get(sp.free.detail, 0) + 1
-        elif st == "unknown":
-            out["unknown"].append(f"{sp.original} -> {sp.replacement}: {sp.free.detail}")
         elif sp.like and all(p.status == "proved" for p in sp.like.values()):
             out["proved_like_instances"] += 1
         elif any(p.status == "unknown" for p in sp.like.values()):
             bad = next(p for p in sp.like.values() if p.status == "unknown")
             out["unknown"].append(f"{sp.original} -> {sp.replacement}: {bad.detail}")
+        elif st == "unknown" and not any(p.status == "differs" for p in sp.like.values()):
+            out["unknown"].append(f"{sp.original} -> {sp.replacement}: {sp.free.detail}")
         else:
             bad = next((p for p in sp.like.values() if p.status != "proved"), sp.free)
             out["differs"].append(f"{sp.original} -> {sp.replacement}: {bad.detail}")

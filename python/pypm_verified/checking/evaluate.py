@@ -351,12 +351,14 @@ class RuleRunner:
         values.update({fn[F]: op for F, op in m.functions.items()})
         return values
 
-    def run(self, inst: Instance, built: Optional[Built] = None) -> Outcome:
-        """The :class:`Outcome` of the rule on ``inst``."""
+    def run(self, inst: Instance, built: Optional[Built] = None, prove: bool = True) -> Outcome:
+        """The :class:`Outcome` of the rule on ``inst``; ``prove``: prove the
+        structure of an agreeing instance (off while shrinking a
+        counterexample: its candidates are not instances of the run)."""
         with _quiet_fake_tensors():
-            return self._run(inst, built)
+            return self._run(inst, built, prove)
 
-    def _run(self, inst: Instance, built: Optional[Built]) -> Outcome:
+    def _run(self, inst: Instance, built: Optional[Built], prove: bool = True) -> Outcome:
         try:
             b = built or build(inst)
         except InvalidInstance as e:
@@ -380,7 +382,7 @@ class RuleRunner:
         values = self._values(d, m)
         self.probe.line = None
         original = None
-        if self.symbolic:  # the matched subgraph, before the rule edits the graph
+        if self.symbolic and prove:  # the matched subgraph, before the rule edits it
             original = fx.Graph()
             original_root = original.graph_copy(b.gm.graph, {})
         try:
@@ -430,7 +432,9 @@ class RuleRunner:
         if sp is None:
             free = symbolic.prove(original_root, new_root, shapes)
             sp = self.proofs[key] = StructureProof(key[0], replacement, dict(key[2]), free)
-        if sp.free.status == "differs":  # then: the sizes of instances like this one
+        # not proved for every size (differs, or z3 gave up): then for the
+        # sizes of instances like this one
+        if sp.free.status in ("differs", "unknown"):
             pat = _size_pattern(shapes)
             if pat not in sp.like:
                 sp.like[pat] = symbolic.prove(original_root, new_root, shapes,

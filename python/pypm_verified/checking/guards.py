@@ -284,7 +284,7 @@ def check_guards(pattern, rule, gen: InstanceGenerator, runner: RuleRunner,
     results = []
 
     def not_fired(inst):
-        return runner.run(inst).kind in ("declined", "no_match")
+        return runner.run(inst, prove=False).kind in ("declined", "no_match")
 
     guards = rule_guards(rule)
     lines = {g.line for g in guards if not g.profitability}
@@ -297,7 +297,7 @@ def check_guards(pattern, rule, gen: InstanceGenerator, runner: RuleRunner,
             inst = gen.generate()
         except GenerationFailed:
             continue
-        o = runner.run(inst)
+        o = runner.run(inst, prove=False)
         if o.kind == "declined" and o.line is not None:
             declined.setdefault(o.line, []).append(inst)
     for g in guards:

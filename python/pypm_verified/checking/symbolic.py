@@ -44,6 +44,7 @@ and z3.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -518,14 +519,41 @@ class SemanticsMismatch(AssertionError):
     a bug of this file, never a verdict on a rule."""
 
 
+#: z3's resource limit per proof: a count of its basic steps, so a verdict
+#: is the same on every machine and under any load (a wall-clock timeout
+#: made "unknown" depend on both). About 10 s of z3 on a 2020s core.
+RLIMIT = 5_000_000
+
+
+@contextmanager
+def _fresh_z3():
+    """Build and solve one proof in a context of its own: z3 orders terms by
+    their creation ids, so terms left in the global context by earlier
+    proofs would steer this one's simplification and search (a proof took
+    0.2 s alone and timed out after other proofs)."""
+    saved = z3.z3._main_ctx
+    z3.z3._main_ctx = z3.Context()
+    try:
+        yield
+    finally:
+        z3.z3._main_ctx = saved
+
+
 def prove(original: fx.Node, replacement: fx.Node, shapes: Dict[str, Sequence[int]],
-          like_instance: bool = False, timeout_ms: int = 5_000) -> Proof:
+          like_instance: bool = False, rlimit: int = RLIMIT) -> Proof:
     """Is ``replacement`` equal to ``original`` over the reals, at every
     index, for every size of the inputs, wherever ``original`` is
     well-defined? ``shapes``: placeholder name -> the instance's shape (its
     rank fixes the structure; its sizes check the semantics against torch's
     shapes, :class:`SemanticsMismatch`). ``like_instance``: only sizes with
-    the instance's pattern (the same axes of size 1, the same axes equal)."""
+    the instance's pattern (the same axes of size 1, the same axes equal).
+    ``rlimit``: z3's resource limit (deterministic), past which the verdict
+    is "unknown"."""
+    with _fresh_z3():
+        return _prove(original, replacement, shapes, like_instance, rlimit)
+
+
+def _prove(original, replacement, shapes, like_instance, rlimit) -> Proof:
     sem = Semantics()
     inputs = {name: sem.input(name, len(shp)) for name, shp in shapes.items()}
     ev = Evaluator(sem, inputs)
@@ -558,7 +586,7 @@ def prove(original: fx.Node, replacement: fx.Node, shapes: Dict[str, Sequence[in
     assume += sem.axioms  # laws of the sums the values above built
     goal = z3.Implies(z3.And(*(assume + in_range)), z3.And(*(sem.oblige + same + [value])))
     s = z3.Solver()
-    s.set("timeout", timeout_ms)
+    s.set("rlimit", rlimit)
     s.add(z3.Not(goal))
     r = s.check()
     if r == z3.unsat:
