@@ -253,3 +253,35 @@ def test_zoo_constrained_models_export_dynamically(lib, name, other, tmp_path):
                 eager = m(**kw2).last_hidden_state
             assert ours.shape == eager.shape and ours.shape[0] == batch
             assert torch.allclose(ours, eager, atol=1e-4), (ours - eager).abs().max()
+
+
+def test_mixtral_pt2_rewritten_by_the_cli(lib, tmp_path):
+    """Found by the zoo: Mixtral's experts call
+    ``torch.ops.transformers.grouped_mm_fallback``, a custom operator that
+    transformers registers in ``transformers.integrations.moe`` (not at
+    ``import transformers``), so a fresh process could not load the saved
+    program. The loader imports it (loader.OP_LIBRARIES): the CLI rewrites
+    the file (its attention fused) and ``pm.load`` reads the output back,
+    each in a fresh process."""
+    from pypm_verified.torch.loader import export_module
+    m, kw, _ = zoo_models.build("mixtral")
+    ep = export_module(m, (), kw)
+    assert any("grouped_mm_fallback" in str(n.target) for n in ep.graph.nodes)
+    model, out, rep = tmp_path / "mixtral.pt2", tmp_path / "mixtral.rw.pt2", tmp_path / "r.json"
+    torch.export.save(ep, str(model))
+    p = subprocess.run([sys.executable, "-m", "pypm_verified", "rewrite", str(model), "-o",
+                        str(out), "--report", str(rep), "--target", "cuda", "-q"],
+                       cwd=ROOT, env=_env(), text=True, capture_output=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    r = json.loads(rep.read_text())
+    assert r["firings"].get("sdpa") == zoo_models.LAYERS and r["numerics"]["ok"], r["declines"]
+    code = ("import sys, pypm_verified as pm\n"
+            "ep = pm.load(sys.argv[1])\n"
+            "t = [str(n.target) for n in ep.graph.nodes]\n"
+            "print(sum('scaled_dot_product_attention' in x for x in t), "
+            "sum('grouped_mm_fallback' in x for x in t))\n")
+    p = subprocess.run([sys.executable, "-c", code, str(out)], cwd=ROOT, env=_env(), text=True,
+                       capture_output=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    sdpa, moe = map(int, p.stdout.split()[-2:])
+    assert sdpa == zoo_models.LAYERS and moe > 0

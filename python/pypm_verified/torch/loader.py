@@ -583,15 +583,17 @@ def register_requirements(path: str) -> List[str]:
                         f"({torch.__version__}) does not have: the file is damaged or was "
                         "written by a different torch version")
     failed: List[str] = []
+    tried: Dict[str, List[str]] = {}
     for ns in sorted({o.split(".")[2] for o in missing}):
         got, why = _register_namespace(ns, [o for o in missing if o.split(".")[2] == ns])
+        tried[ns] = got
         imported += got
         failed += why
     missing = [o for o in missing if not _op_resolves(o)]
     if missing:
         ns = sorted({o.split(".")[2] for o in missing})
-        tried = sorted({m for n in ns for m in OP_LIBRARIES.get(n, ())} & set(imported))
-        note = (f" (importing {', '.join(tried)} did not register it)" if tried else "") + \
+        done = sorted({m for n in ns for m in tried.get(n, ())})
+        note = (f" (importing {', '.join(done)} did not register it)" if done else "") + \
             (f" ({'; '.join(failed)})" if failed else "")
         raise LoadError(f"{path}: the program calls operator(s) not registered in this "
                         f"process: {', '.join(missing[:3])}"
