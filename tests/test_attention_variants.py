@@ -227,6 +227,33 @@ def test_where_then_add_with_a_dynamic_batch(lib):
     assert r.numerics.ok and r.other_sizes, (r.numerics, r.other_sizes)
 
 
+def test_where_then_add_with_a_dynamic_batch_from_a_saved_program(lib, tmp_path):
+    """The same program saved and loaded back, as the CLI reads it (found by
+    the zoo on GPT-Neo): the loaded shape environment lets the batch be 1
+    (export's tracing had assumed >= 2), and torch's meta kernel of the
+    replacement's add(mask, fill) asked guard_or_false(Eq(b, 1)), a question
+    whose answer it does not need; the rule fires, and the program runs at
+    batch 1 as the original does."""
+    from torch.export import Dim
+
+    class Causal(nn.Module):
+        def forward(self, q, k, v, am):
+            s = q @ k.transpose(-1, -2)
+            c = torch.ones(1, 1, L, L, dtype=torch.bool).tril()
+            return torch.softmax(torch.where(c, s, torch.tensor(MIN)) + am, -1) @ v
+    q, k, v = _qkv()
+    b = Dim("b", min=1, max=8)
+    ep = load_model(Causal(), (q, k, v, torch.zeros(B, 1, 1, L)),
+                    dynamic_shapes=({0: b}, {0: b}, {0: b}, {0: b})).ep
+    torch.export.save(ep, str(tmp_path / "c.pt2"))
+    prog = load_model(str(tmp_path / "c.pt2"))
+    r = rewrite_program(prog, default_patterns(("attention",)), target="cuda")
+    assert r.report.firings.get("sdpa") == 1, dict(r.report.declines)
+    assert r.numerics.ok and r.other_sizes, (r.numerics, r.other_sizes)
+    one = tuple(t[:1] for t in (q, k, v)) + (torch.randn(1, 1, 1, L),)
+    assert torch.allclose(r.ep.module()(*one), Causal()(*one), atol=1e-5)
+
+
 def test_where_then_add_declines_float16_and_tensor_fills(lib):
     """float16 logits filled with the minimum and then added to are left
     alone (SDPA adds s to min(float16) in float32: it is no longer the

@@ -252,6 +252,9 @@ def _case(out, files, tmp):
         "--max-iterations not a number": (
             [files["negneg"], "-o", out, "--max-iterations", "many"], 2,
             ["--max-iterations", "'many' is not an integer"]),
+        "--import a missing module": (
+            [files["negneg"], "-o", out, "--import", "no_such_module_pypm"], 2,
+            ["--import no_such_module_pypm", "no such module"]),
         "no command": ([], 2, ["COMMAND"]),
     }
 
@@ -328,6 +331,63 @@ def test_bad_input_exit_status_of_the_process(files, tmp_path):
                        env=ENV, timeout=300)
     assert p.returncode == 2, p.stderr
     assert "not a PyTorch file" in _one_line_error(p.stderr)
+
+
+OPS_LIB = """\
+import torch
+
+
+@torch.library.custom_op("pypmtestops::twice", mutates_args=())
+def twice(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+@twice.register_fake
+def _(x):
+    return torch.empty_like(x)
+"""
+
+EXPORT_WITH_OP = """\
+import sys, torch
+import pypmtest_oplib  # registers torch.ops.pypmtestops.twice
+
+
+class M(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(torch.ops.pypmtestops.twice(x)) + 1
+
+
+torch.export.save(torch.export.export(M(), (torch.randn(4, 8),)), sys.argv[1])
+"""
+
+
+def test_custom_operator_library_imported_with_import_option(tmp_path):
+    """Found by the zoo (Mixtral's torch.ops.transformers.grouped_mm_fallback):
+    a .pt2 calling a custom operator that no known library registers
+    (loader.OP_LIBRARIES, or a module named after its namespace) is exit 2,
+    one line naming the operator and the remedy; with --import MODULE it
+    loads and rewrites. Fresh processes: the operator is registered only by
+    what each one imports."""
+    (tmp_path / "pypmtest_oplib.py").write_text(OPS_LIB)
+    (tmp_path / "export_it.py").write_text(EXPORT_WITH_OP)
+    env = dict(ENV, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), str(tmp_path)]))
+    model = tmp_path / "m.pt2"
+    p = subprocess.run([sys.executable, str(tmp_path / "export_it.py"), str(model)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = tmp_path / "o.pt2"
+    base = [sys.executable, "-m", "pypm_verified", "rewrite", str(model), "-o", str(out), "-q"]
+    p = subprocess.run(base, capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 2, p.stderr[-2000:]
+    line = _one_line_error(p.stderr)
+    for needle in ("torch.ops.pypmtestops.twice.default", "not registered",
+                   "--import MODULE", "pypmtestops"):
+        assert needle in line, (needle, line)
+    assert not out.exists()
+    p = subprocess.run(base + ["--import", "pypmtest_oplib", "--write-unchanged"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert out.exists()
 
 
 # ------------------------------------------------------------ rule failures

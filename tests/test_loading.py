@@ -224,6 +224,9 @@ class _HFOut(nn.Module):
 
 def test_pm_load_names_what_it_cannot_register(tmp_path):
     pytest.importorskip("transformers")
+    # imported outside the trace: transformers (5.x) does not register its
+    # output types as pytree nodes while torch is compiling (exporting)
+    import transformers.modeling_outputs  # noqa: F401
     good = tmp_path / "hf.pt2"
     torch.export.save(torch.export.export(_HFOut(), (torch.randn(2),)), str(good))
     assert type(pm.load(str(good)).module()(torch.zeros(2))).__name__ == "BaseModelOutput"
@@ -242,9 +245,12 @@ def test_pm_load_names_what_it_cannot_register(tmp_path):
     _rezip(good, ns, lambda d: d.replace(b"torch.ops.aten.add.Tensor",
                                          b"torch.ops.nosuchlib.add.Tensor"))
     with pytest.raises(LoadError, match=r"not registered in this process: "
-                                        r"torch.ops.nosuchlib.add.Tensor; import the library "
-                                        "that defines namespace nosuchlib"):
+                                        r"torch.ops.nosuchlib.add.Tensor; import the module "
+                                        r"that registers namespace nosuchlib before loading "
+                                        r"\(the CLI: --import MODULE"):
         pm.load(str(ns))
+    with pytest.raises(LoadError, match=r"cannot import pypm_no_such_mod: ModuleNotFoundError"):
+        pm.load(str(ns), imports=["pypm_no_such_mod"])
     with pytest.raises(LoadError, match="no such file"):
         pm.load(str(tmp_path / "missing.pt2"))
 

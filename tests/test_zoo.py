@@ -211,25 +211,77 @@ def test_explain_cli_on_a_dynamic_program(tmp_path, capsys, lib):
     ("wav2vec2", {"input_values": (3, 1000)}),   # a multiple of the conv stride (20)
     ("gpt_neo", {"input_ids": (3, 37), "attention_mask": (3, 37)}),
 ])
-def test_zoo_constrained_models_export_dynamically(lib, name, other):
+def test_zoo_constrained_models_export_dynamically(lib, name, other, tmp_path):
     """The dynamic specs that carry the models' own constraints (speech:
     the length a multiple of the feature encoder's stride; GPT-Neo: the
     sequence below max_position_embeddings) export; the rewritten program
-    fuses every attention block and accepts inputs of other sizes."""
+    fuses every attention block and accepts inputs of other sizes.
+
+    Also from the saved ``.pt2`` (what the CLI and the zoo rewrite): found by
+    the zoo, GPT-Neo's blocks were left unfused there ("the size fact
+    Eq(s43, 1) is not statically known"). The loaded program's batch ranges
+    over [1, 64] (export's tracing assumed >= 2), and torch's meta kernel of
+    the rule's ``add(mask, fill)`` asked ``guard_or_false(batch == 1)``, a
+    question whose answer it does not need (see dynamic.no_new_guards)."""
     from pypm_verified.library import default_patterns
     from pypm_verified.torch.loader import load_model
     from pypm_verified.torch.pipeline import rewrite_program
     m, kw, spec = zoo_models.build(name)
     prog = load_model(m, (), example_kwargs=kw, dynamic_shapes=spec)
     assert prog.ep.range_constraints
-    r = rewrite_program(prog, default_patterns(("attention",)), target="cuda", check=False)
-    assert r.report.firings.get("sdpa") == 2, dict(r.report.declines)
+    path = tmp_path / "m.pt2"
+    torch.export.save(prog.ep, str(path))
+    loaded = load_model(str(path))
+    assert loaded.ep.range_constraints
     g = torch.Generator().manual_seed(3)
-    kw2 = {k: (torch.randn(other[k], generator=g) if v.is_floating_point()
-               else torch.ones(other[k], dtype=v.dtype) if k == "attention_mask"
-               else torch.randint(3, 1000, other[k], generator=g)) for k, v in kw.items()}
-    ours = r.ep.module()(**kw2).last_hidden_state
-    with torch.no_grad():
-        eager = m(**kw2).last_hidden_state
-    assert ours.shape == eager.shape and ours.shape[0] == 3
-    assert torch.allclose(ours, eager, atol=1e-4), (ours - eager).abs().max()
+
+    def inputs(sizes):
+        return {k: (torch.randn(sizes[k], generator=g) if v.is_floating_point()
+                    else torch.ones(sizes[k], dtype=v.dtype) if k == "attention_mask"
+                    else torch.randint(3, 1000, sizes[k], generator=g)) for k, v in kw.items()}
+    one = {k: (1,) + tuple(s[1:]) for k, s in other.items()}  # batch 1: admissible too
+    for p in (prog, loaded):
+        r = rewrite_program(p, default_patterns(("attention",)), target="cuda", check=False)
+        assert r.report.firings.get("sdpa") == 2, dict(r.report.declines)
+        sdpa = [n for n in r.ep.graph.nodes
+                if n.target == torch.ops.aten.scaled_dot_product_attention.default]
+        assert len(sdpa) == 2
+        for sizes, batch in ((other, 3), (one, 1)):
+            kw2 = inputs(sizes)
+            ours = r.ep.module()(**kw2).last_hidden_state
+            with torch.no_grad():
+                eager = m(**kw2).last_hidden_state
+            assert ours.shape == eager.shape and ours.shape[0] == batch
+            assert torch.allclose(ours, eager, atol=1e-4), (ours - eager).abs().max()
+
+
+def test_mixtral_pt2_rewritten_by_the_cli(lib, tmp_path):
+    """Found by the zoo: Mixtral's experts call
+    ``torch.ops.transformers.grouped_mm_fallback``, a custom operator that
+    transformers registers in ``transformers.integrations.moe`` (not at
+    ``import transformers``), so a fresh process could not load the saved
+    program. The loader imports it (loader.OP_LIBRARIES): the CLI rewrites
+    the file (its attention fused) and ``pm.load`` reads the output back,
+    each in a fresh process."""
+    from pypm_verified.torch.loader import export_module
+    m, kw, _ = zoo_models.build("mixtral")
+    ep = export_module(m, (), kw)
+    assert any("grouped_mm_fallback" in str(n.target) for n in ep.graph.nodes)
+    model, out, rep = tmp_path / "mixtral.pt2", tmp_path / "mixtral.rw.pt2", tmp_path / "r.json"
+    torch.export.save(ep, str(model))
+    p = subprocess.run([sys.executable, "-m", "pypm_verified", "rewrite", str(model), "-o",
+                        str(out), "--report", str(rep), "--target", "cuda", "-q"],
+                       cwd=ROOT, env=_env(), text=True, capture_output=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    r = json.loads(rep.read_text())
+    assert r["firings"].get("sdpa") == zoo_models.LAYERS and r["numerics"]["ok"], r["declines"]
+    code = ("import sys, pypm_verified as pm\n"
+            "ep = pm.load(sys.argv[1])\n"
+            "t = [str(n.target) for n in ep.graph.nodes]\n"
+            "print(sum('scaled_dot_product_attention' in x for x in t), "
+            "sum('grouped_mm_fallback' in x for x in t))\n")
+    p = subprocess.run([sys.executable, "-c", code, str(out)], cwd=ROOT, env=_env(), text=True,
+                       capture_output=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    sdpa, moe = map(int, p.stdout.split()[-2:])
+    assert sdpa == zoo_models.LAYERS and moe > 0

@@ -91,16 +91,19 @@ def backend(rules=None, then="inductor", **kwargs):
     return Backend(rules, then, **kwargs)
 
 
-def load(path):
+def load(path, imports=()):
     """Load a ``.pt2`` written by the rewriter (or any ``torch.export.save``
     file) and return its ``ExportedProgram``, first registering what it
     needs: the modules of its input/output pytree types (e.g.
     ``transformers.modeling_outputs``) and the ``pypm`` kernels
     (``pypm.linear_act``). Checks the archive's CRCs; raises
     ``pypm_verified.torch.LoadError`` with a one-line reason otherwise.
-    Imports torch only when called."""
+    ``imports``: modules to import first, e.g. the library that registers a
+    custom operator the program calls when no known library does
+    (``pypm_verified.torch.loader.OP_LIBRARIES``). Imports torch only when
+    called."""
     from .torch.loader import load_rewritten
-    return load_rewritten(path)
+    return load_rewritten(path, imports)
 
 
 def load_partitioned(path, backend="inductor"):

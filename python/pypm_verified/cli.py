@@ -175,6 +175,11 @@ what the file needs (pypm.linear_act from pypm_verified.torch.kernels, model
 output types such as transformers'); with torch.export.load directly, `import
 pypm_verified.torch.kernels` first.
 
+custom operators: a .pt2 calling torch.ops.NS.* gets NS's library imported
+(transformers -> transformers.integrations.moe, e.g. Mixtral's experts; else a
+module named NS); for any other, --import MODULE (pm.load(path,
+imports=[MODULE])). An operator still unregistered is exit 2, naming it.
+
 {exit_codes}
 
 PYPM_TRACEBACK=1 prints the traceback behind an error.
@@ -235,7 +240,30 @@ def _configure_rewrite(sub) -> None:
                     "spread, and a warning when the spread hides the difference")
     rw.add_argument("--benchmark-runs", type=_int_at_least(3, "too few"), default=21,
                     metavar="N", help="timed runs of each program with --benchmark (default 21)")
+    _import_option(rw)
     rw.add_argument("-q", "--quiet", action="store_true", help="no progress, summary only")
+
+
+def _import_option(ap) -> None:
+    ap.add_argument("--import", action="append", dest="imports", metavar="MODULE",
+                    help="import MODULE before loading the model (repeatable): the library "
+                    "that registers a custom operator the program calls (known ones are "
+                    "imported without it, e.g. transformers.integrations.moe for "
+                    "torch.ops.transformers.*), or that defines a pickled model's class")
+
+
+def check_imports(modules) -> None:
+    """``--import MODULE``: each module can be found (it is imported when the
+    model is loaded); UsageError otherwise."""
+    import importlib.util
+    for mod in modules or ():
+        try:
+            found = importlib.util.find_spec(mod) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise UsageError(f"--import {mod}: no such module here (check the name and "
+                             "PYTHONPATH)")
 
 
 def _html_options(ap, what: str) -> None:
@@ -701,6 +729,7 @@ def _rewrite(args, state: dict) -> int:
     dot = check_html(args, (args.model, "input MODEL"), (out_path, "output (-o)"),
                      (args.report, "--report"))
     _check_search_options(args)
+    check_imports(args.imports)
     if args.example_inputs:
         if not os.path.isfile(args.example_inputs):
             raise UsageError(f"--example-inputs {args.example_inputs}: "
@@ -746,7 +775,7 @@ def _rewrite(args, state: dict) -> int:
     status = _Null() if args.quiet else console.status("loading and exporting", spinner="dots")
     with status:
         try:
-            prog = load_model(args.model, example)
+            prog = load_model(args.model, example, imports=args.imports or ())
         except LoadError as e:
             raise UsageError(str(e)) from None
         except Exception as e:  # noqa: BLE001 -- anything torch raises
@@ -1081,6 +1110,7 @@ example:
                     help="near misses shown without --node (default 10)")
     ex.add_argument("--example-inputs", metavar="FILE",
                     help="torch.save'd tuple of example inputs (TorchScript models)")
+    _import_option(ex)
     _html_options(ex, "the model's graph with the pattern's matches and near misses drawn "
                   "on it (where each attempt started and failed, the explanation on hover)")
 
@@ -1126,6 +1156,7 @@ def explain_main(args, state: dict) -> int:
     """``explain``: see :data:`EXPLAIN_DESCRIPTION`."""
     check_model_path(args.model)
     dot = check_html(args, (args.model, "input MODEL"))
+    check_imports(args.imports)
     try:
         import torch
     except ImportError:
@@ -1153,7 +1184,7 @@ def explain_main(args, state: dict) -> int:
                              f"{type(e).__name__}: {_first_line(e)}") from None
         example = tuple(example) if isinstance(example, (list, tuple)) else (example,)
     try:
-        prog = load_model(args.model, example)
+        prog = load_model(args.model, example, imports=args.imports or ())
     except LoadError as e:
         raise UsageError(str(e)) from None
     except Exception as e:  # noqa: BLE001 -- anything torch raises

@@ -25,6 +25,7 @@ replacements keep the symbols (:mod:`.dynamic`).
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -376,7 +377,7 @@ class Driver:
             if hit is not None:
                 return _fake_of(self.fake_mode, hit)
         fake = fx.node.map_arg((tuple(pos), kw), lambda n: n.meta["val"])
-        with self.fake_mode:
+        with self.fake_mode, _no_fake_cache(self.fake_mode, self.shape_env):
             val = target(*fake[0], **fake[1])
         if key is not None:
             meta = _tensor_meta(val, self.fake_mode)
@@ -866,6 +867,21 @@ def _arg_key(a):
     if isinstance(a, _SCALARS) and not isinstance(a, torch.SymInt):
         return (type(a).__name__, a)
     return None
+
+
+def _no_fake_cache(fake_mode, shape_env):
+    """Dynamic shapes: the fake run of a replacement without the fake-tensor
+    dispatch cache. Filling a cache entry re-makes the output from its
+    metadata (``empty.set_(storage, offset, sizes, strides)`` for a view:
+    ``expand`` of a where's operands), whose contiguity flags ask size
+    questions (``Eq(batch, 1)``) under ``suppress_guards``: torch does not
+    record them, the output's sizes do not depend on them, but under
+    ``error_on_new_guards`` they raise and would decline the rule. Static
+    programs keep the cache."""
+    if shape_env is None or not hasattr(fake_mode, "cache_enabled"):
+        return contextlib.nullcontext()
+    from torch._subclasses.fake_tensor import disable_fake_tensor_cache
+    return disable_fake_tensor_cache(fake_mode)
 
 
 def _meta_key(target, pos, kw) -> Optional[tuple]:

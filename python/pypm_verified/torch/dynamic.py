@@ -143,12 +143,40 @@ def no_new_guards(env) -> Iterator[None]:
     """Inside, a comparison of symbolic sizes the shape environment cannot
     decide statically raises one of :data:`GuardError` instead of guarding on the
     example value (and nothing is recorded in ``env``). No-op for ``env``
-    None (a static program)."""
+    None (a static program).
+
+    torch's meta kernels also ask questions they do not need answered:
+    ``guard_or_false(s == 1)`` / ``guard_or_true(...)`` (e.g. the broadcast
+    of ``infer_size``, asked even of a tensor added to a number: a batch
+    ``s0`` ranging over ``[1, 64]`` gets ``Eq(s0, 1)``). Such a call means
+    "take the default path when the fact is not known": the general path,
+    which torch's kernels keep correct for every value of the size (it is
+    what they do for data-dependent sizes), checking what it assumes with
+    ``torch._check``. Inside, they take it (``backed_size_oblivious``: a
+    backed size is treated as an unbacked one there), so the question is not
+    a guard; what the general path assumes is still a ``torch._check``,
+    which here must be statically known or raises (a new guard or a new
+    runtime assert both stop at ``error_on_new_guards``). Not done when a
+    backed size of ``env`` is marked size-like (its size-oblivious reading
+    would then assume it is not 0 or 1)."""
     if env is None or not hasattr(env, "error_on_new_guards"):
         yield
         return
-    with env.error_on_new_guards():
+    with env.error_on_new_guards(), _oblivious_defaults(env):
         yield
+
+
+def _oblivious_defaults(env):
+    """``backed_size_oblivious`` for :func:`no_new_guards` (see there), or a
+    no-op when this torch lacks it or ``env`` marks a backed size size-like."""
+    cfg = getattr(getattr(torch.fx, "experimental", None), "_config", None)
+    backed = getattr(env, "backed_var_to_val", None)
+    if backed is None:
+        backed = getattr(env, "var_to_val", {})
+    if cfg is None or not hasattr(cfg, "backed_size_oblivious") \
+            or set(getattr(env, "size_like", ())) & set(backed):
+        return contextlib.nullcontext()
+    return cfg.patch(backed_size_oblivious=True)
 
 
 def explain_guard_error(e: BaseException) -> str:

@@ -31,7 +31,12 @@ torch names it, the user's source line.
 Programs written by the rewriter are loaded back with
 :func:`load_rewritten` (``pypm_verified.load``): it registers what the file
 needs first (pytree types of its inputs/outputs, e.g. ``transformers``'
-model outputs, and operator libraries such as ``pypm.linear_act``).
+model outputs, and operator libraries such as ``pypm.linear_act``). A
+``.pt2`` of any kind gets the same: a custom operator it calls is registered
+by importing its library (:data:`OP_LIBRARIES`, e.g. ``transformers``'
+``grouped_mm_fallback`` of Mixtral's experts), or by modules the caller
+names (``imports=``, the CLI's ``--import MODULE``); one still missing is a
+LoadError naming it and that remedy.
 """
 from __future__ import annotations
 
@@ -495,13 +500,74 @@ def _op_resolves(name: str) -> bool:
 _TORCH_NAMESPACES = {"aten", "prims", "higher_order", "_c10d_functional", "c10d_functional",
                      "quantized", "quantized_decomposed", "_quantized", "mkldnn", "onednn"}
 
+#: Operator namespaces (``torch.ops.<ns>``) that a library registers when one
+#: of its modules is imported, not when the package is: namespace -> the
+#: modules to import, in order, until the program's operators resolve.
+#: ``transformers`` 5 registers ``transformers::grouped_mm_fallback`` (the
+#: experts of its mixture-of-experts models: Mixtral, Qwen2-MoE, ...) in
+#: ``transformers.integrations.moe``, which a process that loads a saved
+#: program has not imported. A namespace not listed here is tried as a module
+#: of its own name (``torchvision`` registers ``torchvision::nms`` on import)
+#: when one is installed; otherwise :func:`import_modules` (the CLI's
+#: ``--import MODULE``) imports what registers it.
+OP_LIBRARIES: Dict[str, Tuple[str, ...]] = {
+    "pypm": ("pypm_verified.torch.kernels",),
+    "transformers": ("transformers.integrations.moe",),
+    "transformers_msa": ("transformers.integrations.msa_attention",),
+}
+
+
+def import_modules(modules) -> List[str]:
+    """Import ``modules`` (dotted names), e.g. the library that registers a
+    program's custom operators (the CLI's ``--import MODULE``); returns
+    them. LoadError (one line) naming a module that cannot be imported."""
+    done = []
+    for mod in modules or ():
+        try:
+            importlib.import_module(mod)
+        except Exception as e:  # noqa: BLE001 -- whatever the module raises on import
+            raise LoadError(f"cannot import {mod}: {type(e).__name__}: {_first_line(e)}") \
+                from None
+        done.append(mod)
+    return done
+
+
+def _register_namespace(ns: str, ops: List[str]) -> Tuple[List[str], List[str]]:
+    """Import what registers operator namespace ``ns`` (:data:`OP_LIBRARIES`,
+    else an installed module named ``ns``) until ``ops`` resolve: ``(modules
+    imported, why others could not be)``."""
+    import importlib.util
+    candidates = list(OP_LIBRARIES.get(ns, ()))
+    if not candidates:
+        try:
+            if importlib.util.find_spec(ns) is not None:
+                candidates = [ns]
+        except (ImportError, ValueError):
+            pass
+    imported, failed = [], []
+    for mod in candidates:
+        try:
+            importlib.import_module(mod)
+        except Exception as e:  # noqa: BLE001 -- an installed module failing to import
+            failed.append(f"{mod} cannot be imported: {type(e).__name__}: {_first_line(e)}")
+            continue
+        imported.append(mod)
+        if all(_op_resolves(o) for o in ops):
+            break
+    return imported, failed
+
 
 def register_requirements(path: str) -> List[str]:
     """Register what the ``.pt2`` at ``path`` needs (see
     :func:`requirements`): import the module of every pytree type not yet
-    registered (e.g. ``transformers.modeling_outputs``) and, for ``pypm``
-    operators, :mod:`pypm_verified.torch.kernels`. Returns the modules
-    imported. LoadError naming what cannot be registered."""
+    registered (e.g. ``transformers.modeling_outputs``) and, for operators
+    not registered yet, what registers their namespace
+    (:data:`OP_LIBRARIES`: ``pypm`` from :mod:`pypm_verified.torch.kernels`,
+    ``transformers`` from ``transformers.integrations.moe``; else an
+    installed module of the namespace's name). Returns the modules imported.
+    LoadError naming what cannot be registered: for an operator, the
+    operator and the remedy (import its library first: the CLI's
+    ``--import MODULE``)."""
     types, ops = requirements(path)
     imported = []
     known = _registered_types()
@@ -510,22 +576,31 @@ def register_requirements(path: str) -> List[str]:
             continue
         _import_for_type(path, full)
         imported.append(full.rsplit(".", 1)[0])
-    namespaces = {o.split(".")[2] for o in ops if len(o.split(".")) > 3}
-    if "pypm" in namespaces:
-        from . import kernels  # noqa: F401 -- registers torch.ops.pypm.*
-        imported.append("pypm_verified.torch.kernels")
     missing = sorted(o for o in ops if not _op_resolves(o))
     core = [o for o in missing if o.split(".")[2] in _TORCH_NAMESPACES]
     if core:
         raise LoadError(f"{path}: the program calls {core[0]}, which this torch "
                         f"({torch.__version__}) does not have: the file is damaged or was "
                         "written by a different torch version")
+    failed: List[str] = []
+    tried: Dict[str, List[str]] = {}
+    for ns in sorted({o.split(".")[2] for o in missing}):
+        got, why = _register_namespace(ns, [o for o in missing if o.split(".")[2] == ns])
+        tried[ns] = got
+        imported += got
+        failed += why
+    missing = [o for o in missing if not _op_resolves(o)]
     if missing:
         ns = sorted({o.split(".")[2] for o in missing})
+        done = sorted({m for n in ns for m in tried.get(n, ())})
+        note = (f" (importing {', '.join(done)} did not register it)" if done else "") + \
+            (f" ({'; '.join(failed)})" if failed else "")
         raise LoadError(f"{path}: the program calls operator(s) not registered in this "
                         f"process: {', '.join(missing[:3])}"
-                        f"{' ...' if len(missing) > 3 else ''}; import the library that "
-                        f"defines namespace {', '.join(ns)} before loading")
+                        f"{' ...' if len(missing) > 3 else ''}{note}; import the module that "
+                        f"registers namespace {', '.join(ns)} before loading (the CLI: "
+                        "--import MODULE; Python: import it, or pypm_verified.load(path, "
+                        "imports=[MODULE]))")
     return imported
 
 
@@ -549,15 +624,18 @@ def _load_pt2(path: str):
                             f"torch): {type(cause).__name__}: {_first_line(cause)}") from None
 
 
-def load_rewritten(path) -> Any:
+def load_rewritten(path, imports=()) -> Any:
     """Load a ``.pt2`` (e.g. one the rewriter wrote) and return its
     ``ExportedProgram``, registering what it needs first: the modules of the
     pytree types of its inputs and outputs (e.g. ``transformers``' model
     outputs) and the operator libraries it calls (``pypm.linear_act`` from
     :mod:`pypm_verified.torch.kernels`). The archive's checksums are checked.
+    ``imports``: modules to import first (e.g. the library that registers a
+    custom operator the program calls; see :func:`import_modules`).
     Exposed as ``pypm_verified.load``. LoadError (one line) when the file is
     missing, corrupt, or needs something that cannot be registered."""
     path = os.fspath(path)
+    import_modules(imports)
     if not os.path.exists(path):
         raise LoadError(f"{path}: no such file")
     if os.path.isdir(path):
@@ -593,12 +671,15 @@ def _unpickle_error(path: str, e: BaseException) -> LoadError:
     return LoadError(f"{path}: cannot unpickle it: {type(e).__name__}: {msg}")
 
 
-def _load_file(path: str, example_inputs: Optional[Tuple] = None) -> LoadedModel:
-    """Load ``path`` (see the module docs); raises LoadError."""
+def _load_file(path: str, example_inputs: Optional[Tuple] = None,
+               imports=()) -> LoadedModel:
+    """Load ``path`` (see the module docs), after importing ``imports``;
+    raises LoadError."""
     if not os.path.exists(path):
         raise LoadError(f"{path}: no such file")
     if os.path.isdir(path):
         raise LoadError(f"{path}: is a directory, expected a model file")
+    import_modules(imports)
     kind = _kind(path)
     if kind == "pt2":
         ep = _load_pt2(path)
@@ -666,15 +747,18 @@ def _load_file(path: str, example_inputs: Optional[Tuple] = None) -> LoadedModel
 
 
 def load_model(src, example_inputs: Optional[Tuple] = None,
-               example_kwargs: Optional[dict] = None, dynamic_shapes=None) -> LoadedModel:
+               example_kwargs: Optional[dict] = None, dynamic_shapes=None,
+               imports=()) -> LoadedModel:
     """A :class:`LoadedModel` from a path, an ExportedProgram, or an
     ``nn.Module``/``fx.GraphModule`` with ``example_inputs``. A module is
     exported in eval mode without changing the caller's object (see
     :attr:`LoadedModel.warnings`), with ``dynamic_shapes`` if given (symbolic
     sizes; a ``.pt2`` or an ExportedProgram keeps the dynamic sizes it was
-    exported with)."""
+    exported with). ``imports``: modules a file needs imported before it is
+    loaded (the library registering a custom operator its program calls, or
+    defining a pickled model's class; see :func:`import_modules`)."""
     if isinstance(src, (str, os.PathLike)):
-        return _load_file(os.fspath(src), example_inputs)
+        return _load_file(os.fspath(src), example_inputs, imports)
     if isinstance(src, torch.export.ExportedProgram):
         if example_inputs is not None:
             args, kwargs = tuple(example_inputs), dict(example_kwargs or {})
