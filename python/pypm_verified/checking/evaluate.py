@@ -534,23 +534,26 @@ class RuleRunner:
                 n.replace_all_uses_with(c)
                 fused.add(n.name)
         for o, r in zip(originals, new_roots):
-            self._prove(o, r, b, _render_fx(r, split_sizes=False), skip=fused)
+            self._prove(o, r, b, _render_fx(r, split_sizes=False), skip=fused,
+                        siblings=[x for x in originals if x is not o])
 
     def _prove(self, original_root: fx.Node, new_root: fx.Node, b: Built,
-               replacement: str, skip=frozenset()) -> None:
+               replacement: str, skip=frozenset(), siblings=()) -> None:
         shapes = {n.name: tuple(n.meta["val"].shape) for n in b.gm.graph.nodes
                   if n.op == "placeholder" and n.name not in skip}
         key = (_render_fx(original_root), replacement,
                tuple(sorted((k, len(v)) for k, v in shapes.items())))
         sp = self.proofs.get(key)
         if sp is None:
-            free = symbolic.prove(original_root, new_root, shapes)
+            free = symbolic.prove(original_root, new_root, shapes,
+                                  **({"siblings": siblings} if siblings else {}))
             sp = self.proofs[key] = StructureProof(key[0], replacement, dict(key[2]), free)
         if sp.free.status == "differs":  # then: the sizes of instances like this one
             pat = _size_pattern(shapes)
             if pat not in sp.like:
                 sp.like[pat] = symbolic.prove(original_root, new_root, shapes,
-                                              like_instance=True)
+                                              like_instance=True,
+                                              **({"siblings": siblings} if siblings else {}))
 
 
 def shrink(inst: Instance, fails, outcome: Outcome, max_runs: int = 40):

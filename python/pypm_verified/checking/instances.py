@@ -635,6 +635,12 @@ class InstanceGenerator:
         for t in terms[1:]:  # the other roots: the same rank (shared inputs unify)
             if t.spec is None:
                 self._assign(t, [Dim() for _ in range(r)])
+        if len(terms) > 1 and r > 0 and rng.random() < 0.3:
+            # now and then the roots' last sizes equal (sibling projections of
+            # one size), else every size is drawn apart
+            for t in terms[1:]:
+                if len(t.spec) == r:
+                    _unify(t.spec[-1], term.spec[-1])
         for lf in self._leaves:
             if lf.kind == "tensor" and lf.shape is None:
                 raise GenerationFailed(f"no shape for {lf.name}")

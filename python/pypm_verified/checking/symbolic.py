@@ -572,18 +572,23 @@ class SemanticsMismatch(AssertionError):
 
 
 def prove(original: fx.Node, replacement: fx.Node, shapes: Dict[str, Sequence[int]],
-          like_instance: bool = False, timeout_ms: int = 5_000) -> Proof:
+          like_instance: bool = False, timeout_ms: int = 5_000,
+          siblings: Sequence[fx.Node] = ()) -> Proof:
     """Is ``replacement`` equal to ``original`` over the reals, at every
     index, for every size of the inputs, wherever ``original`` is
     well-defined? ``shapes``: placeholder name -> the instance's shape (its
     rank fixes the structure; its sizes check the semantics against torch's
     shapes, :class:`SemanticsMismatch`). ``like_instance``: only sizes with
-    the instance's pattern (the same axes of size 1, the same axes equal)."""
+    the instance's pattern (the same axes of size 1, the same axes equal).
+    ``siblings``: the other roots of a multi-root original, whose
+    well-definedness is assumed too (the original computes them all)."""
     sem = Semantics()
     inputs = {name: sem.input(name, len(shp)) for name, shp in shapes.items()}
     ev = Evaluator(sem, inputs)
     try:
         a = ev.value(original)
+        for o in siblings:
+            ev.value(o)
         sem.replacement = True
         b = ev.value(replacement)
     except Unsupported as e:
