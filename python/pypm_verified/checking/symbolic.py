@@ -26,7 +26,11 @@ both as functions of an output index, with
   ``pypm.linear_act`` as the activation of ``linear``;
 * ``baddbmm`` as ``beta * bias + alpha * bmm``; ``_safe_softmax`` as
   ``softmax`` (they differ on rows of -inf only);
-* casts (``_to_copy``, ``type_as``, ``clone``, inference ``dropout``) as the identity.
+* casts (``_to_copy``, ``type_as``, ``clone``, inference ``dropout``) as the identity;
+* ``cat`` as a piecewise index map, ``split_with_sizes`` (its integer sizes
+  read as the sizes of the pieces its input concatenates, checked on the
+  instance; else unsupported) as offset pieces, ``getitem`` picking one
+  (multi-root fusions, ``library/fusion.py``).
 
 The obligation: whenever the original subgraph is well-defined (its shape
 constraints: contracted sizes agree, broadcast sizes are equal or 1), the
