@@ -22,6 +22,8 @@ def qkv_gemm_qk_swapped(x, wq, bq, wk, bk, wv, bv, ctx):
         assert w.dtype == x.dtype and w.rank == 2 and w.shape[1] == x.shape[-1]
         assert w.shape[0] == wq.shape[0]  # equal sizes: the swap keeps the shapes
     assert all(b is not None and not (b.is_const and b.value is None) for b in bs)
+    for b, w in zip(bs, ws):  # as qkv_gemm: 1-D biases of the weights' rows
+        assert b.rank == 1 and b.shape[0] == w.shape[0] and b.dtype == x.dtype
     weight, bias = ctx.fold_cat(ws, 0), ctx.fold_cat(bs, 0)
     assert weight is not None and bias is not None
     parts = SplitWithSizes(Linear(x, weight, bias), [int(w.shape[0]) for w in ws], -1)

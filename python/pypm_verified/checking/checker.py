@@ -75,7 +75,7 @@ def make_counterexample(inst: Instance, o: Outcome, gen: InstanceGenerator) -> C
     return Counterexample(render(inst), inputs, o.kind, o.detail,
                           {k: v.name for k, v in inst.opvars.items()}, alts, o.max_abs,
                           o.max_rel, list(o.tolerance) if o.tolerance else None,
-                          o.replacement, exp, got)
+                          o.replacement, exp, got, o.root)
 
 
 class _Space:
@@ -220,7 +220,7 @@ def check_rule(pattern, rule, examples: int = FULL["examples"], seed: int = 0,
             pattern, rule, gen, runner, declined, engine, per_guard=per_guard,
             max_attempts=per_guard * 20,
             counterexample=lambda i, o: make_counterexample(i, o, gen),
-            patterns=pattern_guards)
+            patterns=pattern_guards and not getattr(pattern, "is_multi", False))
     return RuleResult(
         rule=rule.name, pattern=pattern.name, module=pattern.module,
         where=_short(rule.where), status=status, examples=examples_ok, requested=examples,

@@ -44,7 +44,7 @@ from ..errors import OutOfFuel, PatternError
 from ..torch.check import TOLERANCE
 from ..torch.driver import Driver, RewriteError, schema_call
 from . import symbolic
-from .instances import App, Instance, Leaf
+from .instances import App, Instance, Leaf, render
 
 __all__ = ["Built", "InvalidInstance", "Outcome", "RuleRunner", "StructureProof", "build",
            "compare_outputs", "closer_to_exact", "shrink", "COUNTEREXAMPLES"]
@@ -67,6 +67,8 @@ class Built:
     root: fx.Node
     inputs: List[torch.Tensor]
     nodes: Dict[int, fx.Node]
+    #: a multi-root instance's roots (the graph outputs them all, in order)
+    roots: Tuple[fx.Node, ...] = ()
 
     def dtype_of(self, app) -> Optional[torch.dtype]:
         n = self.nodes.get(id(app))
@@ -166,8 +168,9 @@ def build(inst: Instance, promote: bool = False) -> Built:
         node.meta["val"] = val
         nodes[id(a)] = node
     root = nodes[id(inst.root)]
-    graph.output(root)
-    return Built(fx.GraphModule(torch.nn.Module(), graph), root, inputs, nodes)
+    roots = tuple(nodes[id(r)] for r in inst.roots)
+    graph.output(roots if roots else root)
+    return Built(fx.GraphModule(torch.nn.Module(), graph), root, inputs, nodes, roots)
 
 
 def _first_line(e: BaseException) -> str:
@@ -191,6 +194,9 @@ class Outcome:
     replacement: Optional[str] = None
     expected: Optional[Tuple[tuple, str]] = None
     got: Optional[Tuple[tuple, str]] = None
+    #: a multi-root rule: the root whose output differs ("root 2 of 3:
+    #: linear(x, wk, bk)"); None for a single-root rule
+    root: Optional[str] = None
 
     @property
     def is_counterexample(self) -> bool:
@@ -288,17 +294,24 @@ def _size_pattern(shapes: Dict[str, tuple]) -> tuple:
     return tuple((n == 1, sizes.index(n)) for n in sizes)
 
 
-def _render_fx(node, depth: int = 0) -> str:
+def _render_fx(node, depth: int = 0, split_sizes: bool = True) -> str:
+    """The expression of ``node``; without ``split_sizes``, a
+    ``split_with_sizes``'s integer sizes are shown as ``sizes`` (the
+    structure of a proof: :func:`.symbolic._split_sizes` reads them as sizes
+    of the inputs)."""
     if not isinstance(node, fx.Node):
         if isinstance(node, (list, tuple)):
-            return "[" + ", ".join(_render_fx(a, depth) for a in node) + "]"
+            return "[" + ", ".join(_render_fx(a, depth, split_sizes) for a in node) + "]"
         return repr(node)
     if node.op == "placeholder" or depth > 12:
         return node.name
     t = node.target
-    name = getattr(getattr(t, "overloadpacket", None), "__name__", None) or str(t)
-    args = [_render_fx(a, depth + 1) for a in node.args]
-    args += [f"{k}={_render_fx(v, depth + 1)}" for k, v in node.kwargs.items()]
+    name = getattr(getattr(t, "overloadpacket", None), "__name__", None) \
+        or getattr(t, "__name__", None) or str(t)
+    args = [_render_fx(a, depth + 1, split_sizes) for a in node.args]
+    if not split_sizes and t == torch.ops.aten.split_with_sizes.default and len(args) > 1:
+        args[1] = "sizes"
+    args += [f"{k}={_render_fx(v, depth + 1, split_sizes)}" for k, v in node.kwargs.items()]
     return f"{name}({', '.join(args)})"
 
 
@@ -336,7 +349,13 @@ class RuleRunner:
         #: proved (:mod:`.symbolic`): structure key -> :class:`StructureProof`
         self.symbolic = symbolic
         self.proofs: Dict[tuple, "StructureProof"] = {}
-        self.pset = PatternSet([program if program is not None else pattern], engine)
+        #: a multi-root pattern (theories/Multi.v): matched with
+        #: engines.multi and fired with the driver's fire_multi
+        self.multi = bool(getattr(pattern, "is_multi", False))
+        if self.multi and program is not None:
+            raise ValueError("a variant table of a multi-root pattern is not supported")
+        self.pset = None if self.multi else \
+            PatternSet([program if program is not None else pattern], engine)
         self.names = (pattern.term_params, pattern.op_params) if program is not None else None
         self.probe = _Probe(body if body is not None else rule)
         self.rule = rule.with_body(self.probe)
@@ -372,6 +391,8 @@ class RuleRunner:
         d = Driver(b.gm, [self.pattern], engine=self.engine, target="cpu", recompile=False,
                    check_profitability=False)
         d.prepare()
+        if self.multi:
+            return self._run_multi(inst, b, d, expected, prove)
         term = d.tg.term.get(b.root)
         try:
             m = self.pset.match(0, term) if term is not None else None
@@ -422,15 +443,113 @@ class RuleRunner:
         return Outcome("agree" if ok else "disagree", msg, None, mabs, mrel, tol, replacement,
                        *shapes)
 
+    def _run_multi(self, inst: Instance, b: Built, d: Driver, expected,
+                   prove: bool = True) -> Outcome:
+        """A multi-root rule: matched at the first root, fired through the
+        driver's ``fire_multi`` (every tensor input counts as a parameter of
+        the program, so ``ctx.fold_cat`` may concatenate inputs), and every
+        root's output compared."""
+        from ..engines import multi
+        placeholders = [n for n in b.gm.graph.nodes if n.op == "placeholder"]
+        d.weights = {n.name: t for n, t in zip(placeholders, b.inputs)}
+        d.user_inputs = frozenset()
+        term = d.tg.term.get(b.roots[0])
+        try:
+            m = multi.match_multi(self.pattern, term, self.engine) if term is not None else None
+        except OutOfFuel:
+            return Outcome("no_match", "out of fuel")
+        if m is None:
+            return Outcome("no_match")
+        values = {k: d.bound_value(t) for k, t in m.bindings.items()}
+        values.update(m.functions)
+        self.probe.line = None
+        original = originals = None
+        if self.symbolic and prove:
+            original = fx.Graph()
+            originals = original.graph_copy(b.gm.graph, {})
+        declined: List[Tuple[str, str]] = []
+        try:
+            changed = d.fire_multi(self.rule, values, m, declined)
+        except RewriteError as e:
+            return Outcome("error", f"invalid replacement: {_first_line(e)}")
+        except PatternError as e:
+            return Outcome("error", _first_line(e))
+        except Exception as e:  # noqa: BLE001 -- a rule may raise anything
+            return Outcome("error", f"the rule raised {type(e).__name__}: {_first_line(e)}",
+                           line=_raise_line(e, self.probe.codes))
+        if changed is None:
+            why = "an assert failed" if self.probe.line is not None else \
+                (declined[0][1] if declined else "the rule returned no replacement")
+            return Outcome("declined", why, line=self.probe.line)
+        out = next(n for n in b.gm.graph.nodes if n.op == "output")
+        new_roots = tuple(out.args[0])
+        parts = [_render_fx(r) for r in new_roots]
+        replacement = "(" + ", ".join(parts) + ")"
+        b.gm.recompile()
+        env = {n.name: t for n, t in zip(placeholders, b.inputs)}
+        env.update({n.name: t for n, t in d.new_constants})
+        args = [env[n.name] for n in b.gm.graph.nodes if n.op == "placeholder"]
+        with torch.no_grad():
+            try:
+                got = b.gm(*args)
+            except Exception as e:  # noqa: BLE001
+                return Outcome("error", f"the replacement fails at run time: "
+                               f"{type(e).__name__}: {_first_line(e)}", replacement=replacement)
+        exact = None
+        n_roots = len(expected)
+        worst = None
+        for i, (e, g) in enumerate(zip(expected, got)):
+            ok, mabs, mrel, msg = compare_outputs(e, g, zero_sign=inst.signed_zeros)
+            if not ok and e.shape == g.shape and e.dtype == g.dtype \
+                    and e.is_floating_point() and not msg.startswith("signed zeros"):
+                exact = _exact(inst) if exact is None else exact
+                if exact is not None and closer_to_exact(exact[i], e, g):
+                    ok = True
+            if not ok:
+                where = f"root {i + 1} of {n_roots}: {render(inst, inst.roots[i])}"
+                tol = TOLERANCE.get(e.dtype, (1e-4, 1e-3))
+                return Outcome("disagree", f"{where}: {msg}", None, mabs, mrel, tol,
+                               replacement, (tuple(e.shape), str(e.dtype)),
+                               (tuple(g.shape), str(g.dtype)), root=where)
+            if worst is None or (mabs is not None and mabs > (worst[0] or 0)):
+                worst = (mabs, mrel, TOLERANCE.get(e.dtype, (1e-4, 1e-3)), e, g)
+        if originals is not None:
+            self._prove_multi(tuple(originals), new_roots, b, d, parts)
+        mabs, mrel, tol, e, g = worst
+        return Outcome("agree", "", None, mabs, mrel, tol, replacement,
+                       (tuple(e.shape), str(e.dtype)), (tuple(g.shape), str(g.dtype)))
+
+    def _prove_multi(self, originals, new_roots, b: Built, d: Driver, parts) -> None:
+        """Each root's replacement proved against its original root; the
+        weights ``ctx.fold_cat`` concatenated are read as the ``cat`` of those
+        inputs (which they are: :meth:`Driver.fold_cat`)."""
+        g = b.gm.graph
+        folded = {n: key for key, n in d._folded.items()}
+        by_name = {n.name: n for n in g.nodes if n.op == "placeholder"}
+        fused = set()
+        for n in list(g.nodes):
+            if n.op == "placeholder" and n in folded:
+                names, dim = folded[n]
+                with g.inserting_after(n):
+                    c = g.call_function(torch.ops.aten.cat.default,
+                                        ([by_name[x] for x in names], dim))
+                c.meta["val"] = n.meta["val"]
+                n.replace_all_uses_with(c)
+                fused.add(n.name)
+        for o, r in zip(originals, new_roots):
+            self._prove(o, r, b, _render_fx(r, split_sizes=False), skip=fused,
+                        siblings=[x for x in originals if x is not o])
+
     def _prove(self, original_root: fx.Node, new_root: fx.Node, b: Built,
-               replacement: str) -> None:
+               replacement: str, skip=frozenset(), siblings=()) -> None:
         shapes = {n.name: tuple(n.meta["val"].shape) for n in b.gm.graph.nodes
-                  if n.op == "placeholder"}
+                  if n.op == "placeholder" and n.name not in skip}
         key = (_render_fx(original_root), replacement,
                tuple(sorted((k, len(v)) for k, v in shapes.items())))
         sp = self.proofs.get(key)
         if sp is None:
-            free = symbolic.prove(original_root, new_root, shapes)
+            free = symbolic.prove(original_root, new_root, shapes,
+                                  **({"siblings": siblings} if siblings else {}))
             sp = self.proofs[key] = StructureProof(key[0], replacement, dict(key[2]), free)
         # not proved for every size (differs, or z3 gave up): then for the
         # sizes of instances like this one
@@ -438,7 +557,8 @@ class RuleRunner:
             pat = _size_pattern(shapes)
             if pat not in sp.like:
                 sp.like[pat] = symbolic.prove(original_root, new_root, shapes,
-                                              like_instance=True)
+                                              like_instance=True,
+                                              **({"siblings": siblings} if siblings else {}))
 
 
 def shrink(inst: Instance, fails, outcome: Outcome, max_runs: int = 40):

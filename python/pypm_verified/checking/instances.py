@@ -219,6 +219,15 @@ class Instance:
     special: bool = False
     #: outputs compared with -0.0 and 0.0 told apart
     signed_zeros: bool = False
+    #: a multi-root pattern's instance: one term per root (``root`` is the
+    #: first); empty for a single-root pattern
+    roots: Tuple[App, ...] = ()
+
+    @property
+    def outputs(self) -> Tuple[App, ...]:
+        """The terms the instance's graph outputs: its roots (one for a
+        single-root pattern)."""
+        return self.roots or (self.root,)
 
     def size(self, d: Dim) -> int:
         r = d.find()
@@ -297,6 +306,8 @@ def _show_value(v) -> str:
 def render(inst: Instance, t=None) -> str:
     """The instance as an expression: ``matmul(x, transpose(y, 0, 1))``;
     tensor inputs by name, constants by value."""
+    if t is None and inst.roots:
+        return "(" + ", ".join(render(inst, r) for r in inst.roots) + ")"
     t = inst.root if t is None else t
     if isinstance(t, App):
         return f"{_op_name(t.target)}({', '.join(render(inst, a) for a in t.args)})"
@@ -484,6 +495,8 @@ class InstanceGenerator:
         self.dtypes = tuple(dtypes)
         linked = pattern.linked
         self.program = pattern.program
+        #: a multi-root pattern's roots and cross-root guard (else None)
+        self.multi = pattern.multi if getattr(pattern, "is_multi", False) else None
         self.defs = self.program.defs
         self.by_index = {i: P for P, i in linked.index.items()}
         self.alts = [list(linked.alternates[self.by_index[d]]) if d in self.by_index
@@ -578,22 +591,36 @@ class InstanceGenerator:
         self._leaves: List[Leaf] = []
         self._nvars = 0
         pat = self.pattern
-        root = self.defs[self.program.root]
+        # a multi-root pattern (theories/Multi.v): every root definition is
+        # unfolded over the same variables (the shared ones), so the roots
+        # share their inputs; the cross-root guard is a site of the first root
+        root_defs = self.multi.roots if self.multi is not None else (self.program.root,)
+        root = self.defs[root_defs[0]]
+        nparams = max(self.defs[r].nparams for r in root_defs)
+        nfparams = max(self.defs[r].nfparams for r in root_defs)
         env = {i: _IVar(n, i) for i, n in enumerate(pat.term_params)}
-        for i in range(root.nparams):
+        for i in range(nparams):
             env.setdefault(i, _IVar(f"v{i}", i))
         fenv = {j: _FVar(n) for j, n in enumerate(pat.op_params)}
-        for j in range(root.nfparams):
+        for j in range(nfparams):
             fenv.setdefault(j, _FVar(f"F{j}"))
-        self._nvars = root.nparams
-        term = self._def(self.program.root, env, fenv, 0)
-        if not isinstance(term, App):
-            raise GenerationFailed("the pattern's root is not an operator application")
+        self._nvars = nparams
+        terms = []
+        for r in root_defs:
+            t = self._def(r, env, fenv, 0)
+            if not isinstance(t, App):
+                raise GenerationFailed("a root of the pattern is not an operator application")
+            if any(t is u for u in terms):
+                raise GenerationFailed("two roots unfolded to the same term")
+            terms.append(t)
+        if self.multi is not None and self.multi.guard is not None:
+            self._sites.append(GuardSite(root_defs[0], 0, self.multi.guard, env, fenv))
+        term = terms[0]
         dtype = rng.choices(self.dtypes, weights=[_DTYPE_WEIGHTS.get(d, 0.2)
                                                   for d in self.dtypes])[0]
         if self.hinted_dtypes and rng.random() < 0.5:
             dtype = rng.choice(self.hinted_dtypes)
-        apps = _post_order(term)
+        apps = _post_order(*terms)
         # half the instances take the rule's hints at their word (so that rules
         # with many guarded constants fire), the others draw more freely
         self._focus = rng.random() < 0.5
@@ -605,6 +632,15 @@ class InstanceGenerator:
         r = rng.choice(self.rank_hints) if self.rank_hints and rng.random() < 0.6 \
             else rng.choice((1, 2, 3, 4) if rng.random() > 0.03 else (0,))
         self._assign(term, [Dim() for _ in range(r)])
+        for t in terms[1:]:  # the other roots: the same rank (shared inputs unify)
+            if t.spec is None:
+                self._assign(t, [Dim() for _ in range(r)])
+        if len(terms) > 1 and r > 0 and rng.random() < 0.3:
+            # now and then the roots' last sizes equal (sibling projections of
+            # one size), else every size is drawn apart
+            for t in terms[1:]:
+                if len(t.spec) == r:
+                    _unify(t.spec[-1], term.spec[-1])
         for lf in self._leaves:
             if lf.kind == "tensor" and lf.shape is None:
                 raise GenerationFailed(f"no shape for {lf.name}")
@@ -630,7 +666,8 @@ class InstanceGenerator:
         special = bool(self.special_values) and rng.random() < self.special_values
         return Instance(term, list(self._leaves), apps, sizes, dtypes, values, dtype,
                         rng.randrange(1 << 30), tuple(self._choices), list(self._sites),
-                        opvars, special, bool(self.special_values))
+                        opvars, special, bool(self.special_values),
+                        tuple(terms) if self.multi is not None else ())
 
     def _fresh(self, name: str) -> _IVar:
         self._nvars += 1
@@ -749,6 +786,10 @@ class InstanceGenerator:
                     # the Python type its argument takes
                     t.value = _coerce(_arg_kind(a.target, i)[0], t.value)
         rng = self.rng
+        # a multi-root instance: half the time one draw decides every optional
+        # tensor (all biases present, or all absent), as sibling layers have
+        shared_none = (rng.random() < 0.5) if self.multi is not None and rng.random() < 0.5 \
+            else None
         for lf in self._leaves:
             kinds = {k for k, _ in lf.arg_kinds}
             if not kinds:
@@ -759,7 +800,8 @@ class InstanceGenerator:
                 if "tensor" in kinds:
                     lf.kind = "tensor"
                 elif kinds == {"tensor_or_none"}:
-                    lf.kind = "none" if rng.random() < _P_NONE else "tensor"
+                    none = rng.random() < _P_NONE if shared_none is None else shared_none
+                    lf.kind = "none" if none else "tensor"
                 elif "tensor_or_none" in kinds:
                     lf.kind = "tensor"
                 else:
@@ -935,7 +977,7 @@ def _fits(kind: str, v) -> bool:
     return False
 
 
-def _post_order(root: App) -> List[App]:
+def _post_order(*roots: App) -> List[App]:
     out, seen = [], set()
 
     def visit(t):
@@ -945,7 +987,8 @@ def _post_order(root: App) -> List[App]:
         for a in t.args:
             visit(a)
         out.append(t)
-    visit(root)
+    for root in roots:
+        visit(root)
     return out
 
 

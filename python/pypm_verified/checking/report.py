@@ -64,6 +64,8 @@ class Counterexample:
     replacement: Optional[str] = None
     expected: Optional[list] = None
     got: Optional[list] = None
+    #: a multi-root rule: the root whose output differs ("root 2 of 3: ...")
+    root: Optional[str] = None
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -93,6 +95,8 @@ def counterexample_lines(c: Counterexample) -> List[str]:
         what = f"outputs differ: max abs error {c.max_abs:.3g}, rel {c.max_rel:.3g}{tol}"
         if c.expected and c.got and c.expected != c.got:
             what = f"output {c.expected} became {c.got}"
+        if c.root:
+            what = f"{c.root}: {what}"
     lines.append(f"result:   {what}")
     return lines
 

@@ -26,7 +26,11 @@ both as functions of an output index, with
   ``pypm.linear_act`` as the activation of ``linear``;
 * ``baddbmm`` as ``beta * bias + alpha * bmm``; ``_safe_softmax`` as
   ``softmax`` (they differ on rows of -inf only);
-* casts (``_to_copy``, ``type_as``, ``clone``, inference ``dropout``) as the identity.
+* casts (``_to_copy``, ``type_as``, ``clone``, inference ``dropout``) as the identity;
+* ``cat`` as a piecewise index map, ``split_with_sizes`` (its integer sizes
+  read as the sizes of the pieces its input concatenates, checked on the
+  instance; else unsupported) as offset pieces, ``getitem`` picking one
+  (multi-root fusions, ``library/fusion.py``).
 
 The obligation: whenever the original subgraph is well-defined (its shape
 constraints: contracted sizes agree, broadcast sizes are equal or 1), the
@@ -44,6 +48,7 @@ and z3.
 from __future__ import annotations
 
 import math
+import operator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
@@ -274,6 +279,44 @@ class Semantics:
             return exp(x.at(idx)) / den
         return Sym(list(x.shape), at)
 
+    # ---------------------------------------------------- concatenation
+    def cat(self, xs: Sequence[Sym], dim: int) -> Sym:
+        """``torch.cat``: equal ranks, equal sizes but on ``dim``, where
+        they add up; index ``i`` on ``dim`` reads the piece it falls in."""
+        if not xs or any(x.rank != xs[0].rank for x in xs) or xs[0].rank == 0:
+            raise Unsupported("cat of tensors of different ranks or of 0-d tensors")
+        d = self.axis(dim, xs[0].rank)
+        for x in xs[1:]:
+            for j in range(x.rank):
+                if j != d:
+                    self.require(x.shape[j] == xs[0].shape[j])
+        offs, o = [], z3.IntVal(0)
+        for x in xs:
+            offs.append(o)
+            o = o + x.shape[d]
+        total = xs[0].shape[d] if len(xs) == 1 else z3.Sum(*[x.shape[d] for x in xs])
+
+        def at(idx):
+            def piece(i):
+                return xs[i].at(list(idx[:d]) + [idx[d] - offs[i]] + list(idx[d + 1:]))
+            v = piece(len(xs) - 1)
+            for i in reversed(range(len(xs) - 1)):
+                v = z3.If(idx[d] < offs[i + 1], piece(i), v)
+            return v
+        return Sym(xs[0].shape[:d] + [total] + xs[0].shape[d + 1:], at)
+
+    def split(self, x: Sym, sizes: Sequence[z3.ArithRef], d: int) -> List[Sym]:
+        """``torch.split_with_sizes``: the sizes add up to the size on ``d``;
+        piece ``i`` reads ``x`` from the sum of the sizes before it."""
+        self.require((sizes[0] if len(sizes) == 1 else z3.Sum(*sizes)) == x.shape[d])
+        out, o = [], z3.IntVal(0)
+        for s in sizes:
+            out.append(Sym(x.shape[:d] + [s] + x.shape[d + 1:],
+                           lambda idx, o=o: x.at(list(idx[:d]) + [idx[d] + o]
+                                                 + list(idx[d + 1:]))))
+            o = o + s
+        return out
+
     # --------------------------------------------------------- definitions
     def gelu(self, x: Sym, approximate: str) -> Sym:
         if approximate == "none":
@@ -488,6 +531,20 @@ class Evaluator:
                 raise Unsupported("enable_gqa")
             return sem.sdpa(V(q), V(k), V(v), None if m is None else V(m), p, causal, scale,
                             _is_bool(m))
+        if t == aten.cat.default:
+            xs, dim = _args(n, ("tensors", "dim"))
+            return sem.cat([V(x) for x in xs], dim)
+        if t == aten.split_with_sizes.default:
+            x, sizes, dim = _args(n, ("self", "split_sizes", "dim"))
+            xs = V(x)
+            d = sem.axis(dim, xs.rank)
+            return sem.split(xs, _split_sizes(self, x, list(sizes), d, xs), d)
+        if t == operator.getitem:
+            parts, i = n.args
+            ps = V(parts)
+            if not isinstance(ps, list) or not isinstance(i, int):
+                raise Unsupported("getitem of a tensor")
+            return ps[i]
         if getattr(t, "namespace", None) == "pypm" and "linear_act" in str(t):
             x, w, b, act = n.args[:4]
             y = sem.linear(V(x), V(w), None if b is None else V(b))
@@ -540,7 +597,8 @@ def _fresh_z3():
 
 
 def prove(original: fx.Node, replacement: fx.Node, shapes: Dict[str, Sequence[int]],
-          like_instance: bool = False, rlimit: int = RLIMIT) -> Proof:
+          like_instance: bool = False, rlimit: int = RLIMIT,
+          siblings: Sequence[fx.Node] = ()) -> Proof:
     """Is ``replacement`` equal to ``original`` over the reals, at every
     index, for every size of the inputs, wherever ``original`` is
     well-defined? ``shapes``: placeholder name -> the instance's shape (its
@@ -548,17 +606,20 @@ def prove(original: fx.Node, replacement: fx.Node, shapes: Dict[str, Sequence[in
     shapes, :class:`SemanticsMismatch`). ``like_instance``: only sizes with
     the instance's pattern (the same axes of size 1, the same axes equal).
     ``rlimit``: z3's resource limit (deterministic), past which the verdict
-    is "unknown"."""
+    is "unknown". ``siblings``: the other roots of a multi-root original,
+    whose well-definedness is assumed too (the original computes them all)."""
     with _fresh_z3():
-        return _prove(original, replacement, shapes, like_instance, rlimit)
+        return _prove(original, replacement, shapes, like_instance, rlimit, siblings)
 
 
-def _prove(original, replacement, shapes, like_instance, rlimit) -> Proof:
+def _prove(original, replacement, shapes, like_instance, rlimit, siblings) -> Proof:
     sem = Semantics()
     inputs = {name: sem.input(name, len(shp)) for name, shp in shapes.items()}
     ev = Evaluator(sem, inputs)
     try:
         a = ev.value(original)
+        for o in siblings:
+            ev.value(o)
         sem.replacement = True
         b = ev.value(replacement)
     except Unsupported as e:
@@ -601,7 +662,15 @@ def _prove(original, replacement, shapes, like_instance, rlimit) -> Proof:
 
 def _check_shape(node: fx.Node, sym: Sym, concrete) -> None:
     v = node.meta.get("val")
-    if not isinstance(v, torch.Tensor):
+    if isinstance(sym, list) and isinstance(v, (list, tuple)) and len(v) == len(sym):
+        for p, pv in zip(sym, v):  # the pieces of a split
+            _check_shape_of(node, p, pv, concrete)
+        return
+    _check_shape_of(node, sym, v, concrete)
+
+
+def _check_shape_of(node: fx.Node, sym, v, concrete) -> None:
+    if not isinstance(v, torch.Tensor) or not isinstance(sym, Sym):
         return
     subst = [(k, z3.IntVal(v)) for k, v in concrete.items()]
     got = []
@@ -611,6 +680,49 @@ def _check_shape(node: fx.Node, sym: Sym, concrete) -> None:
     if got != list(v.shape):
         raise SemanticsMismatch(f"{node.target}: the semantics gives shape {got}, torch "
                                 f"{list(v.shape)}")
+
+
+def _split_sizes(ev: "Evaluator", x, sizes: List, d: int, xs: Sym) -> List[z3.ArithRef]:
+    """The sizes of a ``split_with_sizes`` of ``x`` on axis ``d``, as
+    symbols. A rule writes them as integers (read off its weights' shapes),
+    which would tie the structure to the instance's sizes; they are read as
+    the sizes of the pieces ``x`` concatenates on that axis (a ``cat`` on
+    ``d``, or a ``linear`` whose weight is one on axis 0, for the output's
+    last axis), which they are on the instance (checked: the integers must
+    equal those pieces' sizes there), else unsupported."""
+    if not all(isinstance(s, int) and not isinstance(s, bool) for s in sizes):
+        raise Unsupported(f"split sizes {sizes!r}")
+    pieces = _pieces(ev, x, d)
+    if pieces is not None and [c for _, c in pieces] == sizes:
+        return [p for p, _ in pieces]
+    if len(sizes) == 1:
+        return [xs.shape[d]]
+    raise Unsupported("split_with_sizes whose sizes are not those of the pieces its input "
+                      "concatenates (the structure would depend on the instance's sizes)")
+
+
+def _pieces(ev: "Evaluator", x, d: int):
+    """(symbolic size, instance size) of each piece ``x`` concatenates on axis
+    ``d``, or None."""
+    if not isinstance(x, fx.Node) or x.op != "call_function":
+        return None
+    xv = x.meta.get("val")
+    if not isinstance(xv, torch.Tensor):
+        return None
+    if x.target == aten.cat.default:
+        ts, dim = _args(x, ("tensors", "dim"))
+        if dim % max(xv.dim(), 1) != d:
+            return None
+        out = []
+        for t in ts:
+            tv = t.meta.get("val") if isinstance(t, fx.Node) else None
+            if not isinstance(tv, torch.Tensor):
+                return None
+            out.append((ev.value(t).shape[d], int(tv.shape[d])))
+        return out
+    if x.target == aten.linear.default and d == xv.dim() - 1:
+        return _pieces(ev, _args(x, ("weight",))[0], 0)
+    return None
 
 
 # ------------------------------------------------- integers, booleans, more ops
