@@ -125,13 +125,17 @@ bench: deps lib
 ## check-rules: every rule of the library checked on PyTorch subgraphs generated
 ## from its pattern (full mode: 200 instances per rule, guard necessity, z3
 ## proofs of each structure; about six minutes on 2 cores, most of it z3 on
-## sdpa's structures); bench/results/rules.md and rules.json; then the port of
-## XLA's simplifier rules (bench/xla_rules.py: bench/results/xla_rules.md).
+## sdpa's structures); bench/results/rules.md and rules.json; the multi-root
+## fusion rules (library/fusion.py, not in the default modules):
+## bench/results/rules_fusion.md; then the port of XLA's simplifier rules
+## (bench/xla_rules.py: bench/results/xla_rules.md).
 ## Non-zero exit if a rule is refuted or vacuous (the reports are written anyway).
 .PHONY: check-rules
 check-rules: venv lib
 	$(BENCH_ENV) $(VPY) -m pypm_verified check-rules \
 	  --report bench/results/rules.json --markdown bench/results/rules.md
+	$(BENCH_ENV) $(VPY) -m pypm_verified check-rules --rules pypm_verified.library.fusion \
+	  --report bench/results/rules_fusion.json --markdown bench/results/rules_fusion.md
 	$(BENCH_ENV) $(VPY) bench/xla_rules.py
 
 ## calibrate-cpu: the CPU profitability table from whole models (BERT and LLaMA,
