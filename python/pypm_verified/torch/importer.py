@@ -321,7 +321,7 @@ class TermGraph:
         t = self.import_node(node)
         first = self.fx_of.get(t.id)
         if first is not node and first is not None and first.graph is self.fx_graph \
-                and is_pure(node):
+                and self.term.get(first) is t and is_pure(node):
             if first < node:
                 self.term.pop(node, None)
                 self._recipe.pop(node, None)
@@ -350,19 +350,32 @@ class TermGraph:
         self.merged = len(dups)
         return self
 
-    def reimport(self, node: fx.Node) -> Tuple[Optional[str], List[fx.Node]]:
+    def reimport(self, node: fx.Node, merge: bool = True
+                 ) -> Tuple[Optional[str], List[fx.Node]]:
         """Re-import ``node`` from its current arguments. Returns ``(kind,
         users)``: kind None when its term is unchanged, "changed" when it
         changed, "merged" when it now equals an earlier FX node, which takes
         over its uses (``node`` is erased); ``users`` are the nodes whose
-        arguments' terms changed (empty when kind is None)."""
+        arguments' terms changed (empty when kind is None).
+
+        ``merge=False`` (the driver's look-ahead): a node that would merge is
+        left as it was (its old term kept, nothing erased) and the kind is
+        "would merge", users empty: the merge is decided when the walk
+        reaches it, as without look-ahead."""
         old = self.term.get(node)
         t = self.import_node(node)
         if old is not None and old is t:
             return None, []
-        users = list(node.users)
         first = self.fx_of.get(t.id)
-        if first is not node and first in self.term and first < node:
+        # an FX node whose current term is t (fx_of may still name a node for
+        # a term it had before a later re-import gave it another)
+        mergeable = first is not node and first in self.term and self.term[first] is t \
+            and first < node
+        if mergeable and not merge:
+            self.term[node] = old
+            return "would merge", []
+        users = list(node.users)
+        if mergeable:
             node.replace_all_uses_with(first)
             self.fx_graph.erase_node(node)
             del self.term[node]
