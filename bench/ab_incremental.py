@@ -31,7 +31,8 @@ CHILD = r"""
 import copy, gc, json, statistics, sys, time
 sys.path.insert(0, {bench!r})
 time.perf_counter = time.process_time  # CPU time of this process, phases included
-import common  # noqa
+import common  # noqa (puts this checkout's python/ first on sys.path: undone below)
+sys.path.insert(0, {pp!r})
 import bench_matchers as bm
 import profile_fixpoint as pf
 from examples import models
@@ -49,17 +50,23 @@ for name, (kind, fn, _) in systems.items():
         gc.enable()
     out[name] = statistics.median(ts) * 1e3
 prof = pf.profile(ep, "verified", repeats=reps)
-print("RESULT " + json.dumps({{"systems": out, "prof": prof}}))
+import pypm_verified
+print("RESULT " + json.dumps({{"systems": out, "prof": prof, "package": pypm_verified.__file__}}))
 """
 
 
 def child(pythonpath, model, layers, reps):
     env = dict(os.environ, PYTHONPATH=os.path.abspath(pythonpath))
-    code = CHILD.format(bench=HERE, model=model, layers=layers, reps=reps)
+    code = CHILD.format(bench=HERE, model=model, layers=layers, reps=reps,
+                        pp=os.path.abspath(pythonpath))
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        check=True)
     line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
+    out = json.loads(line[len("RESULT "):])
+    want = os.path.join(os.path.abspath(pythonpath), "pypm_verified", "__init__.py")
+    if out["package"] != want:
+        raise RuntimeError(f"the child imported {out['package']}, not {want}")
+    return out
 
 
 def main(argv=None):

@@ -13,7 +13,12 @@ root's users are re-imported into the term graph lazily, when the walk
 reaches them (each node at most once per pass, so a pass stays linear in
 the graph), and matched in the same pass if their term changed (deferring
 them would take a pass per layer: every firing changes the terms of all
-that follows it). The next pass matches only the nodes rules created;
+that follows it). A re-imported node reuses its import recipe (metadata,
+operator, purity) when only its arguments changed, and the walk re-imports
+the stale nodes just ahead of it in one batch (``Driver.lookahead``), so the
+engine's copy of the term graph is extended once per batch rather than
+before nearly every match; exact, as a firing makes them stale again. The
+next pass matches only the nodes rules created;
 passes repeat until none fires, at most ``max_iterations`` (reported, never
 a hang).
 
