@@ -52,6 +52,7 @@ def _norm_shape(shape: ShapeLike) -> Optional[TensorShape]:
     return TensorShape(dims)
 
 
+_MISSING = object()
 _attrs_cache: Dict[tuple, Tuple[Tuple[int, int], ...]] = {}
 
 
@@ -159,6 +160,7 @@ class Graph:
         self._inputs: Dict[str, Node] = {}
         self._outputs: List[Node] = []
         self._encoded = None  # (n_nodes, words) cache for encode()
+        self._sym_cache: Dict[int, Optional[int]] = {}  # sym_attrs: symbol -> class code
         self.engine_handle = None  # the verified engine's copy of this graph (engines.binding)
 
     def __len__(self) -> int:
@@ -304,8 +306,13 @@ class Graph:
         """``(symbol, attr_id, value)`` of the labels of this graph's nodes
         (or of ``labels``), sorted (what the graph encoding carries)."""
         out = []
+        cache = self._sym_cache
         for sym in sorted(set(self._labels if labels is None else labels)):
-            v = self.sym_attr(sym, core.OPCLASS)
+            # a symbol's class is fixed once this graph's encoding carried it
+            # (the engine refuses an extension that changes it): cached
+            v = cache.get(sym, _MISSING)
+            if v is _MISSING:
+                v = cache[sym] = self.sym_attr(sym, core.OPCLASS)
             if v is not None:
                 out.append((sym, core.OPCLASS, v))
         return out

@@ -13,7 +13,12 @@ root's users are re-imported into the term graph lazily, when the walk
 reaches them (each node at most once per pass, so a pass stays linear in
 the graph), and matched in the same pass if their term changed (deferring
 them would take a pass per layer: every firing changes the terms of all
-that follows it). The next pass matches only the nodes rules created;
+that follows it). A re-imported node reuses its import recipe (metadata,
+operator, purity) when only its arguments changed, and the walk re-imports
+the stale nodes just ahead of it in one batch (``Driver.lookahead``), so the
+engine's copy of the term graph is extended once per batch rather than
+before nearly every match; exact, as a firing makes them stale again. The
+next pass matches only the nodes rules created;
 passes repeat until none fires, at most ``max_iterations`` (reported, never
 a hang).
 
@@ -310,6 +315,7 @@ class Driver:
         self.report = RewriteReport(engine=engine, target=target)
         self.renamed: Dict[str, fx.Node] = {}  # replaced root's name -> its replacement
         self._stale: set = set()  # FX nodes whose arguments' terms changed
+        self._match_labels: set = set()  # operators some pattern matched at (_look_ahead)
         self._meta_cache: Dict[tuple, tuple] = {}  # meta_val: argument metadata -> result's
         # dynamic shapes: the shape environment of the symbolic sizes (None: static)
         self.shape_env = dynamic.shape_env_of(gm)
@@ -610,6 +616,7 @@ class Driver:
     def _try_single(self, node: fx.Node, term) -> Optional[List[fx.Node]]:
         for i, m in self._matches(term):
             pattern = self.patterns[i]
+            self._match_labels.add(term.label)
             self.report.record_match(pattern.name, [r.name for r in pattern.rules])
             seen = None if self.observer is None else \
                 self.observer.matched(pattern, node, m, self.tg)
@@ -762,6 +769,37 @@ class Driver:
         self.pset = PatternSet(self.patterns, self.engine)
         self.report.merged = self.tg.merged
 
+    #: how many FX nodes past a re-imported one the walk re-imports at once
+    #: (0: one at a time, as it reaches them); see :meth:`_look_ahead`
+    lookahead: int = 64
+
+    def _look_ahead(self, node: fx.Node, pending: set) -> None:
+        """Re-import now the stale nodes among the ``lookahead`` FX nodes that
+        follow ``node`` (those the walk would re-import when it reaches them,
+        as their arguments' terms changed): the engine's copy of the term
+        graph is then extended once for the batch, not once per node (a
+        ``pypm_graph_extend`` call before nearly every match). Exact: a
+        firing before the walk reaches one of them makes it stale again
+        (re-imported then, as without look-ahead); a node that would merge
+        with an earlier one stops the look-ahead (merging is left to the
+        walk, which merges only what it would merge without look-ahead)."""
+        tg, stale, term = self.tg, self._stale, self.tg.term
+        n = node.next
+        for _ in range(self.lookahead):
+            if n.op == "root":
+                return
+            if n in stale and n in term:
+                if term[n].label in self._match_labels:
+                    return  # a rule may fire there: what follows may change again
+                kind, users = tg.reimport(n, merge=False)
+                if kind == "would merge":
+                    return
+                stale.discard(n)
+                stale.update(users)
+                if kind == "changed":
+                    pending.add(n)
+            n = n.next
+
     def run(self) -> RewriteReport:
         """Rewrite to a fixpoint (or the iteration cap); returns the report."""
         t_start = time.perf_counter()
@@ -787,6 +825,8 @@ class Driver:
                         continue
                     if kind == "changed":  # a new term: match it in this pass
                         pending.add(node)
+                        if self.lookahead and term[node].label not in self._match_labels:
+                            self._look_ahead(node, pending)
                 if node not in pending and node not in self._pending_extra:
                     continue
                 self._pending_extra.discard(node)

@@ -203,6 +203,11 @@ class TermGraph:
         self.const_values: Dict[int, Any] = {}
         self.merged = 0
         self._consts: Dict[tuple, Node] = {}  # arg(): constant leaves by typed value
+        # import_node: per FX node, what a re-import reads besides the arguments
+        # (meta["val"] object, target, op, shape, dtype, distinct), so a node
+        # re-imported after a rewrite upstream (its arguments' terms changed,
+        # its own metadata did not) skips tensor_info and the operator lookup
+        self._recipe: Dict[fx.Node, tuple] = {}
 
     # ------------------------------------------------------------- constants
 
@@ -255,7 +260,22 @@ class TermGraph:
     def import_node(self, node: fx.Node) -> Node:
         """(Re-)import ``node`` from its current arguments; returns its term."""
         g = self.graph
-        shape, dtype = tensor_info(node.meta.get("val"), self.size_hints)
+        val = node.meta.get("val")
+        rec = self._recipe.get(node)
+        if rec is not None and rec[0] is val and rec[1] is node.target:
+            # re-import of a call already imported with this metadata: only
+            # the arguments are read again (the common case after a rewrite)
+            try:
+                args = positional_args(node)
+            except TypeError:
+                args = None
+            if args is not None:
+                t = g.apply_nodes(rec[2], tuple([self.arg(a) for a in args]), rec[3], rec[4],
+                                  distinct=rec[5])
+                self.term[node] = t
+                self.fx_of.setdefault(t.id, node)
+                return t
+        shape, dtype = tensor_info(val, self.size_hints)
         if node.op in ("placeholder", "get_attr"):
             t = g.input(f"{node.op}:{node.name}", shape=shape, dtype=dtype)
         elif node.op == "call_function" and (node.target is operator.getitem or isinstance(
@@ -271,8 +291,9 @@ class TermGraph:
                             dtype=dtype, distinct=True)
             else:
                 kids = tuple([self.arg(a) for a in args])
-                t = g.apply_nodes(op_for(node.target), kids, shape, dtype,
-                                  distinct=not is_pure(node))
+                op, distinct = op_for(node.target), not is_pure(node)
+                t = g.apply_nodes(op, kids, shape, dtype, distinct=distinct)
+                self._recipe[node] = (val, node.target, op, shape, dtype, distinct)
         elif node.op in ("call_function", "call_method", "call_module"):
             kids = [self.arg(a) for a in node.args] + [self.arg(v) for v in
                                                       node.kwargs.values()]
@@ -288,6 +309,7 @@ class TermGraph:
     def erase(self, node: fx.Node) -> None:
         """Erase ``node`` from the FX graph and forget its term."""
         t = self.term.pop(node, None)
+        self._recipe.pop(node, None)
         if t is not None and self.fx_of.get(t.id) is node:
             del self.fx_of[t.id]
         self.fx_graph.erase_node(node)
@@ -299,9 +321,10 @@ class TermGraph:
         t = self.import_node(node)
         first = self.fx_of.get(t.id)
         if first is not node and first is not None and first.graph is self.fx_graph \
-                and is_pure(node):
+                and self.term.get(first) is t and is_pure(node):
             if first < node:
                 self.term.pop(node, None)
+                self._recipe.pop(node, None)
                 self.fx_graph.erase_node(node)
                 return first
             first.replace_all_uses_with(node)
@@ -323,25 +346,40 @@ class TermGraph:
         for node in reversed(dups):
             self.fx_graph.erase_node(node)
             del self.term[node]
+            self._recipe.pop(node, None)
         self.merged = len(dups)
         return self
 
-    def reimport(self, node: fx.Node) -> Tuple[Optional[str], List[fx.Node]]:
+    def reimport(self, node: fx.Node, merge: bool = True
+                 ) -> Tuple[Optional[str], List[fx.Node]]:
         """Re-import ``node`` from its current arguments. Returns ``(kind,
         users)``: kind None when its term is unchanged, "changed" when it
         changed, "merged" when it now equals an earlier FX node, which takes
         over its uses (``node`` is erased); ``users`` are the nodes whose
-        arguments' terms changed (empty when kind is None)."""
+        arguments' terms changed (empty when kind is None).
+
+        ``merge=False`` (the driver's look-ahead): a node that would merge is
+        left as it was (its old term kept, nothing erased) and the kind is
+        "would merge", users empty: the merge is decided when the walk
+        reaches it, as without look-ahead."""
         old = self.term.get(node)
         t = self.import_node(node)
         if old is not None and old is t:
             return None, []
-        users = list(node.users)
         first = self.fx_of.get(t.id)
-        if first is not node and first in self.term and first < node:
+        # an FX node whose current term is t (fx_of may still name a node for
+        # a term it had before a later re-import gave it another)
+        mergeable = first is not node and first in self.term and self.term[first] is t \
+            and first < node
+        if mergeable and not merge:
+            self.term[node] = old
+            return "would merge", []
+        users = list(node.users)
+        if mergeable:
             node.replace_all_uses_with(first)
             self.fx_graph.erase_node(node)
             del self.term[node]
+            self._recipe.pop(node, None)
             self.merged += 1
             return "merged", users
         self.fx_of[t.id] = node
