@@ -578,8 +578,10 @@ class SemanticsMismatch(AssertionError):
 
 #: z3's resource limit per proof: a count of its basic steps, so a verdict
 #: is the same on every machine and under any load (a wall-clock timeout
-#: made "unknown" depend on both). About 10 s of z3 on a 2020s core.
-RLIMIT = 5_000_000
+#: made "unknown" depend on both). 4-20 s of z3 on this machine: about the
+#: old 5 s budget (5M steps made a full check-rules of sdpa several times
+#: slower, most of it on structures z3 gives up on anyway).
+RLIMIT = 2_000_000
 
 
 @contextmanager
