@@ -370,6 +370,18 @@ class RuleRunner:
         values.update({fn[F]: op for F, op in m.functions.items()})
         return values
 
+    def _fire(self, fire):
+        """``(fire(), None)``, or ``(None, the error Outcome)`` if it raised."""
+        try:
+            return fire(), None
+        except RewriteError as e:
+            return None, Outcome("error", f"invalid replacement: {_first_line(e)}")
+        except PatternError as e:
+            return None, Outcome("error", _first_line(e))
+        except Exception as e:  # noqa: BLE001 -- a rule may raise anything
+            return None, Outcome("error", f"the rule raised {type(e).__name__}: "
+                                 f"{_first_line(e)}", line=_raise_line(e, self.probe.codes))
+
     def run(self, inst: Instance, built: Optional[Built] = None, prove: bool = True) -> Outcome:
         """The :class:`Outcome` of the rule on ``inst``; ``prove``: prove the
         structure of an agreeing instance (off while shrinking a
@@ -406,15 +418,9 @@ class RuleRunner:
         if self.symbolic and prove:  # the matched subgraph, before the rule edits it
             original = fx.Graph()
             original_root = original.graph_copy(b.gm.graph, {})
-        try:
-            changed = d.fire_at(self.rule, values, b.root)  # the driver's own path
-        except RewriteError as e:
-            return Outcome("error", f"invalid replacement: {_first_line(e)}")
-        except PatternError as e:
-            return Outcome("error", _first_line(e))
-        except Exception as e:  # noqa: BLE001 -- a rule may raise anything
-            return Outcome("error", f"the rule raised {type(e).__name__}: {_first_line(e)}",
-                           line=_raise_line(e, self.probe.codes))
+        changed, error = self._fire(lambda: d.fire_at(self.rule, values, b.root))
+        if error is not None:  # the driver's own path raised
+            return error
         if changed is None:
             why = "an assert failed" if self.probe.line is not None else \
                 "the rule returned no replacement"
@@ -468,15 +474,9 @@ class RuleRunner:
             original = fx.Graph()
             originals = original.graph_copy(b.gm.graph, {})
         declined: List[Tuple[str, str]] = []
-        try:
-            changed = d.fire_multi(self.rule, values, m, declined)
-        except RewriteError as e:
-            return Outcome("error", f"invalid replacement: {_first_line(e)}")
-        except PatternError as e:
-            return Outcome("error", _first_line(e))
-        except Exception as e:  # noqa: BLE001 -- a rule may raise anything
-            return Outcome("error", f"the rule raised {type(e).__name__}: {_first_line(e)}",
-                           line=_raise_line(e, self.probe.codes))
+        changed, error = self._fire(lambda: d.fire_multi(self.rule, values, m, declined))
+        if error is not None:
+            return error
         if changed is None:
             why = "an assert failed" if self.probe.line is not None else \
                 (declined[0][1] if declined else "the rule returned no replacement")
