@@ -384,3 +384,32 @@ def test_cli_undefined_name_is_exit_3(tmp_path, capsys):
         """)
     code, _, err = run(["check-rules", "--rules", path], capsys)
     assert code == 3 and "undefined_helper" in err
+
+
+def test_cli_sigterm_ends_it_at_once(tmp_path):
+    """SIGTERM while check-rules works (its proofs included): exit 143 in
+    seconds, one line, no report written."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), PYTHONUNBUFFERED="1")
+    rep = tmp_path / "r.json"
+    p = subprocess.Popen([sys.executable, "-m", "pypm_verified", "check-rules", "--rules",
+                          "pypm_verified.library.attention", "--report", str(rep)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = p.stderr.readline()  # "checking sdpa ..." once the rules are loaded
+        assert line.startswith("checking"), line + p.communicate(timeout=60)[1]
+        time.sleep(40)  # into the proofs (a long one there: minutes before the fix)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "terminated; nothing written"
+    assert took < 30 and not rep.exists()

@@ -164,3 +164,28 @@ def test_a_semantics_shape_bug_is_loud():
     n.meta["val"] = b.p["x"].meta["val"]  # torch's shape, lied about
     with pytest.raises(S.SemanticsMismatch):
         b.prove(n, n)
+
+
+def test_a_long_search_is_interruptible():
+    """A signal during z3's search reaches Python at once (the search runs in
+    a worker thread; the main thread interrupts z3 and re-raises): one z3
+    call can outlast the resource limit by minutes, and a handler otherwise
+    runs only when it returns (``check-rules`` ignored SIGTERM for minutes)."""
+    import os
+    import signal
+    import threading
+    import time
+    import z3
+    x, y, z = z3.Ints("x y z")
+    s = z3.Solver()
+    s.set("ctrl_c", False)
+    s.add(x > 0, y > 0, z > 0, x * x * x + y * y * y == z * z * z)  # no answer soon
+    threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        S._check(s)
+    assert time.monotonic() - t0 < 30
+    assert not any(t.is_alive() for t in threading.enumerate() if t.name == "z3-check")
+    s2 = z3.Solver()
+    s2.add(x > 1)
+    assert S._check(s2) == z3.sat  # z3 still usable

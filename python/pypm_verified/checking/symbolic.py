@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 import operator
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
@@ -56,6 +57,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.fx as fx
+
 import z3
 
 aten = torch.ops.aten
@@ -598,6 +600,36 @@ def _fresh_z3():
         z3.z3._main_ctx = saved
 
 
+def _check(s: z3.Solver):
+    """``s.check()`` in a worker thread while the main thread waits in short
+    joins, so that a signal's Python handler (Ctrl-C's KeyboardInterrupt, the
+    CLI's SIGTERM handler) runs during a long search: a handler runs only
+    between bytecodes of the main thread, and one z3 call can outlast the
+    resource limit by minutes (its preprocessing is not all counted). On such
+    an exception z3 is interrupted, the worker joined, and the exception
+    raised."""
+    out: Dict[str, object] = {}
+
+    def work():
+        try:
+            out["r"] = s.check()
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread
+            out["e"] = e
+
+    t = threading.Thread(target=work, name="z3-check", daemon=True)
+    t.start()
+    try:
+        while t.is_alive():
+            t.join(0.05)
+    except BaseException:
+        s.ctx.interrupt()
+        t.join()
+        raise
+    if "e" in out:
+        raise out["e"]
+    return out["r"]
+
+
 def prove(original: fx.Node, replacement: fx.Node, shapes: Dict[str, Sequence[int]],
           like_instance: bool = False, rlimit: int = RLIMIT,
           siblings: Sequence[fx.Node] = ()) -> Proof:
@@ -650,8 +682,9 @@ def _prove(original, replacement, shapes, like_instance, rlimit, siblings) -> Pr
     goal = z3.Implies(z3.And(*(assume + in_range)), z3.And(*(sem.oblige + same + [value])))
     s = z3.Solver()
     s.set("rlimit", rlimit)
+    s.set("ctrl_c", False)  # Ctrl-C is Python's KeyboardInterrupt (see _check)
     s.add(z3.Not(goal))
-    r = s.check()
+    r = _check(s)
     if r == z3.unsat:
         return Proof("proved")
     if r == z3.sat:
