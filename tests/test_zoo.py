@@ -210,6 +210,11 @@ def test_explain_cli_on_a_dynamic_program(tmp_path, capsys, lib):
 @pytest.mark.parametrize("name, other", [
     ("wav2vec2", {"input_values": (3, 1000)}),   # a multiple of the conv stride (20)
     ("gpt_neo", {"input_ids": (3, 37), "attention_mask": (3, 37)}),
+    # found by the zoo: their attention pattern binds a view's sizes, a list
+    # of SymInts and ints in a dynamic program, which the driver had no value
+    # for ("term %118 has no FX node", a crash)
+    ("bloom", {"input_ids": (3, 21), "attention_mask": (3, 21)}),
+    ("deberta_v2", {"input_ids": (3, 21), "attention_mask": (3, 21)}),
 ])
 def test_zoo_constrained_models_export_dynamically(lib, name, other, tmp_path):
     """The dynamic specs that carry the models' own constraints (speech:

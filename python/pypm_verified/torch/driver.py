@@ -46,7 +46,7 @@ from ..engines.matching import PatternSet, check_engine
 from ..errors import PatternError
 from ..rewriting.report import RewriteReport
 from . import dynamic, profitability
-from .importer import TermGraph, is_pure
+from .importer import TermGraph, is_list_op, is_pure
 
 ASSERT_METADATA = torch.ops.aten._assert_tensor_metadata.default
 TARGETS = profitability.TARGETS
@@ -219,7 +219,7 @@ class _Builder:
 
     def _fx_arg(self, a):
         if isinstance(a, Value):
-            return a.value if a.is_const else a.fx
+            return self._fx_arg(a.value) if a.is_const else a.fx
         if isinstance(a, (list, tuple)):
             return type(a)(self._fx_arg(e) for e in a)
         if isinstance(a, fx.Node):
@@ -397,8 +397,22 @@ class Driver:
             return Value(term, None, self.tg.const_values.get(term.id, term.value), True)
         node = self.tg.fx_of.get(term.id)
         if node is None:
+            if term.kind == "op" and is_list_op(term.op):
+                # a list argument with FX elements (a view's sizes with SymInts
+                # in a dynamic program): the list of its elements' values
+                return Value(term, None, [self._element(a) for a in term.args], True)
             raise RewriteError(f"term %{term.id} has no FX node")
         return Value(term, node, symbolic=self.shape_env is not None)
+
+    def _element(self, term) -> object:
+        """An element of a bound list: a constant's value, a symbolic
+        scalar's ``SymInt``/``SymFloat``, or a tensor's :class:`Value`."""
+        v = self.bound_value(term)
+        if v.is_const:
+            return v.value
+        if isinstance(v.meta, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)):
+            return v.meta
+        return v
 
     def _dce(self, start: List[fx.Node]) -> None:
         """Remove what became dead from ``start`` on: pure nodes without

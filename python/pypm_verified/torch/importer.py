@@ -69,6 +69,11 @@ def list_op(n: int) -> Op:
     return op
 
 
+def is_list_op(op) -> bool:
+    """Whether ``op`` is one of :func:`list_op`'s operators."""
+    return _list_ops.get(getattr(op, "arity", -1)) is op
+
+
 def op_for(target) -> Op:
     """The operator bound to the torch target ``target`` (made on first use
     when nobody declared one)."""
