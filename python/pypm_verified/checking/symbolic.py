@@ -585,6 +585,12 @@ class SemanticsMismatch(AssertionError):
 #: slower, most of it on structures z3 gives up on anyway).
 RLIMIT = 2_000_000
 
+#: a wall-clock cap per proof on top of :data:`RLIMIT`, a safety net only:
+#: z3 does not count all its work in the resource limit (one sdpa structure
+#: ran over 5 minutes at 2M steps). Every proof the tests and the shipped
+#: rules' verdicts rest on takes milliseconds; one past the cap is "unknown".
+TIMEOUT_S = 60
+
 
 @contextmanager
 def _fresh_z3():
@@ -682,6 +688,7 @@ def _prove(original, replacement, shapes, like_instance, rlimit, siblings) -> Pr
     goal = z3.Implies(z3.And(*(assume + in_range)), z3.And(*(sem.oblige + same + [value])))
     s = z3.Solver()
     s.set("rlimit", rlimit)
+    s.set("timeout", TIMEOUT_S * 1000)
     s.set("ctrl_c", False)  # Ctrl-C is Python's KeyboardInterrupt (see _check)
     s.add(z3.Not(goal))
     r = _check(s)
