@@ -143,7 +143,9 @@ class Value:
     """A bound value in a rule body: an FX value or a constant.
 
     ``fx`` (the FX node, None for constants), ``is_const``, ``value`` (the
-    constant's Python/torch value; None for tensors), ``shape`` (a
+    constant's Python/torch value; for a list argument with FX elements, such
+    as a view's sizes in a dynamic program, the list of the elements' values:
+    numbers, ``torch.SymInt``s, tensors' Values; None for tensors), ``shape`` (a
     :class:`TensorShape`, None when unknown; in a program with dynamic
     shapes a symbolic size is its ``torch.SymInt``, whose comparisons are
     decided for every admissible size or decline the rule),
