@@ -14,8 +14,14 @@ even without the library.
 
 ``examples/`` is put on ``sys.path`` so that tests import the paper's
 operators and patterns from ``paper_ops`` (examples/paper_ops.py).
+
+Ctrl-C is made Python's KeyboardInterrupt here even when the suite was
+started with SIGINT ignored (a background job of a non-interactive shell,
+``make test &``): the signal tests send SIGINT to this process and to the
+CLI's child processes, which inherit an ignored SIGINT but not a handler.
 """
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -23,6 +29,9 @@ import pytest
 
 from pypm_verified.engines import binding
 from pypm_verified.errors import EngineUnavailable
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 EXAMPLES = str(Path(__file__).resolve().parents[1] / "examples")
 if EXAMPLES not in sys.path:

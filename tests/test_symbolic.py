@@ -179,6 +179,7 @@ def test_a_long_search_is_interruptible():
     x, y, z = z3.Ints("x y z")
     s = z3.Solver()
     s.set("ctrl_c", False)
+    s.set("timeout", 120_000)  # a failure rather than a hang if the signal is lost
     s.add(x > 0, y > 0, z > 0, x * x * x + y * y * y == z * z * z)  # no answer soon
     timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
     t0 = time.monotonic()
