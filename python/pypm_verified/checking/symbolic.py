@@ -57,7 +57,6 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.fx as fx
-
 import z3
 
 aten = torch.ops.aten
