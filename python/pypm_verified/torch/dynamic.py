@@ -105,10 +105,11 @@ def shape_env_of(gm: fx.GraphModule):
     or when this torch's ShapeEnv cannot refuse new guards
     (``error_on_new_guards``): then symbolic sizes stay unknown to the
     engine, as before, and nothing is decided on their example values."""
+    sym = _sym_types()
     for n in gm.graph.nodes:
         v = n.meta.get("val")
         for d in (v.shape if isinstance(v, torch.Tensor) else (v,)):
-            if isinstance(d, _sym_types()) and not d.node.expr.is_number:
+            if type(d) is not int and isinstance(d, sym) and not d.node.expr.is_number:
                 env = getattr(d.node, "shape_env", None)
                 if env is not None and _CAN_REFUSE and hasattr(env, "error_on_new_guards") \
                         and hasattr(env, "_maybe_evaluate_static"):

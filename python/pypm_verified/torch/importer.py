@@ -422,14 +422,15 @@ def _const_cache_key(a) -> Optional[tuple]:
     t = type(a)
     if t in _CONST_SCALARS:
         return (t, a)
-    if t is list or t is tuple:
+    # FX gives list arguments as its immutable_list (a list subclass): a list
+    if t is list or t is tuple or isinstance(a, (list, tuple)):
         ks = []
         for e in a:
             k = _const_cache_key(e)
             if k is None:
                 return None
             ks.append(k)
-        return (t, tuple(ks))
+        return (tuple if isinstance(a, tuple) else list, tuple(ks))
     return None
 
 
