@@ -175,14 +175,15 @@ class Graph:
     def __repr__(self) -> str:
         return f"<Graph with {len(self.nodes)} nodes>"
 
-    def _add(self, key, label, kind, op, args, shape, dtype, attrs, name=None, value=None) -> Node:
+    def _add(self, key, label, kind, op, args, shape, dtype, attrs, name=None, value=None,
+             ids=None) -> Node:
         node = self._index.get(key)
         if node is not None:
             return node
         node = Node(self, len(self.nodes), label, kind, op, args, shape, dtype, name, value)
         self.nodes.append(node)
         self._labels.append(label)
-        self._children.append(tuple(a.id for a in args))
+        self._children.append(ids if ids is not None else tuple([a.id for a in args]))
         self._attrs.append(attrs)
         self._index[key] = node
         return node
@@ -278,11 +279,9 @@ class Graph:
             shape = TensorShape(shape)
         attrs = _attrs(shape, dtype)
         label = op.symbol
-        if distinct:
-            key = ("distinct", len(self.nodes))
-        else:
-            key = (label, tuple(c.id for c in children), attrs)
-        return self._add(key, label, "op", op, children, shape, dtype, attrs)
+        ids = tuple([c.id for c in children])
+        key = ("distinct", len(self.nodes)) if distinct else (label, ids, attrs)
+        return self._add(key, label, "op", op, children, shape, dtype, attrs, ids=ids)
 
     # --------------------------------------------------------- symbol attributes
 

@@ -308,9 +308,8 @@ class Driver:
         self.progress = progress
         self.observer = observer
         self.recompile = recompile  # lint and regenerate gm's code at the end
-        vals = [n.meta.get("val") for n in gm.graph.nodes]
-        self.fake_mode = torch._guards.detect_fake_mode(
-            [v for v in vals if isinstance(v, torch.Tensor)])
+        self.fake_mode = _fake_mode_of([n.meta.get("val") for n in gm.graph.nodes])
+        graph_mode = self.fake_mode  # the metadata's own (None: no fake tensor in it)
         if self.fake_mode is None:
             from torch._subclasses.fake_tensor import FakeTensorMode
             self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
@@ -320,7 +319,7 @@ class Driver:
         self._match_labels: set = set()  # operators some pattern matched at (_look_ahead)
         self._meta_cache: Dict[tuple, tuple] = {}  # meta_val: argument metadata -> result's
         # dynamic shapes: the shape environment of the symbolic sizes (None: static)
-        self.shape_env = dynamic.shape_env_of(gm)
+        self.shape_env = dynamic.shape_env_of(gm, graph_mode)
 
     def replacement_name(self, name: str) -> str:
         """The current name of what the node once called ``name`` became."""
@@ -867,6 +866,21 @@ class Driver:
         self.report.nodes_after = count_calls(g)
         self.report.total_s = time.perf_counter() - t_start
         return self.report
+
+
+def _fake_mode_of(vals) -> Optional[object]:
+    """``torch._guards.detect_fake_mode`` of the tensors among ``vals`` (the
+    graph's ``meta["val"]`` s), without its per-tensor pytree walk in the
+    common case: no tracing context or active mode, every tensor a plain
+    FakeTensor of one fake mode (~1 ms saved on 600 nodes)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+    tensors = [v for v in vals if isinstance(v, torch.Tensor)]
+    if torch._guards.TracingContext.try_get() is None and not _get_current_dispatch_mode_stack():
+        modes = {id(t.fake_mode): t.fake_mode for t in tensors if type(t) is FakeTensor}
+        if len(modes) == 1 and all(type(t) is FakeTensor for t in tensors):
+            return next(iter(modes.values()))
+    return torch._guards.detect_fake_mode(tensors)
 
 
 def _same_sizes(a: torch.Tensor, b: torch.Tensor, decided: bool) -> bool:

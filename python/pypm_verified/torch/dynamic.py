@@ -99,12 +99,22 @@ def is_symbolic(v) -> bool:
     return False
 
 
-def shape_env_of(gm: fx.GraphModule):
+def shape_env_of(gm: fx.GraphModule, fake_mode=None):
     """The shape environment of ``gm``'s symbolic sizes, or None when every
     size in its metadata is static (the static path then stays as it was)
     or when this torch's ShapeEnv cannot refuse new guards
     (``error_on_new_guards``): then symbolic sizes stay unknown to the
-    engine, as before, and nothing is decided on their example values."""
+    engine, as before, and nothing is decided on their example values.
+    ``fake_mode``: the fake mode of ``gm``'s metadata, when known; a shape
+    environment of no symbol at all (a static export) answers None without
+    reading every node."""
+    env = getattr(fake_mode, "shape_env", None)
+    if env is not None:
+        # (torch 2.13 names the symbols' example values backed_var_to_val)
+        vals = getattr(env, "backed_var_to_val") if hasattr(env, "backed_var_to_val") \
+            else getattr(env, "var_to_val", True)
+        if not vals and not getattr(env, "var_to_range", True):
+            return None
     sym = _sym_types()
     for n in gm.graph.nodes:
         v = n.meta.get("val")

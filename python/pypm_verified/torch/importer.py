@@ -95,20 +95,25 @@ def _opaque_op(target, n: int) -> Op:
     return op
 
 
-_schema_specs: Dict[Any, tuple] = {}  # target -> its schema, normalized once
+# target's id -> (schema, normalized arguments, positional count): keyed by id
+# (an OpOverload's __hash__ is Python code, paid per lookup); the targets are
+# kept alive (_kept_targets), so an id is never reused while its entry exists
+_schema_specs: Dict[int, tuple] = {}
+_kept_targets: List[Any] = []
 
 
 def _schema_spec(target) -> tuple:
     """``(schema, ((kwarg_only, name, has_default, default), ...), n_pos)``
     of an op overload, computed once per target."""
-    spec = _schema_specs.get(target)
+    spec = _schema_specs.get(id(target))
     if spec is None:
         schema = target._schema
         args = tuple((a.kwarg_only, a.name, a.has_default_value(),
                       a.default_value if a.has_default_value() else None)
                      for a in schema.arguments)
-        spec = _schema_specs[target] = (schema, args,
-                                        sum(1 for a in schema.arguments if not a.kwarg_only))
+        spec = _schema_specs[id(target)] = (
+            schema, args, sum(1 for a in schema.arguments if not a.kwarg_only))
+        _kept_targets.append(target)
     return spec
 
 
@@ -162,7 +167,8 @@ def tensor_info(val, size_hints: bool = False):
     return tuple(dims), TORCH_TO_PM.get(val.dtype)
 
 
-_pure_targets: Dict[Any, bool] = {}  # op overload -> pure (depends on the overload only)
+# op overload's id -> (pure, the overload): purity depends on the overload only
+_pure_targets: Dict[int, tuple] = {}
 
 
 def is_pure(node: fx.Node) -> bool:
@@ -171,9 +177,9 @@ def is_pure(node: fx.Node) -> bool:
     if t is operator.getitem:
         return True
     if node.op == "call_function":
-        pure = _pure_targets.get(t)
-        if pure is not None:
-            return pure
+        hit = _pure_targets.get(id(t))
+        if hit is not None:
+            return hit[0]
     if not isinstance(t, torch._ops.OpOverload):
         return False
     if torch.Tag.nondeterministic_seeded in t.tags:
@@ -182,7 +188,7 @@ def is_pure(node: fx.Node) -> bool:
     if node.op == "call_function":
         # for an op overload, fx's is_impure reads the overload only (mutable
         # schema, side-effectful or effectful, random): the same for every call
-        _pure_targets[t] = pure
+        _pure_targets[id(t)] = (pure, t)
     return pure
 
 
