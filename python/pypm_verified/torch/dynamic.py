@@ -111,8 +111,9 @@ def shape_env_of(gm: fx.GraphModule, fake_mode=None):
     env = getattr(fake_mode, "shape_env", None)
     if env is not None:
         # (torch 2.13 names the symbols' example values backed_var_to_val)
-        vals = getattr(env, "backed_var_to_val") if hasattr(env, "backed_var_to_val") \
-            else getattr(env, "var_to_val", True)
+        vals = getattr(env, "backed_var_to_val", None)
+        if vals is None:
+            vals = getattr(env, "var_to_val", True)
         if not vals and not getattr(env, "var_to_range", True):
             return None
     sym = _sym_types()

@@ -95,16 +95,15 @@ def _opaque_op(target, n: int) -> Op:
     return op
 
 
-# target's id -> (schema, normalized arguments, positional count): keyed by id
-# (an OpOverload's __hash__ is Python code, paid per lookup); the targets are
-# kept alive (_kept_targets), so an id is never reused while its entry exists
+# target's id -> (schema, normalized arguments, positional count, target):
+# keyed by id (an OpOverload's __hash__ is Python code, paid per lookup); the
+# entry holds the target, so its id is never reused while the entry exists
 _schema_specs: Dict[int, tuple] = {}
-_kept_targets: List[Any] = []
 
 
 def _schema_spec(target) -> tuple:
-    """``(schema, ((kwarg_only, name, has_default, default), ...), n_pos)``
-    of an op overload, computed once per target."""
+    """``(schema, ((kwarg_only, name, has_default, default), ...), n_pos,
+    target)`` of an op overload, computed once per target."""
     spec = _schema_specs.get(id(target))
     if spec is None:
         schema = target._schema
@@ -112,8 +111,7 @@ def _schema_spec(target) -> tuple:
                       a.default_value if a.has_default_value() else None)
                      for a in schema.arguments)
         spec = _schema_specs[id(target)] = (
-            schema, args, sum(1 for a in schema.arguments if not a.kwarg_only))
-        _kept_targets.append(target)
+            schema, args, sum(1 for a in schema.arguments if not a.kwarg_only), target)
     return spec
 
 
@@ -123,7 +121,7 @@ def positional_args(node: fx.Node) -> List[Any]:
     target = node.target
     if target is operator.getitem:
         return list(node.args)
-    schema, spec, n_pos = _schema_spec(target)
+    schema, spec, n_pos, _ = _schema_spec(target)
     args, kwargs = node.args, node.kwargs
     if len(args) > n_pos:
         raise TypeError(f"{node.name}: arguments {list(args[n_pos:])} do not fit {schema}")
@@ -429,7 +427,7 @@ def _const_cache_key(a) -> Optional[tuple]:
     if t in _CONST_SCALARS:
         return (t, a)
     # FX gives list arguments as its immutable_list (a list subclass): a list
-    if t is list or t is tuple or isinstance(a, (list, tuple)):
+    if isinstance(a, (list, tuple)):
         ks = []
         for e in a:
             k = _const_cache_key(e)
