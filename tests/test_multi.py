@@ -9,6 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pypm_verified.core import PVar
+
 import pypm_verified as pm
 from pypm_verified import core
 from pypm_verified.engines import multi
@@ -331,3 +333,161 @@ def test_spec_candidates_mode_word():
     for bad, msg in (([2], "candidates mode 2"), ([0, 0], "1 trailing words")):
         with pytest.raises(EngineError, match=msg):
             binding.match_multi(g, prog.defs, prog.roots, list(prog.spec) + bad, r.id)
+
+
+# ------------------------------------------------ every set (issue 28)
+
+
+@pm.op
+def Exp(x): return 1
+
+
+@pm.op
+def Neg(x): return 1
+
+
+@pm.pattern
+def QK(x, wq, bq, wk, bk):
+    return Lin(x, wq, bq), Lin(x, wk, bk)
+
+
+@pm.pattern
+def Indep(x, y):
+    return Exp(x), Neg(y)
+
+
+def sets_of(found):
+    return [frozenset(t.id for t in m.roots) for _, _, m in found]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("order", ["written", "auto"])
+def test_match_all_reports_sibling_sets(engine, order):
+    """Three Lins over one x: QK matches each of the three pairs; every
+    pair is reported once, at its smaller node (both roots are Lin, so
+    either node can be the first root)."""
+    g = pm.Graph()
+    x, b = g.input("x"), g.input("b")
+    lins = [g.apply(Lin, x, g.input(f"w{i}"), b) for i in range(3)]
+    found = multi.match_all_multi(QK, g, engine=engine, order=order)
+    got = [frozenset(t.id for t in m.roots) for m in found]
+    want = [frozenset((a.id, c.id)) for a, c in itertools.combinations(lins, 2)]
+    assert sorted(got, key=sorted) == sorted(want, key=sorted) and len(got) == len(set(got))
+    for m in found:
+        assert multi.check(multi.program(QK), m)
+        assert m.root.id == min(t.id for t in m.roots)
+    assert sets_of(pm.match_all([QK], g, engine=engine)) == got if order == "auto" else True
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_match_all_reports_independent_roots(engine):
+    """Roots sharing no variable: every (Exp, Neg) pair is a set."""
+    g = pm.Graph()
+    a, b, c = (g.input(s) for s in "abc")
+    e1, e2, n1 = g.apply(Exp, a), g.apply(Exp, b), g.apply(Neg, c)
+    found = pm.match_all([Indep], g, engine=engine)
+    assert sorted(sorted(s) for s in sets_of(found)) == [sorted((e1.id, n1.id)),
+                                                          sorted((e2.id, n1.id))]
+    assert pm.match(Indep, e2, engine=engine).roots == (e2, n1)
+
+
+def brute_force_sets(prog, g, limit=4000):
+    """Every set of distinct nodes that ``prog`` matches, by a direct reading
+    of ``Multi.mmatches``: every substitution of the shared variables (each
+    unbound or a node; operator variables unbound or a label of the graph),
+    every tuple of distinct nodes, each root decided by the independent
+    declarative decider, then the cross-root guard. Also, for each set, the
+    smallest first node of a matching tuple. None when too many
+    substitutions."""
+    from pypm_verified.engines import declarative
+    nodes = list(g.nodes)
+    labels = sorted({n.label for n in nodes})
+    if (len(nodes) + 1) ** prog.n * (len(labels) + 1) ** prog.m > limit:
+        return None
+    dec = declarative._Decider(prog.defs, g)
+    found = {}
+    for tv in itertools.product([None, *nodes], repeat=prog.n):
+        theta = {v: t for v, t in enumerate(tv) if t is not None}
+        for fv in itertools.product([None, *labels], repeat=prog.m):
+            phi = {F: f for F, f in enumerate(fv) if f is not None}
+            if not declarative.guard_holds(prog.guard, theta, phi, g):
+                continue
+            per_root = [[t for t in nodes if dec.holds(b, theta, phi, t)] for b in prog.bodies]
+            for ts in itertools.product(*per_root):
+                if len({t.id for t in ts}) == len(ts):
+                    key = frozenset(t.id for t in ts)
+                    found[key] = min(found.get(key, ts[0].id), ts[0].id)
+    return found
+
+
+@st.composite
+def shaped_multi_problems(draw):
+    """A graph and a multi-root pattern whose roots are shaped like nodes of
+    it (so that it often matches, several sets at once): each root a tree of
+    the node's operators (or an operator variable, or an alternate) down to
+    shared variables, one per node below (so roots over common inputs share
+    them; sometimes a variable is reused where it cannot match), and
+    sometimes a cross-root guard."""
+    g = draw(graphs(max_nodes=7))
+    k = draw(st.integers(2, 3))
+    picks = [g.nodes[draw(st.integers(0, len(g) - 1))] for _ in range(k)]
+    var_of, used_f = {}, []
+    labels = sorted({n.label for n in g.nodes})
+
+    def var(node):
+        if node.id not in var_of:
+            if len(var_of) < 3 and draw(st.integers(0, 4)):
+                var_of[node.id] = len(var_of)
+            else:
+                return PVar(draw(st.integers(0, max(len(var_of), 1) - 1)))
+        return PVar(var_of[node.id])
+
+    def shape(node, depth, top=False):
+        c = draw(st.integers(0, 9))
+        if not top and (depth == 0 or c <= 3):
+            return var(node)
+        kids = tuple(shape(a, depth - 1) for a in node.args)
+        if c == 4:
+            used_f.append(0)
+            return core.PFunVar(0, kids)
+        p = core.PApp(node.label, kids)
+        if c == 5:
+            other = core.PApp(draw(st.sampled_from(labels)), kids)
+            p = core.PAlt(other, p) if draw(st.booleans()) else core.PAlt(p, other)
+        return p
+
+    bodies = [shape(t, draw(st.integers(1, 2)), top=True) for t in picks]
+    n, m = max(len(var_of), 1), 1 if used_f else 0
+    defs = core.infer_binds([core.PDef(n, m, b) for b in bodies])
+    guard = core.GTrue()
+    if len(var_of) >= 2 and draw(st.integers(0, 3)) == 0:
+        x, y = draw(st.permutations(range(len(var_of))))[:2]
+        guard = core.GEq(core.EAttr(x, core.RANK), core.EAttr(y, core.RANK))
+        b = frozenset().union(*(core.binds(d.body, defs) for d in defs))
+        guard = _fix_guard(guard, b, frozenset())
+    return g, multi.MultiProgram(defs=defs, roots=list(range(k)), n=n, m=m, guard=guard)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.one_of(shaped_multi_problems(), multi_problems().map(lambda p: (p[0], p[2]))))
+def test_match_all_brute_force(prob):
+    """``Multi.match_all_multi_sets`` / ``_once`` against brute force: with
+    no run out of fuel, the sets reported are exactly the sets of distinct
+    nodes that match, each once, at the smallest node that is the first
+    (searched) root of a match with that set; both engines, both orders."""
+    g, prog = prob
+    want = brute_force_sets(prog, g)
+    if want is None:
+        return
+    for engine in ENGINES:
+        for order in ("written", "auto"):
+            got = outcome(lambda: multi.match_all_multi(prog, g, engine, FUEL, order=order))
+            if got == "out of fuel":
+                continue
+            sets = [frozenset(t.id for t in m.roots) for m in got]
+            assert len(sets) == len(set(sets))
+            assert set(sets) == set(want), (engine, order)
+            assert all(multi.check(prog, m) for m in got)
+            if order == "written":
+                assert {s: m.root.id for s, m in zip(sets, got)} == want

@@ -1041,30 +1041,86 @@ Section Multi.
     match_multi_idx fuel N mp t = MNoMatch -> mfail N mp t ps.
   Proof. intros. eapply match_multi_c_fail_sound; eauto. apply idx_cands_complete. Qed.
 
-  (** ** Every match once *)
+  (** ** Every set of nodes, once
 
-  Fixpoint mall (R : rindex) (fuel : nat) (mp : mpat) (cands : list (list node -> list node))
-      (seen : list (list node)) (nodes : list node) : list (node * manswer) :=
-    match nodes with
-    | [] => []
-    | t :: nodes' =>
-        match match_multi_c R fuel mp cands t with
-        | MNoMatch => mall R fuel mp cands seen nodes'
-        | MMatch ts bs fbs =>
-            if existsb (same_set ts) seen then mall R fuel mp cands seen nodes'
-            else (t, MMatch ts bs fbs) :: mall R fuel mp cands (ts :: seen) nodes'
-        | MOutOfFuel => (t, MOutOfFuel) :: mall R fuel mp cands seen nodes'
+      [match_all_multi] enumerates, at each visited node [t] (in increasing
+      order) as the first root, *every* tuple the search of [match_multi]
+      would try — the same candidates, the same pruning of a prefix with no
+      match — not only the first one: a tuple whose set of nodes is already
+      reported is skipped before its last run; otherwise the whole
+      continuation (the cross-root guard included) is run and, on success,
+      the tuple is reported with its first solution. A run out of fuel is
+      reported as the visited node's [MOutOfFuel] entry and ends the
+      enumeration (it is the last entry). Theorems: every entry is a match
+      ([match_all_multi_sound]), no two entries have the same set of nodes
+      ([match_all_multi_once]), and, with no entry out of fuel, every set of
+      nodes of the graph that matches (in any assignment of the roots to
+      its nodes the root order admits) is an entry's set
+      ([match_all_multi_sets]); each set is reported at the smallest node
+      that is the first root of a match with that set
+      ([match_all_multi_first]). *)
+
+  (** The enumeration's state: the sets reported so far (as the tuples
+      reported), the entries in reverse order, and whether a run ran out of
+      fuel (then nothing more is run). *)
+  Record mstate := mkMstate {
+    ms_seen : list (list node); ms_out : list (node * manswer); ms_oof : bool }.
+
+  Definition ms_fuel (t : node) (s : mstate) : mstate :=
+    mkMstate (ms_seen s) ((t, MOutOfFuel) :: ms_out s) true.
+
+  (** Every tuple extending [ts] through the candidate functions [rest]
+      (the visited node [t] first), depth first in candidate order. *)
+  Fixpoint enum (fuel n m : nat) (ps : list pattern) (g : guard) (t : node)
+      (ts : list node) (rest : list (list node -> list node)) (s : mstate) : mstate :=
+    if ms_oof s then s else
+    match rest with
+    | [] =>
+        if existsb (same_set ts) (ms_seen s) then s else
+        match run_full fuel n m ps g ts with
+        | OSuccess Θ Φ =>
+            mkMstate (ts :: ms_seen s) ((t, MMatch ts (project Θ n) (project Φ m)) :: ms_out s)
+              (ms_oof s)
+        | OFailure => s
+        | OOutOfFuel => ms_fuel t s
         end
+    | f :: rest' =>
+        fold_left (fun s c =>
+          if ms_oof s || memb c ts then s else
+          match run_prefix fuel n m (firstn (S (length ts)) ps) (ts ++ [c]) with
+          | OSuccess _ _ => enum fuel n m ps g t (ts ++ [c]) rest' s
+          | OFailure => s
+          | OOutOfFuel => ms_fuel t s
+          end) (f ts) s
     end.
 
+  (** The visit of [t]: the index and the first root first (as in
+      [match_multi_c]), then the enumeration. *)
+  Definition visit (R : rindex) (fuel : nat) (mp : mpat) (cands : list (list node -> list node))
+      (s : mstate) (t : node) : mstate :=
+    if ms_oof s then s else
+    match mp_roots mp, bodies (mp_roots mp) with
+    | r1 :: _, Some (p1 :: ps') =>
+        if rs_mem (label G t) (ri_find R r1) then
+          match run_prefix fuel (mp_n mp) (mp_m mp) [p1] [t] with
+          | OSuccess _ _ => enum fuel (mp_n mp) (mp_m mp) (p1 :: ps') (mp_guard mp) t [t] cands s
+          | OFailure => s
+          | OOutOfFuel => ms_fuel t s
+          end
+        else s
+    | _, _ => s
+    end.
+
+  Definition mall (R : rindex) (fuel : nat) (mp : mpat) (cands : list (list node -> list node))
+      (nodes : list node) : list (node * manswer) :=
+    rev (ms_out (fold_left (visit R fuel mp cands) nodes (mkMstate [] [] false))).
+
   (** [pypm_match_all_multi]: the visited nodes [0..N-1] in increasing
-      order; at each, [match_multi]'s answer, unless it is "no match" or a
-      match whose set of nodes an earlier entry already has. The candidate
-      functions are built once ([UM]: the users table [users_map N], which
-      the library computes once per graph). *)
+      order, the candidate functions built once ([UM]: the users table
+      [users_map N], which the library computes once per graph). *)
   Definition match_all_multi_u (UM : VarMap.t (list node)) (fuel N : nat) (mp : mpat)
       : list (node * manswer) :=
-    let R := root_index D in mall R fuel mp (up_cands anchor_depth UM R N mp) [] (seq 0 N).
+    let R := root_index D in mall R fuel mp (up_cands anchor_depth UM R N mp) (seq 0 N).
 
   Definition match_all_multi (fuel N : nat) (mp : mpat) : list (node * manswer) :=
     match_all_multi_u (users_map N) fuel N mp.
@@ -1072,40 +1128,96 @@ Section Multi.
   (** The same with the index's candidates only (benchmark of the
       traversal). *)
   Definition match_all_multi_idx (fuel N : nat) (mp : mpat) : list (node * manswer) :=
-    let R := root_index D in mall R fuel mp (idx_cands R N mp) [] (seq 0 N).
+    let R := root_index D in mall R fuel mp (idx_cands R N mp) (seq 0 N).
 
-  Lemma mall_In : forall R fuel mp cands nodes seen t a,
-    In (t, a) (mall R fuel mp cands seen nodes) ->
-    In t nodes /\ match_multi_c R fuel mp cands t = a /\ a <> MNoMatch.
+  (** *** Folds *)
+
+  Lemma fold_inv : forall (P : mstate -> Prop) (f : mstate -> node -> mstate) cs s,
+    (forall s c, In c cs -> P s -> P (f s c)) -> P s -> P (fold_left f cs s).
   Proof.
-    intros R fuel mp cands nodes. induction nodes as [|t0 nodes IH]; intros seen t a H;
-      simpl in H; [destruct H|].
-    destruct (match_multi_c R fuel mp cands t0) as [ts bs fbs| |] eqn:E.
-    - destruct (existsb (same_set ts) seen).
-      + apply IH in H as [H1 H2]. split; [right|]; assumption.
-      + destruct H as [H|H].
-        * inversion H; subst. split; [left; reflexivity | split; [exact E | discriminate]].
-        * apply IH in H as [H1 H2]. split; [right|]; assumption.
-    - apply IH in H as [H1 H2]. split; [right|]; assumption.
-    - destruct H as [H|H].
-      + inversion H; subst. split; [left; reflexivity | split; [exact E | discriminate]].
-      + apply IH in H as [H1 H2]. split; [right|]; assumption.
+    intros P f cs. induction cs as [|c cs IH]; intros s Hf Hs; simpl; [exact Hs|].
+    apply IH; [intros; apply Hf; [right|]; assumption | apply Hf; [left; reflexivity | exact Hs]].
   Qed.
 
-  Theorem match_all_multi_In : forall fuel N mp t a,
-    In (t, a) (match_all_multi fuel N mp) ->
-    t < N /\ match_multi fuel N mp t = a /\ a <> MNoMatch.
+  (** [grows s s']: what [s] reported stays reported, fuel once spent stays
+      spent. *)
+  Definition grows (s s' : mstate) : Prop :=
+    (forall x, In x (ms_seen s) -> In x (ms_seen s')) /\ (ms_oof s = true -> ms_oof s' = true).
+
+  Lemma grows_refl : forall s, grows s s.
+  Proof. intros s. split; auto. Qed.
+
+  Lemma grows_trans : forall s1 s2 s3, grows s1 s2 -> grows s2 s3 -> grows s1 s3.
+  Proof. intros s1 s2 s3 [A B] [C E]. split; auto. Qed.
+
+  Lemma fold_grows : forall (f : mstate -> node -> mstate) cs s,
+    (forall s c, grows s (f s c)) -> grows s (fold_left f cs s).
   Proof.
-    intros fuel N mp t a H. apply mall_In in H as [H1 H2].
-    apply in_seq in H1. split; [lia | exact H2].
+    intros f cs. induction cs as [|c cs IH]; intros s Hf; simpl; [apply grows_refl|].
+    eapply grows_trans; [apply Hf | apply IH; exact Hf].
   Qed.
 
-  Theorem match_all_multi_idx_In : forall fuel N mp t a,
-    In (t, a) (match_all_multi_idx fuel N mp) ->
-    t < N /\ match_multi_idx fuel N mp t = a /\ a <> MNoMatch.
+  (** The state just after [c] in a fold over a list holding [c]. *)
+  Lemma fold_at : forall (f : mstate -> node -> mstate) cs s c,
+    (forall s c, grows s (f s c)) -> In c cs ->
+    exists s1, grows s s1 /\ grows (f s1 c) (fold_left f cs s).
   Proof.
-    intros fuel N mp t a H. apply mall_In in H as [H1 H2].
-    apply in_seq in H1. split; [lia | exact H2].
+    intros f cs s c Hf Hc. apply in_split in Hc as (l1 & l2 & ->).
+    rewrite fold_left_app. simpl. exists (fold_left f l1 s).
+    split; apply fold_grows; exact Hf.
+  Qed.
+
+  Lemma grows_fuel : forall t s, grows s (ms_fuel t s).
+  Proof. intros t s. split; simpl; auto. Qed.
+
+  Lemma enum_grows : forall fuel n m ps g t rest ts s,
+    grows s (enum fuel n m ps g t ts rest s).
+  Proof.
+    intros fuel n m ps g t rest. induction rest as [|f rest IH]; intros ts s; simpl;
+      destruct (ms_oof s) eqn:Ho; try apply grows_refl.
+    - destruct (existsb _ _); [apply grows_refl|].
+      destruct (run_full _ _ _ _ _ _); [|apply grows_refl|apply grows_fuel].
+      split; simpl; [intros x Hx; right; exact Hx | congruence].
+    - apply fold_grows. intros s' c. destruct (ms_oof s' || memb c ts); [apply grows_refl|].
+      destruct (run_prefix _ _ _ _ _); [apply IH | apply grows_refl | apply grows_fuel].
+  Qed.
+
+  Lemma visit_grows : forall R fuel mp cands s t, grows s (visit R fuel mp cands s t).
+  Proof.
+    intros R fuel mp cands s t. unfold visit. destruct (ms_oof s); [apply grows_refl|].
+    destruct (mp_roots mp) as [|r1 rs]; [apply grows_refl|].
+    destruct (bodies (r1 :: rs)) as [[|p1 ps']|]; try apply grows_refl.
+    destruct (rs_mem _ _); [|apply grows_refl].
+    destruct (run_prefix _ _ _ _ _); [apply enum_grows | apply grows_refl | apply grows_fuel].
+  Qed.
+
+  (** *** Soundness and "once" *)
+
+  (** The candidate functions give nodes [< N]. *)
+  Definition cands_below (N : nat) (cands : list (list node -> list node)) : Prop :=
+    forall f, In f cands -> forall ts c, In c (f ts) -> c < N.
+
+  Lemma ucands_below_all : forall ad UM R N rs ps earlier,
+    cands_below N (ucands ad UM R N earlier rs ps).
+  Proof.
+    intros ad UM R N rs. induction rs as [|r rs IH]; intros ps earlier f Hf ts c Hc;
+      destruct ps as [|p ps]; simpl in Hf; try contradiction.
+    destruct Hf as [<-|Hf]; [eapply cand_fn_below; exact Hc | eapply IH; eassumption].
+  Qed.
+
+  Lemma up_cands_below : forall ad UM R N mp, cands_below N (up_cands ad UM R N mp).
+  Proof.
+    intros ad UM R N mp f Hf. unfold up_cands in Hf.
+    destruct (mp_roots mp) as [|r1 rs]; [contradiction|].
+    destruct (bodies (r1 :: rs)) as [[|p1 ps]|]; try contradiction.
+    eapply ucands_below_all. exact Hf.
+  Qed.
+
+  Lemma idx_cands_below : forall R N mp, cands_below N (idx_cands R N mp).
+  Proof.
+    intros R N mp f Hf ts c Hc. unfold idx_cands, mcands in Hf.
+    apply in_map_iff in Hf as (l & <- & Hl). apply in_map_iff in Hl as (r & <- & _).
+    apply filter_In in Hc as [Hc _]. apply in_seq in Hc. lia.
   Qed.
 
   (** Two entries with the same set of nodes. *)
@@ -1114,100 +1226,377 @@ Section Multi.
       snd e1 = MMatch ts1 bs1 fbs1 /\ snd e2 = MMatch ts2 bs2 fbs2 /\
       forall x, In x ts1 <-> In x ts2.
 
-  Lemma mall_once : forall R fuel mp cands nodes seen,
-    ForallOrdPairs (fun e1 e2 => ~ same_entry e1 e2) (mall R fuel mp cands seen nodes) /\
-    forall t ts bs fbs s, In (t, MMatch ts bs fbs) (mall R fuel mp cands seen nodes) ->
-      In s seen -> same_set ts s = false.
+  (** What [mall]'s state holds: every entry is a match of the visited
+      node (its set among the reported ones) or a run out of fuel; no two
+      entries have the same set; every reported set is an entry's; spent
+      fuel is an entry. *)
+  Definition inv (N : nat) (mp : mpat) (s : mstate) : Prop :=
+    (forall t a, In (t, a) (ms_out s) -> t < N /\
+       match a with
+       | MMatch ts bs fbs => msound N mp t ts bs fbs /\ In ts (ms_seen s)
+       | MNoMatch => False
+       | MOutOfFuel => True
+       end) /\
+    ForallOrdPairs (fun e1 e2 => ~ same_entry e1 e2) (ms_out s) /\
+    (forall x, In x (ms_seen s) -> exists t bs fbs, In (t, MMatch x bs fbs) (ms_out s)) /\
+    (ms_oof s = true -> exists t, In (t, MOutOfFuel) (ms_out s)).
+
+  Lemma inv_fuel : forall N mp t s, t < N -> inv N mp s -> inv N mp (ms_fuel t s).
   Proof.
-    intros R fuel mp cands nodes. induction nodes as [|t0 nodes IH]; intros seen; simpl.
-    - split; [constructor | intros _ _ _ _ _ []].
-    - destruct (match_multi_c R fuel mp cands t0) as [ts bs fbs| |] eqn:E.
-      + destruct (existsb (same_set ts) seen) eqn:Ex; [apply IH|].
-        destruct (IH (ts :: seen)) as [Hp Hs]. split.
-        * constructor; [|exact Hp]. apply Forall_forall. intros [t2 a2] Hin Hsame.
-          destruct Hsame as (ts1 & bs1 & fbs1 & ts2 & bs2 & fbs2 & H1 & H2 & Hx).
-          simpl in H1, H2. inversion H1; subst. apply (Hs t2 ts2 bs2 fbs2 ts1) in Hin;
-            [|left; reflexivity].
-          rewrite same_set_sym in Hin. assert (Hy : same_set ts1 ts2 = true)
-            by (apply same_set_iff; exact Hx). congruence.
-        * intros t ts' bs' fbs' s [Hin|Hin] Hsn.
-          -- inversion Hin; subst. destruct (same_set ts' s) eqn:Es; auto.
-             assert (existsb (same_set ts') seen = true)
-               by (apply existsb_exists; exists s; auto). congruence.
-          -- eapply Hs; [exact Hin | right; exact Hsn].
-      + apply IH.
-      + destruct (IH seen) as [Hp Hs]. split.
-        * constructor; [|exact Hp]. apply Forall_forall. intros e _ Hsame.
-          destruct Hsame as (ts1 & b1 & f1 & ts2 & b2 & f2 & H1 & _). discriminate.
-        * intros t ts' bs' fbs' s [Hin|Hin] Hsn; [discriminate|]. eapply Hs; eauto.
+    intros N mp t s Ht (H1 & H2 & H3 & H4). unfold ms_fuel. split; [|split; [|split]]; simpl.
+    - intros t' a [E|E]; [inversion E; subst; split; auto|apply H1; exact E].
+    - constructor; [|exact H2]. apply Forall_forall. intros e _ Hs.
+      destruct Hs as (ts1 & b1 & f1 & ts2 & b2 & f2 & E & _). discriminate.
+    - intros x Hx. destruct (H3 x Hx) as (t' & bs & fbs & E). exists t', bs, fbs. right. exact E.
+    - intros _. exists t. left. reflexivity.
   Qed.
 
-  (** Every match once: no two entries of [match_all_multi] have the same
+  (** A successful last run of the enumeration is a match. *)
+  Lemma leaf_sound : forall fuel N mp ps t ts Θ Φ,
+    bodies (mp_roots mp) = Some ps -> length ps = length ts ->
+    hd_error ts = Some t -> Forall (fun c => c < N) (tl ts) -> NoDup ts ->
+    run_full fuel (mp_n mp) (mp_m mp) ps (mp_guard mp) ts = OSuccess Θ Φ ->
+    msound N mp t ts (project Θ (mp_n mp)) (project Φ (mp_m mp)).
+  Proof.
+    intros fuel N mp ps t ts Θ Φ Hb Hl Ht Hlt Hnd Hrun.
+    exists ps. split; [exact Hb|]. split; [exact Ht|]. split; [exact Hlt|].
+    destruct (project_props Θ (mp_n mp)) as [Hb1 Hs1].
+    destruct (project_props Φ (mp_m mp)) as [Hb2 Hs2].
+    split; [|repeat split; assumption].
+    unfold run_full in Hrun. apply run_start_success in Hrun.
+    apply Forall_push_inv in Hrun as [Hm Hg]; [|exact Hl].
+    apply Forall_cons_iff in Hg as [Hg _]. simpl in Hg.
+    split; [|split; [|exact Hnd]].
+    - eapply matches_list_ext; [| |exact Hm]; intros y; unfold tsub, fsub; simpl;
+        rewrite assoc_project; reflexivity.
+    - rewrite <- Hg. apply eval_guard_agree; intros y _; unfold tsub, fsub; simpl;
+        rewrite assoc_project; reflexivity.
+  Qed.
+
+  Lemma hd_snoc : forall (ts : list node) t c, hd_error ts = Some t -> hd_error (ts ++ [c]) = Some t.
+  Proof. intros [|a ts] t c H; [discriminate | exact H]. Qed.
+
+  Lemma tl_snoc : forall (ts : list node) t c, hd_error ts = Some t -> tl (ts ++ [c]) = tl ts ++ [c].
+  Proof. intros [|a ts] t c H; [discriminate | reflexivity]. Qed.
+
+  Lemma enum_inv : forall fuel N mp ps t rest ts s,
+    bodies (mp_roots mp) = Some ps -> cands_below N rest ->
+    length ts + length rest = length ps -> hd_error ts = Some t -> t < N ->
+    Forall (fun c => c < N) (tl ts) -> NoDup ts -> inv N mp s ->
+    inv N mp (enum fuel (mp_n mp) (mp_m mp) ps (mp_guard mp) t ts rest s).
+  Proof.
+    intros fuel N mp ps t rest. induction rest as [|f rest IH];
+      intros ts s Hb Hcb Hl Ht HtN Hlt Hnd Hi; simpl; destruct (ms_oof s) eqn:Ho; try exact Hi.
+    - destruct (existsb (same_set ts) (ms_seen s)) eqn:Ex; [exact Hi|].
+      destruct (run_full _ _ _ _ _ _) as [Θ Φ| |] eqn:E; [|exact Hi|apply inv_fuel; assumption].
+      simpl in Hl. rewrite Nat.add_0_r in Hl.
+      assert (Hs := leaf_sound _ _ _ _ _ _ _ _ Hb (eq_sym Hl) Ht Hlt Hnd E).
+      destruct Hi as (H1 & H2 & H3 & H4). split; [|split; [|split]]; simpl.
+      + intros t' a [Ee|Ee].
+        * inversion Ee; subst. split; [exact HtN | split; [exact Hs | left; reflexivity]].
+        * destruct (H1 t' a Ee) as [Hlt' Ha]. split; [exact Hlt'|].
+          destruct a as [ts' bs fbs| |]; auto. destruct Ha as [Ha Hin]. split; [exact Ha|right; exact Hin].
+      + constructor; [|exact H2]. apply Forall_forall. intros [t2 a2] Hin Hsame.
+        destruct Hsame as (ts1 & bs1 & fbs1 & ts2 & bs2 & fbs2 & E1 & E2 & Hx).
+        simpl in E1, E2. inversion E1; subst ts1 bs1 fbs1. subst a2.
+        destruct (H1 _ _ Hin) as [_ [_ Hin2]].
+        assert (existsb (same_set ts) (ms_seen s) = true)
+          by (apply existsb_exists; exists ts2; split; [exact Hin2 | apply same_set_iff; exact Hx]).
+        congruence.
+      + intros x [<-|Hx].
+        * exists t, (project Θ (mp_n mp)), (project Φ (mp_m mp)). left. reflexivity.
+        * destruct (H3 x Hx) as (t' & bs & fbs & E'). exists t', bs, fbs. right. exact E'.
+      + intros Ho'. discriminate.
+    - apply fold_inv; [|exact Hi]. intros s' c Hc Hi'.
+      destruct (ms_oof s' || memb c ts) eqn:Hm; [exact Hi'|].
+      apply orb_false_iff in Hm as [_ Hm].
+      assert (HcN : c < N) by (eapply Hcb; [left; reflexivity | exact Hc]).
+      destruct (run_prefix _ _ _ _ _); [|exact Hi'|apply inv_fuel; assumption].
+      apply IH.
+      + exact Hb.
+      + intros f' Hf'. apply Hcb. right. exact Hf'.
+      + rewrite app_length, <- Nat.add_assoc. exact Hl.
+      + apply hd_snoc. exact Ht.
+      + exact HtN.
+      + rewrite (tl_snoc _ _ _ Ht). apply Forall_app. split; [exact Hlt | constructor; auto].
+      + apply NoDup_snoc; [exact Hnd|]. intros Hin. apply memb_In in Hin. congruence.
+      + exact Hi'.
+  Qed.
+
+  Lemma visit_inv : forall R fuel N mp cands s t, t < N -> cands_ok N mp cands ->
+    cands_below N cands -> inv N mp s -> inv N mp (visit R fuel mp cands s t).
+  Proof.
+    intros R fuel N mp cands s t HtN [Hcl _] Hcb Hi. unfold visit. destruct (ms_oof s); [exact Hi|].
+    destruct (mp_roots mp) as [|r1 rs] eqn:Hr; [exact Hi|].
+    destruct (bodies (r1 :: rs)) as [[|p1 ps']|] eqn:Hb; try exact Hi.
+    destruct (rs_mem _ _); [|exact Hi].
+    destruct (run_prefix _ _ _ _ _); [|exact Hi|apply inv_fuel; assumption].
+    rewrite <- Hr in Hb. apply enum_inv; auto.
+    - simpl. rewrite (Hcl p1 ps' eq_refl). reflexivity.
+    - simpl. constructor.
+    - constructor; [intros []|constructor].
+  Qed.
+
+  Lemma ForallOrdPairs_snoc : forall A (R : A -> A -> Prop) l a,
+    ForallOrdPairs R l -> Forall (fun x => R x a) l -> ForallOrdPairs R (l ++ [a]).
+  Proof.
+    intros A R l a. induction l as [|x l IH]; intros H Ha; simpl.
+    - constructor; constructor.
+    - inversion H; subst. inversion Ha; subst. constructor; [|apply IH; assumption].
+      apply Forall_app. split; [assumption | constructor; [assumption | constructor]].
+  Qed.
+
+  Lemma ForallOrdPairs_rev : forall A (R : A -> A -> Prop) l,
+    (forall x y, R x y -> R y x) -> ForallOrdPairs R l -> ForallOrdPairs R (rev l).
+  Proof.
+    intros A R l Hsym. induction l as [|x l IH]; intros H; simpl; [constructor|].
+    inversion H; subst. apply ForallOrdPairs_snoc; [apply IH; assumption|].
+    apply Forall_forall. intros y Hy. apply Hsym. rewrite Forall_forall in *.
+    apply H2. apply in_rev. exact Hy.
+  Qed.
+
+  Lemma mall_inv : forall R fuel N mp cands nodes, cands_ok N mp cands -> cands_below N cands ->
+    (forall t, In t nodes -> t < N) ->
+    inv N mp (fold_left (visit R fuel mp cands) nodes (mkMstate [] [] false)).
+  Proof.
+    intros R fuel N mp cands nodes Hok Hcb Hn. apply fold_inv.
+    - intros s t Ht Hi. apply visit_inv; auto.
+    - split; [|split; [|split]]; simpl; try contradiction; try discriminate. constructor.
+  Qed.
+
+  Lemma same_entry_sym : forall e1 e2, ~ same_entry e1 e2 -> ~ same_entry e2 e1.
+  Proof.
+    intros e1 e2 H (ts1 & b1 & f1 & ts2 & b2 & f2 & E1 & E2 & Hx). apply H.
+    exists ts2, b2, f2, ts1, b1, f1. split; [exact E2|]. split; [exact E1|].
+    intros x. rewrite Hx. reflexivity.
+  Qed.
+
+  Lemma mall_sound : forall R fuel N mp cands nodes t a,
+    cands_ok N mp cands -> cands_below N cands -> (forall t, In t nodes -> t < N) ->
+    In (t, a) (mall R fuel mp cands nodes) ->
+    t < N /\ match a with
+             | MMatch ts bs fbs => msound N mp t ts bs fbs
+             | MNoMatch => False
+             | MOutOfFuel => True
+             end.
+  Proof.
+    intros R fuel N mp cands nodes t a Hok Hcb Hn H. unfold mall in H. apply in_rev in H.
+    destruct (mall_inv R fuel N mp cands nodes Hok Hcb Hn) as (H1 & _).
+    destruct (H1 t a H) as [Ht Ha]. split; [exact Ht|]. destruct a; tauto.
+  Qed.
+
+  Lemma mall_once : forall R fuel N mp cands nodes,
+    cands_ok N mp cands -> cands_below N cands -> (forall t, In t nodes -> t < N) ->
+    ForallOrdPairs (fun e1 e2 => ~ same_entry e1 e2) (mall R fuel mp cands nodes).
+  Proof.
+    intros R fuel N mp cands nodes Hok Hcb Hn. unfold mall. apply ForallOrdPairs_rev.
+    - intros x y. apply same_entry_sym.
+    - apply (mall_inv R fuel N mp cands nodes Hok Hcb Hn).
+  Qed.
+
+  (** *** Every set *)
+
+  Definition covered (s : mstate) (ts : list node) : Prop :=
+    exists x, In x (ms_seen s) /\ forall y, In y ts <-> In y x.
+
+  Lemma covered_grows : forall s s' ts, grows s s' -> covered s ts -> covered s' ts.
+  Proof. intros s s' ts [Hg _] (x & Hx & Hy). exists x. split; auto. Qed.
+
+  (** [done s ts]: [ts]'s set is reported, or fuel is spent. *)
+  Definition done (s : mstate) (ts : list node) : Prop := ms_oof s = true \/ covered s ts.
+
+  Lemma done_grows : forall s s' ts, grows s s' -> done s ts -> done s' ts.
+  Proof.
+    intros s s' ts Hg [H|H]; [left; apply (proj2 Hg); exact H | right; eapply covered_grows; eauto].
+  Qed.
+
+  Lemma enum_complete : forall fuel n m ps g t rest ts s suf σ ψ,
+    wf_defs D = true -> wf_multi ps g = true ->
+    incands ts suf rest ->
+    (forall x, n <= x -> σ x = None) -> (forall F, m <= F -> ψ F = None) ->
+    mmatches G D σ ψ ps g (ts ++ suf) ->
+    done (enum fuel n m ps g t ts rest s) (ts ++ suf).
+  Proof.
+    intros fuel n m ps g t rest. induction rest as [|f rest IH];
+      intros ts s suf σ ψ Hd Hw Hs Hσ Hψ Hmm; simpl;
+      destruct (ms_oof s) eqn:Ho; try (left; exact Ho).
+    - destruct suf; [|contradiction]. rewrite app_nil_r in *.
+      destruct (existsb (same_set ts) (ms_seen s)) eqn:Ex.
+      + right. apply existsb_exists in Ex as (x & Hx & Hxs). exists x.
+        split; [exact Hx | apply same_set_iff; exact Hxs].
+      + destruct Hmm as [Hm [Hg Hn]].
+        destruct (run_full fuel n m ps g ts) eqn:E.
+        * right. exists ts. simpl. split; [left; reflexivity | tauto].
+        * exfalso. assert (Hl : length ps = length ts) by (eapply matches_list_length; eauto).
+          eapply run_start_fail; [exact Hd | apply wfk_full; eauto | apply below_full | exact E |].
+          apply holds_of_fun; auto. constructor; [|constructor]. simpl.
+          rewrite <- Hg. apply eval_guard_agree; intros y _; unfold tsub, fsub; simpl;
+            apply gsub_ident_of_fun; auto.
+        * left. reflexivity.
+    - destruct suf as [|c suf']; [contradiction|]. destruct Hs as [Hc Hs'].
+      set (step := fun s c =>
+          if ms_oof s || memb c ts then s else
+          match run_prefix fuel n m (firstn (S (length ts)) ps) (ts ++ [c]) with
+          | OSuccess _ _ => enum fuel n m ps g t (ts ++ [c]) rest s
+          | OFailure => s
+          | OOutOfFuel => ms_fuel t s
+          end).
+      assert (Hsg : forall s c, grows s (step s c)).
+      { intros s0 c0. unfold step. destruct (ms_oof s0 || memb c0 ts); [apply grows_refl|].
+        destruct (run_prefix _ _ _ _ _); [apply enum_grows | apply grows_refl | apply grows_fuel]. }
+      destruct (fold_at step (f ts) s c Hsg Hc) as (s1 & _ & Hg1).
+      apply (done_grows _ _ _ Hg1). unfold step.
+      destruct (ms_oof s1) eqn:Ho1; [left; exact Ho1|].
+      assert (Hnin : ~ In c ts).
+      { destruct Hmm as [_ [_ Hn]]. intros Hin. apply NoDup_remove_2 in Hn. apply Hn.
+        apply in_or_app. left. exact Hin. }
+      destruct (memb c ts) eqn:Hmb; [apply memb_In in Hmb; contradiction|]. cbn [orb].
+      replace (ts ++ c :: suf') with ((ts ++ [c]) ++ suf') in *
+        by (rewrite <- app_assoc; reflexivity).
+      destruct (run_prefix _ _ _ _ _) eqn:E.
+      + apply IH with (σ := σ) (ψ := ψ); auto.
+      + exfalso. destruct Hmm as [Hm _]. apply matches_list_prefix in Hm.
+        rewrite app_length, Nat.add_comm in Hm. simpl in Hm.
+        assert (Hl := matches_list_length _ _ _ _ Hm).
+        eapply run_start_fail; [exact Hd | | apply below_prefix | exact E |].
+        * apply wfk_prefix; [exact Hl|]. apply forallb_firstn.
+          unfold wf_multi in Hw. apply andb_true_iff in Hw as [Hw _].
+          apply andb_true_iff in Hw as [Hw _]. exact Hw.
+        * apply holds_of_fun; auto.
+      + left. reflexivity.
+  Qed.
+
+  Lemma visit_complete : forall fuel N mp cands s t suf ps σ ψ,
+    cands_complete N mp cands -> wf_defs D = true ->
+    bodies (mp_roots mp) = Some ps -> wf_multi ps (mp_guard mp) = true ->
+    (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
+    Forall (fun c => c < N) suf -> mmatches G D σ ψ ps (mp_guard mp) (t :: suf) ->
+    done (visit (root_index D) fuel mp cands s t) (t :: suf).
+  Proof.
+    intros fuel N mp cands s t suf ps σ ψ Hcc Hd Hb Hw Hσ Hψ Hlt Hmm. unfold visit.
+    destruct (ms_oof s) eqn:Ho; [left; exact Ho|].
+    assert (Hb0 := Hb).
+    destruct (mp_roots mp) as [|r1 rs] eqn:Hr.
+    - simpl in Hb. inversion Hb; subst. destruct Hmm as [Hm _]. inversion Hm.
+    - rewrite Hb. simpl in Hb. destruct (nth_error D r1) as [d1|] eqn:Hd1; [|discriminate].
+      destruct (bodies rs) as [ps''|] eqn:Hbs; [|discriminate].
+      inversion Hb; subst ps.
+      assert (Hmm0 := Hmm). destruct Hmm as [Hm [Hg Hn]].
+      inversion Hm as [|σ' ψ' p' ps0 t' ts0 Hm1 Hms]; subst.
+      rewrite (root_index_sound G D r1 d1 σ ψ t Hd1 Hm1).
+      destruct (run_prefix _ _ _ _ _) eqn:E.
+      + change (t :: suf) with ([t] ++ suf).
+        apply (enum_complete _ _ _ _ _ _ _ _ _ _ σ ψ Hd Hw); [| exact Hσ | exact Hψ | exact Hmm0].
+        rewrite <- Hr in Hb0. eapply Hcc; eauto.
+      + exfalso. eapply run_start_fail; [exact Hd | | apply below_prefix | exact E |].
+        * apply wfk_prefix; [reflexivity|]. unfold wf_multi in Hw.
+          apply andb_true_iff in Hw as [Hw _]. apply andb_true_iff in Hw as [Hw _].
+          simpl in Hw. apply andb_true_iff in Hw as [Hw _]. simpl. rewrite Hw. reflexivity.
+        * apply holds_of_fun; auto. constructor; [exact Hm1 | constructor].
+      + left. reflexivity.
+  Qed.
+
+  Lemma mall_sets : forall fuel N mp cands nodes ps ts σ ψ,
+    cands_ok N mp cands -> cands_below N cands -> cands_complete N mp cands ->
+    (forall t, In t nodes -> t < N) ->
+    wf_defs D = true -> bodies (mp_roots mp) = Some ps -> wf_multi ps (mp_guard mp) = true ->
+    (forall t, ~ In (t, MOutOfFuel) (mall (root_index D) fuel mp cands nodes)) ->
+    (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
+    (forall c, In c ts -> In c nodes) -> Forall (fun c => c < N) ts -> ts <> [] ->
+    mmatches G D σ ψ ps (mp_guard mp) ts ->
+    exists t ts' bs fbs, In (t, MMatch ts' bs fbs) (mall (root_index D) fuel mp cands nodes) /\
+      forall x, In x ts <-> In x ts'.
+  Proof.
+    intros fuel N mp cands nodes ps ts σ ψ Hok Hcb Hcc Hn Hd Hb Hw Hoof Hσ Hψ Hin Hlt Hne Hmm.
+    destruct ts as [|t suf]; [contradiction|].
+    set (R := root_index D). set (sf := fold_left (visit R fuel mp cands) nodes (mkMstate [] [] false)).
+    destruct (mall_inv R fuel N mp cands nodes Hok Hcb Hn) as (_ & _ & H3 & H4). fold sf in H3, H4.
+    destruct (fold_at (visit R fuel mp cands) nodes (mkMstate [] [] false) t
+                (visit_grows R fuel mp cands) (Hin t (or_introl eq_refl))) as (s1 & _ & Hg).
+    assert (Hdone : done sf (t :: suf)).
+    { apply (done_grows _ _ _ Hg). eapply visit_complete; eauto. inversion Hlt; assumption. }
+    destruct Hdone as [Ho|(x & Hx & Hxs)].
+    - destruct (H4 Ho) as [t' Ht']. exfalso. apply (Hoof t'). unfold mall. apply in_rev.
+      rewrite rev_involutive. exact Ht'.
+    - destruct (H3 x Hx) as (t' & bs & fbs & E). exists t', x, bs, fbs. split; [|exact Hxs].
+      unfold mall. apply in_rev. rewrite rev_involutive. exact E.
+  Qed.
+
+  Lemma seq_lt : forall N t, In t (seq 0 N) -> t < N.
+  Proof. intros N t H. apply in_seq in H. lia. Qed.
+
+  (** An entry of [match_all_multi] is a match of distinct nodes, the first
+      at the entry's node, bindings sorted and only of the shared
+      variables — or a run out of fuel (never "no match"). *)
+  Theorem match_all_multi_sound : forall fuel N mp t a,
+    In (t, a) (match_all_multi fuel N mp) ->
+    t < N /\ match a with
+             | MMatch ts bs fbs => msound N mp t ts bs fbs
+             | MNoMatch => False
+             | MOutOfFuel => True
+             end.
+  Proof.
+    intros fuel N mp t a H. eapply mall_sound; [apply up_cands_ok | apply up_cands_below | |exact H].
+    apply seq_lt.
+  Qed.
+
+  (** Every set once: no two entries of [match_all_multi] have the same
       set of nodes (a symmetric pattern is reported once per set of
       nodes, not once per permutation of its roots). *)
   Theorem match_all_multi_once : forall fuel N mp,
     ForallOrdPairs (fun e1 e2 => ~ same_entry e1 e2) (match_all_multi fuel N mp).
-  Proof. intros. apply mall_once. Qed.
-
-  Lemma seq_sorted : forall s n, StronglySorted lt (seq s n).
   Proof.
-    intros s n. revert s. induction n as [|n IH]; intros s; simpl; constructor; auto.
-    apply Forall_forall. intros x Hx. apply in_seq in Hx. lia.
+    intros fuel N mp. apply mall_once with (N := N); [apply up_cands_ok | apply up_cands_below | apply seq_lt].
   Qed.
 
-  Lemma mall_complete : forall R fuel mp cands nodes seen t a,
-    StronglySorted lt nodes -> In t nodes ->
-    match_multi_c R fuel mp cands t = a -> a <> MNoMatch ->
-    In (t, a) (mall R fuel mp cands seen nodes) \/
-    exists ts bs fbs, a = MMatch ts bs fbs /\
-      ((exists s, In s seen /\ forall x, In x ts <-> In x s) \/
-       exists t' ts' bs' fbs', In (t', MMatch ts' bs' fbs') (mall R fuel mp cands seen nodes) /\
-         t' < t /\ forall x, In x ts <-> In x ts').
-  Proof.
-    intros R fuel mp cands nodes. induction nodes as [|t0 nodes IH];
-      intros seen t a Hsort Ht Ha Hno; [destruct Ht|].
-    inversion Hsort as [|x l Hsort' Hlt]; subst x l. simpl.
-    destruct Ht as [<-|Ht].
-    - rewrite Ha. destruct a as [ts bs fbs| |]; [|congruence|left; left; reflexivity].
-      destruct (existsb (same_set ts) seen) eqn:Ex; [|left; left; reflexivity].
-      right. exists ts, bs, fbs. split; [reflexivity|]. left.
-      apply existsb_exists in Ex as [s [Hs Hss]]. exists s. split; [exact Hs|].
-      apply same_set_iff. exact Hss.
-    - assert (Htl : t0 < t) by (rewrite Forall_forall in Hlt; apply Hlt; exact Ht).
-      destruct (match_multi_c R fuel mp cands t0) as [ts0 bs0 fbs0| |] eqn:E0.
-      + destruct (existsb (same_set ts0) seen) eqn:Ex.
-        * exact (IH seen t a Hsort' Ht Ha Hno).
-        * destruct (IH (ts0 :: seen) t a Hsort' Ht Ha Hno) as [Hin|(ts & bs & fbs & -> & Hor)].
-          -- left. right. exact Hin.
-          -- right. exists ts, bs, fbs. split; [reflexivity|].
-             destruct Hor as [(s & [<-|Hs] & Hx)|(t' & ts' & bs' & fbs' & Hin & Hlt' & Hx)].
-             ++ right. exists t0, ts0, bs0, fbs0. split; [left; reflexivity|]. auto.
-             ++ left. exists s. auto.
-             ++ right. exists t', ts', bs', fbs'. split; [right; exact Hin|]. auto.
-      + exact (IH seen t a Hsort' Ht Ha Hno).
-      + destruct (IH seen t a Hsort' Ht Ha Hno) as [Hin|(ts & bs & fbs & -> & Hor)].
-        * left. right. exact Hin.
-        * right. exists ts, bs, fbs. split; [reflexivity|].
-          destruct Hor as [Hs|(t' & ts' & bs' & fbs' & Hin & Hlt' & Hx)]; [left; exact Hs|].
-          right. exists t', ts', bs', fbs'. split; [right; exact Hin|]. auto.
-  Qed.
-
-  (** ... and at least once: every node's answer that is not "no match"
-      is an entry, or a match whose set of nodes an entry of an earlier
-      node has. *)
-  Theorem match_all_multi_complete : forall fuel N mp t a,
-    t < N -> match_multi fuel N mp t = a -> a <> MNoMatch ->
-    In (t, a) (match_all_multi fuel N mp) \/
-    exists ts bs fbs t' ts' bs' fbs', a = MMatch ts bs fbs /\
-      In (t', MMatch ts' bs' fbs') (match_all_multi fuel N mp) /\ t' < t /\
+  (** ... and every set: with no entry out of fuel, every tuple of nodes
+      of the graph that matches under some substitution of the shared
+      variables has its set of nodes among the entries. *)
+  Theorem match_all_multi_sets : forall fuel N mp ps ts σ ψ,
+    wf_defs D = true -> bodies (mp_roots mp) = Some ps -> wf_multi ps (mp_guard mp) = true ->
+    (forall t, ~ In (t, MOutOfFuel) (match_all_multi fuel N mp)) ->
+    (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
+    ts <> [] -> Forall (fun c => c < N) ts ->
+    mmatches G D σ ψ ps (mp_guard mp) ts ->
+    exists t ts' bs fbs, In (t, MMatch ts' bs fbs) (match_all_multi fuel N mp) /\
       forall x, In x ts <-> In x ts'.
   Proof.
-    intros fuel N mp t a Ht Ha Hno.
-    destruct (mall_complete (root_index D) fuel mp
-                (up_cands anchor_depth (users_map N) (root_index D) N mp)
-                (seq 0 N) [] t a (seq_sorted 0 N)) as [H|(ts & bs & fbs & -> & H)];
-      [apply in_seq; lia | exact Ha | exact Hno | left; exact H|].
-    right. destruct H as [(s & [] & _)|(t' & ts' & bs' & fbs' & Hin & Hlt & Hx)].
-    exists ts, bs, fbs, t', ts', bs', fbs'. auto.
+    intros fuel N mp ps ts σ ψ Hd Hb Hw Hoof Hσ Hψ Hne Hlt Hmm.
+    eapply mall_sets; eauto using up_cands_ok, up_cands_below, up_cands_complete, seq_lt.
+    intros c Hc. apply in_seq. rewrite Forall_forall in Hlt. specialize (Hlt c Hc). lia.
   Qed.
+
+  (** The index-only candidates: the same three. *)
+  Theorem match_all_multi_idx_sound : forall fuel N mp t a,
+    In (t, a) (match_all_multi_idx fuel N mp) ->
+    t < N /\ match a with
+             | MMatch ts bs fbs => msound N mp t ts bs fbs
+             | MNoMatch => False
+             | MOutOfFuel => True
+             end.
+  Proof.
+    intros fuel N mp t a H. eapply mall_sound; [apply idx_cands_ok | apply idx_cands_below | |exact H].
+    apply seq_lt.
+  Qed.
+
+  Theorem match_all_multi_idx_once : forall fuel N mp,
+    ForallOrdPairs (fun e1 e2 => ~ same_entry e1 e2) (match_all_multi_idx fuel N mp).
+  Proof.
+    intros fuel N mp. apply mall_once with (N := N); [apply idx_cands_ok | apply idx_cands_below | apply seq_lt].
+  Qed.
+
+  Theorem match_all_multi_idx_sets : forall fuel N mp ps ts σ ψ,
+    wf_defs D = true -> bodies (mp_roots mp) = Some ps -> wf_multi ps (mp_guard mp) = true ->
+    (forall t, ~ In (t, MOutOfFuel) (match_all_multi_idx fuel N mp)) ->
+    (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
+    ts <> [] -> Forall (fun c => c < N) ts ->
+    mmatches G D σ ψ ps (mp_guard mp) ts ->
+    exists t ts' bs fbs, In (t, MMatch ts' bs fbs) (match_all_multi_idx fuel N mp) /\
+      forall x, In x ts <-> In x ts'.
+  Proof.
+    intros fuel N mp ps ts σ ψ Hd Hb Hw Hoof Hσ Hψ Hne Hlt Hmm.
+    eapply mall_sets; eauto using idx_cands_ok, idx_cands_below, idx_cands_complete, seq_lt.
+    intros c Hc. apply in_seq. rewrite Forall_forall in Hlt. specialize (Hlt c Hc). lia.
+  Qed.
+
 End Multi.

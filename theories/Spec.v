@@ -349,25 +349,31 @@ Definition S_match_multi_idx_fail_sound : Prop :=
     (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
     ~ mmatches G D σ ψ ps (mp_guard mp) ts.
 
-(** [pypm_match_all_multi]: its entries are [match_multi]'s answers ... *)
-Definition S_match_all_multi_In : Prop :=
-  forall G D fuel N mp t a,
-    In (t, a) (match_all_multi G D fuel N mp) ->
-    t < N /\ match_multi G D fuel N mp t = a /\ a <> MNoMatch.
+(** [pypm_match_all_multi]: every entry is a match of distinct nodes, the
+    first at the entry's node (or a run out of fuel, never "no match") ... *)
+Definition S_match_all_multi_sound : Prop :=
+  forall G D fuel N mp t ts bs fbs,
+    In (t, MMatch ts bs fbs) (match_all_multi G D fuel N mp) ->
+    t < N /\ exists ps, bodies D (mp_roots mp) = Some ps /\
+      hd_error ts = Some t /\ Forall (fun c => c < N) (tl ts) /\
+      mmatches G D (assoc bs) (assoc fbs) ps (mp_guard mp) ts.
 
 (** ... each set of nodes at most once (not once per permutation) ... *)
 Definition S_match_all_multi_once : Prop :=
   forall G D fuel N mp,
     ForallOrdPairs (fun e1 e2 => ~ same_entry e1 e2) (match_all_multi G D fuel N mp).
 
-(** ... and at least once: every node's answer is an entry or has the set
-    of nodes of an entry of an earlier node. *)
-Definition S_match_all_multi_complete : Prop :=
-  forall G D fuel N mp t a,
-    t < N -> match_multi G D fuel N mp t = a -> a <> MNoMatch ->
-    In (t, a) (match_all_multi G D fuel N mp) \/
-    exists ts bs fbs t' ts' bs' fbs', a = MMatch ts bs fbs /\
-      In (t', MMatch ts' bs' fbs') (match_all_multi G D fuel N mp) /\ t' < t /\
+(** ... and every set: unless an entry says fuel ran out, every tuple of
+    nodes of the graph that matches, under any substitution of the shared
+    variables, has its set of nodes among the entries. *)
+Definition S_match_all_multi_sets : Prop :=
+  forall G D fuel N mp ps ts σ ψ,
+    wf_defs D = true -> bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+    (forall t, ~ In (t, MOutOfFuel) (match_all_multi G D fuel N mp)) ->
+    (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
+    ts <> [] -> Forall (fun c => c < N) ts ->
+    mmatches G D σ ψ ps (mp_guard mp) ts ->
+    exists t ts' bs fbs, In (t, MMatch ts' bs fbs) (match_all_multi G D fuel N mp) /\
       forall x, In x ts <-> In x ts'.
 
 (** ** Each statement is proved by the named theorem *)
@@ -438,12 +444,16 @@ Lemma spec_mmatches_one : S_mmatches_one.
 Proof. exact mmatches_one. Qed.
 Lemma spec_mmatches_perm : S_mmatches_perm.
 Proof. exact mmatches_perm. Qed.
-Lemma spec_match_all_multi_In : S_match_all_multi_In.
-Proof. exact match_all_multi_In. Qed.
+Lemma spec_match_all_multi_sound : S_match_all_multi_sound.
+Proof.
+  intros G D fuel N mp t ts bs fbs H.
+  destruct (match_all_multi_sound G D fuel N mp t _ H) as [Ht (ps & H1 & H2 & H3 & H4 & _)].
+  split; [exact Ht|]. exists ps. auto.
+Qed.
 Lemma spec_match_all_multi_once : S_match_all_multi_once.
 Proof. exact match_all_multi_once. Qed.
-Lemma spec_match_all_multi_complete : S_match_all_multi_complete.
-Proof. exact match_all_multi_complete. Qed.
+Lemma spec_match_all_multi_sets : S_match_all_multi_sets.
+Proof. exact match_all_multi_sets. Qed.
 Lemma spec_users_map_complete : S_users_map_complete.
 Proof. intros G N u c. exact (users_map_complete G N u c). Qed.
 Lemma spec_up_cands_complete : S_up_cands_complete.

@@ -63,9 +63,9 @@ Print Assumptions match_multi_sound.
 Print Assumptions match_multi_fail_sound.
 Print Assumptions mmatches_one.
 Print Assumptions mmatches_perm.
-Print Assumptions match_all_multi_In.
+Print Assumptions match_all_multi_sound.
 Print Assumptions match_all_multi_once.
-Print Assumptions match_all_multi_complete.
+Print Assumptions match_all_multi_sets.
 (* the specification file (Spec.v): each statement is proved *)
 Print Assumptions spec_match_weakening.
 Print Assumptions spec_match_pattern_sound.
@@ -96,9 +96,9 @@ Print Assumptions spec_match_multi_sound.
 Print Assumptions spec_match_multi_fail_sound.
 Print Assumptions spec_mmatches_one.
 Print Assumptions spec_mmatches_perm.
-Print Assumptions spec_match_all_multi_In.
+Print Assumptions spec_match_all_multi_sound.
 Print Assumptions spec_match_all_multi_once.
-Print Assumptions spec_match_all_multi_complete.
+Print Assumptions spec_match_all_multi_sets.
 Print Assumptions spec_users_map_complete.
 Print Assumptions spec_up_cands_complete.
 Print Assumptions spec_match_multi_idx_sound.

@@ -21,12 +21,18 @@ index admits. Candidates are tried in id order, skipping nodes already
 used, pruning one as soon as the roots so far have no common match (a
 choice point, backtracked like an alternate); the answer is the first
 tuple in that order and, for it, the first solution in priority order.
-``pm.match_all`` reports each *set* of nodes once, not once per permutation
-(``Multi.match_all_multi_once``), at the smallest node that is the first
-root of a match with that set (``Multi.match_all_multi_complete``), the
-roots taken in the order :func:`root_order` chooses (``Multi.mmatches_perm``:
-any order finds the same sets); matches report their roots in the written
-order.
+
+``pm.match_all`` reports every *set* of nodes that matches, once
+(``Multi.match_all_multi_sets``, ``Multi.match_all_multi_once``): it
+visits the nodes in increasing order as the first root and, at each, walks
+*every* tuple the search above would try (same candidates, same pruning),
+not only the first; a tuple whose set is already reported is skipped
+before its last run, otherwise the tuple is reported with its first
+solution. So each set is reported at the smallest node that is the first
+root of a match with that set, in the root order :func:`root_order`
+chooses (``Multi.mmatches_perm``: any order finds the same sets); matches
+report their roots in the written order. Fuel: each run has its own
+budget; a run out of fuel ends the enumeration (:class:`OutOfFuel`).
 
 The verified engine runs the extracted ``Multi.match_multi_c`` /
 ``match_all_multi`` (``pypm_match_multi``); the reference engine below is
@@ -311,6 +317,42 @@ def _first(prog: MultiProgram, node: Node, fuel: int, cands=None):
     return ts, theta, phi
 
 
+def _every(prog: MultiProgram, graph: Graph, fuel: int) -> List[MultiMatch]:
+    """``Multi.mall``: at each node (increasing ids) as the first root,
+    every tuple :func:`_first`'s search would try, depth first in candidate
+    order; a tuple whose set is already reported is skipped before its last
+    run, otherwise reported with its first solution."""
+    cands = _candidates(prog, graph)
+    out: List[MultiMatch] = []
+    seen = set()
+
+    def walk(ts):
+        i = len(ts) - 1
+        if i == len(cands):
+            key = frozenset(t.id for t in ts)
+            if key in seen:
+                return
+            s = _run(prog, ts, True, fuel)
+            if s is not None:
+                seen.add(key)
+                out.append(prog.make(list(ts), {v: s[0][v] for v in range(prog.n) if v in s[0]},
+                                     {F: s[1][F] for F in range(prog.m) if F in s[1]}))
+            return
+        used = {t.id for t in ts}
+        for c in cands[i](ts):
+            if c.id not in used and _run(prog, ts + [c], False, fuel) is not None:
+                walk(ts + [c])
+
+    for node in graph.nodes:
+        try:
+            if (core.root_admits(prog.defs, prog.roots[0], node.label)
+                    and _run(prog, [node], False, fuel) is not None):
+                walk([node])
+        except OutOfFuel:
+            raise _oof(prog, node.id) from None
+    return out
+
+
 # ----------------------------------------------------------------- answers
 
 
@@ -398,7 +440,9 @@ def _answer(prog: MultiProgram, graph: Graph, entry) -> Optional[MultiMatch]:
 def match_all_multi(pattern, graph: Graph, engine: str = "verified",
                     fuel: Optional[int] = None, order: str = "auto") -> List[MultiMatch]:
     """Every set of nodes the multi-root ``pattern`` matches, once
-    (``Multi.match_all_multi``), in the order of their first roots.
+    (``Multi.match_all_multi``: sound, every set, each once), in the order
+    of their first roots (the smallest node that is the first root of a
+    match with that set).
     ``order``: ``"auto"`` searches the roots in :func:`root_order`'s order,
     ``"written"`` in the written one (same sets, ``Multi.mmatches_perm``)."""
     prog = program(pattern)
@@ -409,21 +453,7 @@ def match_all_multi(pattern, graph: Graph, engine: str = "verified",
     elif order != "written":
         raise ValueError(f"order must be 'auto' or 'written', not {order!r}")
     if engine == "reference":
-        out, seen = [], []
-        cands = _candidates(prog, graph)
-        for node in graph.nodes:
-            try:
-                r = _first(prog, node, _fuel(fuel), cands)
-            except OutOfFuel:
-                raise _oof(prog, node.id) from None
-            if r is None:
-                continue
-            ids = frozenset(t.id for t in r[0])
-            if ids in seen:
-                continue
-            seen.append(ids)
-            out.append(prog.make(*r))
-        return out
+        return _every(prog, graph, _fuel(fuel))
     entries = binding.match_multi(graph, prog.defs, prog.roots, prog.spec, -1, fuel,
                                   _owner(pattern))
     return [_answer(prog, graph, e) for e in entries]
