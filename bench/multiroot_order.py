@@ -12,12 +12,22 @@ where the written first root's operator is frequent:
 benchmark checks that all three report the same sets. Runs are interleaved
 (each repetition times the three in turn) and the table gives ratios.
 
-    PYTHONPATH=python python bench/multiroot_order.py
+    PYTHONPATH=python python bench/multiroot_order.py [--before-lib OLD.so]
+
+A second table (issue 28) gives the cost of reporting *every* set of nodes
+(``Multi.match_all_multi`` now: every tuple at each first root) against the
+first tuple per node only (the previous ``match_all``, which lost sets):
+the reference engine both ways in this process (the previous loop is kept
+below as the baseline), and the verified engine before/after when
+``--before-lib`` names a library built from the previous commit (run in a
+subprocess with ``PYPM_VERIFIED_LIB``).
 """
 from __future__ import annotations
 
+import json
 import os
 import random
+import subprocess
 import sys
 import time
 
@@ -72,6 +82,112 @@ def graph(n_frequent: int, n_rare: int, seed: int = 0) -> pm.Graph:
     return g
 
 
+@pm.pattern
+def QK(x, wq, bq, wk, bk):
+    return Lin(x, wq, bq), Lin(x, wk, bk)
+
+
+@pm.pattern
+def QKV(x, wq, bq, wk, bk, wv, bv):
+    return Lin(x, wq, bq), Lin(x, wk, bk), Lin(x, wv, bv)
+
+
+def heads(groups: int, per: int) -> pm.Graph:
+    """``groups`` inputs, each read by ``per`` Lins (siblings)."""
+    g = pm.Graph()
+    b = g.input("b")
+    for i in range(groups):
+        x = g.input(f"x{i}")
+        for j in range(per):
+            g.apply(Lin, x, g.input(f"w{i}_{j}"), b)
+    return g
+
+
+def first_tuples(pat, g):
+    """The previous ``match_all`` (reference engine): the first tuple at
+    each node, a set already seen dropped. Loses sets; the baseline."""
+    prog = multi.program(pat)
+    prog = prog.reordered(multi.root_order(prog, g))
+    cands = multi._candidates(prog, g)
+    out, seen = [], set()
+    for node in g.nodes:
+        r = multi._first(prog, node, multi._fuel(None), cands)
+        if r is not None and frozenset(t.id for t in r[0]) not in seen:
+            seen.add(frozenset(t.id for t in r[0]))
+            out.append(r)
+    return out
+
+
+CASES = (("QK", "heads", (200, 2)), ("QK", "heads", (200, 4)), ("QKV", "heads", (200, 3)),
+         ("QKV", "heads", (100, 6)), ("R3", "graph", (2000, 20)), ("R3", "graph", (10000, 50)))
+
+
+def case_graph(kind, args):
+    return heads(*args) if kind == "heads" else graph(*args)
+
+
+def time_verified(reps):
+    """Best-of-``reps`` ms of the verified ``match_all`` on every case (run
+    in a subprocess for the library before the change) and the sets."""
+    out = []
+    for name, kind, args in CASES:
+        pat, g = globals()[name], case_graph(kind, args)
+        found = multi.match_all_multi(pat, g, "verified")
+        best = float("inf")
+        for _ in range(reps):
+            t = time.perf_counter()
+            multi.match_all_multi(pat, g, "verified")
+            best = min(best, time.perf_counter() - t)
+        out.append((best * 1e3, len(found)))
+    return out
+
+
+def every_set_table(reps, before_lib):
+    before = None
+    if before_lib:
+        env = dict(os.environ, PYPM_VERIFIED_LIB=before_lib)
+        r = subprocess.run([sys.executable, __file__, "--verified-times", str(reps)], env=env,
+                           capture_output=True, text=True, check=True)
+        before = json.loads(r.stdout.strip().splitlines()[-1])
+    after = time_verified(reps)
+    rows = []
+    for i, (name, kind, args) in enumerate(CASES):
+        pat, g = globals()[name], case_graph(kind, args)
+        every = multi.match_all_multi(pat, g, "reference")
+        first = first_tuples(pat, g)
+        assert {frozenset(t.id for t in r[0]) for r in first} <= \
+            {frozenset(t.id for t in m.roots) for m in every}
+        best = {"every": float("inf"), "first": float("inf")}
+        for _ in range(reps):
+            t = time.perf_counter()
+            multi.match_all_multi(pat, g, "reference")
+            best["every"] = min(best["every"], time.perf_counter() - t)
+            t = time.perf_counter()
+            first_tuples(pat, g)
+            best["first"] = min(best["first"], time.perf_counter() - t)
+        rows.append((name, f"{kind}{args}", len(g), len(first), len(every),
+                     best["first"] * 1e3, best["every"] * 1e3,
+                     None if before is None else before[i], after[i]))
+        print(rows[-1], flush=True)
+    lines = ["", "## Every set vs the first tuple per node (issue 28)", "",
+             "`match_all` used to keep, at each node, only the first tuple (sets lost: the"
+             " `first` columns); it now walks every tuple at each first root, skipping a set"
+             " already reported before its last run (`every`). `heads(G, L)`: G inputs each"
+             " read by L sibling `Lin`s (QK: C(L,2) sets per input; QKV: C(L,3)); `graph`: the"
+             " R3 graphs above (one set per rare input either way). Reference engine in this"
+             " process, best of each; verified before (the previous commit's library, in a"
+             " subprocess) and after, best of each. Sets: what each reports.", "",
+             "| pattern | graph | nodes | sets (first) | sets (every) | reference first ms |"
+             " reference every ms | every/first | verified before ms | verified after ms |"
+             " after/before |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, gname, n, nf, ne, rf, re_, b, a in rows:
+        bcol = "n/a" if b is None else f"{b[0]:.1f}"
+        ratio = "n/a" if b is None else f"{a[0] / b[0]:.2f}x"
+        lines.append(f"| {name} | {gname} | {n} | {nf} | {ne} | {rf:.1f} | {re_:.1f} |"
+                     f" {re_ / rf:.2f}x | {bcol} | {a[0]:.1f} | {ratio} |")
+    return lines
+
+
 def variants(pat, g):
     prog = multi.program(pat)
     return {
@@ -86,6 +202,11 @@ def sets(ms):
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--verified-times"]:
+        print(json.dumps(time_verified(int(argv[1]))))
+        return 0
+    before_lib = argv[argv.index("--before-lib") + 1] if "--before-lib" in argv else None
     reps = 3
     sizes = ((2000, 20), (10000, 50))
     rows = []
@@ -127,7 +248,9 @@ def main(argv=None) -> int:
         i, u, o = b["index"] * 1e3, b["users"] * 1e3, b["optimal"] * 1e3
         lines.append(f"| {name} | {k} | {n} | {nf} | {nr} | {nm} | {i:.1f} | {u:.1f} | {o:.1f} |"
                      f" {order} | {b['order'] * 1e3:.1f} | {i / u:.1f}x | {u / o:.1f}x | {i / o:.1f}x |")
-    lines += ["", "Command: `PYTHONPATH=python .venv/bin/python bench/multiroot_order.py`."]
+    lines += every_set_table(reps, before_lib)
+    lines += ["", "Command: `PYTHONPATH=python .venv/bin/python bench/multiroot_order.py"
+              " [--before-lib OLD.so]`."]
     out = os.path.join(HERE, "results", "multiroot_order.md")
     text = "\n".join(lines) + "\n"
     tmp = out + ".tmp"

@@ -262,7 +262,7 @@ def test_match_all_every_set_once(prob):
         assert len(sets) == len(set(sets))          # Multi.match_all_multi_once
         for m in a:
             assert multi.check(prog, m)
-        # Multi.match_all_multi_complete: every node's match is reported or
+        # Multi.match_all_multi_sets: every node's match is reported or
         # has the set of an entry of an earlier node
         for node in g.nodes:
             r = multi.match_multi(prog, node, "verified", FUEL)

@@ -41,10 +41,11 @@
     distinct nodes, the first at the visited node), [match_multi_fail_sound]
     ("no match": no tuple of distinct nodes with the first at the visited
     node matches, under any substitution of the variables), and for
-    [match_all_multi] "every match once": each set of nodes is reported at
-    most once, not once per permutation ([match_all_multi_once]), and
-    every node's match is reported or is a permutation of one reported at
-    an earlier node ([match_all_multi_complete]). [mmatches_one]: with one
+    [match_all_multi] "every set, once": every entry is a match
+    ([match_all_multi_sound]), each set of nodes is reported at most once,
+    not once per permutation ([match_all_multi_once]), and, unless a run
+    ran out of fuel, every tuple of nodes that matches has its set among
+    the entries ([match_all_multi_sets]). [mmatches_one]: with one
     root and the guard [true], [mmatches] is the single-root relation (the
     single-root theorems are the one-root case). [mmatches_perm]: the
     relation does not depend on the order of the roots (any root order
