@@ -45,8 +45,9 @@
     ([match_all_multi_sound]), each set of nodes is reported at most once,
     not once per permutation ([match_all_multi_once]), and, unless a run
     ran out of fuel, every tuple of nodes that matches has its set among
-    the entries ([match_all_multi_sets]). [mmatches_one]: with one
-    root and the guard [true], [mmatches] is the single-root relation (the
+    the entries ([match_all_multi_sets]), each at the smallest node that
+    is the first root of a match with that set ([match_all_multi_first]).
+    [mmatches_one]: with one root and the guard [true], [mmatches] is the single-root relation (the
     single-root theorems are the one-root case). [mmatches_perm]: the
     relation does not depend on the order of the roots (any root order
     finds the same sets of nodes). *)
@@ -1055,8 +1056,7 @@ Section Multi.
       enumeration (it is the last entry). Theorems: every entry is a match
       ([match_all_multi_sound]), no two entries have the same set of nodes
       ([match_all_multi_once]), and, with no entry out of fuel, every set of
-      nodes of the graph that matches (in any assignment of the roots to
-      its nodes the root order admits) is an entry's set
+      nodes of the graph that matches is an entry's set
       ([match_all_multi_sets]); each set is reported at the smallest node
       that is the first root of a match with that set
       ([match_all_multi_first]). *)
@@ -1598,6 +1598,156 @@ Section Multi.
     intros fuel N mp ps ts σ ψ Hd Hb Hw Hoof Hσ Hψ Hne Hlt Hmm.
     eapply mall_sets; eauto using idx_cands_ok, idx_cands_below, idx_cands_complete, seq_lt.
     intros c Hc. apply in_seq. rewrite Forall_forall in Hlt. specialize (Hlt c Hc). lia.
+  Qed.
+
+
+  (** *** Where each set is reported *)
+
+  (** [step_ok t s s']: the entries of [s] stay, and each new one is of
+      the visited node [t]. *)
+  Definition step_ok (t : node) (s s' : mstate) : Prop :=
+    (forall e, In e (ms_out s) -> In e (ms_out s')) /\
+    (forall e, In e (ms_out s') -> In e (ms_out s) \/ fst e = t).
+
+  Lemma step_ok_refl : forall t s, step_ok t s s.
+  Proof. intros t s. split; auto. Qed.
+
+  Lemma step_ok_trans : forall t s1 s2 s3, step_ok t s1 s2 -> step_ok t s2 s3 -> step_ok t s1 s3.
+  Proof.
+    intros t s1 s2 s3 [A B] [C E]. split; [auto|].
+    intros e He. destruct (E e He) as [H|H]; [apply B; exact H | right; exact H].
+  Qed.
+
+  Lemma step_ok_fuel : forall t s, step_ok t s (ms_fuel t s).
+  Proof.
+    intros t s. split; simpl; [intros; right; assumption|].
+    intros e [<-|He]; [right; reflexivity | left; exact He].
+  Qed.
+
+  Lemma fold_step_ok : forall t (f : mstate -> node -> mstate) cs s,
+    (forall s c, step_ok t s (f s c)) -> step_ok t s (fold_left f cs s).
+  Proof.
+    intros t f cs. induction cs as [|c cs IH]; intros s Hf; simpl; [apply step_ok_refl|].
+    eapply step_ok_trans; [apply Hf | apply IH; exact Hf].
+  Qed.
+
+  Lemma enum_step_ok : forall fuel n m ps g t rest ts s,
+    step_ok t s (enum fuel n m ps g t ts rest s).
+  Proof.
+    intros fuel n m ps g t rest. induction rest as [|f rest IH]; intros ts s; simpl;
+      destruct (ms_oof s); try apply step_ok_refl.
+    - destruct (existsb _ _); [apply step_ok_refl|].
+      destruct (run_full _ _ _ _ _ _); [|apply step_ok_refl|apply step_ok_fuel].
+      split; simpl; [intros; right; assumption|].
+      intros e [<-|He]; [right; reflexivity | left; exact He].
+    - apply fold_step_ok. intros s' c. destruct (ms_oof s' || memb c ts); [apply step_ok_refl|].
+      destruct (run_prefix _ _ _ _ _); [apply IH | apply step_ok_refl | apply step_ok_fuel].
+  Qed.
+
+  Lemma visit_step_ok : forall R fuel mp cands s t, step_ok t s (visit R fuel mp cands s t).
+  Proof.
+    intros R fuel mp cands s t. unfold visit. destruct (ms_oof s); [apply step_ok_refl|].
+    destruct (mp_roots mp) as [|r1 rs]; [apply step_ok_refl|].
+    destruct (bodies (r1 :: rs)) as [[|p1 ps']|]; try apply step_ok_refl.
+    destruct (rs_mem _ _); [|apply step_ok_refl].
+    destruct (run_prefix _ _ _ _ _); [apply enum_step_ok | apply step_ok_refl | apply step_ok_fuel].
+  Qed.
+
+  (** Over a list of visits: entries stay, each new one of a visited node. *)
+  Lemma fold_visit_nodes : forall R fuel mp cands nodes s,
+    (forall e, In e (ms_out s) -> In e (ms_out (fold_left (visit R fuel mp cands) nodes s))) /\
+    (forall e, In e (ms_out (fold_left (visit R fuel mp cands) nodes s)) ->
+       In e (ms_out s) \/ In (fst e) nodes).
+  Proof.
+    intros R fuel mp cands nodes. induction nodes as [|t nodes IH]; intros s; simpl.
+    - split; auto.
+    - destruct (visit_step_ok R fuel mp cands s t) as [A B].
+      destruct (IH (visit R fuel mp cands s t)) as [C E]. split; [auto|].
+      intros e He. destruct (E e He) as [H|H]; [|right; right; exact H].
+      destruct (B e H) as [H'|H']; [left; exact H' | right; left; symmetry; exact H'].
+  Qed.
+
+  Lemma fold_visit_oof : forall R fuel mp cands nodes s,
+    ms_oof s = true -> fold_left (visit R fuel mp cands) nodes s = s.
+  Proof.
+    intros R fuel mp cands nodes. induction nodes as [|t nodes IH]; intros s Ho; simpl;
+      [reflexivity|].
+    unfold visit at 2. rewrite Ho. apply IH. exact Ho.
+  Qed.
+
+  Lemma ForallOrdPairs_In : forall A (R : A -> A -> Prop) l a b,
+    ForallOrdPairs R l -> In a l -> In b l -> a = b \/ R a b \/ R b a.
+  Proof.
+    intros A R l. induction l as [|x l IH]; intros a b H Ha Hb; [destruct Ha|].
+    inversion H as [|x' l' Hx Hl]; subst. rewrite Forall_forall in Hx.
+    destruct Ha as [<-|Ha], Hb as [<-|Hb]; auto.
+  Qed.
+
+  Lemma seq_split : forall N t' t, t' < t -> t < N ->
+    exists l1 l2, seq 0 N = l1 ++ t' :: l2 /\ (forall x, In x l1 -> x < t') /\ In t l2.
+  Proof.
+    intros N t' t H1 H2. exists (seq 0 t'), (seq (S t') (N - S t')). split; [|split].
+    - replace N with (t' + S (N - S t')) at 1 by lia. rewrite seq_app. reflexivity.
+    - intros x Hx. apply in_seq in Hx. lia.
+    - apply in_seq. lia.
+  Qed.
+
+  (** Each set is reported at the smallest node that is the first root of
+      a match with that set: an entry's node is never after the first node
+      of a tuple matching its set. *)
+  Theorem match_all_multi_first : forall fuel N mp ps t ts bs fbs ts' σ ψ,
+    wf_defs D = true -> bodies (mp_roots mp) = Some ps -> wf_multi ps (mp_guard mp) = true ->
+    In (t, MMatch ts bs fbs) (match_all_multi fuel N mp) ->
+    (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
+    Forall (fun c => c < N) ts' -> mmatches G D σ ψ ps (mp_guard mp) ts' ->
+    (forall x, In x ts <-> In x ts') ->
+    forall t', hd_error ts' = Some t' -> t <= t'.
+  Proof.
+    intros fuel N mp ps t ts bs fbs ts' σ ψ Hd Hb Hw Hin Hσ Hψ Hlt Hmm Hx t' Ht'.
+    destruct ts' as [|t0 suf]; [discriminate|]. simpl in Ht'. inversion Ht'; subst t0.
+    destruct (Nat.le_gt_cases t t') as [Hle|Hgt]; [exact Hle|exfalso].
+    set (R := root_index D) in *. set (UM := users_map N) in *.
+    set (cands := up_cands anchor_depth UM R N mp).
+    set (s0 := mkMstate [] [] false).
+    assert (HtN : t < N) by (apply (match_all_multi_sound fuel N mp t _ Hin)).
+    destruct (seq_split N t' t Hgt HtN) as (l1 & l2 & Hseq & Hl1 & Hl2).
+    unfold match_all_multi, match_all_multi_u, mall in Hin. fold R UM cands s0 in Hin.
+    rewrite Hseq, fold_left_app in Hin. simpl in Hin. apply in_rev in Hin.
+    set (s1 := fold_left (visit R fuel mp cands) l1 s0) in Hin.
+    set (s2 := visit R fuel mp cands s1 t') in Hin.
+    (* the entries of s2 are of nodes <= t' *)
+    assert (Hs2 : forall e, In e (ms_out s2) -> fst e <= t').
+    { intros e He. destruct (visit_step_ok R fuel mp cands s1 t') as [_ B].
+      destruct (B e He) as [H|H]; [|lia].
+      destruct (proj2 (fold_visit_nodes R fuel mp cands l1 s0) e H) as [H'|H']; [destruct H'|].
+      apply Hl1 in H'. lia. }
+    assert (Hinv : inv N mp (fold_left (visit R fuel mp cands) l2 s2)).
+    { replace (fold_left (visit R fuel mp cands) l2 s2)
+        with (fold_left (visit R fuel mp cands) (seq 0 N) s0)
+        by (rewrite Hseq, fold_left_app; reflexivity).
+      apply mall_inv; [apply up_cands_ok | apply up_cands_below | apply seq_lt]. }
+    assert (Hdone : done s2 (t' :: suf)).
+    { eapply visit_complete; eauto; [apply up_cands_complete | inversion Hlt; assumption]. }
+    destruct Hdone as [Ho|(x & Hxs & Hxx)].
+    - rewrite (fold_visit_oof _ _ _ _ _ _ Ho) in Hin. apply Hs2 in Hin. simpl in Hin. lia.
+    - assert (Hinv2 : inv N mp s2).
+      { unfold s2, s1.
+        replace (visit R fuel mp cands (fold_left (visit R fuel mp cands) l1 s0) t')
+          with (fold_left (visit R fuel mp cands) (l1 ++ [t']) s0)
+          by (rewrite fold_left_app; reflexivity).
+        apply mall_inv; [apply up_cands_ok | apply up_cands_below |].
+        intros c Hc. apply in_app_or in Hc as [Hc|[<-|[]]]; [apply Hl1 in Hc|]; lia. }
+      destruct Hinv2 as (_ & _ & H3 & _).
+      destruct (H3 x Hxs) as (t2 & bs2 & fbs2 & E2).
+      assert (Ht2 : t2 <= t') by (apply Hs2 in E2; exact E2).
+      assert (E2' := proj1 (fold_visit_nodes R fuel mp cands l2 s2) _ E2).
+      destruct Hinv as (_ & Hord & _).
+      destruct (ForallOrdPairs_In _ _ _ _ _ Hord Hin E2') as [E|[E|E]].
+      + inversion E. lia.
+      + apply E. exists ts, bs, fbs, x, bs2, fbs2. split; [reflexivity|]. split; [reflexivity|].
+        intros y. rewrite Hx. apply Hxx.
+      + apply E. exists x, bs2, fbs2, ts, bs, fbs. split; [reflexivity|]. split; [reflexivity|].
+        intros y. rewrite Hx. symmetry. apply Hxx.
   Qed.
 
 End Multi.

@@ -376,6 +376,18 @@ Definition S_match_all_multi_sets : Prop :=
     exists t ts' bs fbs, In (t, MMatch ts' bs fbs) (match_all_multi G D fuel N mp) /\
       forall x, In x ts <-> In x ts'.
 
+(** ... each at the smallest node that is the first root of a match with
+    that set: an entry's node is never after the first node of a tuple
+    matching the entry's set. *)
+Definition S_match_all_multi_first : Prop :=
+  forall G D fuel N mp ps t ts bs fbs ts' σ ψ,
+    wf_defs D = true -> bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+    In (t, MMatch ts bs fbs) (match_all_multi G D fuel N mp) ->
+    (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
+    Forall (fun c => c < N) ts' -> mmatches G D σ ψ ps (mp_guard mp) ts' ->
+    (forall x, In x ts <-> In x ts') ->
+    forall t', hd_error ts' = Some t' -> t <= t'.
+
 (** ** Each statement is proved by the named theorem *)
 
 Lemma spec_match_weakening : S_match_weakening.
@@ -454,6 +466,8 @@ Lemma spec_match_all_multi_once : S_match_all_multi_once.
 Proof. exact match_all_multi_once. Qed.
 Lemma spec_match_all_multi_sets : S_match_all_multi_sets.
 Proof. exact match_all_multi_sets. Qed.
+Lemma spec_match_all_multi_first : S_match_all_multi_first.
+Proof. exact match_all_multi_first. Qed.
 Lemma spec_users_map_complete : S_users_map_complete.
 Proof. intros G N u c. exact (users_map_complete G N u c). Qed.
 Lemma spec_up_cands_complete : S_up_cands_complete.

@@ -66,6 +66,7 @@ Print Assumptions mmatches_perm.
 Print Assumptions match_all_multi_sound.
 Print Assumptions match_all_multi_once.
 Print Assumptions match_all_multi_sets.
+Print Assumptions match_all_multi_first.
 (* the specification file (Spec.v): each statement is proved *)
 Print Assumptions spec_match_weakening.
 Print Assumptions spec_match_pattern_sound.
@@ -99,6 +100,7 @@ Print Assumptions spec_mmatches_perm.
 Print Assumptions spec_match_all_multi_sound.
 Print Assumptions spec_match_all_multi_once.
 Print Assumptions spec_match_all_multi_sets.
+Print Assumptions spec_match_all_multi_first.
 Print Assumptions spec_users_map_complete.
 Print Assumptions spec_up_cands_complete.
 Print Assumptions spec_match_multi_idx_sound.

@@ -29,8 +29,8 @@ visits the nodes in increasing order as the first root and, at each, walks
 not only the first; a tuple whose set is already reported is skipped
 before its last run, otherwise the tuple is reported with its first
 solution. So each set is reported at the smallest node that is the first
-root of a match with that set, in the root order :func:`root_order`
-chooses (``Multi.mmatches_perm``: any order finds the same sets); matches
+root of a match with that set (``Multi.match_all_multi_first``), in the
+root order :func:`root_order` chooses (``Multi.mmatches_perm``: any order finds the same sets); matches
 report their roots in the written order. Fuel: each run has its own
 budget; a run out of fuel ends the enumeration (:class:`OutOfFuel`).
 
