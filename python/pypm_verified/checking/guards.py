@@ -192,6 +192,7 @@ def guard_text(g, names: Dict[int, str], fnames: Dict[int, str]) -> str:
 def pattern_guards(pattern) -> List[PatternGuard]:
     """Every conjunct of every alternate's guard in the table of ``pattern``
     (the patterns it calls included), in table order."""
+    from ..dsl.lowering import option_locals
     from ..dsl.trace import TERM
     linked = pattern.linked
     out = []
@@ -203,7 +204,7 @@ def pattern_guards(pattern) -> List[PatternGuard]:
         for k, body in enumerate(linked.alternates[P]):
             tr = traced[k] if k < len(traced) else None
             if tr is not None:
-                for sym in tr.trace.locals:
+                for sym in option_locals(tr)[0]:  # the alternate's locals, numbered first
                     key = "t" if sym.kind == TERM else "f"
                     (names if key == "t" else fnames)[counters[key]] = sym.name
                     counters[key] += 1

@@ -16,7 +16,12 @@ calls, and produces one table, roots first:
    the returned pattern ``r``, each match constraint in statement order,
    then the conjunction of the guards, with the alternate's locals bound by
    ∃ (first declared outermost). Alternates are joined by right-nested ‖ in
-   definition order. Calls are ``PCall`` of the callee's table index.
+   definition order. Calls are ``PCall`` of the callee's table index. An
+   option (``pm.optional``, :class:`~.trace.OptionIR`) is ``(∃ls. o) ‖ p``:
+   ``ls`` are the locals every use of which (in the returned term, the
+   constraints, the guards and the calls) is inside that option part ``o``,
+   each bound at the innermost such option; the others are locals of the
+   whole alternate (:func:`option_locals`).
 4. **pbinds** by :func:`core.infer_binds`, then well-formedness, checked per
    alternate so errors name the line: a constraint's variable must be bound
    before it, guards may read only bound variables, locals must be bound.
@@ -26,7 +31,7 @@ from __future__ import annotations
 from typing import Dict, List, Sequence, Tuple
 
 from .. import core
-from .trace import FUN, TERM, CallIR, Sym
+from .trace import FUN, TERM, CallIR, OptionIR, Sym
 from ..errors import PatternError
 
 
@@ -138,12 +143,13 @@ def _infer_kinds(order, alts) -> Dict[object, Tuple[str, ...]]:
 class _Alt:
     """One alternate in core terms, with what the located checks need."""
 
-    def __init__(self, result, constraints, guards, locals_, names):
+    def __init__(self, result, constraints, guards, locals_, names, in_options=()):
         self.result = result
         self.constraints = constraints  # [(x, q, line)]
         self.guards = guards  # [(g, line)]
         self.locals = locals_  # [(number, kind, Sym)]
         self.names = names  # (kind, number) -> name
+        self.in_options = in_options  # [(number, kind, Sym, body of its ∃ in an option)]
 
     def body(self) -> core.CorePattern:
         acc = self.result
@@ -156,6 +162,65 @@ class _Alt:
         return acc
 
 
+def option_locals(a) -> Tuple[List[Sym], Dict[OptionIR, List[Sym]]]:
+    """The scope of each local of the traced alternate ``a``: the locals of
+    the whole alternate, and for each option (``pm.optional``) the locals
+    bound by an ∃ around its option part -- those every use of which is in
+    that part, at the innermost such option (declaration order in both)."""
+    uses: Dict[Sym, List[Tuple[OptionIR, ...]]] = {}  # the options around each use
+
+    def use(sym, where):
+        uses.setdefault(sym, []).append(where)
+
+    def guard(g, where):
+        if isinstance(g, core.EAttr):
+            use(g.x, where)
+        elif isinstance(g, core.EFAttr):
+            use(g.F, where)
+        for f in ("e1", "e2", "g1", "g2", "g"):
+            if hasattr(g, f):
+                guard(getattr(g, f), where)
+
+    def walk(p, where):
+        if isinstance(p, tuple):  # the roots of a multi-root pattern
+            for q in p:
+                walk(q, where)
+        elif isinstance(p, OptionIR):
+            walk(p.option, where + (p,))
+            walk(p.base, where)
+        elif isinstance(p, CallIR):
+            for sym in p.args:
+                use(sym, where)
+        else:  # a core term over Syms (∃'s binders are Trace.scoped, not locals)
+            if isinstance(p, (core.PVar, core.PConstr)):
+                use(p.x, where)
+            elif isinstance(p, core.PFunVar):
+                use(p.F, where)
+            elif isinstance(p, core.PGuard):
+                guard(p.g, where)
+            for f in ("p", "p1", "p2"):
+                if hasattr(p, f):
+                    walk(getattr(p, f), where)
+            for q in getattr(p, "args", ()):
+                walk(q, where)
+
+    walk(a.result, ())
+    for x, q, _ in a.trace.constraints:
+        use(x, ())
+        walk(q, ())
+    for g, _ in a.trace.guards:
+        guard(g, ())
+    outer, inner = [], {}
+    for sym in a.trace.locals:
+        ws = uses.get(sym, [()])
+        common = set(ws[0]).intersection(*ws[1:])
+        if common:
+            inner.setdefault(next(o for o in reversed(ws[0]) if o in common), []).append(sym)
+        else:
+            outer.append(sym)
+    return outer, inner
+
+
 def _convert(P, a, kinds, index, counters) -> _Alt:
     fail = _Fail(P, a)
     nums: Dict[Sym, Tuple[str, int]] = {}
@@ -163,8 +228,9 @@ def _convert(P, a, kinds, index, counters) -> _Alt:
     for sym in a.params:
         k = pk[sym.param]
         nums[sym] = (k, sum(1 for i in range(sym.param) if pk[i] == k))
-    locals_ = []
-    for sym in a.trace.locals:
+    outer, inner = option_locals(a)
+    locals_, in_options = [], []
+    for sym in outer:
         n = counters[sym.kind]
         counters[sym.kind] += 1
         nums[sym] = (sym.kind, n)
@@ -172,9 +238,6 @@ def _convert(P, a, kinds, index, counters) -> _Alt:
     names = {v: s.name for s, v in nums.items()}
 
     def num(sym: Sym, kind: str) -> int:
-        if sym not in nums:  # a variable the sugar bound inside a part of the term
-            fail(sym.line, f"variable {sym.name!r} is bound only inside an optional part of "
-                           "the pattern (pm.optional) and used outside it")
         k, n = nums[sym]
         assert k == kind, (sym, k, kind)  # uses are recorded with their kinds
         return n
@@ -212,6 +275,14 @@ def _convert(P, a, kinds, index, counters) -> _Alt:
         # the sugar of dsl/relay.py builds these inside terms
         if isinstance(p, core.PAlt):
             return core.PAlt(pat(p.p1), pat(p.p2))
+        if isinstance(p, OptionIR):
+            own = inner.get(p, [])
+            ns = [scoped(sym, sym.kind) for sym in own]
+            body = pat(p.option)
+            for sym, n in reversed(list(zip(own, ns))):
+                in_options.append((n, sym.kind, sym, body))
+                body = core.PExists(n, body) if sym.kind == TERM else core.PExistsF(n, body)
+            return core.PAlt(body, pat(p.base))
         if isinstance(p, core.PGuard):
             return core.PGuard(pat(p.p), guard(p.g))
         if isinstance(p, core.PConstr):
@@ -240,7 +311,7 @@ def _convert(P, a, kinds, index, counters) -> _Alt:
     return _Alt(pat(a.result),
                 [(num(x, TERM), pat(q), line) for x, q, line in a.trace.constraints],
                 [(guard(g), line) for g, line in a.trace.guards],
-                locals_, names)
+                locals_, names, in_options)
 
 
 def _check(P, a, alt: _Alt, defs) -> None:
@@ -269,6 +340,16 @@ def _check(P, a, alt: _Alt, defs) -> None:
             what = "local variable" if kind == TERM else "local operator variable"
             fail(sym.line, f"{what} {sym.name!r} is not bound by every match of the pattern "
                            "(on every alternate)")
+    _check_in_options(fail, alt, defs)
+
+
+def _check_in_options(fail, alt: _Alt, defs) -> None:
+    """A local bound around an option part must be bound by its every match."""
+    for n, kind, sym, body in alt.in_options:
+        if n not in (core.binds(body, defs) if kind == TERM else core.fbinds(body, defs)):
+            what = "local variable" if kind == TERM else "local operator variable"
+            fail(sym.line, f"{what} {sym.name!r}, used only inside an optional part "
+                           "(pm.optional), is not bound by every match of that part")
 
 
 def _multi_bodies(P, a, alt: _Alt, defs) -> Tuple[list, core.Guard]:
@@ -313,6 +394,7 @@ def _multi_bodies(P, a, alt: _Alt, defs) -> Tuple[list, core.Guard]:
         if n not in (allb if kind == TERM else allf):
             what = "local variable" if kind == TERM else "local operator variable"
             fail(sym.line, f"{what} {sym.name!r} is not bound by any root")
+    _check_in_options(fail, alt, defs)
     return bodies, core.conj(cross)
 
 

@@ -35,7 +35,7 @@ from ..core import symbols
 from ..core.symbols import opclass
 from ..errors import PatternError
 from .symbolic import SymTerm, Var, as_pattern, var
-from .trace import FUN, TERM, Unlocated, current
+from .trace import FUN, OptionIR, Unlocated, current
 
 __all__ = ["wildcard", "is_constant", "is_input", "optional", "commute", "has_attr",
            "getitem", "is_tuple", "tuple_op", "GetItem", "MAX_COMMUTATIVE",
@@ -106,59 +106,17 @@ def optional(p, option: Callable, *args) -> SymTerm:
     body (bodies cannot hold lambdas). The longer form is tried first
     (Relay tries ``p`` first; with a variable ``p`` that would never reach
     the option). Variables bound only in the option are unbound when it is
-    absent: a rule receives ``None`` for them; wildcards and ``pm.var()``
-    created inside the option are local to it."""
-    trace = _trace()
+    absent: a rule receives ``None`` for them. A wildcard or ``pm.var()``
+    used only inside the option is local to it (bound by an ∃ around the
+    option); one also used outside it is a local of the whole alternate,
+    the same node in the option and in its other uses
+    (:mod:`.lowering` decides which, knowing every use)."""
     base = as_pattern(p, "pm.optional", 0)
-    n0 = len(trace.locals)
     opt = option(p, *args)
     if not isinstance(opt, SymTerm):
         raise Unlocated(f"pm.optional: the option returned {opt!r}, not a pattern term")
-    body = opt.core
-    # locals only the option uses (made inside it, or passed to it, e.g. a
-    # wildcard argument): bound by ∃ around the option, not the alternate
-    only = _syms(body) - _syms(base)
-    fresh = [sym for sym in trace.locals[:n0] if sym in only] + trace.locals[n0:]
-    trace.locals[:] = [sym for sym in trace.locals if sym not in fresh]
-    for sym in reversed(fresh):
-        body = core.PExists(sym, body) if sym.kind == TERM else core.PExistsF(sym, body)
     text = getattr(p, "text", repr(p))
-    return SymTerm(core.PAlt(body, base), f"optional({text}, {opt.text})")
-
-
-def _syms(p) -> set:
-    """The variables (trace symbols) occurring in the traced term ``p``."""
-    out, stack = set(), [p]
-    while stack:
-        q = stack.pop()
-        if isinstance(q, core.PVar):
-            out.add(q.x)
-        elif isinstance(q, core.PFunVar):
-            out.add(q.F)
-        elif isinstance(q, core.PConstr):
-            out.add(q.x)
-        elif isinstance(q, core.PGuard):
-            out.update(_guard_syms(q.g))
-        if isinstance(q, core.PATTERN_TYPES) and not isinstance(q, core.PCall):
-            stack.extend(core.children(q))
-        elif hasattr(q, "args") and hasattr(q, "pattern"):  # a pattern call (CallIR)
-            out.update(q.args)
-    return out
-
-
-def _guard_syms(g) -> set:
-    out, stack = set(), [g]
-    while stack:
-        h = stack.pop()
-        if isinstance(h, core.EAttr):
-            out.add(h.x)
-        elif isinstance(h, core.EFAttr):
-            out.add(h.F)
-        for f in ("e1", "e2", "g1", "g2", "g"):
-            v = getattr(h, f, None)
-            if v is not None:
-                stack.append(v)
-    return out
+    return SymTerm(OptionIR(opt.core, base), f"optional({text}, {opt.text})")
 
 
 # ------------------------------------------------------------- commutative
@@ -206,30 +164,36 @@ def _param_index(o, name: str) -> int:
 
 
 def _with_attr(p, name: str, value, text: str):
+    """The application ``p`` (possibly commuted, or constrained by earlier
+    attributes) with its argument ``name`` the constant ``value``: a
+    variable or wildcard there gets a match constraint, after the earlier
+    ones; ``pm.is_constant()`` there is replaced by the constant."""
     if isinstance(p, core.PAlt):  # a commuted application: both orders
         return core.PAlt(_with_attr(p.p1, name, value, text), _with_attr(p.p2, name, value, text))
-    if not isinstance(p, core.PApp):
+    constraints = []
+    while isinstance(p, core.PConstr):  # earlier attributes': (app ; (v1 ≈ x1)) ; ...
+        constraints.insert(0, (p.p2, p.x))
+        p = p.p
+    if not isinstance(p, core.PApp) or not hasattr(symbols.lookup(p.f), "fn"):
         raise Unlocated(f"has_attr applies to an operator application, not {text}")
-    o = symbols.lookup(p.f)
-    if not hasattr(o, "fn"):
-        raise Unlocated(f"has_attr applies to an operator application, not {text}")
-    k = _param_index(o, name)
+    k = _param_index(symbols.lookup(p.f), name)
     lit = core.PApp(symbols.const_symbol(value), ())
     arg = p.args[k]
-    args = list(p.args)
     if isinstance(arg, core.PVar):
         # the variable stays bound (to the constant leaf); the constraint checks it
-        return core.PConstr(p, lit, arg.x)
-    if arg == lit:
-        return p
-    if isinstance(arg, core.PApp) and not arg.args:
-        raise Unlocated(f"has_attr({name}={value!r}): argument {name!r} of {text} is already "
-                        f"the constant {symbols.describe(arg.f)}")
-    args[k] = lit
-    if isinstance(arg, core.PExistsF):  # pm.is_constant(): the constant is more specific
-        return core.PApp(p.f, tuple(args))
-    raise Unlocated(f"has_attr({name}={value!r}): argument {name!r} of {text} is a pattern, "
-                    "not a variable or wildcard")
+        constraints.append((lit, arg.x))
+    elif isinstance(arg, core.PApp) and not arg.args:
+        if arg != lit:
+            raise Unlocated(f"has_attr({name}={value!r}): argument {name!r} of {text} is "
+                            f"already the constant {symbols.describe(arg.f)}")
+    elif isinstance(arg, core.PExistsF):  # pm.is_constant(): the constant is more specific
+        p = core.PApp(p.f, p.args[:k] + (lit,) + p.args[k + 1:])
+    else:
+        raise Unlocated(f"has_attr({name}={value!r}): argument {name!r} of {text} is a "
+                        "pattern, not a variable or wildcard")
+    for q, x in constraints:
+        p = core.PConstr(p, q, x)
+    return p
 
 
 def has_attr(term, **attrs) -> SymTerm:
@@ -237,8 +201,11 @@ def has_attr(term, **attrs) -> SymTerm:
     ``k=v`` (Relay's ``has_attr``): operator attributes -- a softmax's dim, a
     conv's layout -- are constant arguments in this project's graphs (the
     PyTorch importer passes every non-tensor argument as a constant leaf,
-    named by the schema). An argument written as a variable stays bound (a
-    match constraint checks it); a wildcard is replaced by the constant."""
+    named by the schema). An argument written as a variable or a wildcard
+    stays bound (to the constant leaf: a match constraint checks it);
+    ``pm.is_constant()`` is replaced by the constant. Any number of
+    attributes, in one call or in chained calls, each constrain their own
+    argument: ``t.has_attr(a=1, b=2)`` is ``t.has_attr(a=1).has_attr(b=2)``."""
     if not isinstance(term, SymTerm):
         raise Unlocated(f"has_attr applies to a pattern term, not {term!r}")
     p = term.core

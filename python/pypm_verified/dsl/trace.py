@@ -1,6 +1,7 @@
 """Tracing a pattern body: the variables of a traced body (:class:`Sym`),
-pattern calls before lowering (:class:`CallIR`), what one alternate records
-(:class:`Trace`) and the stack of bodies being traced (one per thread).
+pattern calls and options before lowering (:class:`CallIR`,
+:class:`OptionIR`), what one alternate records (:class:`Trace`) and the
+stack of bodies being traced (one per thread).
 
 A pattern body (see :mod:`.patterns`) runs once per alternate with symbolic
 :class:`~.symbolic.Var` parameters; the result is an *IR*: core terms whose
@@ -15,7 +16,8 @@ from typing import List, Optional, Tuple
 
 from ..errors import PatternError
 
-__all__ = ["Unlocated", "TERM", "FUN", "Sym", "CallIR", "Trace", "current", "push", "pop"]
+__all__ = ["Unlocated", "TERM", "FUN", "Sym", "CallIR", "OptionIR", "Trace", "current", "push",
+           "pop"]
 
 
 class Unlocated(PatternError):
@@ -54,6 +56,16 @@ class CallIR:
     line: int
 
 
+@dataclass(frozen=True, eq=False)
+class OptionIR:
+    """``option ‖ base`` (``pm.optional``), before lowering. Which locals are
+    bound by an ∃ around ``option`` depends on their uses in the whole
+    alternate, so :mod:`.lowering` decides it (those whose every use is inside
+    ``option``)."""
+    option: object
+    base: object
+
+
 class Trace:
     """What tracing one alternate records: guards, match constraints, locals,
     uses of the parameters (kind and line) and pattern calls."""
@@ -90,9 +102,9 @@ class Trace:
             self.uses.append((sym, kind, self.line()))
 
     def scoped(self, kind: str, arity: Optional[int] = None, name: str = "_") -> Sym:
-        """A variable bound by an ∃ inside the returned term (``pm.wildcard()``,
-        ``pm.is_constant()``): numbered by lowering where its binder is, never
-        a local of the whole alternate."""
+        """A variable bound by an ∃ inside the returned term (``pm.is_constant()``,
+        ``pm.is_input()``): numbered by lowering where its binder is, never a
+        local of the whole alternate (wildcards are :meth:`local` variables)."""
         return Sym(name, None, kind, arity, self.line())
 
     def local(self, kind: str, arity: Optional[int] = None) -> Sym:

@@ -43,6 +43,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Un
 from .. import core
 from ..core import symbols
 from ..core.graph import Graph, Node
+from ..dsl.lowering import option_locals
 from ..dsl.patterns import Pattern
 from ..dsl.trace import FUN, TERM
 from ..errors import OutOfFuel
@@ -103,7 +104,7 @@ class _Names:
             traced = P.traced_alternates()
             for body, a in zip(alts, traced):
                 lines.append(f"{a.filename}:{a.lineno}")
-                for sym in a.trace.locals:
+                for sym in option_locals(a)[0]:  # the alternate's locals, numbered first
                     names[(sym.kind, counters[sym.kind])] = sym.name
                     counters[sym.kind] += 1
                 self._index_alt(body, a)
