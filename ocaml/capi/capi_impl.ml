@@ -42,6 +42,58 @@ let protect name (f : unit -> int) : int =
        with _ -> last_message := internal_message);
       Codes.e_internal
 
+(* The memory budget of a search (issue 29): the backtracking stack of a
+   pattern such as [P(x) = P(x) || Erf(x)] grows with every step, about
+   100 bytes a step, so fuel alone would let one search take gigabytes. A
+   GC alarm (run at the end of every major cycle) stops the search once
+   the heap has grown by more than [PYPM_MEMORY_MB] (default 192, at least
+   16) plus 32 words per node of the graph (the answers of [match_all])
+   since the call began; the call then answers [PYPM_E_MEMORY], the heap is
+   compacted and the engine answers the next call normally. The extracted
+   functions are pure, so abandoning one mid-way leaves no state behind;
+   the lazily computed tables of a graph are forced before the budget is
+   armed (an interrupted [Lazy.force] would re-raise forever). *)
+exception Budget
+
+let budget_mb =
+  lazy
+    (match Sys.getenv_opt "PYPM_MEMORY_MB" with
+     | Some s -> (
+         match int_of_string_opt (String.trim s) with Some v when v >= 16 -> v | _ -> 192)
+     | None -> 192)
+
+let budgeted name ~nodes (f : unit -> int) : int =
+  let mb = Lazy.force budget_mb in
+  let words = (mb * (1024 * 1024 / (Sys.word_size / 8))) + (32 * nodes) in
+  let base = (Gc.quick_stat ()).Gc.heap_words in
+  let armed = ref true in
+  let alarm =
+    Gc.create_alarm (fun () ->
+        if !armed && (Gc.quick_stat ()).Gc.heap_words - base > words then raise Budget)
+  in
+  match f () with
+  | r ->
+      armed := false;
+      Gc.delete_alarm alarm;
+      r
+  | exception Budget ->
+      armed := false;
+      Gc.delete_alarm alarm;
+      Gc.compact ();
+      last_message :=
+        Printf.sprintf
+          "%s: the search exceeded the memory budget (%d MB plus 256 bytes per graph node; \
+           PYPM_MEMORY_MB raises it): a pattern whose backtracking grows with every step, \
+           such as left recursion P(x) = P(x) || ..., or give a smaller fuel"
+          name mb;
+      Codes.e_memory
+  | exception e ->
+      armed := false;
+      Gc.delete_alarm alarm;
+      raise e
+
+let nodes_of graph = (Engine.get_graph graph).Engine.repr.Repr.n_nodes
+
 let view (p : int64 ptr) (n : int) : Decode.buf = bigarray_of_ptr array1 n Bigarray.int64 p
 
 let max_int64 = Int64.of_int max_int
@@ -93,9 +145,14 @@ let match_ (graph : int64) (patterns : int64) (index : int64) (root : int64) (fu
   protect "pypm_match" (fun () ->
       let graph = to_handle graph and patterns = to_handle patterns in
       let index = to_index "pattern index" index and root = to_index "root node" root in
-      let status, binds, fbinds =
-        Engine.match_one ~graph ~patterns ~index ~root ~fuel:(to_fuel fuel)
+      let r = ref (0, [], []) in
+      let rc =
+        budgeted "pypm_match" ~nodes:(nodes_of graph) (fun () ->
+            r := Engine.match_one ~graph ~patterns ~index ~root ~fuel:(to_fuel fuel);
+            Codes.ok)
       in
+      if rc <> Codes.ok then raise (Engine.Error (rc, !last_message));
+      let status, binds, fbinds = !r in
       let n = List.length binds and m = List.length fbinds in
       let need = 3 + (2 * n) + (2 * m) in
       out_len <-@ Int64.of_int need;
@@ -124,10 +181,11 @@ let match_all (graph : int64) (patterns : int64) (fuel : int64) (result : int64 
     (result_len : int64 ptr) : int =
   protect "pypm_match_all" (fun () ->
       let graph = to_handle graph and patterns = to_handle patterns in
-      let h, len = Engine.match_all ~graph ~patterns ~fuel:(to_fuel fuel) in
-      result <-@ Int64.of_int h;
-      result_len <-@ Int64.of_int len;
-      Codes.ok)
+      budgeted "pypm_match_all" ~nodes:(nodes_of graph) (fun () ->
+          let h, len = Engine.match_all ~graph ~patterns ~fuel:(to_fuel fuel) in
+          result <-@ Int64.of_int h;
+          result_len <-@ Int64.of_int len;
+          Codes.ok))
 
 let match_multi (graph : int64) (patterns : int64) (spec : int64 ptr) (spec_len : int64)
     (root : int64) (fuel : int64) (result : int64 ptr) (result_len : int64 ptr) : int =
@@ -136,26 +194,29 @@ let match_multi (graph : int64) (patterns : int64) (spec : int64 ptr) (spec_len 
       let root =
         if root < 0L then -1 else to_index "root node" root
       in
-      let h, len =
-        Engine.match_multi ~graph ~patterns ~spec:(view spec (to_len spec_len)) ~root
-          ~fuel:(to_fuel fuel)
-      in
-      result <-@ Int64.of_int h;
-      result_len <-@ Int64.of_int len;
-      Codes.ok)
+      ignore (Lazy.force (Engine.get_graph graph).Engine.users);
+      budgeted "pypm_match_multi" ~nodes:(nodes_of graph) (fun () ->
+          let h, len =
+            Engine.match_multi ~graph ~patterns ~spec:(view spec (to_len spec_len)) ~root
+              ~fuel:(to_fuel fuel)
+          in
+          result <-@ Int64.of_int h;
+          result_len <-@ Int64.of_int len;
+          Codes.ok))
 
 let dominates (graph : int64) (patterns : int64) (spec : int64 ptr) (spec_len : int64)
     (root : int64) (fuel : int64) (result : int64 ptr) (result_len : int64 ptr) : int =
   protect "pypm_dominates" (fun () ->
       let graph = to_handle graph and patterns = to_handle patterns in
       let root = if root < 0L then -1 else to_index "root node" root in
-      let h, len =
-        Engine.dominates ~graph ~patterns ~spec:(view spec (to_len spec_len)) ~root
-          ~fuel:(to_fuel fuel)
-      in
-      result <-@ Int64.of_int h;
-      result_len <-@ Int64.of_int len;
-      Codes.ok)
+      budgeted "pypm_dominates" ~nodes:(nodes_of graph) (fun () ->
+          let h, len =
+            Engine.dominates ~graph ~patterns ~spec:(view spec (to_len spec_len)) ~root
+              ~fuel:(to_fuel fuel)
+          in
+          result <-@ Int64.of_int h;
+          result_len <-@ Int64.of_int len;
+          Codes.ok))
 
 let candidates (patterns : int64) (symbol : int64) (out : int64 ptr) (out_cap : int64)
     (out_len : int64 ptr) : int =

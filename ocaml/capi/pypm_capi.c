@@ -498,6 +498,7 @@ PYPM_API const char *pypm_error_name(int code) {
     case PYPM_E_NULL: return "PYPM_E_NULL";
     case PYPM_E_INTERNAL: return "PYPM_E_INTERNAL";
     case PYPM_E_INIT: return "PYPM_E_INIT";
+    case PYPM_E_MEMORY: return "PYPM_E_MEMORY";
     default: return "PYPM_E_UNKNOWN";
   }
 }

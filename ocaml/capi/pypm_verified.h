@@ -26,6 +26,7 @@
 #define PYPM_E_NULL             7  /* a required pointer argument is NULL */
 #define PYPM_E_INTERNAL         8  /* an OCaml exception escaped (bug) */
 #define PYPM_E_INIT             9  /* the OCaml runtime could not start */
+#define PYPM_E_MEMORY          10 /* a search exceeded the memory budget (PYPM_MEMORY_MB) */
 
 #define PYPM_STATUS_MATCH       0
 #define PYPM_STATUS_NO_MATCH    1
@@ -50,7 +51,7 @@ int pypm_release(int64_t handle);
 
 /* Match root `pattern_index` of `patterns` (the definition it names) at node
  * `root` of `graph`, with at most `fuel` machine steps (fuel <= 0: the
- * default, 1<<24): Entry.set_match (doc/correspondence.md). First the
+ * default, 1<<26): Entry.set_match (doc/correspondence.md). First the
  * root-operator index: a root that cannot have the node's operator gives
  * PYPM_STATUS_NO_MATCH without running (a proved no, so P(x) = P(x) and
  * P(x) = P(x) || Relu(x) at a MatMul answer NO_MATCH). Otherwise fuel bounds

@@ -13,6 +13,7 @@ let e_too_deep = 6
 let e_null = 7
 let e_internal = 8
 let e_init = 9 (* raised by pypm_capi.c only *)
+let e_memory = 10
 
 let status_match = 0
 let status_no_match = 1
@@ -30,6 +31,7 @@ let all =
     ("PYPM_E_NULL", e_null);
     ("PYPM_E_INTERNAL", e_internal);
     ("PYPM_E_INIT", e_init);
+    ("PYPM_E_MEMORY", e_memory);
     ("PYPM_STATUS_MATCH", status_match);
     ("PYPM_STATUS_NO_MATCH", status_no_match);
     ("PYPM_STATUS_OUT_OF_FUEL", status_out_of_fuel);

@@ -20,6 +20,13 @@ class OutOfFuel(Exception):
     """
 
 
+class MemoryBudget(OutOfFuel):
+    """The verified engine stopped a search that exceeded its memory budget
+    (``PYPM_MEMORY_MB``, default 192 MB of heap growth plus 256 bytes per graph node):
+    undecided, like :class:`OutOfFuel`; the engine answers later calls
+    normally."""
+
+
 class EngineUnavailable(RuntimeError):
     """The verified engine (the shared library) cannot be loaded."""
 

@@ -20,7 +20,7 @@ from cffi import FFI
 
 from .. import core
 from . import serialize
-from ..errors import EngineError, EngineUnavailable
+from ..errors import EngineError, EngineUnavailable, MemoryBudget
 
 # Copied from ocaml/capi/pypm_verified.h.
 CDEF = """
@@ -34,6 +34,7 @@ CDEF = """
 #define PYPM_E_NULL             7
 #define PYPM_E_INTERNAL         8
 #define PYPM_E_INIT             9
+#define PYPM_E_MEMORY          10
 
 #define PYPM_STATUS_MATCH       0
 #define PYPM_STATUS_NO_MATCH    1
@@ -125,6 +126,8 @@ def _text(ptr) -> str:
 
 def check(lib, code: int, call: str) -> None:
     """Raise :class:`EngineError` for a non-zero error code."""
+    if code == lib.PYPM_E_MEMORY:
+        raise MemoryBudget(_text(lib.pypm_last_error()))
     if code != 0:
         raise EngineError(code, _text(lib.pypm_error_name(code)),
                           _text(lib.pypm_last_error()), call)
