@@ -92,3 +92,52 @@ def test_default_budget_bounds_the_process():
     assert out["match"].startswith("budget: ") and "(192 MB" in out["match"], out
     assert out["maxrss_mb"] < 320, out
     assert out["after"] == {"x": 0}
+
+
+RULES = '''
+import pypm_verified as pm
+import torch
+aten = torch.ops.aten
+
+@pm.op(torch=[aten.erf.default])
+def Erf(x): return 1
+
+@pm.pattern
+def Loop(x):
+    return Loop(x)
+
+@pm.pattern
+def Loop(x):
+    return Erf(x)
+
+@pm.rule(Loop)
+def keep(x):
+    return None
+'''
+
+
+def test_non_descending_rules_are_warned_about_when_loaded(tmp_path):
+    """A user's rules file with a pattern outside the descending class gets
+    ``pm.termination``'s reason as a warning when loaded (API and CLI); the
+    library's own patterns are all descending."""
+    import warnings
+
+    from pypm_verified import cli, library
+    from pypm_verified.errors import PatternWarning
+    path = tmp_path / "looprules.py"
+    path.write_text(RULES)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pats = library.load_rules(str(path))
+    msgs = [str(w.message) for w in caught if issubclass(w.category, PatternWarning)]
+    assert [p.name for p in pats] == ["Loop"]
+    assert len(msgs) == 1 and "Loop: not descending" in msgs[0] and "Loop -> Loop" in msgs[0]
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    r = subprocess.run([sys.executable, "-c", "import sys; from pypm_verified import cli; "
+                        "cli.load_rule_spec(sys.argv[1])", str(path)],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stderr.count("not descending") == 1, r.stderr
+    assert r.stderr.startswith(f"warning: --rules {path}: Loop: not descending")
+    for p in library.default_patterns(library.MODULES):
+        if not p.is_multi:
+            assert p.termination().descending, p.name

@@ -20,6 +20,12 @@ class OutOfFuel(Exception):
     """
 
 
+class PatternWarning(UserWarning):
+    """A pattern that loads but deserves a look: one outside the class
+    whose fuel is proved to suffice (not descending: a search there may
+    run until the fuel or the memory budget stops it)."""
+
+
 class MemoryBudget(OutOfFuel):
     """The verified engine stopped a search that exceeded its memory budget
     (``PYPM_MEMORY_MB``, default 192 MB of heap growth plus 256 bytes per graph node):

@@ -91,4 +91,24 @@ def load_rules(spec: str) -> List[Pattern]:
     pats = _patterns_of(mod)
     if not pats:
         raise ValueError(f"rules {spec!r} define no @pm.pattern with @pm.rule rules")
+    _warn_non_descending(pats)
     return pats
+
+
+def _warn_non_descending(pats) -> None:
+    """A :class:`PatternWarning` for each pattern outside ``Fuel.v``'s
+    descending class (``pm.termination``'s reason): its search at a node can
+    unfold calls forever, so only the fuel or the engine's memory budget
+    stops it (each stop is an undecided answer, never a no-match)."""
+    import warnings
+    from ..errors import PatternWarning
+    for p in pats:
+        if getattr(p, "is_multi", False):
+            continue
+        try:
+            t = p.termination()
+        except Exception:  # noqa: BLE001 -- a lint, never an obstacle to loading
+            continue
+        if not t.descending:
+            warnings.warn(f"{t}; a search there is stopped only by the fuel (--fuel) or the "
+                          "memory budget (PYPM_MEMORY_MB)", PatternWarning, stacklevel=3)
