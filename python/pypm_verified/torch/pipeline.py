@@ -2,21 +2,17 @@
 check numerics, save atomically."""
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
-import shutil
-import signal
-import tempfile
-import threading
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.fx as fx
 
+from .._atomic import cleanup_on_signal, write_atomic  # noqa: F401 -- cleanup_on_signal: API
 from .check import Numerics, compare
 from ..rewriting.report import RewriteReport
 from .driver import Driver
@@ -179,109 +175,29 @@ def check_numerics(prog: LoadedModel, ep, n_random: int = 2
 
 # ------------------------------------------------------------------ saving
 
-def _umask() -> int:
-    """The process umask, read without changing it where Linux allows."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)  # elsewhere: the usual set-and-restore
-    os.umask(mask)
-    return mask
-
-
-_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGINT", None),
-                             getattr(signal, "SIGHUP", None)) if s is not None)
-
-
-@contextlib.contextmanager
-def cleanup_on_signal(cleanup: Callable[[], None], what: str = "the save") -> Iterator[None]:
-    """Run ``cleanup`` if SIGTERM, SIGINT or SIGHUP arrives inside the block,
-    then act as the signal would have: the previous Python handler is called
-    (Ctrl-C's default raises KeyboardInterrupt; a CLI's handler may raise its
-    own exception), and a default (``SIG_DFL``) disposition is re-delivered,
-    ending the process with the conventional status (128 + signal number in
-    a shell). Ignored signals stay ignored. The previous handlers are
-    restored when the block ends. Outside the main thread (where handlers
-    cannot be set) the block runs unprotected."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {}
-    for s in _SIGNALS:
-        prev = signal.getsignal(s)
-        if prev is None or prev == signal.SIG_IGN:
-            continue  # set outside Python (cannot be restored) or ignored: leave it
-        previous[s] = prev
-
-    def restore():
-        for s, prev in list(previous.items()):
-            try:
-                signal.signal(s, prev)
-            except (ValueError, OSError):
-                pass
-        previous.clear()
-
-    def handler(signum, frame):
-        prev = previous.get(signum, signal.SIG_DFL)
-        try:
-            cleanup()
-        finally:
-            restore()
-        if callable(prev):
-            prev(signum, frame)
-            raise InterruptedError(f"{what} was interrupted by signal "
-                                   f"{signal.Signals(signum).name}; nothing written")
-        os.kill(os.getpid(), signum)  # SIG_DFL: terminate as the signal would
-        raise InterruptedError(f"{what} was interrupted by signal "
-                               f"{signal.Signals(signum).name}; nothing written")
-
-    try:
-        for s in list(previous):
-            signal.signal(s, handler)
-        yield
-    finally:
-        restore()
-
-
 def save_atomic(ep, path: str) -> None:
-    """``torch.export.save`` to a hidden temporary next to ``path``, then
-    rename it over ``path``: ``path`` is written whole or not at all.
+    """``torch.export.save`` ``ep`` to ``path``, whole or not at all, with
+    :func:`pypm_verified._atomic.write_atomic`: into a hidden temporary
+    ``.pypm-tmp-<pid>-<host>-<random>.pt2`` next to ``path``, fsynced,
+    renamed over ``path``, the directory fsynced.
 
-    The file gets the permissions a plain ``open`` would give a new file
-    (``0o666 & ~umask``). The temporary (a ``.pypm-tmp-*`` directory holding
-    a file of ``path``'s name, so the archive's inner folder is named after
-    ``path``) is removed on any error, and on SIGTERM/SIGINT/SIGHUP during
-    the save, after which the signal acts as it would have (see
-    :func:`cleanup_on_signal`)."""
+    * An OS error while writing (a full disk: ``ENOSPC``, a quota, an I/O
+      error) is an ``OSError`` naming ``path``; ``path`` keeps its old
+      content and the temporary is removed. (torch's own file writer aborts
+      the process on a failed write; here torch writes into a file object
+      that never fails, and the error is raised once torch returns.)
+    * On SIGTERM/SIGINT/SIGHUP the temporary is removed and the signal then
+      acts as it would have (:func:`cleanup_on_signal`); the temporary's name
+      is registered before the file exists, so no moment is unprotected.
+    * Temporaries that dead processes left in that directory (a SIGKILL, a
+      crash) are removed first (:func:`pypm_verified._atomic.sweep_stale`).
+    * The file gets the permissions a plain ``open`` would give a new file
+      (``0o666 & ~umask``).
+
+    The archive's inner folder is ``archive/`` (what ``torch.export.save``
+    writes to a file object); loaders do not depend on it."""
     path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
-    base = os.path.basename(path)
-    if not base.endswith(".pt2"):
-        base += ".pt2"  # torch.export wants the suffix; the rename drops it again
-    made = []
-
-    def cleanup():
-        for t in made:
-            shutil.rmtree(t, ignore_errors=True)
-
-    try:
-        with cleanup_on_signal(cleanup, f"saving {path}"):
-            made.append(tempfile.mkdtemp(prefix=".pypm-tmp-", dir=d))
-            tmp = os.path.join(made[0], base)
-            torch.export.save(ep, tmp)
-            os.chmod(tmp, 0o666 & ~_umask())
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-    finally:
-        cleanup()
+    write_atomic(path, lambda f: torch.export.save(ep, f), what=f"saving {path}")
 
 
 def median_time(fn, *args, repeat: int = 20, warmup: int = 3, **kwargs) -> float:
