@@ -189,7 +189,8 @@ def main(argv=None) -> int:
     ap.add_argument("--size", default="small", choices=sorted(SIZES))
     ap.add_argument("--format", default="pt2", choices=("pt2", "pickle"),
                     help="pt2: torch.export.save'd ExportedProgram; pickle: torch.save'd "
-                         "{'model': module, 'example_inputs': inputs}")
+                         "{'model': module, 'example_inputs': inputs} (unpickling it runs "
+                         "code: the rewriter reads it only with --allow-pickle)")
     ap.add_argument("--list", action="store_true", help="list the models and exit")
     ap.add_argument("--dynamic", action="store_true",
                     help="export with a dynamic batch and sequence (pt2 only)")

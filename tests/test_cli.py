@@ -211,7 +211,8 @@ def _case(out, files, tmp):
         "state_dict only": ([files["state_dict"], "-o", out], 2,
                             ["state_dict", "holds weights but not the model"]),
         "pickled module without example inputs": (
-            [files["pickled_module"], "-o", out], 2, ["without example inputs"]),
+            [files["pickled_module"], "-o", out, "--allow-pickle"], 2,
+            ["without example inputs"]),
         "TorchScript without --example-inputs": (
             [files["torchscript"], "-o", out], 2, ["TorchScript", "--example-inputs"]),
         "unknown --engine": ([files["negneg"], "-o", out, "--engine", "fast"], 2,
@@ -568,7 +569,7 @@ def test_training_mode_warning(tmp_path, capsys):
     src = tmp_path / "train.pt"
     torch.save({"model": WithDropout().train(), "example_inputs": (torch.randn(4, 8),)},
                str(src))
-    code, _, err = run(["rewrite", src, "-o", tmp_path / "o.pt2"], capsys)
+    code, _, err = run(["rewrite", src, "-o", tmp_path / "o.pt2", "--allow-pickle"], capsys)
     assert code == 0
     assert any(ln.startswith("warning:") and "train" in ln for ln in err.splitlines()), err
 
@@ -675,9 +676,8 @@ def test_interrupt_during_save_leaves_nothing(files, tmp_path, capsys, monkeypat
     """Ctrl-C while the output is being written (simulated: torch's save
     writes half a file, then the interrupt): one line, 130, and neither the
     output nor a temporary is left."""
-    def half_then_interrupt(ep, f, *a, **k):
-        with open(f, "wb") as fh:
-            fh.write(b"PK\x03\x04 half an archive")
+    def half_then_interrupt(ep, f, *a, **k):  # f: the file object save_atomic gives
+        f.write(b"PK\x03\x04 half an archive")
         raise KeyboardInterrupt
     monkeypatch.setattr(torch.export, "save", half_then_interrupt)
     code, _, err = run(["rewrite", files["negneg"], "-o", tmp_path / "o.pt2", "--rules",

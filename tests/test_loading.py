@@ -95,7 +95,7 @@ def test_pickled_sequential_rewrites_and_saves(tmp_path):
     m, x = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).eval(), torch.randn(3, 8)
     pk = tmp_path / "seq.pt"
     torch.save({"model": m, "example_inputs": (x,)}, str(pk))
-    prog = load_model(str(pk))
+    prog = load_model(str(pk), allow_pickle=True)  # a pickled module: the opt-in
     assert prog.kind == "pickle" and prog.warnings == []
     r = rewrite_program(prog, target="cpu", engine="reference",
                         check_profitability=False)  # rules fire on tiny models
@@ -232,15 +232,26 @@ def test_pm_load_names_what_it_cannot_register(tmp_path):
     assert type(pm.load(str(good)).module()(torch.zeros(2))).__name__ == "BaseModelOutput"
     gone = tmp_path / "gone.pt2"
     _rezip(good, gone, lambda d: d.replace(b"transformers.modeling_outputs",
-                                           b"pypm_no_such_pkg.outputs"))
-    with pytest.raises(LoadError, match=r"use pypm_no_such_pkg.outputs.BaseModelOutput, but "
-                                        r"no module .* can be imported here; install"):
+                                           b"transformers.pypm_no_such_outputs"))
+    with pytest.raises(LoadError, match=r"use transformers.pypm_no_such_outputs.BaseModelOutput"
+                                        r", which importing transformers did not register"):
         pm.load(str(gone))
-    unreg = tmp_path / "unreg.pt2"
+    # a type of another package: never imported because the file names it
+    # (issue 29); the user imports it (imports=, --import)
+    other = tmp_path / "other.pt2"
+    _rezip(good, other, lambda d: d.replace(b"transformers.modeling_outputs",
+                                            b"pypm_no_such_pkg.outputs"))
+    with pytest.raises(LoadError, match=r"use the type pypm_no_such_pkg.outputs.BaseModelOutput"
+                                        r", which is not registered .* never imports a module "
+                                        r"because a file names it .*--import "
+                                        r"pypm_no_such_pkg.outputs"):
+        pm.load(str(other))
+    unreg = tmp_path / "unreg.pt2"  # its module imported (here by everyone), type unregistered
     _rezip(good, unreg, lambda d: d.replace(b"transformers.modeling_outputs", b"json"))
-    with pytest.raises(LoadError, match=r"use json.BaseModelOutput, which importing json did "
-                                        "not register as a pytree node"):
-        pm.load(str(unreg))
+    with pytest.raises(LoadError, match=r"use json.BaseModelOutput, which is not registered as "
+                                        r"a pytree node in this process \(its module is "
+                                        r"imported\)"):
+        pm.load(str(unreg), imports=["json"])
     ns = tmp_path / "ns.pt2"
     _rezip(good, ns, lambda d: d.replace(b"torch.ops.aten.add.Tensor",
                                          b"torch.ops.nosuchlib.add.Tensor"))
@@ -283,7 +294,7 @@ def test_model_saved_in_training_mode_warns(tmp_path):
     m, x = _dropout_model(), torch.randn(4, 8)
     pk = tmp_path / "train.pt"
     torch.save({"model": m, "example_inputs": (x,)}, str(pk))
-    prog = load_model(str(pk))
+    prog = load_model(str(pk), allow_pickle=True)
     assert len(prog.warnings) == 1 and "saved in training mode" in prog.warnings[0]
 
 
@@ -314,8 +325,8 @@ def test_save_follows_umask(tmp_path, tiny_ep, mask, mode):
         os.umask(old)
     assert stat.S_IMODE(os.stat(out).st_mode) == mode
     assert os.listdir(tmp_path) == ["o.pt2"]  # no temporary left
-    with zipfile.ZipFile(out) as z:  # the archive's folder is named after the output
-        assert all(n.startswith("o/") for n in z.namelist())
+    with zipfile.ZipFile(out) as z:  # one folder (torch names it archive/ for a file object)
+        assert len({n.split("/")[0] for n in z.namelist()}) == 1
     x = torch.randn(1, 2)
     assert torch.equal(pm.load(str(out)).module()(x), tiny_ep.module()(x))
 
@@ -324,8 +335,7 @@ _SLOW_SAVE = """
     import os, sys, time, torch
     from pypm_verified.torch.pipeline import save_atomic
     def slow_save(ep, f, **kw):  # starts writing, then takes its time
-        with open(f, "wb") as fh:
-            fh.write(b"x" * (1 << 20))
+        f.write(b"x" * (1 << 20))
         print("SAVING", flush=True)
         time.sleep(60)
     torch.export.save = slow_save
@@ -361,8 +371,7 @@ def test_signal_handler_of_the_caller_runs_after_cleanup(tmp_path, monkeypatch):
         raise Stop()
 
     def save(ep, f, **kw):
-        with open(f, "wb") as fh:
-            fh.write(b"x")
+        f.write(b"x")
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(5)
 
@@ -413,11 +422,11 @@ def test_class_defined_in_main_gets_a_hint(tmp_path):
     with pytest.raises(LoadError, match=r"class PypmTestMainNet was defined in the script that "
                                         r"saved the file \(__main__\).*importable module.*"
                                         r"save a \.pt2"):
-        load_model(str(path))
+        load_model(str(path), allow_pickle=True)
     path = _save_as(tmp_path, "pypm_test_gone_module", "Net")
     with pytest.raises(LoadError, match="module 'pypm_test_gone_module' that defines the model's "
                                         "class cannot be imported here"):
-        load_model(str(path))
+        load_model(str(path), allow_pickle=True)
 
 
 class DataDependent(nn.Module):

@@ -91,7 +91,7 @@ def backend(rules=None, then="inductor", **kwargs):
     return Backend(rules, then, **kwargs)
 
 
-def load(path, imports=()):
+def load(path, imports=(), allow_pickle=False):
     """Load a ``.pt2`` written by the rewriter (or any ``torch.export.save``
     file) and return its ``ExportedProgram``, first registering what it
     needs: the modules of its input/output pytree types (e.g.
@@ -100,15 +100,19 @@ def load(path, imports=()):
     ``pypm_verified.torch.LoadError`` with a one-line reason otherwise.
     ``imports``: modules to import first, e.g. the library that registers a
     custom operator the program calls when no known library does
-    (``pypm_verified.torch.loader.OP_LIBRARIES``). Imports torch only when
-    called."""
-    from .torch.loader import load_rewritten
-    return load_rewritten(path, imports)
-
-
-def load_partitioned(path, backend="inductor"):
-    """A program written by ``pm.partition(...).save(path)``, its submodules
-    handed to ``backend`` again (:func:`pypm_verified.torch.partition.load_partitioned`).
+    (``pypm_verified.torch.loader.OP_LIBRARIES``). Nothing in the file runs:
+    a module it names is imported only if listed in ``imports`` (or a known
+    library), and a pickled part needing Python's full unpickler is refused
+    unless ``allow_pickle=True`` (see :mod:`pypm_verified.torch.untrusted`).
     Imports torch only when called."""
+    from .torch.loader import load_rewritten
+    return load_rewritten(path, imports, allow_pickle=allow_pickle)
+
+
+def load_partitioned(path, backend="inductor", allow_pickle=False):
+    """A program written by ``pm.partition(...).save(path)``, its submodules
+    handed to ``backend`` again (:func:`pypm_verified.torch.partition.load_partitioned`;
+    the file is read without running code from it, ``allow_pickle`` as for
+    :func:`load`). Imports torch only when called."""
     from .torch.partition import load_partitioned as _load
-    return _load(path, backend)
+    return _load(path, backend, allow_pickle=allow_pickle)

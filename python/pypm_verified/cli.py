@@ -138,12 +138,15 @@ MODEL is one of (told apart by the file's contents, not its name):
   .pt2        torch.export.save'd ExportedProgram (preferred; carries its
               example inputs)
   .pt / .pth  torch.save'd dict {"model": nn.Module, "example_inputs": tuple}
-              (optionally "example_kwargs": dict). Loading a pickle RUNS CODE
-              from the file (torch.load(weights_only=False)): only rewrite
-              pickles you trust.
+              (optionally "example_kwargs": dict). Unpickling a module
+              RUNS CODE from the file: refused (exit 2) unless you pass
+              --allow-pickle, which only a file you trust deserves.
   TorchScript torch.jit.save'd archive, converted with TS2EPConverter; needs
               --example-inputs.
 A state_dict alone is refused: it has the weights but not the model.
+Nothing in a .pt2 or TorchScript file runs when it is loaded: its pickled
+parts are read by the safe unpickler (weights_only), and a module the file
+names is imported only if you pass --import MODULE.
 
 Paths, options and rules are checked before the model is loaded. The model
 is exported with torch.export and rewritten at the export IR after
@@ -176,9 +179,11 @@ output types such as transformers'); with torch.export.load directly, `import
 pypm_verified.torch.kernels` first.
 
 custom operators: a .pt2 calling torch.ops.NS.* gets NS's library imported
-(transformers -> transformers.integrations.moe, e.g. Mixtral's experts; else a
-module named NS); for any other, --import MODULE (pm.load(path,
-imports=[MODULE])). An operator still unregistered is exit 2, naming it.
+when it is a known one (transformers -> transformers.integrations.moe, e.g.
+Mixtral's experts; torchvision; see loader.OP_LIBRARIES); for any other,
+--import MODULE (pm.load(path, imports=[MODULE])): a module a file names is
+never imported because it does. An operator or output type still
+unregistered is exit 2, naming it.
 
 {exit_codes}
 
@@ -241,15 +246,64 @@ def _configure_rewrite(sub) -> None:
     rw.add_argument("--benchmark-runs", type=_int_at_least(3, "too few"), default=21,
                     metavar="N", help="timed runs of each program with --benchmark (default 21)")
     _import_option(rw)
+    _fuel_option(rw)
     rw.add_argument("-q", "--quiet", action="store_true", help="no progress, summary only")
 
 
 def _import_option(ap) -> None:
+    """``--import MODULE`` and ``--allow-pickle``: what loading the model
+    may run (nothing from the file without them)."""
     ap.add_argument("--import", action="append", dest="imports", metavar="MODULE",
                     help="import MODULE before loading the model (repeatable): the library "
-                    "that registers a custom operator the program calls (known ones are "
-                    "imported without it, e.g. transformers.integrations.moe for "
-                    "torch.ops.transformers.*), or that defines a pickled model's class")
+                    "that registers a custom operator or a pytree type the program uses "
+                    "(known ones are imported without it, e.g. transformers.integrations.moe "
+                    "for torch.ops.transformers.*; a module a file names is never imported "
+                    "otherwise), or that defines a pickled model's class")
+    ap.add_argument("--allow-pickle", action="store_true",
+                    help="let loading use Python's full unpickler, which RUNS CODE from the "
+                    "file: needed for a torch.save'd nn.Module (and a .pt2 whose pickled "
+                    "parts hold more than tensors); without it such a file is refused "
+                    "(exit 2). Only for files you trust")
+
+
+#: the most steps ``--fuel`` takes (the engines' fuel is a 63-bit integer)
+MAX_FUEL = (1 << 62) - 1
+
+
+def _fuel(s: str) -> int:
+    v = _int_at_least(1, "too little")(s)
+    if v > MAX_FUEL:
+        raise argparse.ArgumentTypeError(f"{v} is too much; give at most {MAX_FUEL}")
+    return v
+
+
+def _fuel_option(ap) -> None:
+    ap.add_argument("--fuel", type=_fuel, default=None, metavar="N",
+                    help="machine steps one match may take before it is left undecided "
+                    "(a positive integer; default 1<<26): a pattern that runs out of it is "
+                    "reported, naming the pattern and the node")
+
+
+def check_engine_library(engine: Optional[str]) -> None:
+    """``--engine verified``: UsageError (exit 2, before any work) unless its
+    library (``$PYPM_VERIFIED_LIB`` or the built one) loads and reads this
+    package's format."""
+    if engine != "verified":
+        return
+    from .engines import binding
+    from .errors import EngineUnavailable
+    try:
+        binding.open_library()
+    except EngineUnavailable as e:
+        raise UsageError(f"--engine verified: {e}".replace(
+            "engine='reference' needs no library", "--engine reference needs no library")) \
+            from None
+    except Exception as e:  # noqa: BLE001 -- a library that is not ours (missing symbols)
+        raise UsageError(f"--engine verified: cannot use {binding.library_path()}: "
+                         f"{type(e).__name__}: {_first_line(e)} (not a pypm_verified engine "
+                         "library?); rebuild it with `make lib`, or point "
+                         f"{binding.ENV_VAR} at it (--engine reference needs no library)") \
+            from None
 
 
 def check_imports(modules) -> None:
@@ -409,10 +463,19 @@ def _library_names() -> Dict[str, Tuple[str, str]]:
 def load_rule_spec(spec: str) -> list:
     """The patterns of one ``--rules`` argument; UsageError saying which
     names are valid when it names nothing."""
-    from .errors import PatternError
+    import warnings
+    from .errors import PatternError, PatternWarning
     from .library import MODULES, load_rules
     try:
-        return load_rules(spec)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", PatternWarning)
+            pats = load_rules(spec)
+        for w in caught:
+            if issubclass(w.category, PatternWarning):
+                print(f"warning: --rules {spec}: {w.message}", file=sys.stderr)
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        return pats
     except (ValueError, PatternError) as e:
         msg = f"--rules {spec}: {e}"
         looks_like_file = spec.endswith(".py") or os.sep in spec
@@ -550,21 +613,12 @@ def _umask() -> int:
 
 
 def write_text_atomic(text: str, path: str) -> None:
-    """Write ``text`` to a temporary file next to ``path`` and rename it
-    over ``path`` (whole or not at all; mode 0666 less the umask)."""
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".pypm-tmp-", suffix=".json", dir=d)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write ``text`` (UTF-8) to a temporary next to ``path`` and rename it
+    over ``path``: whole or not at all, mode 0666 less the umask, no
+    temporary left on an error or a signal, stale ones of dead processes
+    swept (:func:`pypm_verified._atomic.write_atomic`)."""
+    from ._atomic import write_text_atomic as write
+    write(text, path)
 
 
 def load_hint(path: str) -> str:
@@ -730,6 +784,7 @@ def _rewrite(args, state: dict) -> int:
                      (args.report, "--report"))
     _check_search_options(args)
     check_imports(args.imports)
+    check_engine_library(args.engine)
     if args.example_inputs:
         if not os.path.isfile(args.example_inputs):
             raise UsageError(f"--example-inputs {args.example_inputs}: "
@@ -775,7 +830,8 @@ def _rewrite(args, state: dict) -> int:
     status = _Null() if args.quiet else console.status("loading and exporting", spinner="dots")
     with status:
         try:
-            prog = load_model(args.model, example, imports=args.imports or ())
+            prog = load_model(args.model, example, imports=args.imports or (),
+                              allow_pickle=args.allow_pickle)
         except LoadError as e:
             raise UsageError(str(e)) from None
         except Exception as e:  # noqa: BLE001 -- anything torch raises
@@ -793,12 +849,14 @@ def _rewrite(args, state: dict) -> int:
                       f"{len(patterns)} patterns, engine {args.engine}, target {target})")
         t1 = time.perf_counter()
         try:
-            if args.search == "greedy":
-                res = rewrite_program(prog, patterns, engine=args.engine, target=target,
-                                      max_iterations=args.max_iterations, check=False,
-                                      observer=recorder)
-            else:
-                res = _search_rewrite(args, prog, patterns, target)
+            from .engines.matching import fuel_limit
+            with fuel_limit(args.fuel):  # --fuel: every match of the rewrite
+                if args.search == "greedy":
+                    res = rewrite_program(prog, patterns, engine=args.engine, target=target,
+                                          max_iterations=args.max_iterations, check=False,
+                                          observer=recorder)
+                else:
+                    res = _search_rewrite(args, prog, patterns, target)
         except RewriteError as e:
             raise RuleFailure(f"a rule built an invalid replacement: {e}") from None
         except Exception as e:  # noqa: BLE001 -- a user's rule may raise anything
@@ -1008,6 +1066,7 @@ def check_rules_main(args, state: dict) -> int:
             check_writable(path, what)
     if args.report and args.markdown and _same(args.report, args.markdown):
         raise UsageError(f"--markdown {args.markdown}: is also the --report")
+    check_engine_library(args.engine)
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -1157,6 +1216,7 @@ def explain_main(args, state: dict) -> int:
     check_model_path(args.model)
     dot = check_html(args, (args.model, "input MODEL"))
     check_imports(args.imports)
+    check_engine_library(args.engine)
     try:
         import torch
     except ImportError:
@@ -1184,7 +1244,8 @@ def explain_main(args, state: dict) -> int:
                              f"{type(e).__name__}: {_first_line(e)}") from None
         example = tuple(example) if isinstance(example, (list, tuple)) else (example,)
     try:
-        prog = load_model(args.model, example, imports=args.imports or ())
+        prog = load_model(args.model, example, imports=args.imports or (),
+                          allow_pickle=args.allow_pickle)
     except LoadError as e:
         raise UsageError(str(e)) from None
     except Exception as e:  # noqa: BLE001 -- anything torch raises

@@ -7,7 +7,9 @@ call are combined into one table with one root each.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+import contextlib
+import contextvars
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import binding, reference
 from .. import core
@@ -133,6 +135,28 @@ def check_engine(engine: str) -> str:
     return engine
 
 
+_FUEL: contextvars.ContextVar = contextvars.ContextVar("pypm_fuel", default=None)
+
+
+@contextlib.contextmanager
+def fuel_limit(fuel: Optional[int]) -> Iterator[None]:
+    """Within the block (this thread or task), a match given no ``fuel``
+    (:func:`match`, :func:`match_all`, a :class:`PatternSet` made in it: the
+    rewrite driver's) gets ``fuel`` machine steps instead of the engines'
+    default (``1 << 26``); ``None`` keeps the default. The CLI's ``--fuel``."""
+    if fuel is not None and (not isinstance(fuel, int) or isinstance(fuel, bool) or fuel < 1):
+        raise ValueError(f"fuel must be a positive int, not {fuel!r}")
+    token = _FUEL.set(fuel)
+    try:
+        yield
+    finally:
+        _FUEL.reset(token)
+
+
+def _fuel(fuel: Optional[int]) -> Optional[int]:
+    return fuel if fuel is not None else _FUEL.get()
+
+
 def _label(pattern: PatternLike) -> str:
     return pattern.name if isinstance(pattern, Pattern) else repr(pattern)
 
@@ -153,6 +177,7 @@ def match(pattern: PatternLike, node: Node, engine: str = "verified",
     ``engine`` is "verified" (the Coq-extracted matcher) or "reference" (the
     pure-Python matcher)."""
     check_engine(engine)
+    fuel = _fuel(fuel)
     if not isinstance(node, Node):
         raise TypeError(f"match() needs a graph node, not {node!r}")
     if isinstance(pattern, Pattern) and pattern.is_multi:
@@ -194,6 +219,7 @@ def match_all(patterns: Sequence[PatternLike], graph: Graph, engine: str = "veri
     pattern gives its :class:`~.dominates.DominatorMatch` es. Raises
     :class:`OutOfFuel` if any attempt runs out of fuel."""
     check_engine(engine)
+    fuel = _fuel(fuel)
     if isinstance(patterns, (Pattern, core.Program) + core.PATTERN_TYPES) or \
             getattr(patterns, "_is_dominates", False):
         raise TypeError("match_all() takes a sequence of patterns")
@@ -294,7 +320,7 @@ class PatternSet:
                  fuel: Optional[int] = None):
         self.engine = check_engine(engine)
         self.patterns = list(patterns)
-        self.fuel = fuel
+        self.fuel = _fuel(fuel)
         self._s = PreparedPatterns(self.patterns)
         self._owner = _owner_of(self._s)
         self._root_syms = None

@@ -12,9 +12,9 @@ profitability table (:mod:`.profitability`).
 """
 from .driver import Driver, RewriteError, RuleContext, Value, rewrite_graph_module
 from .importer import TermGraph
-from .loader import LoadError, LoadedModel, load_model
+from .loader import LoadError, LoadedModel, NeedsPickle, load_model
 from .pipeline import Result, rewrite_program, save_atomic
 
 __all__ = ["Driver", "RewriteError", "RuleContext", "Value", "rewrite_graph_module",
-           "TermGraph", "LoadError", "LoadedModel", "load_model", "Result", "rewrite_program",
-           "save_atomic"]
+           "TermGraph", "LoadError", "LoadedModel", "NeedsPickle", "load_model", "Result",
+           "rewrite_program", "save_atomic"]

@@ -516,7 +516,7 @@ class Driver:
             if not core.root_admits(prog.defs, prog.roots[0], term.label):
                 continue
             t0 = time.perf_counter()
-            m = multi.match_multi(pattern, term, self.engine)
+            m = multi.match_multi(pattern, term, self.engine, self.pset.fuel)
             self.report.match_s += time.perf_counter() - t0
             self.report.attempts += 1
             if m is None:

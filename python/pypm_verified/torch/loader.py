@@ -11,8 +11,10 @@ is unpickled, after every entry's CRC-32 has been checked):
 * ``.pt2``: a ``torch.export.save``\\ d ExportedProgram (preferred; it
   carries its example inputs);
 * a ``torch.save``\\ d dict ``{"model": nn.Module, "example_inputs": tuple}``
-  (optionally ``"example_kwargs": dict``). Unpickling it runs code
-  (``weights_only=False``): load only files you trust;
+  (optionally ``"example_kwargs": dict``). Unpickling it needs Python's full
+  unpickler, which runs code the file names: refused (:class:`NeedsPickle`)
+  unless the caller opts in with ``allow_pickle=True`` (the CLI's
+  ``--allow-pickle``); load only files you trust that way;
 * a TorchScript archive (``torch.jit.save``), converted with torch's
   ``TS2EPConverter``; it needs example inputs given separately;
 * in-process: an ``ExportedProgram``, an ``nn.Module`` or
@@ -37,6 +39,12 @@ by importing its library (:data:`OP_LIBRARIES`, e.g. ``transformers``'
 ``grouped_mm_fallback`` of Mixtral's experts), or by modules the caller
 names (``imports=``, the CLI's ``--import MODULE``); one still missing is a
 LoadError naming it and that remedy.
+
+Nothing in a ``.pt2`` runs when it is loaded (:mod:`.untrusted`): its
+pickled parts are read by the safe unpickler (``weights_only``), its names,
+size expressions and guards are checked before torch evaluates them, and no
+module is imported because the file names it (only :data:`TYPE_PACKAGES`
+and :data:`OP_LIBRARIES`, and what the caller imports).
 """
 from __future__ import annotations
 
@@ -58,6 +66,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import torch
+
+from . import untrusted
 
 
 class LoadError(ValueError):
@@ -409,46 +419,39 @@ def _describe_state_dict(obj) -> Optional[str]:
 
 # ------------------------------------------------------------------ .pt2 requirements
 
-def requirements(path: str) -> Tuple[Set[str], Set[str]]:
+def requirements(path) -> Tuple[Set[str], Set[str]]:
     """What the ``.pt2`` at ``path`` needs registered before
     ``torch.export.load``: ``(pytree type names, operator names)``, e.g.
     ``({"transformers.modeling_outputs.BaseModelOutput"},
     {"torch.ops.pypm.linear_act.default", "torch.ops.aten.linear.default"})``,
     read from its ``models/*.json``. LoadError when that JSON is damaged."""
-    types: Set[str] = set()
-    ops: Set[str] = set()
+    scan = _scan(path)
+    return scan.types, scan.ops
+
+
+def _scan(path, label: Optional[str] = None) -> "untrusted.Scan":
+    """:func:`untrusted.check_program` over every program of the archive
+    ``path`` (a path or a binary file), and its payload configs' names.
+    LoadError when a program's JSON is damaged."""
+    label = label or str(path)
+    scan = untrusted.Scan()
     with zipfile.ZipFile(path) as z:
-        members = [n for n in z.namelist()
-                   if re.search(r"(^|/)models/[^/]+\.json$", n)]
-        for n in members:
+        for n in z.namelist():
+            model = re.search(r"(^|/)models/[^/]+\.json$", n)
+            config = re.search(r"(^|/)data/(weights|constants)/[^/]*_config\.json$", n)
+            if not (model or config):
+                continue
             try:
                 doc = json.loads(z.read(n))
-            except (ValueError, UnicodeDecodeError) as e:
-                raise LoadError(f"{path}: the program ({n}) is damaged: not valid JSON "
+            except (ValueError, UnicodeDecodeError, RecursionError) as e:
+                raise LoadError(f"{label}: the program ({n}) is damaged: not valid JSON "
                                 f"({_first_line(e)}); re-save or re-copy it") from None
-            _walk(doc, types, ops)
-    return types, ops
-
-
-def _walk(x, types: Set[str], ops: Set[str]) -> None:
-    stack = [x]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, dict):
-            t = x.get("target")
-            if isinstance(t, str) and t.startswith("torch.ops."):
-                ops.add(t)
-            ty = x.get("type")
-            if isinstance(ty, str) and "children_spec" in x:
-                types.add(ty)
-            stack.extend(x.values())
-        elif isinstance(x, list):
-            stack.extend(x)
-        elif isinstance(x, str) and x[:1] == "[" and '"children_spec"' in x:
-            try:  # a serialized treespec: JSON inside a JSON string
-                stack.append(json.loads(x))
-            except ValueError:
-                pass
+            where = f" (in {n.split('/', 1)[-1] if '/' in n else n})"
+            if model:
+                untrusted.check_program(doc, scan, where)
+            else:
+                scan.problems += untrusted.check_payload_config(doc, where)
+    return scan
 
 
 def _registered_types() -> Dict[str, Any]:
@@ -456,10 +459,38 @@ def _registered_types() -> Dict[str, Any]:
     return getattr(pytree, "SERIALIZED_TYPE_TO_PYTHON_TYPE", {})
 
 
+#: Packages whose modules the loader imports on its own to register a pytree
+#: type a ``.pt2`` uses (``transformers.modeling_outputs.BaseModelOutput``: the
+#: model outputs of ``transformers``). A type of any other module is never
+#: imported because a file names it (``python -m`` puts the working directory
+#: on ``sys.path``: a ``somemod.py`` beside the model would run): the user
+#: imports it (the CLI's ``--import MODULE``, ``imports=[MODULE]``), or the
+#: load is refused naming the type and that opt-in.
+TYPE_PACKAGES: Tuple[str, ...] = ("transformers", "torch")
+
+
+def _import_hint(mod: str) -> str:
+    return (f"if you trust it, import the module that registers it first (the CLI: --import "
+            f"{mod}; Python: pypm_verified.load(path, imports=[{mod!r}]))")
+
+
 def _import_for_type(path: str, full: str) -> None:
-    """Import the module that defines pytree type ``full``; LoadError when
-    it cannot be imported or does not register the type."""
+    """Register pytree type ``full``: import its module when it belongs to
+    :data:`TYPE_PACKAGES`; LoadError when it cannot be imported, does not
+    register the type, or belongs to another package (never imported
+    because a file names it)."""
     parts = full.split(".")
+    mod = ".".join(parts[:-1]) or parts[0]
+    if parts[0] not in TYPE_PACKAGES:
+        if any(".".join(parts[:i]) in sys.modules for i in range(len(parts) - 1, 0, -1)):
+            raise LoadError(f"{path}: the program's inputs/outputs use {full}, which is not "
+                            "registered as a pytree node in this process (its module is "
+                            "imported); register it (torch.utils._pytree.register_pytree_node"
+                            f"(..., serialized_type_name={full!r})) before loading")
+        raise LoadError(f"{path}: the program's inputs/outputs use the type {full}, which is "
+                        f"not registered in this process; the loader never imports a module "
+                        f"because a file names it (only {', '.join(TYPE_PACKAGES)}): "
+                        + _import_hint(mod))
     for i in range(len(parts) - 1, 0, -1):
         mod = ".".join(parts[:i])
         try:
@@ -506,14 +537,18 @@ _TORCH_NAMESPACES = {"aten", "prims", "higher_order", "_c10d_functional", "c10d_
 #: ``transformers`` 5 registers ``transformers::grouped_mm_fallback`` (the
 #: experts of its mixture-of-experts models: Mixtral, Qwen2-MoE, ...) in
 #: ``transformers.integrations.moe``, which a process that loads a saved
-#: program has not imported. A namespace not listed here is tried as a module
-#: of its own name (``torchvision`` registers ``torchvision::nms`` on import)
-#: when one is installed; otherwise :func:`import_modules` (the CLI's
-#: ``--import MODULE``) imports what registers it.
+#: program has not imported; ``torchvision`` registers ``torchvision::nms`` on
+#: import. A namespace not listed here is never imported because a file
+#: names it (a ``.pt2`` calling ``torch.ops.somemod.f`` would otherwise run a
+#: ``somemod.py`` on the path): :func:`import_modules` (the CLI's ``--import
+#: MODULE``) imports what registers it.
 OP_LIBRARIES: Dict[str, Tuple[str, ...]] = {
     "pypm": ("pypm_verified.torch.kernels",),
     "transformers": ("transformers.integrations.moe",),
     "transformers_msa": ("transformers.integrations.msa_attention",),
+    "torchvision": ("torchvision",),
+    "torchaudio": ("torchaudio",),
+    "torchao": ("torchao",),
 }
 
 
@@ -533,15 +568,15 @@ def import_modules(modules) -> List[str]:
 
 
 def _register_namespace(ns: str, ops: List[str]) -> Tuple[List[str], List[str]]:
-    """Import what registers operator namespace ``ns`` (:data:`OP_LIBRARIES`,
-    else an installed module named ``ns``) until ``ops`` resolve: ``(modules
-    imported, why others could not be)``."""
+    """Import what registers operator namespace ``ns`` (:data:`OP_LIBRARIES`
+    only: never a module because a file names it) until ``ops`` resolve:
+    ``(modules imported, why others could not be)``."""
     import importlib.util
-    candidates = list(OP_LIBRARIES.get(ns, ()))
-    if not candidates:
+    candidates = []
+    for mod in OP_LIBRARIES.get(ns, ()):
         try:
-            if importlib.util.find_spec(ns) is not None:
-                candidates = [ns]
+            if importlib.util.find_spec(mod.split(".")[0]) is not None:
+                candidates.append(mod)
         except (ImportError, ValueError):
             pass
     imported, failed = [], []
@@ -557,18 +592,21 @@ def _register_namespace(ns: str, ops: List[str]) -> Tuple[List[str], List[str]]:
     return imported, failed
 
 
-def register_requirements(path: str) -> List[str]:
+def register_requirements(path, scan=None) -> List[str]:
     """Register what the ``.pt2`` at ``path`` needs (see
-    :func:`requirements`): import the module of every pytree type not yet
-    registered (e.g. ``transformers.modeling_outputs``) and, for operators
-    not registered yet, what registers their namespace
+    :func:`requirements`; ``scan``: its :func:`_scan` when already read):
+    import the module of every pytree type not yet registered when it
+    belongs to :data:`TYPE_PACKAGES` (e.g. ``transformers.modeling_outputs``)
+    and, for operators not registered yet, what registers their namespace
     (:data:`OP_LIBRARIES`: ``pypm`` from :mod:`pypm_verified.torch.kernels`,
-    ``transformers`` from ``transformers.integrations.moe``; else an
-    installed module of the namespace's name). Returns the modules imported.
-    LoadError naming what cannot be registered: for an operator, the
-    operator and the remedy (import its library first: the CLI's
-    ``--import MODULE``)."""
-    types, ops = requirements(path)
+    ``transformers`` from ``transformers.integrations.moe``). Returns the
+    modules imported. LoadError naming what cannot be registered: a type of
+    another package (never imported because a file names it) or an operator,
+    with the remedy (import its library first: the CLI's ``--import
+    MODULE``)."""
+    if scan is None:
+        scan = _scan(path)
+    types, ops = scan.types, scan.ops
     imported = []
     known = _registered_types()
     for full in sorted(types):
@@ -604,27 +642,102 @@ def register_requirements(path: str) -> List[str]:
     return imported
 
 
-def _load_pt2(path: str):
-    """``torch.export.load`` after :func:`register_requirements`; its
-    failures as one-line LoadErrors with the deserializer's real reason
-    (torch logs it, then raises "check the warnings above")."""
-    register_requirements(path)
-    with _capture_export_logs() as cap:
+ALLOW_PICKLE_HINT = ("pass --allow-pickle (Python: allow_pickle=True) only for a file you "
+                     "trust")
+
+
+class NeedsPickle(LoadError):
+    """The file can be read only with Python's full unpickler, which runs
+    code the file names (``__reduce__``): refused unless the caller opted in
+    (``allow_pickle=True``, the CLI's ``--allow-pickle``)."""
+
+
+def _needs_pickle(label: str, what: str, named: Optional[str]) -> NeedsPickle:
+    return NeedsPickle(f"{label}: {what} needs Python's full unpickler"
+                       + (f" (it names {named})" if named and "." in named else
+                          f" ({named})" if named else "")
+                       + f", which can run code from the file: refused; {ALLOW_PICKLE_HINT}")
+
+
+def _load_pt2(path, allow_pickle: bool = False, label: Optional[str] = None):
+    """``torch.export.load`` of ``path`` (a path or a binary file; ``label``
+    names it in messages) without running code from the file
+    (:mod:`.untrusted`): its names, size expressions and guards checked,
+    what it needs registered (:func:`register_requirements`, importing only
+    known libraries), then loaded with every pickled part read by the safe
+    unpickler (``weights_only``) unless ``allow_pickle``. LoadError (one
+    line) otherwise, with the deserializer's real reason (torch logs it,
+    then raises "check the warnings above"); :class:`NeedsPickle` for a part
+    that needs the full unpickler."""
+    label = label or str(path)
+    scan = _scan(path, label)
+    if scan.problems:
+        raise LoadError(f"{label}: refused, not a program torch writes: {scan.problems[0]}"
+                        + (f" (and {len(scan.problems) - 1} more)" if len(scan.problems) > 1
+                           else "") + "; it may have been crafted to run code when loaded")
+    for mod in sorted(scan.modules):
+        if mod not in sys.modules and mod.split(".")[0] not in TYPE_PACKAGES:
+            raise LoadError(f"{label}: the program's tree specs name the module {mod} (an "
+                            "enum or a defaultdict factory), which is not imported in this "
+                            "process; the loader never imports a module because a file names "
+                            "it: " + _import_hint(mod))
+    register_requirements(label, scan)  # scan given: path only names it
+    if hasattr(path, "seek"):
+        path.seek(0)
+    with _capture_export_logs() as cap, untrusted.guarded(allow_pickle) as guard:
         try:
-            return torch.export.load(path)
+            ep = torch.export.load(path)
+            err: Optional[BaseException] = None
         except Exception as e:  # noqa: BLE001 -- torch raises many types
-            cause: BaseException = e
-            for rec in cap.records:  # the real error, logged before the generic one
-                if rec.exc_info and rec.exc_info[1] is not None:
-                    cause = rec.exc_info[1]
-                    break
-            cause = _innermost(cause)
-            raise LoadError(f"{path}: torch.export.load could not read the program (its "
-                            "models/model.json is damaged, or was written by an incompatible "
-                            f"torch): {type(cause).__name__}: {_first_line(cause)}") from None
+            ep, err = None, e
+    if guard.refused:
+        raise _needs_pickle(label, "a pickled part of the program (sample inputs, a weight "
+                            "or a constant)", guard.refused)
+    if guard.expression:
+        raise LoadError(f"{label}: refused, not a program torch writes: the size expression "
+                        f"{guard.expression}; it may have been crafted to run code when loaded")
+    if guard.module:
+        raise LoadError(f"{label}: loading the program would import the module "
+                        f"{guard.module}, which is not imported in this process; the loader "
+                        "never imports a module because a file names it: "
+                        + _import_hint(guard.module))
+    if err is not None:
+        cause: BaseException = err
+        for rec in cap.records:  # the real error, logged before the generic one
+            if rec.exc_info and rec.exc_info[1] is not None:
+                cause = rec.exc_info[1]
+                break
+        cause = _innermost(cause)
+        raise LoadError(f"{label}: torch.export.load could not read the program (its "
+                        "models/model.json is damaged, or was written by an incompatible "
+                        f"torch): {type(cause).__name__}: {_first_line(cause)}") from None
+    return ep
 
 
-def load_rewritten(path, imports=()) -> Any:
+def load_exported(source, allow_pickle: bool = False, imports=(),
+                  label: Optional[str] = None) -> Any:
+    """The ``ExportedProgram`` in ``source``: a ``.pt2`` path, its bytes or a
+    binary file (``label`` names it in messages), loaded as
+    :func:`load_rewritten` loads a file: checked, its requirements
+    registered, nothing in it run."""
+    import_modules(imports)
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        source = io.BytesIO(bytes(source))
+    if isinstance(source, (str, os.PathLike)):
+        return load_rewritten(source, imports=(), allow_pickle=allow_pickle)
+    label = label or "the program"
+    try:
+        with zipfile.ZipFile(source) as z:
+            bad = z.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error) as e:
+        raise LoadError(f"{label}: not a readable .pt2 archive ({_first_line(e)})") from None
+    if bad is not None:
+        raise LoadError(f"{label}: the archive is corrupt: member {bad!r} is damaged")
+    source.seek(0)
+    return _load_pt2(source, allow_pickle, label)
+
+
+def load_rewritten(path, imports=(), allow_pickle: bool = False) -> Any:
     """Load a ``.pt2`` (e.g. one the rewriter wrote) and return its
     ``ExportedProgram``, registering what it needs first: the modules of the
     pytree types of its inputs and outputs (e.g. ``transformers``' model
@@ -632,6 +745,11 @@ def load_rewritten(path, imports=()) -> Any:
     :mod:`pypm_verified.torch.kernels`). The archive's checksums are checked.
     ``imports``: modules to import first (e.g. the library that registers a
     custom operator the program calls; see :func:`import_modules`).
+    Nothing in the file runs (:mod:`.untrusted`): a module it names is not
+    imported unless it is in ``imports`` (or a known library), and a pickled
+    part that needs Python's full unpickler is refused
+    (:class:`NeedsPickle`) unless ``allow_pickle`` -- a file
+    ``torch.export.save`` wrote from tensors never needs it.
     Exposed as ``pypm_verified.load``. LoadError (one line) when the file is
     missing, corrupt, or needs something that cannot be registered."""
     path = os.fspath(path)
@@ -645,7 +763,7 @@ def load_rewritten(path, imports=()) -> Any:
         raise LoadError(f"{path}: not a .pt2 (torch.export.save) file but a "
                         f"{'TorchScript archive' if kind == 'torchscript' else 'torch.save file'}"
                         "; use load_model for it")
-    return _load_pt2(path)
+    return _load_pt2(path, allow_pickle)
 
 
 # ------------------------------------------------------------------ pickles
@@ -672,9 +790,10 @@ def _unpickle_error(path: str, e: BaseException) -> LoadError:
 
 
 def _load_file(path: str, example_inputs: Optional[Tuple] = None,
-               imports=()) -> LoadedModel:
+               imports=(), allow_pickle: bool = False) -> LoadedModel:
     """Load ``path`` (see the module docs), after importing ``imports``;
-    raises LoadError."""
+    raises LoadError (:class:`NeedsPickle` for a pickle that needs the full
+    unpickler, unless ``allow_pickle``)."""
     if not os.path.exists(path):
         raise LoadError(f"{path}: no such file")
     if os.path.isdir(path):
@@ -682,7 +801,7 @@ def _load_file(path: str, example_inputs: Optional[Tuple] = None,
     import_modules(imports)
     kind = _kind(path)
     if kind == "pt2":
-        ep = _load_pt2(path)
+        ep = _load_pt2(path, allow_pickle)
         if example_inputs is not None:
             args, kwargs = example_inputs, {}
         elif ep.example_inputs is not None:
@@ -703,21 +822,28 @@ def _load_file(path: str, example_inputs: Optional[Tuple] = None,
             raise LoadError(f"{path}: converting TorchScript with TS2EPConverter failed: "
                             f"{type(e).__name__}: {_first_line(e)}") from None
         return LoadedModel(decompose(ep), tuple(example_inputs), {}, "torchscript", path)
-    # a pickle: first without running code, to recognize a state_dict
+    # a pickle: first the safe unpickler (weights_only: tensors and plain
+    # containers, nothing runs); the full one only when the caller opted in
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, AttributeError, TypeError):
+    except pickle.UnpicklingError as e:
+        if not allow_pickle:
+            named = untrusted.global_named(e)
+            raise _needs_pickle(path, "a pickled model (torch.save of an nn.Module)" if named
+                                and named.startswith("torch.nn.") else "the pickle",
+                                named) from None
+        obj = None
+    except (RuntimeError, AttributeError, TypeError) as e:
+        if not allow_pickle:
+            raise _unpickle_error(path, e) from None
         obj = None
     except Exception as e:
         raise _unpickle_error(path, e) from None
-    if obj is not None:
-        msg = _describe_state_dict(obj)
-        if msg:
-            raise LoadError(f"{path}: {msg}")
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:
-        raise _unpickle_error(path, e) from None
+    if obj is None:
+        try:
+            obj = torch.load(path, map_location="cpu", weights_only=False)
+        except Exception as e:
+            raise _unpickle_error(path, e) from None
     msg = _describe_state_dict(obj)
     if msg:
         raise LoadError(f"{path}: {msg}")
@@ -748,7 +874,7 @@ def _load_file(path: str, example_inputs: Optional[Tuple] = None,
 
 def load_model(src, example_inputs: Optional[Tuple] = None,
                example_kwargs: Optional[dict] = None, dynamic_shapes=None,
-               imports=()) -> LoadedModel:
+               imports=(), allow_pickle: bool = False) -> LoadedModel:
     """A :class:`LoadedModel` from a path, an ExportedProgram, or an
     ``nn.Module``/``fx.GraphModule`` with ``example_inputs``. A module is
     exported in eval mode without changing the caller's object (see
@@ -756,9 +882,14 @@ def load_model(src, example_inputs: Optional[Tuple] = None,
     sizes; a ``.pt2`` or an ExportedProgram keeps the dynamic sizes it was
     exported with). ``imports``: modules a file needs imported before it is
     loaded (the library registering a custom operator its program calls, or
-    defining a pickled model's class; see :func:`import_modules`)."""
+    defining a pickled model's class; see :func:`import_modules`).
+
+    Loading a file runs no code from it unless ``allow_pickle=True``: a
+    pickle that needs Python's full unpickler (a ``torch.save``\\ d
+    ``nn.Module``) is refused with :class:`NeedsPickle`; a ``.pt2`` and a
+    TorchScript archive never need it (see :mod:`.untrusted`)."""
     if isinstance(src, (str, os.PathLike)):
-        return _load_file(os.fspath(src), example_inputs, imports)
+        return _load_file(os.fspath(src), example_inputs, imports, allow_pickle)
     if isinstance(src, torch.export.ExportedProgram):
         if example_inputs is not None:
             args, kwargs = tuple(example_inputs), dict(example_kwargs or {})

@@ -55,6 +55,7 @@ from ..engines.dominates import Dominates
 from ..engines.matching import PatternSet, check_engine, match as pm_match
 from . import legality
 from .importer import TermGraph
+from .loader import LoadError
 
 FORMAT = "pypm-partition-1"
 GROUPS = ("match", "connected")
@@ -131,18 +132,65 @@ class Partitioned:
                 f"{[s.name for s in self.submodules]}, backend {_backend_name(self.backend)}>")
 
 
-def load_partitioned(path: str, backend="inductor") -> Partitioned:
+def load_partitioned(path: str, backend="inductor", allow_pickle: bool = False) -> Partitioned:
     """A program written by :meth:`Partitioned.save`, its submodules rebuilt
-    from the saved plan and handed to ``backend`` again."""
-    import io
-    blob = torch.load(path, weights_only=False)
+    from the saved plan and handed to ``backend`` again. Nothing in the file
+    runs: the file is read with the safe unpickler (``weights_only``: its
+    format is plain data -- strings, lists, dicts, the program's bytes), the
+    program as :func:`pypm_verified.load` reads a ``.pt2`` (``allow_pickle``
+    as there). ``LoadError`` (a ``ValueError``, one line) for a file that
+    is not one :meth:`Partitioned.save` writes."""
+    import pickle
+    from .loader import load_exported
+    path = os.fspath(path)
+    not_ours = f"{path}: not a partitioned program written by pm.partition"
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        from .untrusted import global_named
+        named = global_named(e)
+        raise LoadError(f"{not_ours}: it needs Python's full unpickler"
+                        + (f" (it names {named})" if named else "")
+                        + ", which can run code from the file: refused (the format is plain "
+                        "data and never needs it)") from None
+    except FileNotFoundError:
+        raise LoadError(f"{path}: no such file") from None
+    except Exception as e:  # noqa: BLE001 -- torch raises many types for a foreign file
+        raise LoadError(f"{not_ours} ({type(e).__name__}: "
+                        f"{(str(e).strip().splitlines() or [''])[0]})") from None
     if not isinstance(blob, dict) or blob.get("format") != FORMAT:
-        raise ValueError(f"{path}: not a partitioned program written by pm.partition")
-    ep = torch.export.load(io.BytesIO(blob["program"]))
+        raise LoadError(not_ours)
+    _check_plan(blob, not_ours)
+    ep = load_exported(blob["program"], allow_pickle=allow_pickle,
+                       label=f"{path} (its program)")
     t0 = time.perf_counter()
     gm, subs = _replay(ep, blob["plan"])
     return Partitioned(gm, subs, [tuple(r) for r in blob["refused"]], backend,
                        time.perf_counter() - t0, ep, blob["plan"])
+
+
+def _check_plan(blob: dict, not_ours: str) -> None:
+    """LoadError unless ``blob`` has the shape :meth:`Partitioned.save`
+    writes: the program's bytes, a plan of names, the refused matches."""
+    def strs(x) -> bool:
+        return isinstance(x, (list, tuple)) and all(isinstance(v, str) for v in x)
+    plan = blob.get("plan")
+    ok = isinstance(blob.get("program"), (bytes, bytearray)) and isinstance(plan, dict) \
+        and isinstance(plan.get("dups"), list) and isinstance(plan.get("subs"), list) \
+        and isinstance(blob.get("refused", []), list)
+    if ok:
+        for d in plan["dups"]:
+            ok = ok and isinstance(d, (list, tuple)) and len(d) == 3 and strs(d[0]) \
+                and isinstance(d[1], str) and isinstance(d[2], (list, tuple)) \
+                and all(strs(e) and len(e) == 2 for e in d[2])
+        fields = set(Submodule.__dataclass_fields__)
+        for d in plan["subs"]:
+            ok = ok and isinstance(d, dict) and set(d) <= fields and \
+                isinstance(d.get("name"), str) and \
+                all(strs(v) for k, v in d.items() if k != "name")
+        ok = ok and all(strs(r) for r in blob.get("refused", []))
+    if not ok:
+        raise LoadError(f"{not_ours} (its plan is damaged)")
 
 
 # ------------------------------------------------------------------ backend
