@@ -14,7 +14,7 @@ benchmark checks that all three report the same sets. Runs are interleaved
 
     PYTHONPATH=python python bench/multiroot_order.py [--before-lib OLD.so]
 
-A second table (issue 28) gives the cost of reporting *every* set of nodes
+A second table gives the cost of reporting *every* set of nodes
 (``Multi.match_all_multi`` now: every tuple at each first root) against the
 first tuple per node only (the previous ``match_all``, which lost sets):
 the reference engine both ways in this process (the previous loop is kept
@@ -169,7 +169,7 @@ def every_set_table(reps, before_lib):
                      best["first"] * 1e3, best["every"] * 1e3,
                      None if before is None else before[i], after[i]))
         print(rows[-1], flush=True)
-    lines = ["", "## Every set vs the first tuple per node (issue 28)", "",
+    lines = ["", "## Every set vs the first tuple per node", "",
              "`match_all` used to keep, at each node, only the first tuple (sets lost: the"
              " `first` columns); it now walks every tuple at each first root, skipping a set"
              " already reported before its last run (`every`). `heads(G, L)`: G inputs each"

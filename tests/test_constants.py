@@ -78,7 +78,7 @@ def test_header_is_parsed(header):
     assert defines["PYPM_OK"] == 0
     assert defines["PYPM_E_BUFFER_TOO_SMALL"] == 4
     assert defines["PYPM_STATUS_OUT_OF_FUEL"] == 2
-    assert len(defines) == 14  # PYPM_E_MEMORY (issue 29)
+    assert len(defines) == 14  # with PYPM_E_MEMORY
     assert defines["PYPM_E_MEMORY"] == 10
     assert len(functions) == 14  # pypm_match_multi (issue 16) and pypm_dominates (issue 17)
     assert functions["pypm_release"] == "int pypm_release(int64_t handle)"

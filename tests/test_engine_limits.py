@@ -1,4 +1,4 @@
-"""The verified engine's memory budget (issue 29): a pattern whose
+"""The verified engine's memory budget: a pattern whose
 backtracking grows with every step (left recursion, ``Loop(x) = Loop(x) ‖
 Erf(x)``: about 100 bytes a step, gigabytes at the default fuel) is stopped
 when the search's heap growth passes ``PYPM_MEMORY_MB`` (default 192); the

@@ -42,7 +42,7 @@ let protect name (f : unit -> int) : int =
        with _ -> last_message := internal_message);
       Codes.e_internal
 
-(* The memory budget of a search (issue 29): the backtracking stack of a
+(* The memory budget of a search: the backtracking stack of a
    pattern such as [P(x) = P(x) || Erf(x)] grows with every step, about
    100 bytes a step, so fuel alone would let one search take gigabytes. A
    GC alarm (run at the end of every major cycle) stops the search once
