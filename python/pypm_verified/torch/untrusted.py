@@ -161,6 +161,14 @@ def sym_expr_problem(text: str) -> Optional[str]:
             return bool(_NUMBER_TEXT.match(v.strip()))
         return False
 
+    def first(nodes, depth) -> Optional[str]:
+        """The first reason one of ``nodes`` is refused, or None."""
+        for x in nodes:
+            why = walk(x, depth)
+            if why:
+                return why
+        return None
+
     def walk(node, depth=0) -> Optional[str]:
         if depth > 200:
             return "nested too deeply"
@@ -183,23 +191,11 @@ def sym_expr_problem(text: str) -> Optional[str]:
         if isinstance(node, ast.Compare):
             if not all(isinstance(o, _SYM_CMP) for o in node.ops):
                 return "a comparison other than ==, !=, <, <=, >, >="
-            for x in [node.left] + node.comparators:
-                why = walk(x, depth + 1)
-                if why:
-                    return why
-            return None
+            return first([node.left] + node.comparators, depth + 1)
         if isinstance(node, ast.BoolOp):
-            for x in node.values:
-                why = walk(x, depth + 1)
-                if why:
-                    return why
-            return None
+            return first(node.values, depth + 1)
         if isinstance(node, ast.Tuple):
-            for x in node.elts:
-                why = walk(x, depth + 1)
-                if why:
-                    return why
-            return None
+            return first(node.elts, depth + 1)
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in calls:
                 what = node.func.id if isinstance(node.func, ast.Name) else "an expression"
