@@ -6,7 +6,7 @@ tests open the report in.
 exports the small LLaMA of ``examples/models.py``, rewrites it for CUDA
 with the CLI (``--dry-run --html``: nothing else is written), and takes a
 screenshot of the page in headless Chromium (the Debian package
-``chromium``) into ``doc/img/rewrite_report.png``; the page itself is left
+``chromium``) into ``docs/img/rewrite_report.png``; the page itself is left
 in ``build/pictures/``. ``tests/test_html.py`` uses :func:`dump_dom` and
 :func:`screenshot`.
 """
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default="llama", help="examples/models.py model (default llama)")
     ap.add_argument("--target", default="cuda", help="rewrite target (default cuda: the "
                     "rules fire where the measured table says the kernel pays)")
-    ap.add_argument("--out", default=os.path.join(ROOT, "doc", "img", "rewrite_report.png"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "img", "rewrite_report.png"))
     ap.add_argument("--build", default=os.path.join(ROOT, "build", "pictures"))
     args = ap.parse_args(argv)
     os.makedirs(args.build, exist_ok=True)

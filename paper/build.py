@@ -1,4 +1,4 @@
-"""Build paper/paper.md from paper/sections/*.md, doc/correspondence.md and
+"""Build paper/paper.md from paper/sections/*.md, docs/guarantees/correspondence.md and
 the measured results in bench/results/.
 
 Placeholders in a section, each on a line of its own:
@@ -7,7 +7,7 @@ Placeholders in a section, each on a line of its own:
                      under the paper's); a missing file is an error unless
                      --allow-missing, which inserts a visible "not measured".
   {{figure:NAME}}    bench/results/NAME.png, embedded by relative path.
-  {{theorems}}       the theorem table of doc/correspondence.md.
+  {{theorems}}       the theorem table of docs/guarantees/correspondence.md.
 
 Usage: python paper/build.py [--allow-missing]   (make paper)
 """
@@ -22,7 +22,7 @@ PLACEHOLDER = re.compile(r"^\{\{(results|figure|theorems)(?::([\w.-]+))?\}\}\s*$
 
 
 def theorems() -> str:
-    text = (ROOT / "doc" / "correspondence.md").read_text()
+    text = (ROOT / "docs" / "guarantees" / "correspondence.md").read_text()
     body = text.split("## Theorems", 1)[1]
     return body.strip()
 

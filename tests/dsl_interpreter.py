@@ -34,7 +34,7 @@ other. This module gives the pattern language a second, direct meaning:
   answer. It never reads the lowering, ``Pattern.program``/``core``/
   ``alternates`` or any core term.
 
-Guards are three-valued as the language documents (README, doc/format.md):
+Guards are three-valued as the language documents (README, docs/internals/format.md):
 an attribute a node does not know (no shape, no dtype, an index past the
 rank, an operator without a class) makes a comparison *unknown*; ``and``,
 ``or`` and ``not`` are strict (unknown if an operand is unknown); ``+``/``-``
@@ -469,7 +469,7 @@ class InterpOutOfFuel(Exception):
 
 OUT_OF_FUEL = "out of fuel"
 
-ADD_BOUND = 1 << 61  # + and - are known while |a|, |b| < 2^61 (doc/format.md)
+ADD_BOUND = 1 << 61  # + and - are known while |a|, |b| < 2^61 (docs/internals/format.md)
 MUL_BOUND = 1 << 31  # * while |a|, |b| < 2^31
 
 _PY_CMP = {

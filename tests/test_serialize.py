@@ -1,4 +1,4 @@
-"""The wire format (doc/format.md), checked with an independent decoder."""
+"""The wire format (docs/internals/format.md), checked with an independent decoder."""
 import time
 
 import pytest
@@ -89,7 +89,7 @@ def test_pattern_round_trip():
                                 *body1[:2]]
     assert serialize.encode_pattern(PVar(7)) == [1, 7]
     assert serialize.encode_pattern(PApp(5, (PVar(1), PVar(2)))) == [2, 5, 2, 1, 1, 1, 2]
-    # the tags of doc/format.md, x of a constraint after both patterns
+    # the tags of docs/internals/format.md, x of a constraint after both patterns
     assert serialize.encode_pattern(PConstr(PVar(1), PVar(2), 3)) == [7, 1, 1, 1, 2, 3]
     assert serialize.encode_pattern(PExists(4, PVar(4))) == [5, 4, 1, 4]
     assert serialize.encode_pattern(PExistsF(4, PFunVar(4, ()))) == [6, 4, 8, 4, 0]

@@ -1,4 +1,4 @@
-"""An independent reading of doc/format.md for the tests: decoders of graph
+"""An independent reading of docs/internals/format.md for the tests: decoders of graph
 and pattern-set buffers, and a simulated engine that answers
 ``binding.match`` / ``binding.match_all`` from the encoded buffers alone
 (decoded here, matched by the ``Interpreter.v`` transcription in

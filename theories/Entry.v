@@ -1,7 +1,7 @@
 (** * Entry points: what the library answers, as proved functions
 
     Every answer of the shared library comes from a function of this file
-    (doc/correspondence.md has the table, C entry point -> function ->
+    (docs/guarantees/correspondence.md has the table, C entry point -> function ->
     theorem):
 
     - [match_root G D fuel r t]: definition [r] of the table [D] at node

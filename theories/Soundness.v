@@ -34,7 +34,7 @@
 
     for [R : st ↦ st']; the table gives [R] for each rule of [step] (paper
     names; the constructors are in [Algorithmic.v] and
-    doc/correspondence.md). The cases of the declarative rules (Figure 16)
+    docs/guarantees/correspondence.md). The cases of the declarative rules (Figure 16)
     that the failure proof needs are the inversion lemmas [matches_inv_X],
     one per pattern form.
 

@@ -1,4 +1,4 @@
-(* The binary-format reader: a validating decoder of doc/format.md
+(* The binary-format reader: a validating decoder of docs/internals/format.md
    (VERSION 2) into the engine's representation (repr.ml).
 
    Input: a Bigarray of int64 words (on the C side a zero-copy view of the
@@ -15,7 +15,7 @@
    ([Matcher.wf_defs], the extracted Coq check, which covers every body and
    so every root).
 
-   Limits (doc/format.md, "Limits"), which bound the stack the extracted
+   Limits (docs/internals/format.md, "Limits"), which bound the stack the extracted
    (non-tail-recursive) matcher can use and the time of the checks on any
    accepted input:
    - a graph node has at most [max_arity] children;
@@ -292,7 +292,7 @@ let decode_graph_exn (b : buf) : Repr.graph =
   let n = node_count "graph" b ~len ~at:2 in
   decode_nodes_exn "graph" b ~len ~pos:3 ~base:0 ~n
 
-(* A graph extension (doc/format.md, "Graph extension"): MAGIC_EXTENSION,
+(* A graph extension (docs/internals/format.md, "Graph extension"): MAGIC_EXTENSION,
    VERSION, base, n_new, then node records and symbol attributes as in a
    graph.  Returns [(base, nodes)] where [nodes] describes the new nodes
    only (its [n_nodes] is n_new); [Engine.graph_extend] checks [base]
@@ -553,7 +553,7 @@ let decode_patterns_exn (b : buf) : Repr.patterns =
 
 (* ------------------------------------------------------ multi-root spec *)
 
-(* doc/format.md, "Multi-root patterns": n_params, n_fparams, k, then k
+(* docs/internals/format.md, "Multi-root patterns": n_params, n_fparams, k, then k
    root indices of the loaded pattern set, then the cross-root guard in
    prefix form, then optionally one word: 0 (candidates by upward
    traversal, the default) or 1 (by the index only).  Returns (n, m, root

@@ -6,7 +6,7 @@
    (codes.ml); the C-facing layer turns them into return codes.
 
    Every answer comes from an extracted function of theories/Entry.v
-   (doc/correspondence.md): a pattern set is [Matcher.load_set] of the
+   (docs/guarantees/correspondence.md): a pattern set is [Matcher.load_set] of the
    decoded table and roots (the root-operator index and each root's start
    environment, computed once); [pypm_match] is [Matcher.set_match],
    [pypm_match_all] is [Matcher.set_match_all_fold] over the graph's nodes
@@ -314,7 +314,7 @@ let result h = get_result h
 
 (* ------------------------------------------------------- multi-root *)
 
-(* A multi-root pattern (doc/format.md, "Multi-root patterns") over a loaded
+(* A multi-root pattern (docs/internals/format.md, "Multi-root patterns") over a loaded
    pattern set: the roots are root indices of the set, mapped to their
    definitions; checked with the extracted [Matcher.wf_multi] (the premise
    of [Multi.match_multi_fail_sound]). *)
@@ -386,7 +386,7 @@ let match_multi ~graph ~patterns ~(spec : Decode.buf) ~root ~fuel : int * int =
 
 exception Dom_out_of_fuel of int
 
-(* Relay's dominates(P, I, C) (Dominates.v; doc/format.md, "Dominator
+(* Relay's dominates(P, I, C) (Dominates.v; docs/internals/format.md, "Dominator
    patterns"). [spec]: parent, path and child root indices of the set, the
    node count n (that of the graph), then n flag words (bit 0: a constant
    leaf, bit 1: an output, bit 2: live). The per-node answers of P, I and C

@@ -1,4 +1,4 @@
-(* In-memory representation of a decoded graph (doc/format.md, "Graph").
+(* In-memory representation of a decoded graph (docs/internals/format.md, "Graph").
 
    Everything the matcher reads is O(1) or O(log a) where a is the number of
    attributes of one node:
@@ -74,7 +74,7 @@ let to_matcher (g : graph) : Matcher.graph =
     sym_attr = (fun a f -> sym_attr g a f);
   }
 
-(* A decoded pattern set (doc/format.md, "Pattern set"): the definition
+(* A decoded pattern set (docs/internals/format.md, "Pattern set"): the definition
    table, as a list (what the matcher takes) and as an array (O(1) access to
    a root's definition), and the roots (definition indices, checked). *)
 type patterns = {

@@ -1,5 +1,5 @@
 /* Helpers shared by test_capi.c and bench_capi.c: growable word buffers and
- * encoders for the binary format (doc/format.md). */
+ * encoders for the binary format (docs/internals/format.md). */
 #ifndef CAPI_UTIL_H
 #define CAPI_UTIL_H
 #include <stdint.h>

@@ -3,7 +3,7 @@
 Nodes are inputs (named leaves), constant leaves, or applications of an
 :class:`~pypm_verified.dsl.Op` to earlier nodes. Building the same
 ``(label, children, attributes)`` twice returns the same node. Each node
-carries the attributes guards read (doc/format.md): rank, dtype code, and
+carries the attributes guards read (docs/internals/format.md): rank, dtype code, and
 ``shape[i]`` / ``shape[-(j+1)]`` for every known dimension; each operator
 symbol its class (the OPCLASS symbol attribute).
 
@@ -368,7 +368,7 @@ class Graph:
             raise GraphError(f"{node!r} is not a node of this graph")
 
     def encode(self):
-        """The graph as int64 words (doc/format.md), an ``array('q')``; cached
+        """The graph as int64 words (docs/internals/format.md), an ``array('q')``; cached
         until the next node is added. Do not mutate the returned array."""
         n = len(self.nodes)
         if self._encoded is None or self._encoded[0] != n:

@@ -1,5 +1,5 @@
 """Wire-level tables shared by the calculus, the binary format
-(doc/format.md) and the engines: attribute ids, the bounds on attribute
+(docs/internals/format.md) and the engines: attribute ids, the bounds on attribute
 values and guard arithmetic, and the element types (dtype codes)."""
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 
 θ and φ are given, so P-VAR and P-FUN-VAR are lookups, P-FUN checks the
 children, P-ALT tries either side and P-GUARD evaluates the guard under θ, φ
-(three-valued, strict, bounded arithmetic: doc/format.md). The rules that
+(three-valued, strict, bounded arithmetic: docs/internals/format.md). The rules that
 invent something are decided by search over the finite graph: P-EXISTS tries
 every node as the witness (``x`` shadows an outer ``x``), ∃F every operator
 labelling a node (a witness that is no node's label cannot be matched), and

@@ -1,4 +1,4 @@
-"""The wire format of doc/format.md (VERSION 2): graphs and pattern sets
+"""The wire format of docs/internals/format.md (VERSION 2): graphs and pattern sets
 (definition tables with roots) as int64 words, and the decoders of the
 engine's result buffers."""
 from __future__ import annotations
@@ -200,7 +200,7 @@ def encode_patterns(defs: Sequence[core.PDef], roots: Sequence[int]) -> array:
 
 def encode_multi_spec(n: int, m: int, roots: Sequence[int], guard,
                       index_only: bool = False) -> array:
-    """A multi-root spec (doc/format.md, "Multi-root patterns"): the shared
+    """A multi-root spec (docs/internals/format.md, "Multi-root patterns"): the shared
     variable counts, the root indices (positions in the loaded pattern set's
     roots), the cross-root guard and, when ``index_only``, the word 1 (later
     roots' candidates by the index alone, ``Multi.match_multi_idx``; the
@@ -234,7 +234,7 @@ DOM_CONST, DOM_OUTPUT, DOM_LIVE = 1, 2, 4
 
 
 def encode_dominates_spec(parent: int, path: int, child: int, flags: Sequence[int]) -> array:
-    """A dominator spec (doc/format.md, "Dominator patterns"): the parent,
+    """A dominator spec (docs/internals/format.md, "Dominator patterns"): the parent,
     path and child root indices, the node count, one flag word per node
     (``DOM_CONST | DOM_OUTPUT | DOM_LIVE``)."""
     words = _ids([parent, path, child], "root index") + [len(flags)]

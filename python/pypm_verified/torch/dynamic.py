@@ -7,7 +7,7 @@ environment (:class:`~torch.fx.experimental.symbolic_shapes.ShapeEnv`: the
 ranges of ``range_constraints`` and the facts export recorded) describes. A
 rewrite of such a program must be correct for **every** admissible size,
 not only for the example the program was exported with. How the rewriter
-makes sure of it (``doc/architecture.md``, "Dynamic shapes"):
+makes sure of it (``docs/internals/architecture.md``, "Dynamic shapes"):
 
 1. *The engine matches on hints.* The term graph gives the verified engine
    each symbolic size's example value (its hint) as the attribute its

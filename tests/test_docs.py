@@ -1,0 +1,151 @@
+"""The README and the documentation site (docs/): their code runs as written.
+
+* every ``python`` block of the README, and of each page of docs/ (the
+  page's blocks in order, one namespace per page, in a scratch directory),
+  runs, and asserts what it claims;
+* every command line of a ``sh`` block that calls the CLI
+  (``pypm-verified ...`` / ``python -m pypm_verified ...``) is accepted by
+  the CLI's own argument parser, so an option the docs show exists;
+* the README stays short and links only to pages that exist;
+* ``mkdocs build --strict`` builds the site with no warning (``make docs``);
+* no text in the project names a work item by number or a path outside the
+  repository.
+"""
+import argparse
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pypm_verified as pm
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+PAGES = sorted(p for p in DOCS.rglob("*.md") if "hooks" not in p.parts)
+
+
+def _blocks(text: str, lang: str):
+    return re.findall(rf"^```{lang}\n(.*?)^```", text, flags=re.S | re.M)
+
+
+def _run_python(blocks, tmp_path, monkeypatch, name):
+    src = tmp_path / f"{name}.py"  # patterns read their source: a real file
+    src.write_text("\n".join(blocks))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    ns = {"__name__": name}
+    exec(compile(src.read_text(), str(src), "exec"), ns)  # noqa: S102 -- the docs' code
+    return ns
+
+
+def test_readme_python_blocks_run(tmp_path, monkeypatch, lib):
+    blocks = _blocks(README.read_text(), "python")
+    assert len(blocks) >= 2
+    # the rules file of "A first rule" is a module of its own: run it as one
+    rules = next(b for b in blocks if "def to_silu" in b)
+    _run_python([rules], tmp_path, monkeypatch, "myrules")
+    ns = _run_python([b for b in blocks if b is not rules], tmp_path, monkeypatch,
+                     "readme_examples")
+    assert ns["report"].firings == {"cublasrule": 1}
+    assert ns["m"].bindings == {"x": ns["a"], "y": ns["b"]}
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if _blocks(p.read_text(), "python")
+                                  and "tutorials" not in p.parts],
+                         ids=lambda p: str(p.relative_to(DOCS)))
+def test_docs_python_blocks_run(page, tmp_path, monkeypatch, lib):
+    ns = _run_python(_blocks(page.read_text(), "python"), tmp_path, monkeypatch,
+                     "page_" + page.stem.replace("-", "_"))
+    assert ns  # each page's blocks assert their own claims as they run
+
+
+def _cli_lines(text: str):
+    """The CLI invocations of the ``sh`` blocks, comments and continuations
+    handled, with the program name removed."""
+    for block in _blocks(text, "sh"):
+        block = block.replace("\\\n", " ")
+        for line in block.splitlines():
+            line = line.split(" #")[0].strip()
+            if line.startswith("$ "):
+                line = line[2:]
+            for prefix in ("pypm-verified ", "python -m pypm_verified "):
+                if line.startswith(prefix):
+                    words = shlex.split(line[len(prefix):])
+                    cut = [i for i, w in enumerate(words) if w in ("&&", "||", "|", ";", ">")]
+                    yield line, words[:cut[0]] if cut else words
+
+
+def test_docs_command_lines_parse():
+    from pypm_verified.cli.parsing import parser
+    seen = 0
+    for f in [README, *PAGES]:
+        for line, words in _cli_lines(f.read_text()):
+            seen += 1
+            try:
+                parser().parse_args(words)
+            except SystemExit as e:  # --help and --version exit 0
+                assert e.code == 0, f"{f.relative_to(ROOT)}: the CLI rejects {line!r}"
+    assert seen >= 10
+
+
+def test_readme_is_short_and_its_links_resolve():
+    text = README.read_text()
+    assert len(text.splitlines()) <= 250
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    local = [l for l in links if "://" not in l]
+    assert len(local) >= 10
+    for link in local:
+        assert (ROOT / link).exists(), f"README links to a missing file: {link}"
+    # the README's two commands stay at its top
+    first = _blocks(text, "sh")[0]
+    assert first.splitlines()[:2] == [
+        "make example   # set everything up, prove, build, match the bundled example, "
+        "rewrite a generated GPT-2",
+        "make test      # set everything up and pass the tests (what CI runs)"]
+
+
+def test_docs_site_builds_strict(tmp_path):
+    mkdocs = shutil.which("mkdocs", path=os.path.dirname(sys.executable))
+    if mkdocs is None:
+        if os.environ.get("PYPM_REQUIRE_TOOLS"):
+            pytest.fail("mkdocs is not installed (the [docs] extra; make venv installs it)")
+        pytest.skip("mkdocs is not installed (the [docs] extra)")
+    out = subprocess.run([mkdocs, "build", "--strict", "-d", str(tmp_path / "site")],
+                         cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "WARNING" not in out.stderr, out.stderr[-3000:]
+    cli = (tmp_path / "site" / "reference" / "cli.html").read_text()
+    assert "--ignore-profitability" in cli and "check-rules" in cli  # generated from the parser
+    assert (tmp_path / "site" / "results" / "matchers.png").exists()  # the plots
+
+
+# A work item by number (the word, a space or dash, an optional hash, digits),
+# or a path that leaves the repository (the papers folder beside it).
+_OUTSIDE = re.compile(r"\bissues?[ -]#?\d+|\.\./shared\b|/work/shared\b", re.I)
+
+
+def test_no_text_names_work_items_or_outside_paths():
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
+    bad = []
+    for f in files:
+        p = ROOT / f
+        if f == "tests/test_docs.py":  # the pattern itself
+            continue
+        if p.suffix in (".png", ".so", ".pdf", ".json") or not p.is_file():
+            continue
+        try:
+            text = p.read_text()
+        except UnicodeDecodeError:
+            continue
+        for i, line in enumerate(text.splitlines(), 1):
+            if _OUTSIDE.search(line):
+                bad.append(f"{f}:{i}: {line.strip()[:100]}")
+    assert not bad, "\n".join(bad[:40])
