@@ -1,0 +1,54 @@
+"""The command line: ``python -m pypm_verified COMMAND ...``.
+
+Commands (one module each, registered in :data:`COMMANDS`):
+
+  rewrite MODEL -o OUT.pt2   rewrite a PyTorch model with the rule library
+                             (or your rules), check the numerics, save it.
+  check-rules                check the rules on PyTorch subgraphs generated
+                             from their patterns (tested / refuted / vacuous;
+                             its exit codes are in `check-rules --help`).
+  explain MODEL --pattern P  why pattern P does not match (at --node, or the
+                             near misses over the model).
+
+Every path and every rule is checked before the model is loaded, so a
+mistake costs a second, not an export; each problem is one line on stderr
+(``PYPM_TRACEBACK=1`` adds the traceback) and one of these exit codes:
+
+exit codes:
+  0    ok: rewritten and saved (or nothing to save: --dry-run, no rule fired)
+  1    numerics mismatch: the rewritten program disagrees with the original;
+       the output is not written (--force writes it anyway)
+  2    bad input: an option, a path, a model file or a rules module is wrong,
+       or a program an option needs is missing (Graphviz's dot for --html);
+       nothing is written
+  3    a rule failed: it raised, used an undefined name or built an invalid
+       replacement; nothing is written
+  130  interrupted (Ctrl-C); nothing written
+  143  terminated (SIGTERM); nothing written
+
+Modules: :mod:`.rewrite`, :mod:`.checkrules` and :mod:`.explain` are the
+subcommands; :mod:`.exitcodes` (exit codes and the exceptions that map to
+them), :mod:`.parsing` (the parser, argument types, shared options, the
+registry), :mod:`.checks` (everything checked before the work),
+:mod:`.output` (messages, tables, files written), :mod:`.timing`
+(``--benchmark``) and :mod:`.app` (``main``) are shared.
+"""
+from __future__ import annotations
+
+from .exitcodes import (EXIT_CODES, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_NUMERICS, EXIT_OK,
+                        EXIT_RULE, EXIT_TERMINATED, RuleFailure, Terminated, UsageError,
+                        exit_code_table)
+from .parsing import COMMANDS, MAX_FUEL, command, parser
+from .checks import (check_engine_library, check_html, check_imports, check_model_path,
+                     check_rules, check_writable, load_rule_spec, undefined_globals)
+from .output import load_hint, why_not_fired, write_html, write_text_atomic
+from .timing import benchmark_lines, compare_timings, interleaved_timings, spread
+# the subcommands register themselves in COMMANDS, in this order (--help's)
+from .rewrite import REWRITE_DESCRIPTION, program_device, rewrite_main, rule_failure
+from .checkrules import CHECK_RULES_EXIT_CODES, EXIT_REFUTED, check_rules_main
+from .explain import explain_main
+from .app import main
+
+__all__ = ["main", "COMMANDS", "EXIT_CODES", "EXIT_OK", "EXIT_NUMERICS", "EXIT_INPUT",
+           "EXIT_RULE", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "interleaved_timings",
+           "compare_timings", "program_device", "undefined_globals"]

@@ -1,0 +1,54 @@
+"""``main``: parse, run the subcommand, map its outcome to an exit code."""
+from __future__ import annotations
+
+import os
+import signal
+import traceback
+from typing import Optional, Sequence
+
+from .exitcodes import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RULE, EXIT_TERMINATED,
+                        RuleFailure, Terminated, UsageError)
+from .output import _err
+from .parsing import COMMANDS, parser
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The command line; returns the exit code (never raises SystemExit)."""
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as e:  # --help, or a usage error (one line, code 2)
+        return e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else EXIT_INPUT)
+    _, run = COMMANDS[args.command]
+    state = {"written": []}
+    old = None
+    try:
+        old = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        return run(args, state)
+    except UsageError as e:
+        _err(f"error: {e}")
+        _tb(e)
+        return EXIT_INPUT
+    except RuleFailure as e:
+        _err(f"error: {e}; nothing written")
+        _tb(e)
+        return EXIT_RULE
+    except KeyboardInterrupt as e:
+        done = state["written"]
+        what = "nothing written" if not done else f"wrote only {', '.join(done)}"
+        term = isinstance(e, Terminated)
+        _err(f"{'terminated' if term else 'interrupted'}; {what}")
+        return EXIT_TERMINATED if term else EXIT_INTERRUPTED
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
+
+
+def _tb(e: BaseException) -> None:
+    if os.environ.get("PYPM_TRACEBACK"):
+        traceback.print_exception(e.__context__ or e)

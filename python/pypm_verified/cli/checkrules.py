@@ -1,0 +1,168 @@
+"""``check-rules``: the rules checked on generated PyTorch subgraphs."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from .checks import _same, check_engine_library, check_rules, check_writable, load_rule_spec
+from .exitcodes import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RULE, EXIT_TERMINATED,
+                        RuleFailure, UsageError, exit_code_table)
+from .output import _first_line, write_text_atomic
+from .parsing import _int_at_least, _share, command
+
+CHECK_RULES_EXIT_CODES = (
+    (EXIT_OK, "every rule proved or tested: no counterexample in the generated instances"),
+    (1, "a rule is refuted (a counterexample) or vacuous (its guards admit no generated "
+        "instance); the reports are written"),
+    (EXIT_INPUT, "bad input: an option, a path or a rules module is wrong"),
+    (EXIT_RULE, "a rule uses a name its module does not define (found before checking)"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
+    (EXIT_TERMINATED, "terminated (SIGTERM)"),
+)
+EXIT_REFUTED = 1
+
+CHECK_RULES_DESCRIPTION = """\
+Check every @pm.rule of the rule library (or of --rules) on PyTorch subgraphs
+generated from its pattern: every alternate, operator-variable choice and
+recursion depth up to a bound, with ranks, sizes (1 included), dtypes
+(float32/64, float16, bfloat16, int64), broadcast operands and constants
+drawn from what the guards plausibly admit. Each instance runs through the
+real matcher and the rewrite driver (profitability off), and the original
+and rewritten subgraphs are compared at the dtype-aware tolerances of the
+rewrite command. Each structure the rule fired on (the subgraph and its
+replacement, input ranks fixed, sizes free) is then proved equal over the
+reals for every size with z3, from an index-level semantics of the ATen ops
+(pypm_verified/checking/symbolic.py). Each rule is reported:
+
+  proved    tested, and every structure it fired on proved over the reals
+            for every size (the structures generated: input ranks up to 4)
+  tested    no counterexample in N instances the rule fired on (the
+            summary says which structures were proved, and why not others)
+  refuted   a counterexample: the subgraph, input shapes and dtypes,
+            constants, the error (shrunk to small sizes)
+  vacuous   no generated instance was matched and accepted by the rule
+
+For a tested rule, each guard (each assert of the rule, each conjunct of its
+pattern's guards) is dropped in turn to look for the counterexample it
+excludes ("necessary") or find it changed nothing ("redundant").
+
+"tested" is evidence, not proof; "proved" is over the reals (floating-point
+rounding of the two sides still differs) and for the structures generated.
+"""
+
+
+def _configure_check_rules(sub) -> None:
+    cr = sub.add_parser("check-rules", help="check the rules on generated instances",
+                        description=CHECK_RULES_DESCRIPTION,
+                        epilog=exit_code_table(codes=CHECK_RULES_EXIT_CODES) + """
+
+example:
+  python -m pypm_verified check-rules --fast
+  python -m pypm_verified check-rules --rules my_rules.py --report rules.json
+""", formatter_class=argparse.RawDescriptionHelpFormatter)
+    cr.add_argument("--rules", action="append", metavar="MODULE_OR_FILE",
+                    help="rules to check (repeatable; default: the whole library)")
+    cr.add_argument("--report", metavar="R.json", help="write the results as JSON")
+    cr.add_argument("--markdown", metavar="R.md", help="write the results as Markdown")
+    cr.add_argument("--examples", type=_int_at_least(1, "too few"), metavar="N",
+                    help="instances each rule must fire on (default 200; --fast: 12)")
+    cr.add_argument("--seed", type=int, default=0, metavar="S",
+                    help="random seed (default 0; the same seed draws the same instances)")
+    cr.add_argument("--fast", action="store_true",
+                    help="CI mode: 12 instances per rule, no guard necessity")
+    cr.add_argument("--guard-examples", type=_int_at_least(0, "negative"), metavar="N",
+                    help="violating instances tried per guard (default 24; 0: no guard "
+                    "necessity)")
+    cr.add_argument("--no-guards", action="store_true", help="skip guard necessity")
+    cr.add_argument("--no-symbolic", action="store_true",
+                    help="skip the symbolic proofs (z3); rules are then at best tested")
+    cr.add_argument("--engine", choices=("verified", "reference"), default=None,
+                    help="matcher (default: verified when its library is built, else "
+                    "reference)")
+    cr.add_argument("--special-values", type=_share, default=0.0, metavar="P",
+                    help="share of instances whose inputs also hold NaN, +-inf, +-0.0, "
+                    "+-100 (integers: their extremes), signed zeros compared (default 0)")
+    cr.add_argument("--dtype-hints", action="store_true",
+                    help="half the instances in a dtype the rule's source names (so "
+                    "integer- or bool-only rules fire)")
+    cr.add_argument("-q", "--quiet", action="store_true", help="the summary only")
+
+
+@command("check-rules", _configure_check_rules)
+def check_rules_main(args, state: dict) -> int:
+    """``check-rules``: see :data:`CHECK_RULES_DESCRIPTION`."""
+    t0 = time.perf_counter()
+    for path, what in ((args.report, "--report"), (args.markdown, "--markdown")):
+        if path:
+            check_writable(path, what)
+    if args.report and args.markdown and _same(args.report, args.markdown):
+        raise UsageError(f"--markdown {args.markdown}: is also the --report")
+    check_engine_library(args.engine)
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise UsageError("PyTorch is not installed; pip install -e '.[torch]' "
+                         "-c requirements/constraints.txt") from None
+    from ..checking import FAST, FULL, check_rule, default_engine, markdown, summary_lines
+    from ..library import default_patterns
+    if args.rules:
+        patterns = [p for spec in args.rules for p in load_rule_spec(spec)]
+    else:
+        patterns = default_patterns()
+    check_rules(patterns)
+    mode = FAST if args.fast else FULL
+    examples = args.examples or mode["examples"]
+    per_guard = 0 if args.no_guards else (
+        args.guard_examples if args.guard_examples is not None else mode["per_guard"])
+    engine = args.engine or default_engine()
+    results = []
+    for p in patterns:
+        for r in p.rules:
+            if not args.quiet:
+                print(f"checking {r.name} (pattern {p.name}) ...", file=sys.stderr, flush=True)
+            try:
+                res = check_rule(p, r, examples=examples, seed=args.seed, engine=engine,
+                                 guards=per_guard > 0, per_guard=per_guard,
+                                 symbolic=not args.no_symbolic,
+                                 special_values=args.special_values,
+                                 dtype_hints=args.dtype_hints)
+            except Exception as e:  # noqa: BLE001 -- a rule module may break the checker
+                raise RuleFailure(f"checking rule {r.name!r} ({r.where}) failed: "
+                                  f"{type(e).__name__}: {_first_line(e)}") from None
+            results.append(res)
+    for line in summary_lines(results):
+        print(line)
+    seconds = time.perf_counter() - t0
+    counts = {s: sum(r.status == s for r in results) for s in ("proved", "tested", "refuted",
+                                                                "vacuous")}
+    print(f"{len(results)} rule(s): " + ", ".join(f"{v} {k}" for k, v in counts.items() if v)
+          + f" ({seconds:.1f} s, engine {engine}, seed {args.seed}, "
+          + f"{'fast' if args.fast else 'full'} mode)")
+    if args.report:
+        doc = {"mode": "fast" if args.fast else "full", "examples": examples,
+               "guard_examples": per_guard, "seed": args.seed, "engine": engine,
+               "summary": counts, "seconds": seconds,
+               "rules": [r.as_dict() for r in results]}
+        try:
+            write_text_atomic(json.dumps(doc, indent=2) + "\n", args.report)
+        except OSError as e:
+            raise UsageError(f"--report {args.report}: cannot write it: "
+                             f"{e.strerror or e}") from None
+        state["written"].append(args.report)
+    if args.markdown:
+        pre = (f"`python -m pypm_verified check-rules` ({'fast' if args.fast else 'full'} "
+               f"mode: {examples} instances per rule, {per_guard} per guard; seed "
+               f"{args.seed}, engine {engine}; {seconds:.0f} s). Summary: "
+               + ", ".join(f"{v} {k}" for k, v in counts.items() if v) + ". What the "
+               "statuses mean and what \"tested\" does not guarantee: README, section "
+               "`check-rules`.")
+        try:
+            write_text_atomic(markdown(results, "Rule checks (check-rules)", pre),
+                              args.markdown)
+        except OSError as e:
+            raise UsageError(f"--markdown {args.markdown}: cannot write it: "
+                             f"{e.strerror or e}") from None
+        state["written"].append(args.markdown)
+    return EXIT_OK if all(r.ok for r in results) else EXIT_REFUTED

@@ -1,0 +1,192 @@
+"""What is checked before any work: paths, the engine library, modules to
+import, ``--html``'s Graphviz, and the rules (loaded, and their bodies
+scanned for undefined names)."""
+from __future__ import annotations
+
+import builtins
+import dis
+import os
+import sys
+import types
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .exitcodes import RuleFailure, UsageError
+from .output import _first_line
+
+def check_engine_library(engine: Optional[str]) -> None:
+    """``--engine verified``: UsageError (exit 2, before any work) unless its
+    library (``$PYPM_VERIFIED_LIB`` or the built one) loads and reads this
+    package's format."""
+    if engine != "verified":
+        return
+    from ..engines import binding
+    from ..errors import EngineUnavailable
+    try:
+        binding.open_library()
+    except EngineUnavailable as e:
+        raise UsageError(f"--engine verified: {e}".replace(
+            "engine='reference' needs no library", "--engine reference needs no library")) \
+            from None
+    except Exception as e:  # noqa: BLE001 -- a library that is not ours (missing symbols)
+        raise UsageError(f"--engine verified: cannot use {binding.library_path()}: "
+                         f"{type(e).__name__}: {_first_line(e)} (not a pypm_verified engine "
+                         "library?); rebuild it with `make lib`, or point "
+                         f"{binding.ENV_VAR} at it (--engine reference needs no library)") \
+            from None
+
+
+def check_imports(modules) -> None:
+    """``--import MODULE``: each module can be found (it is imported when the
+    model is loaded); UsageError otherwise."""
+    import importlib.util
+    for mod in modules or ():
+        try:
+            found = importlib.util.find_spec(mod) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise UsageError(f"--import {mod}: no such module here (check the name and "
+                             "PYTHONPATH)")
+
+
+def check_html(args, *others: Tuple[Optional[str], str]) -> Optional[str]:
+    """For ``--html``: UsageError unless its path can be written and is none
+    of ``others`` (``(path, what)``) and Graphviz's ``dot`` runs; the path
+    of ``dot`` (None without ``--html``)."""
+    if args.html_layers is not None and not args.html:
+        raise UsageError("--html-layers: only with --html")
+    if not args.html:
+        return None
+    for path, what in others:
+        if path and _same(args.html, path):
+            raise UsageError(f"--html {args.html}: is also the {what}")
+    check_writable(args.html, "--html")
+    from ..torch.html import GraphvizMissing, find_dot
+    try:
+        return find_dot()
+    except GraphvizMissing as e:
+        raise UsageError(f"--html {args.html}: {e}") from None
+
+
+def check_model_path(path: str) -> None:
+    """UsageError unless ``path`` is a readable, non-empty file."""
+    if not os.path.exists(path):
+        raise UsageError(f"MODEL {path}: no such file")
+    if os.path.isdir(path):
+        raise UsageError(f"MODEL {path}: is a directory, expected a model file")
+    if not os.access(path, os.R_OK):
+        raise UsageError(f"MODEL {path}: cannot be read (permission denied)")
+    if os.path.getsize(path) == 0:
+        raise UsageError(f"MODEL {path}: is empty (0 bytes), not a model file")
+
+
+def check_writable(path: str, what: str) -> None:
+    """UsageError unless a file can be created (or replaced) at ``path``:
+    its directory exists and is writable, and it is not a directory."""
+    if os.path.isdir(path):
+        raise UsageError(f"{what} {path}: is a directory; give a file name")
+    d = os.path.dirname(path) or "."
+    if not os.path.exists(d):
+        raise UsageError(f"{what} {path}: directory {d} does not exist")
+    if not os.path.isdir(d):
+        raise UsageError(f"{what} {path}: {d} is not a directory")
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise UsageError(f"{what} {path}: directory {d} is not writable")
+
+
+def _same(a: str, b: str) -> bool:
+    return os.path.abspath(a) == os.path.abspath(b) or (
+        os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b))
+
+
+def undefined_globals(fn) -> List[Tuple[str, int]]:
+    """``(name, line)`` for each global name ``fn`` (or a function or
+    comprehension nested in it) reads that is neither in its module nor a
+    builtin: a ``NameError`` waiting for the first match."""
+    g = fn.__globals__
+    b = g.get("__builtins__", builtins)
+    b = b if isinstance(b, dict) else vars(b)
+    out, seen = [], set()
+
+    def walk(code):
+        line = code.co_firstlineno
+        for ins in dis.get_instructions(code):
+            pos = getattr(ins, "positions", None)
+            line = (pos.lineno if pos is not None and pos.lineno else
+                    ins.starts_line or line)
+            if ins.opname == "LOAD_GLOBAL" and ins.argval not in g \
+                    and ins.argval not in b and ins.argval not in seen:
+                seen.add(ins.argval)
+                out.append((ins.argval, line))
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):
+                walk(c)
+    walk(fn.__code__)
+    return out
+
+
+def check_rules(patterns: Sequence) -> None:
+    """RuleFailure for a rule whose body reads an undefined name."""
+    for p in patterns:
+        for r in getattr(p, "rules", ()):
+            fn = getattr(r, "fn", None)
+            if not isinstance(fn, types.FunctionType):
+                continue
+            bad = undefined_globals(fn)
+            if bad:
+                name, line = bad[0]
+                raise RuleFailure(
+                    f"rule {r.name!r} ({r.where}) uses the name {name!r} (line {line}), which "
+                    "is not defined in its module (a NameError at its first match)")
+
+
+def _library_names() -> Dict[str, Tuple[str, str]]:
+    """lower-cased pattern and rule name -> (name, library module)."""
+    import importlib
+    from ..library import MODULES, _patterns_of
+    names = {}
+    for m in MODULES:
+        try:
+            mod = importlib.import_module(f"pypm_verified.library.{m}")
+        except Exception:  # noqa: BLE001 -- a hint only
+            continue
+        for p in _patterns_of(mod):
+            names.setdefault(p.name.lower(), (p.name, m))
+            for r in p.rules:
+                names.setdefault(r.name.lower(), (r.name, m))
+    return names
+
+
+def load_rule_spec(spec: str) -> list:
+    """The patterns of one ``--rules`` argument; UsageError saying which
+    names are valid when it names nothing."""
+    import warnings
+    from ..errors import PatternError, PatternWarning
+    from ..library import MODULES, load_rules
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", PatternWarning)
+            pats = load_rules(spec)
+        for w in caught:
+            if issubclass(w.category, PatternWarning):
+                print(f"warning: --rules {spec}: {w.message}", file=sys.stderr)
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        return pats
+    except (ValueError, PatternError) as e:
+        msg = f"--rules {spec}: {e}"
+        looks_like_file = spec.endswith(".py") or os.sep in spec
+        if not looks_like_file and f"No module named {spec.split('.')[0]!r}" in str(e):
+            msg = f"--rules {spec}: no library module or importable module of that name"
+        if not looks_like_file:
+            hint = ""
+            known = _library_names().get(spec.lower())
+            if known:
+                what = "pattern" if known[0][:1].isupper() else "rule"
+                hint = (f"; {known[0]!r} is a {what} of the library module "
+                        f"{known[1]!r}: use --rules {known[1]}")
+            elif spec.lower() in MODULES:
+                hint = f"; did you mean --rules {spec.lower()}"
+            msg += (f"{hint} (--rules takes a library module: {', '.join(MODULES)}; a "
+                    "dotted module path; or a .py file)")
+        raise UsageError(msg) from None

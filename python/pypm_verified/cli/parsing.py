@@ -1,0 +1,103 @@
+"""The argument parser: one-line usage errors, argument types shared by the
+subcommands, the options several subcommands take, and the registry of
+subcommands (:data:`COMMANDS`)."""
+from __future__ import annotations
+
+import argparse
+from typing import Callable, Dict, Tuple
+
+from .exitcodes import EXIT_INPUT, exit_code_table
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (and exit code 2)."""
+
+    def error(self, message):
+        self.exit(EXIT_INPUT, f"error: {message} (see `{self.prog} --help`)\n")
+
+
+def _int_at_least(lo: int, what: str):
+    def parse(s: str) -> int:
+        try:
+            v = int(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{s!r} is not an integer") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"{v} is {what}; give {lo} or more")
+        return v
+    return parse
+
+
+COMMANDS: Dict[str, Tuple[Callable, Callable]] = {}  # name -> (configure, run)
+
+
+def command(name: str, configure: Callable):
+    """Register a subcommand: ``configure(subparsers)`` adds its parser, the
+    decorated ``run(args, state) -> exit code`` runs it (``state["written"]``:
+    the files it wrote, for the message if it is interrupted)."""
+    def deco(run):
+        COMMANDS[name] = (configure, run)
+        return run
+    return deco
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="python -m pypm_verified", description="pypm_verified command line",
+                 epilog=exit_code_table(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                            parser_class=_Parser)
+    for configure, _ in COMMANDS.values():
+        configure(sub)
+    return ap
+
+
+def _import_option(ap) -> None:
+    """``--import MODULE`` and ``--allow-pickle``: what loading the model
+    may run (nothing from the file without them)."""
+    ap.add_argument("--import", action="append", dest="imports", metavar="MODULE",
+                    help="import MODULE before loading the model (repeatable): the library "
+                    "that registers a custom operator or a pytree type the program uses "
+                    "(known ones are imported without it, e.g. transformers.integrations.moe "
+                    "for torch.ops.transformers.*; a module a file names is never imported "
+                    "otherwise), or that defines a pickled model's class")
+    ap.add_argument("--allow-pickle", action="store_true",
+                    help="let loading use Python's full unpickler, which RUNS CODE from the "
+                    "file: needed for a torch.save'd nn.Module (and a .pt2 whose pickled "
+                    "parts hold more than tensors); without it such a file is refused "
+                    "(exit 2). Only for files you trust")
+
+
+#: the most steps ``--fuel`` takes (the engines' fuel is a 63-bit integer)
+MAX_FUEL = (1 << 62) - 1
+
+
+def _fuel(s: str) -> int:
+    v = _int_at_least(1, "too little")(s)
+    if v > MAX_FUEL:
+        raise argparse.ArgumentTypeError(f"{v} is too much; give at most {MAX_FUEL}")
+    return v
+
+
+def _fuel_option(ap) -> None:
+    ap.add_argument("--fuel", type=_fuel, default=None, metavar="N",
+                    help="machine steps one match may take before it is left undecided "
+                    "(a positive integer; default 1<<26): a pattern that runs out of it is "
+                    "reported, naming the pattern and the node")
+
+
+def _html_options(ap, what: str) -> None:
+    ap.add_argument("--html", metavar="REPORT.html",
+                    help=f"also write a self-contained HTML picture (atomically): {what}; "
+                    "laid out by Graphviz's dot, which must be installed")
+    ap.add_argument("--html-layers", type=_int_at_least(1, "too few"), default=None,
+                    metavar="N", help="with --html: repeated layers drawn in full at most "
+                    "(default 3; the others are one box each, saying what matched in them)")
+
+
+def _share(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"{s}: not in [0, 1]")
+    return v
