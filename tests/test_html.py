@@ -9,6 +9,7 @@ them these tests skip, except under ``PYPM_REQUIRE_TOOLS=1`` (``make
 test-python``, hence CI), where a missing tool fails them.
 """
 import html as htmllib
+import html.parser as htmllib_parser
 import json
 import os
 import re
@@ -249,3 +250,136 @@ def test_write_is_atomic(pt2, dot, tmp_path, monkeypatch, capsys):
                    "--html", str(page)])
     assert rc == cli.EXIT_INPUT and "cannot draw it" in capsys.readouterr().err
     assert os.listdir(tmp_path) == []
+
+
+# ------------------------------------------------ user strings in the page
+
+# a pattern / rule name, reason and path with markup in it: shown as text,
+# escaped exactly once; "&amp;" must stay the five characters it is, and
+# "<!--<script>" in the page's data must not swallow the page's script
+NASTY = 'P<script>alert("x&amp;y")</script><!--<script>\'q\''
+
+
+class _Text(htmllib_parser.HTMLParser):
+    """The text of each element (by tag and class), the attributes of
+    ``data-focus`` items and the start tags seen, of a page."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack, self.text, self.focus, self.tags = [], {}, [], []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags.append(tag)
+        if "data-focus" in a:
+            self.focus.append(a["data-focus"])
+        if tag not in ("meta", "br", "path", "polygon", "ellipse", "polyline"):
+            self.stack.append((tag, a.get("class") or ""))
+
+    def handle_endtag(self, tag):
+        while self.stack:
+            t, _ = self.stack.pop()
+            if t == tag:
+                break
+
+    def handle_data(self, data):
+        if self.stack and self.stack[-1][0] != "script":
+            tag, cls = self.stack[-1]
+            self.text.setdefault(tag, []).append(data)
+            if cls:
+                self.text.setdefault("." + cls, []).append(data)
+
+
+def _parse(text: str) -> _Text:
+    p = _Text()
+    p.feed(text)
+    p.close()
+    return p
+
+
+@pytest.fixture(scope="module")
+def small_ep():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x + 1)
+    return torch.export.export(M(), (torch.randn(2, 3),))
+
+
+def _check_page(page: str, browser) -> _Text:
+    """What every page must satisfy with ``NASTY`` in it."""
+    text = open(page, encoding="utf-8").read()
+    p = _parse(text)
+    assert p.tags.count("script") == 2  # the data and the page's script, no other
+    assert "<script>alert" not in text and "<!--<script>" not in text
+    assert "&amp;amp;" in text and "&amp;amp;amp;" not in text  # escaped once
+    dom = pictures.dump_dom(page)
+    assert 'data-ready="1"' in dom, "the page's script did not run"
+    return p
+
+
+def test_user_strings_escaped_once_in_explain_page(small_ep, dot, browser, tmp_path):
+    ev = pmhtml.MatchEvent(NASTY, "relu", ["relu", "add"], "matched", ["r" + NASTY],
+                           {"x" + NASTY: "add"})
+    miss = pmhtml.MatchEvent(NASTY, "add", ["add"], "near", ["r" + NASTY])
+    miss.message, miss.at = "first line\nwhy: " + NASTY, "add"
+    html, _ = pmhtml.explain_page(small_ep, NASTY, [ev], [miss], title="explain " + NASTY,
+                                  info={"model": "/m/" + NASTY + ".pt2"}, dot=dot)
+    page = tmp_path / "explain.html"
+    page.write_text(html, encoding="utf-8")
+    p = _check_page(str(page), browser)
+    assert p.text["title"][0] == p.text["h1"][0] == "explain " + NASTY  # then the SVG's titles
+    assert p.text[".dim"][0] == f"1 match(es) · 1 near miss(es) shown · model /m/{NASTY}.pt2"
+    assert NASTY in p.text["b"]  # the legend, and the near miss's list
+    assert p.text[".reason"] == ["why: " + NASTY] and p.focus == ["model_add"]
+    assert f"{NASTY} on the model's graph" in "".join(p.text["h2"])
+    data = page_data(str(page))  # the script's data: the strings as they are
+    assert [e["pattern"] for e in data["events"]] == [NASTY, NASTY]
+    assert data["events"][1]["message"] == miss.message
+    assert data["events"][0]["bindings"] == {"x" + NASTY: "add"}
+    assert list(data["colors"]) == [NASTY]
+
+
+def test_user_strings_escaped_once_in_rewrite_page(small_ep, dot, browser, tmp_path):
+    from pypm_verified.rewriting.report import RewriteReport
+    rule = "r" + NASTY
+    report = RewriteReport(matches={NASTY: 1}, rules={NASTY: [rule]},
+                           declines={NASTY: {rule: {"declined: " + NASTY: 1}}},
+                           engine="verified", target="cpu", nodes_before=2, nodes_after=2)
+    rec = pmhtml.Recorder()
+    ev = pmhtml.MatchEvent(NASTY, "relu", ["relu", "add"], "matched", [rule])
+    ev.declined([(rule, "declined: " + NASTY)])
+    rec.events.append(ev)
+    html, _ = pmhtml.rewrite_page(small_ep, small_ep, report, rec, title="rewrite " + NASTY,
+                                  info={"output": "/out/" + NASTY}, dot=dot)
+    page = tmp_path / "rewrite.html"
+    page.write_text(html, encoding="utf-8")
+    p = _check_page(str(page), browser)
+    assert p.text["title"][0] == p.text["h1"][0] == "rewrite " + NASTY
+    assert p.text[".dim"][0] == ("nodes 2 → 2 · 0 rewrite(s) in 0 pass(es) · engine verified · "
+                                 f"target cpu · output /out/{NASTY}")
+    assert NASTY in p.text["b"] and rule in p.text["b"]  # the table, the legend
+    assert rule in p.text["td"] and "declined: " + NASTY in p.text["td"]  # the rule's row
+    assert p.text[".reason"] == ["declined: " + NASTY]
+    assert f"({NASTY}): fired 0" in p.text[".dim"]
+    data = page_data(str(page))
+    assert data["events"][0]["declines"] == [[rule, "declined: " + NASTY]]
+    assert data["focus"]["name"] == "relu"
+
+
+def test_templates_are_package_data():
+    """The page's templates are read from the installed package, and
+    pyproject.toml's package-data ships each of them in the wheel."""
+    import fnmatch
+    import importlib.resources
+    import tomllib
+    here = importlib.resources.files("pypm_verified.torch") / "templates"
+    names = sorted(f.name for f in here.iterdir() if f.is_file())
+    assert names == ["explain.html.j2", "report.css", "report.html.j2", "report.js",
+                     "rewrite.html.j2"]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        globs = tomllib.load(f)["tool"]["setuptools"]["package-data"]["pypm_verified"]
+    for n in names:
+        assert any(fnmatch.fnmatch(f"torch/templates/{n}", g) for g in globs), n
+    env = pmhtml._templates()
+    assert isinstance(env.loader, pmhtml.jinja2.PackageLoader) and env.autoescape is True

@@ -2,11 +2,15 @@
 the graph with the matches on it.
 
 One self-contained file (no network: the SVG, the data, the CSS and the
-script are inline). The graphs are laid out by Graphviz's ``dot`` (the
-Debian package ``graphviz``, called as a program: :func:`find_dot`), the
-one layout engine for layered, directed graphs that is packaged, maintained
-for decades and needs no JavaScript at view time; the file holds the SVG it
-wrote, so the page shows the graph even with scripts off.
+script are inline). The markup is in the Jinja2 templates of
+``templates/`` (``report.html.j2``, which ``rewrite.html.j2`` and
+``explain.html.j2`` extend; it includes ``report.css`` and ``report.js``),
+autoescaped; this module prepares what they show. The graphs are laid out
+by Graphviz's ``dot`` (the Debian package ``graphviz``, called as a
+program: :func:`find_dot`), the one layout engine for layered, directed
+graphs that is packaged, maintained for decades and needs no JavaScript at
+view time; the file holds the SVG it wrote, so the page shows the graph
+even with scripts off.
 
 What is drawn:
 
@@ -42,14 +46,14 @@ nodes it matched, keeping the solution whose bindings are the engine's.
 """
 from __future__ import annotations
 
-import html as _html
-import json
+import functools
 import re
 import shutil
 import subprocess
 import time
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+import jinja2
 import torch.fx as fx
 
 from ..engines import explain as _explain
@@ -489,170 +493,37 @@ def _marks_for(graph: fx.Graph, events: Sequence[MatchEvent], which: str) -> _Ma
     return m
 
 
-def _legend(colors: _Colors, counts: Dict[str, str]) -> str:
-    items = []
-    for key, i in colors.index.items():
-        s, f = PALETTE[i % len(PALETTE)]
-        items.append(f'<span class="sw" style="background:{f};border-color:{s}"></span>'
-                     f'<b>{_html.escape(key)}</b> <span class="dim">'
-                     f'{_html.escape(counts.get(key, ""))}</span>')
-    return " ".join(f'<span class="li">{x}</span>' for x in items)
+@functools.lru_cache(maxsize=None)
+def _templates() -> jinja2.Environment:
+    """The page templates (``templates/`` in this package, read through the
+    package loader so an installed wheel finds them). Autoescaped: every
+    string a template prints is escaped once, by Jinja; the page's data
+    reaches the script through ``|tojson`` (``<``, ``>``, ``&`` and ``'``
+    written as ``\\u003c`` etc., so no string can end the script element),
+    in the order it was built."""
+    env = jinja2.Environment(loader=jinja2.PackageLoader(__package__, "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True)
+    env.policies["json.dumps_kwargs"] = {"separators": (",", ":")}
+    return env
 
 
-_CSS = """
-*{box-sizing:border-box}
-body{margin:0;font:13px/1.35 Helvetica,Arial,sans-serif;color:#222;background:#fff;
- display:flex;flex-direction:column;height:100vh}
-header{padding:8px 12px;border-bottom:1px solid #ddd;background:#fafafa}
-h1{font-size:16px;margin:0 0 4px}
-.dim{color:#777}
-.li{display:inline-block;margin:2px 12px 2px 0;white-space:nowrap}
-.sw{display:inline-block;width:14px;height:11px;border:2px solid;border-radius:3px;
- vertical-align:-1px;margin-right:4px}
-.sw.declined{border-style:dashed;background:#fafafa}
-.sw.created{border-width:3px}
-.sw.near{border-style:dashed;background:#fff6f5}
-table.sum{border-collapse:collapse;margin:4px 0;font-size:12px}
-table.sum td,table.sum th{padding:1px 8px 1px 0;text-align:left;vertical-align:top}
-table.sum th{color:#555;font-weight:600}
-main{flex:1;display:flex;min-height:0}
-.panel{flex:1;display:flex;flex-direction:column;min-width:0;border-right:1px solid #ddd}
-.panel h2{font-size:13px;margin:0;padding:4px 8px;background:#f0f0f0;display:flex;
- align-items:center;gap:8px}
-.panel h2 button{font-size:11px;padding:0 6px}
-.view{flex:1;overflow:auto;background:#fff}
-aside{width:340px;overflow:auto;padding:8px 10px;background:#fcfcfc;font-size:12px}
-aside h3{font-size:13px;margin:0 0 4px;word-break:break-all}
-aside .k{color:#666}
-aside ul{padding-left:16px;margin:4px 0}
-aside li{margin-bottom:4px}
-.reason{font-family:ui-monospace,Menlo,monospace;font-size:11px;white-space:pre-wrap;
- word-break:break-word}
-svg.graph .node{cursor:pointer}
-svg.graph .node.sel polygon,svg.graph .node.sel path,svg.graph .node.sel ellipse{
- stroke:#000!important;stroke-width:3.5px}
-svg.graph .node.hl polygon,svg.graph .node.hl path{stroke:#000;stroke-width:2.5px}
-.misses li{cursor:pointer}
-"""
-
-_JS = r"""
-(function(){
-var D=JSON.parse(document.getElementById('pm-data').textContent);
-var panel=document.getElementById('details');
-function esc(s){return String(s==null?'':s).replace(/[&<>"]/g,function(c){
- return {'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c];});}
-function evText(i){var e=D.events[i],h='<li><b>'+esc(e.pattern)+'</b> ';
- if(e.status==='fired')h+='fired: rule <b>'+esc(e.rule)+'</b>'+(e.created.length?
-  ' built '+esc(e.created.join(', ')):'');
- else if(e.status==='declined'){h+='matched, <b>no rule fired</b>:<ul>';
-  e.declines.forEach(function(d){h+='<li>'+esc(d[0])+': <span class="reason">'+esc(d[1])+
-  '</span></li>';});h+='</ul>';}
- else if(e.status==='matched')h+='matches here';
- else if(e.status==='near')h+='near miss from <b>'+esc(e.root)+'</b>'+(e.at?', failed at <b>'+
-  esc(e.at)+'</b>':'')+'<div class="reason">'+esc(e.message)+'</div>';
- h+='<div class="dim">root '+esc(e.root)+(e.cover.length>1?', '+e.cover.length+
-  ' nodes matched':'')+'</div>';
- var b=Object.keys(e.bindings||{});if(b.length)h+='<div class="dim">bindings: '+
-  esc(b.map(function(k){return k+'='+e.bindings[k];}).join(', '))+'</div>';
- return h+'</li>';}
-function show(g,name){var d=(D.nodes[g]||{})[name];if(!d){return;}
- var h='<h3>'+esc(name)+'</h3><div><span class="k">'+esc(g)+' graph</span></div>';
- h+='<div><span class="k">op</span> '+esc(d.target)+'</div>';
- if(d.shape)h+='<div><span class="k">shape</span> '+esc(d.shape)+'</div>';
- if(d.dtype)h+='<div><span class="k">dtype</span> '+esc(d.dtype)+'</div>';
- if(d.module)h+='<div><span class="k">module</span> '+esc(d.module)+'</div>';
- if(d.nodes)h+='<div><span class="k">collapsed</span> '+d.nodes+' nodes, '+esc(d.like)+'</div>';
- if(d.args&&d.args.length)h+='<div><span class="k">args</span> '+esc(d.args.join(', '))+'</div>';
- if(d.events.length){h+='<div style="margin-top:6px"><b>matches</b></div><ul>';
-  var seen=0;d.events.forEach(function(i){if(seen++<40)h+=evText(i);});
-  if(d.events.length>40)h+='<li>… '+(d.events.length-40)+' more</li>';h+='</ul>';}
- else h+='<div class="dim" style="margin-top:6px">no match on this node</div>';
- panel.innerHTML=h;}
-var pinned=null;
-function nameOf(el){return el.getAttribute('data-name');}
-var svgs=document.querySelectorAll('svg.graph');
-svgs.forEach(function(svg){var g=svg.getAttribute('data-graph');
- svg.querySelectorAll('g.node').forEach(function(n){
-  var t=n.querySelector('title');n.setAttribute('data-name',t?t.textContent:'');
-  n.addEventListener('mouseenter',function(){show(g,nameOf(n));});
-  n.addEventListener('mouseleave',function(){if(pinned)show(pinned.closest('svg')
-   .getAttribute('data-graph'),nameOf(pinned));});
-  n.addEventListener('click',function(ev){if(pinned)pinned.classList.remove('sel');
-   if(pinned===n){pinned=null;return;}pinned=n;n.classList.add('sel');show(g,nameOf(n));
-   ev.stopPropagation();});});});
-function fit(view){var svg=view.querySelector('svg.graph');if(!svg)return;
- var w=+svg.getAttribute('data-w'),h=+svg.getAttribute('data-h');
- var z=+(view.getAttribute('data-zoom')||1);
- svg.setAttribute('width',(w*z).toFixed(1)+'pt');svg.setAttribute('height',(h*z).toFixed(1)+'pt');}
-document.querySelectorAll('.panel').forEach(function(p){var v=p.querySelector('.view');
- p.querySelectorAll('button[data-z]').forEach(function(b){b.addEventListener('click',function(){
-  var z=+(v.getAttribute('data-zoom')||1),k=b.getAttribute('data-z');
-  if(k==='fit'){var svg=v.querySelector('svg.graph');
-   z=Math.min(1,v.clientWidth/(+svg.getAttribute('data-w')*4/3));}
-  else z=Math.max(0.05,Math.min(4,z*(+k)));
-  v.setAttribute('data-zoom',z);fit(v);});});});
-window.pmFocus=function(id){var el=document.getElementById(id);if(!el)return false;
- var v=el.closest('.view');var r=el.getBoundingClientRect(),vr=v.getBoundingClientRect();
- v.scrollTop+=r.top-vr.top-vr.height*0.6;v.scrollLeft+=r.left-vr.left-vr.width/2+r.width/2;
- return true;};
-document.querySelectorAll('[data-focus]').forEach(function(li){li.addEventListener('click',
- function(){var id=li.getAttribute('data-focus');pmFocus(id);var el=document.getElementById(id);
- if(el){if(pinned)pinned.classList.remove('sel');pinned=el;el.classList.add('sel');
- show(el.closest('svg').getAttribute('data-graph'),nameOf(el));}});});
-function place(el,rect,y){var v=el.closest('.view'),vr=v.getBoundingClientRect();
- v.scrollTop+=rect.top-y;v.scrollLeft+=(rect.left+rect.right)/2-(vr.left+vr.right)/2;}
-// start on the focus match: its nodes at the top of the view, details shown;
-// what it became (after) level with its root
-var first=D.focus,hash=decodeURIComponent(location.hash.slice(1));
-if(hash&&document.getElementById(hash)){var h=document.getElementById(hash);  // a link to a node
- first={id:hash,graph:h.closest('svg').getAttribute('data-graph'),name:nameOf(h)};}
-if(first){var el=document.getElementById(first.id);
- if(el){pinned=el;el.classList.add('sel');show(first.graph,first.name);
-  var r=null;(first.cover||[first.id]).forEach(function(id){var c=document.getElementById(id);
-   if(!c)return;var b=c.getBoundingClientRect();r=r?{top:Math.min(r.top,b.top),
-   left:Math.min(r.left,b.left),right:Math.max(r.right,b.right)}:
-   {top:b.top,left:b.left,right:b.right};});
-  var vr=el.closest('.view').getBoundingClientRect();place(el,r,vr.top+vr.height*0.05);
-  var y=el.getBoundingClientRect().top;
-  (first.also||[]).forEach(function(id){var a=document.getElementById(id);
-   if(a)place(a,a.getBoundingClientRect(),y);});}}
-var counts={};['fired','declined','created','matched','near','near-at','collapsed']
- .forEach(function(k){counts[k]=document.querySelectorAll('svg.graph g.node.'+k).length;});
-document.body.setAttribute('data-highlighted',JSON.stringify(counts));
-document.body.setAttribute('data-ready','1');
-})();
-"""
+def _page(template: str, title: str, panels: Sequence[Tuple[str, str, str]], data: dict,
+          **context) -> str:
+    """Render ``template`` (extending ``report.html.j2``); ``panels`` are
+    ``(graph, heading, svg)``."""
+    tag = '<svg class="graph"'
+    return _templates().get_template(template).render(
+        title=title, data=data, **context,
+        panels=[{"graph": g, "heading": heading,
+                 "svg": svg.replace(tag, f'{tag} data-graph="{g}"', 1)}
+                for g, heading, svg in panels])
 
 
-def _page(title: str, head_html: str, panels: Sequence[Tuple[str, str, str]], data: dict,
-          side_extra: str = "") -> str:
-    blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
-    out = ['<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
-           f"<title>{_html.escape(title)}</title><style>{_CSS}</style></head><body>",
-           f"<header><h1>{_html.escape(title)}</h1>{head_html}</header><main>"]
-    for graph, heading, svg in panels:
-        svg = svg.replace('<svg class="graph"', f'<svg class="graph" data-graph="{graph}"', 1)
-        out.append(f'<section class="panel" id="panel-{graph}"><h2>{_html.escape(heading)}'
-                   '<button data-z="1.25" title="zoom in">+</button>'
-                   '<button data-z="0.8" title="zoom out">−</button>'
-                   '<button data-z="fit" title="fit the width">fit</button></h2>'
-                   f'<div class="view" data-zoom="1">{svg}</div></section>')
-    out.append('<aside><div id="details"><span class="dim">Hover a node for its details; '
-               'click to keep them.</span></div>' + side_extra + "</aside></main>")
-    out.append(f'<script type="application/json" id="pm-data">{blob}</script>')
-    out.append(f"<script>{_JS}</script></body></html>\n")
-    return "".join(out)
-
-
-def _style_legend() -> str:
-    return ('<span class="li"><span class="sw" style="background:#cfe3f3;border-color:#0072B2">'
-            '</span>fired (rule\'s colour)</span>'
-            '<span class="li"><span class="sw declined" style="border-color:#0072B2"></span>'
-            'matched, every rule declined</span>'
-            '<span class="li"><span class="sw created" style="background:#cfe3f3;'
-            'border-color:#0072B2"></span>built by the rule (after)</span>'
-            '<span class="li"><span class="sw" style="background:#eeeeee;border-color:#555">'
-            '</span>collapsed layer</span>')
+def _swatch(colors: _Colors, key: str) -> dict:
+    s, f, _ = colors.of(key)
+    return {"stroke": s, "fill": f}
 
 
 def rewrite_page(before_ep, after_ep, report, recorder: Recorder, title: str = "rewrite",
@@ -682,11 +553,10 @@ def rewrite_page(before_ep, after_ep, report, recorder: Recorder, title: str = "
         panels.append((which, heading, svg))
     fired = [e for e in events if e.status == "fired"]
     declined = [e for e in events if e.status == "declined"]
-    rows = []
+    summary = []  # the table of matches, firings and why not fired
     for p in sorted(report.matches):
         m = report.matches[p]
-        rows.append(f"<tr><td><b>{_html.escape(p)}</b></td><td>{m} match(es)</td>"
-                    f"<td>{m - report.unfired(p)} fired</td><td></td></tr>")
+        rules = []
         for r in report.rules.get(p, ()):
             reasons = report.why_not_fired(p, r)
             why = ""
@@ -694,26 +564,20 @@ def rewrite_page(before_ep, after_ep, report, recorder: Recorder, title: str = "
                 why = reasons[0][0] + (f" ({reasons[0][1]} of {sum(c for _, c in reasons)}; "
                                        f"{len(reasons) - 1} other reason(s) on hover)"
                                        if len(reasons) > 1 else "")
-            s, f, _ = colors.of(r)
-            rows.append(f'<tr><td>&nbsp;&nbsp;<span class="sw" style="background:{f};'
-                        f'border-color:{s}"></span>{_html.escape(r)}</td><td></td>'
-                        f"<td>{report.firings.get(r, 0)} fired</td>"
-                        f'<td class="reason">{_html.escape(why)}</td></tr>')
-    if not rows:
-        rows.append("<tr><td>(no pattern matched)</td></tr>")
-    info = dict(info or {})
+            rules.append({"name": r, "fired": report.firings.get(r, 0), "why": why,
+                          **_swatch(colors, r)})
+        summary.append({"pattern": p, "matches": m, "fired": m - report.unfired(p),
+                        "rules": rules})
     facts = [f"nodes {report.nodes_before} → {report.nodes_after}",
              f"{report.total} rewrite(s) in {report.iterations} pass(es)",
              f"engine {report.engine}", f"target {report.target}"] + \
-        [f"{k} {v}" for k, v in info.items()]
-    counts = {}
+        [f"{k} {v}" for k, v in (info or {}).items()]
+    notes = {}
     for p, rules in report.rules.items():
         for r in rules:
-            counts[r] = f"({p}): fired {report.firings.get(r, 0)}"
-    head = (f'<div class="dim">{_html.escape(" · ".join(facts))}</div>'
-            f'<table class="sum"><tr><th>pattern / rule</th><th>matches</th><th>fired</th>'
-            f'<th>why not fired</th></tr>{"".join(rows)}</table>'
-            f"<div>{_legend(colors, counts)}</div><div>{_style_legend()}</div>")
+            notes[r] = f"({p}): fired {report.firings.get(r, 0)}"
+    legend = [{"key": k, "note": notes.get(k, ""), **_swatch(colors, k)}
+              for k in list(colors.index)]
     focus = None  # the page opens on the largest fired match (else a declined one)
     for e in sorted(fired, key=lambda e: -len(e.cover)) + declined:
         if e.root in nodes["before"]:
@@ -723,7 +587,8 @@ def rewrite_page(before_ep, after_ep, report, recorder: Recorder, title: str = "
             break
     data = {"kind": "rewrite", "events": [e.as_dict() for e in events], "nodes": nodes,
             "focus": focus, "stats": stats, "colors": colors.table()}
-    return _page(title, head, panels, data), stats
+    return _page("rewrite.html.j2", title, panels, data, facts=" · ".join(facts),
+                 summary=summary, legend=legend), stats
 
 
 def explain_page(ep, pattern_name: str, matches: Sequence[MatchEvent],
@@ -739,31 +604,11 @@ def explain_page(ep, pattern_name: str, matches: Sequence[MatchEvent],
     marks = _marks_for(ep.graph, events, "before")
     svg, det, st = draw(ep.graph, hidden_names(ep), marks, colors, "model", events,
                         max_layers, dot)
-    items = []
-    for i, e in enumerate(events):
-        if e.status != "near":
-            continue
-        target = e.at if e.at in det else e.root
-        items.append(f'<li data-focus="model_{_html.escape(target)}"><b>'
-                     f"{_html.escape(e.root)}</b>: <span class=\"reason\">"
-                     f"{_html.escape((e.message or '').splitlines()[-1] if e.message else '')}"
-                     "</span></li>")
-    side = ""
-    if items:
-        side = ('<div style="margin-top:12px"><b>near misses</b> (deepest first; click '
-                f'to show)<ol class="misses">{"".join(items)}</ol></div>')
+    near = [{"target": "model_" + (e.at if e.at in det else e.root), "root": e.root,
+             "reason": e.message.splitlines()[-1] if e.message else ""}
+            for e in events if e.status == "near"]
     facts = [f"{len(matches)} match(es)", f"{len(misses)} near miss(es) shown"] + \
         [f"{k} {v}" for k, v in (info or {}).items()]
-    s, f, _ = colors.of(pattern_name)
-    head = (f'<div class="dim">{_html.escape(" · ".join(facts))}</div><div>'
-            f'<span class="li"><span class="sw" style="background:{f};border-color:{s}"></span>'
-            f'<b>{_html.escape(pattern_name)}</b> matches</span>'
-            f'<span class="li"><span class="sw near" style="border-color:{NEAR[0]}"></span>'
-            'near miss: what matched before it failed</span>'
-            f'<span class="li"><span class="sw" style="background:{NEAR[1]};'
-            f'border-color:{NEAR[0]}"></span>near miss: where it failed</span>'
-            '<span class="li"><span class="sw" style="background:#eeeeee;border-color:#555">'
-            '</span>collapsed layer</span></div>')
     focus = None  # the deepest near miss (what explain is for), else the first match
     for e in list(misses) + list(matches):
         name = e.at if e.status == "near" and e.at in det else e.root
@@ -774,8 +619,11 @@ def explain_page(ep, pattern_name: str, matches: Sequence[MatchEvent],
     data = {"kind": "explain", "events": [e.as_dict() for e in events],
             "nodes": {"model": det}, "focus": focus, "stats": {"model": st},
             "colors": colors.table()}
-    return _page(title, head, [("model", f"{pattern_name} on the model's graph", svg)], data,
-                 side), {"model": st}
+    return _page("explain.html.j2", title,
+                 [("model", f"{pattern_name} on the model's graph", svg)], data,
+                 facts=" · ".join(facts), misses=near,
+                 pattern={"name": pattern_name, **_swatch(colors, pattern_name)},
+                 near={"stroke": NEAR[0], "fill": NEAR[1]}), {"model": st}
 
 
 def explain_events(pattern, tg, matches: Sequence, explanations: Sequence
