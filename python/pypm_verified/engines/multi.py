@@ -173,13 +173,13 @@ def _run(prog: MultiProgram, ts: Sequence[Node], with_guard: bool, fuel: int):
     ctx = reference._Ctx(prog.defs, ts[0].graph, budget, max(prog.n, prog.m))
     env = ({i: i for i in range(prog.n)}, {i: i for i in range(prog.m)})
     ps = prog.bodies[:len(ts)]
-    for s in reference._drive(reference._each(ctx, ps, list(ts), 0, env, ({}, {}))):
+    for s in reference._drive(ctx, reference._each(ctx, ps, list(ts), 0, env)):
         if with_guard:
             budget.tick()
             if reference._truth(prog.guard, s, env, ctx.graph) is not True:
                 continue
         budget.tick()  # ST-SUCCESS
-        return s
+        return dict(s[0]), dict(s[1])  # the live state: copied
     return None
 
 

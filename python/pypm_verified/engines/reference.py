@@ -31,17 +31,24 @@ enumeration, against an independent transcription of ``solutions_k``. Every rule
 constraint lookup costs one unit of fuel, and reaching the answer one more
 (the machine's steps, ``Interpreter.run``); :class:`OutOfFuel` is raised when
 the fuel is spent. The generators are driven by an explicit stack (a
-trampoline), so deep recursion never reaches Python's recursion limit. This
+trampoline), so deep recursion never reaches Python's recursion limit. The
+substitution is one store per search, changed in place, with a trail of
+bindings undone on backtracking (so a match at depth d takes O(d) memory,
+not a copy of the substitution per binding); the live choice points are
+counted, and a search whose choice points pass the memory budget
+(``PYPM_MEMORY_MB``, default 192, as for the verified engine) stops with
+:class:`MemoryBudget` (an :class:`OutOfFuel`: undecided). This
 is deliberately a different program from the verified engine (a state
 machine with a continuation and a backtracking stack); the tests compare
 the two.
 """
 from __future__ import annotations
 
+import os
 from typing import Dict, Iterator, Mapping, Optional, Tuple, Union
 
 from .. import core
-from ..errors import OutOfFuel
+from ..errors import MemoryBudget, OutOfFuel
 
 DEFAULT_FUEL = 1 << 26
 
@@ -125,89 +132,159 @@ def guard_value(g, theta: Subst, phi: Optional[FSubst] = None, graph=None) -> Op
 
 # ------------------------------------------------------------------- solving
 #
+# The state (cells -> node, cells -> symbol) is one pair of dicts per search,
+# changed in place: a binding is recorded on a trail, and backtracking undoes
+# the trail to the length it had at the choice point (chronological
+# backtracking, as in a Prolog machine). A state is thus the trail's length,
+# not a copy of the substitution, and a search at depth d keeps O(d) memory.
+#
 # A solver is a generator yielding requests to the driver:
-#   (_SOL, state)     a solution (state = (cells -> node, cells -> symbol))
-#   (_PULL, stream)   "give me the next solution of stream" (None: exhausted)
+#   (_SOL, None)      a solution: the current state
+#   (_PULL, stream)   "give me the next solution of stream"; the driver sends
+#                     back the state (a solution) or None (exhausted)
 #   (_TAIL, gen)      "my remaining solutions are gen's" (a tail call)
+#
+# The driver keeps the store in step: it undoes the trail to a stream's mark
+# (its length at the stream's creation or at its last solution) before
+# resuming the stream, and to the stream's start when it is exhausted. A
+# solver therefore sees, whenever it runs, the state it was started in or
+# the last solution it was sent; it reads the state only through ``ctx``.
 
 _SOL, _PULL, _TAIL = 0, 1, 2
 
+# Bytes a live choice point (a suspended solver: a _Stream, its generator's
+# frame and its share of the trail) takes, as measured on the paper's
+# recursive patterns, rounded up; the memory budget is counted in them.
+CHOICE_POINT_BYTES = 1024
+DEFAULT_MEMORY_MB = 192  # as the verified engine (PYPM_MEMORY_MB)
+_memory_mb: Optional[int] = None
+
+
+def memory_mb() -> int:
+    """The memory budget of one search in MB: ``PYPM_MEMORY_MB`` (read once,
+    as the verified engine does: an integer of at least 16, otherwise the
+    default 192)."""
+    global _memory_mb
+    if _memory_mb is None:
+        try:
+            v = int(os.environ.get("PYPM_MEMORY_MB", "").strip())
+        except ValueError:
+            v = 0
+        _memory_mb = v if v >= 16 else DEFAULT_MEMORY_MB
+    return _memory_mb
+
 
 class _Stream:
-    """A solver whose generator may be replaced by a tail call."""
+    """A solver whose generator may be replaced by a tail call; ``start``
+    and ``mark`` are trail lengths (at creation; at the last solution)."""
 
-    __slots__ = ("gen",)
+    __slots__ = ("gen", "start", "mark")
 
-    def __init__(self, gen):
+    def __init__(self, gen, start: int):
         self.gen = gen
+        self.start = start
+        self.mark = start
 
 
 class _Ctx:
-    __slots__ = ("defs", "graph", "fuel", "next_cell")
+    """One search: the table, the graph, the fuel, the store (``st``: cells
+    -> node, cells -> symbol), the trail and the count of live choice
+    points, bounded by the memory budget."""
 
-    def __init__(self, defs, graph, fuel: Fuel, next_cell: int):
+    __slots__ = ("defs", "graph", "fuel", "next_cell", "st", "trail", "live", "max_live")
+
+    def __init__(self, defs, graph, fuel: Fuel, next_cell: int,
+                 theta: Optional[Subst] = None, phi: Optional[FSubst] = None):
         self.defs = defs
         self.graph = graph
         self.fuel = fuel
         self.next_cell = next_cell
+        self.st = (dict(theta or {}), dict(phi or {}))
+        self.trail = []
+        self.live = 0
+        self.max_live = (memory_mb() << 20) // CHOICE_POINT_BYTES
 
     def fresh(self) -> int:
         c = self.next_cell
         self.next_cell += 1
         return c
 
+    def bind(self, which: int, cell: int, value) -> None:
+        """Bind ``cell`` (unbound) in the term (0) or operator (1) map."""
+        self.st[which][cell] = value
+        self.trail.append((which, cell))
 
-def _solve(ctx: _Ctx, p, t, env, st):
-    """Solutions of ``p`` against node ``t`` in scope ``env`` from state ``st``."""
+    def undo(self, mark: int) -> None:
+        """Undo the bindings made since the trail had length ``mark``."""
+        trail, st = self.trail, self.st
+        while len(trail) > mark:
+            which, cell = trail.pop()
+            del st[which][cell]
+
+    def stream(self, gen) -> _Stream:
+        """A choice point running ``gen`` from the current state; raises
+        :class:`MemoryBudget` when the live ones pass the budget."""
+        self.live += 1
+        if self.live > self.max_live:
+            raise MemoryBudget(
+                f"the reference matcher's search exceeded the memory budget "
+                f"({memory_mb()} MB, about {self.max_live} choice points; PYPM_MEMORY_MB "
+                f"raises it): a pattern whose backtracking grows with every step, such as "
+                f"left recursion P(x) = P(x) || ..., or give a smaller fuel")
+        return _Stream(gen, len(self.trail))
+
+
+def _solve(ctx: _Ctx, p, t, env):
+    """Solutions of ``p`` against node ``t`` in scope ``env`` from the
+    current state."""
     ctx.fuel.tick()
     k = type(p)
     if k is core.PVar:
         cell = env[0].get(p.x)
         if cell is None:
             return
-        bound = st[0].get(cell)
+        bound = ctx.st[0].get(cell)
         if bound is None:
-            theta = dict(st[0])
-            theta[cell] = t
-            yield _SOL, (theta, st[1])
+            ctx.bind(0, cell, t)
+            yield _SOL, None
         elif bound == t:
-            yield _SOL, st
+            yield _SOL, None
     elif k is core.PApp:
         if t.label == p.f and len(t.args) == len(p.args):
-            yield _TAIL, _each(ctx, p.args, t.args, 0, env, st)
+            yield _TAIL, _each(ctx, p.args, t.args, 0, env)
     elif k is core.PAlt:
-        first = _Stream(_solve(ctx, p.p1, t, env, st))
+        first = ctx.stream(_solve(ctx, p.p1, t, env))
         while True:
             s = yield _PULL, first
             if s is None:
                 break
-            yield _SOL, s
-        yield _TAIL, _solve(ctx, p.p2, t, env, st)
+            yield _SOL, None
+        yield _TAIL, _solve(ctx, p.p2, t, env)
     elif k is core.PGuard:
-        inner = _Stream(_solve(ctx, p.p, t, env, st))
+        inner = ctx.stream(_solve(ctx, p.p, t, env))
         while True:
             s = yield _PULL, inner
             if s is None:
                 return
             ctx.fuel.tick()
             if _truth(p.g, s, env, ctx.graph) is True:
-                yield _SOL, s
+                yield _SOL, None
     elif k is core.PExists or k is core.PExistsF:
         cell = ctx.fresh()
         if k is core.PExists:
             scope, which = ({**env[0], p.x: cell}, env[1]), 0
         else:
             scope, which = (env[0], {**env[1], p.F: cell}), 1
-        inner = _Stream(_solve(ctx, p.p, t, scope, st))
+        inner = ctx.stream(_solve(ctx, p.p, t, scope))
         while True:
             s = yield _PULL, inner
             if s is None:
                 return
             ctx.fuel.tick()
             if cell in s[which]:
-                yield _SOL, s
+                yield _SOL, None
     elif k is core.PConstr:
-        inner = _Stream(_solve(ctx, p.p, t, env, st))
+        inner = ctx.stream(_solve(ctx, p.p, t, env))
         while True:
             s = yield _PULL, inner
             if s is None:
@@ -217,26 +294,24 @@ def _solve(ctx: _Ctx, p, t, env, st):
             target = None if cell is None else s[0].get(cell)
             if target is None:
                 continue
-            sub = _Stream(_solve(ctx, p.p2, target, env, s))
+            sub = ctx.stream(_solve(ctx, p.p2, target, env))
             while True:
                 r = yield _PULL, sub
                 if r is None:
                     break
-                yield _SOL, r
+                yield _SOL, None
     elif k is core.PFunVar:
         if len(t.args) != len(p.args):
             return
         cell = env[1].get(p.F)
         if cell is None:
             return
-        bound = st[1].get(cell)
+        bound = ctx.st[1].get(cell)
         if bound is None:
-            phi = dict(st[1])
-            phi[cell] = t.label
-            st = (st[0], phi)
+            ctx.bind(1, cell, t.label)
         elif bound != t.label:
             return
-        yield _TAIL, _each(ctx, p.args, t.args, 0, env, st)
+        yield _TAIL, _each(ctx, p.args, t.args, 0, env)
     elif k is core.PCall:
         d = ctx.defs[p.P] if 0 <= p.P < len(ctx.defs) else None
         if d is None or len(p.xs) != d.nparams or len(p.Fs) != d.nfparams:
@@ -244,36 +319,38 @@ def _solve(ctx: _Ctx, p, t, env, st):
         tenv, fenv = env
         scope = ({i: tenv[x] for i, x in enumerate(p.xs) if x in tenv},
                  {i: fenv[F] for i, F in enumerate(p.Fs) if F in fenv})
-        yield _TAIL, _solve(ctx, d.body, t, scope, st)
+        yield _TAIL, _solve(ctx, d.body, t, scope)
     else:
         raise TypeError(f"not a pattern: {p!r}")
 
 
-def _each(ctx: _Ctx, ps, ts, i, env, st):
+def _each(ctx: _Ctx, ps, ts, i, env):
     """Solutions of matching ``ps[j]`` against ``ts[j]`` for ``j >= i``, left
     to right, threading the state."""
     if i == len(ps):
-        yield _SOL, st
+        yield _SOL, None
         return
     if i == len(ps) - 1:
-        yield _TAIL, _solve(ctx, ps[i], ts[i], env, st)
+        yield _TAIL, _solve(ctx, ps[i], ts[i], env)
         return
-    head = _Stream(_solve(ctx, ps[i], ts[i], env, st))
+    head = ctx.stream(_solve(ctx, ps[i], ts[i], env))
     while True:
         s = yield _PULL, head
         if s is None:
             return
-        rest = _Stream(_each(ctx, ps, ts, i + 1, env, s))
+        rest = ctx.stream(_each(ctx, ps, ts, i + 1, env))
         while True:
             r = yield _PULL, rest
             if r is None:
                 break
-            yield _SOL, r
+            yield _SOL, None
 
 
-def _drive(gen) -> Iterator:
-    """Run a solver on an explicit stack; yield its solutions."""
-    stack = [_Stream(gen)]
+def _drive(ctx: _Ctx, gen) -> Iterator[Tuple[Subst, FSubst]]:
+    """Run a solver on an explicit stack; yield its solutions. Each is the
+    live state ``ctx.st``: read it before resuming the iterator."""
+    stack = [ctx.stream(gen)]
+    st = ctx.st
     send = None
     while stack:
         top = stack[-1]
@@ -281,16 +358,20 @@ def _drive(gen) -> Iterator:
             op, arg = top.gen.send(send)
         except StopIteration:
             stack.pop()
+            ctx.live -= 1
+            ctx.undo(top.start)
             send = None
             continue
         send = None
         if op is _SOL:
             if len(stack) == 1:
-                yield arg
+                yield st
             else:
+                top.mark = len(ctx.trail)
                 stack.pop()
-                send = arg
+                send = st
         elif op is _PULL:
+            ctx.undo(arg.mark)
             stack.append(arg)
         else:  # _TAIL
             top.gen = arg
@@ -307,10 +388,10 @@ def _run(program: ProgramLike, node, theta: Optional[Mapping[int, object]],
     d = prog.defs[prog.root]
     n, m = d.nparams, d.nfparams
     env = ({i: i for i in range(n)}, {i: i for i in range(m)})
-    st = ({x: v for x, v in (theta or {}).items() if x < n},
-          {F: f for F, f in (phi or {}).items() if F < m})
-    ctx = _Ctx(prog.defs, node.graph, fuel, max(n, m))
-    for s in _drive(_solve(ctx, d.body, node, env, st)):
+    ctx = _Ctx(prog.defs, node.graph, fuel, max(n, m),
+               {x: v for x, v in (theta or {}).items() if x < n},
+               {F: f for F, f in (phi or {}).items() if F < m})
+    for s in _drive(ctx, _solve(ctx, d.body, node, env)):
         yield ({i: s[0][i] for i in range(n) if i in s[0]},
                {i: s[1][i] for i in range(m) if i in s[1]})
 
@@ -322,7 +403,7 @@ def solutions(program: ProgramLike, node, theta: Optional[Mapping[int, object]] 
     parameters under which the root of ``program`` (a :class:`core.Program`,
     or a core pattern without calls) matches ``node``, in left-to-right rule
     order. Raises :class:`OutOfFuel` when ``fuel`` (unlimited if None) is
-    spent."""
+    spent, :class:`MemoryBudget` when the search passes the memory budget."""
     return _run(program, node, theta, phi, fuel if fuel is not None else Fuel(float("inf")))
 
 
@@ -330,7 +411,8 @@ def first_solution(program: ProgramLike, node, fuel: Optional[int] = None) -> Op
     """The first solution (the match) in the order of :func:`solutions` (the
     priority order of ``Priority.solutions_k``), or None; raises OutOfFuel
     when more than ``fuel`` steps are needed (default ``1 << 26``;
-    ``fuel <= 0`` means the default).
+    ``fuel <= 0`` means the default), :class:`MemoryBudget` (a subclass)
+    when the search passes the memory budget (:func:`memory_mb`).
 
     As the verified engine's entry point (``Entry.match_root``), the
     root-operator index answers first: a root that cannot have ``node``'s
