@@ -25,11 +25,14 @@ calculus, the term graph), :mod:`.dsl` (operators, patterns, rules),
 (rules to a fixpoint), :mod:`.torch` (PyTorch programs) and :mod:`.library`
 (the PyTorch rule library).
 """
+import importlib
+
 from . import core
 from .core import DType, bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8
 from .core.graph import Graph, Node, TensorShape
 from .core.symbols import OpClass, opclass
 from .dsl import Op, Pattern, Rule, op, pattern, rule, var
+from .dsl import operators as _operators
 from .dsl.relay import (GetItem, commute, getitem, has_attr, is_constant, is_input, is_tuple,
                         optional, tuple_op, wildcard)
 from .engines.dominates import Dominates, dominates
@@ -38,6 +41,10 @@ from .engines.binding import available as engine_available
 from .engines.explain import Explanation, explain, explain_all
 from .errors import EngineError, EngineUnavailable, GraphError, OutOfFuel, PatternError
 from .rewriting import RewriteReport, rewrite
+
+# ``@pm.op(torch=...)``: the DSL asks for the PyTorch layer's target registry
+# through this loader rather than importing that layer itself
+_operators.set_binder_loader(lambda: importlib.import_module(".torch.targets", __name__))
 
 __all__ = [
     "core", "ENGINES", "Match", "match", "match_all", "engine_available",

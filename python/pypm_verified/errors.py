@@ -26,6 +26,12 @@ class PatternWarning(UserWarning):
     run until the fuel or the memory budget stops it)."""
 
 
+class RewriteWarning(UserWarning):
+    """A rewrite that ran but could not do what was likely asked: e.g. a
+    PyTorch graph of torch-level calls (``torch.fx.symbolic_trace``), which
+    rules over ATen operators never match."""
+
+
 class MemoryBudget(OutOfFuel):
     """The verified engine stopped a search that exceeded its memory budget
     (``PYPM_MEMORY_MB``, default 192 MB of heap growth plus 256 bytes per graph node):

@@ -2,8 +2,12 @@
 
 Calling an operator with pattern terms builds a pattern; with graph nodes,
 or inside a rule body (see :mod:`.building`), it asks the builder to add a
-node. ``@pm.op(torch=[...])`` binds it to PyTorch targets
-(:mod:`pypm_verified.torch.targets`).
+node. ``@pm.op(torch=[...])`` binds it to PyTorch targets through the
+*target binder* the PyTorch layer installs when it is imported
+(:func:`register_target_binder`, :mod:`pypm_verified.torch.targets`): the
+DSL never imports that layer itself. ``pypm_verified`` registers a loader
+(:func:`set_binder_loader`) that imports it the first time ``torch=`` is
+used.
 """
 from __future__ import annotations
 
@@ -19,17 +23,75 @@ from .symbolic import SymTerm, SymExpr, SymGuard, SymShape, as_pattern, local_op
 from .trace import Unlocated
 from .. import core
 
-__all__ = ["Op", "op"]
+__all__ = ["Op", "op", "OpTerm", "register_target_binder", "set_binder_loader",
+           "target_binder"]
 
 _SYMBOLIC = (SymTerm, SymExpr, SymGuard, SymShape)
+
+_binder = None  # the PyTorch layer's target registry, once imported
+_binder_loader: Optional[Callable[[], object]] = None
+
+
+def register_target_binder(binder) -> None:
+    """Install the registry that binds ``@pm.op(torch=...)`` declarations:
+    an object with ``bind(op, targets)`` (resolve ``targets``, set
+    ``op.torch_targets``, ``op.labels`` and ``op.symbol``; raise
+    PatternError for targets it refuses) and ``label_for(target)`` (the
+    operator graph nodes calling ``target`` are labelled with). The PyTorch
+    layer (:mod:`pypm_verified.torch.targets`) installs itself on import."""
+    global _binder
+    _binder = binder
+
+
+def set_binder_loader(loader: Callable[[], object]) -> None:
+    """``loader()`` is called (once) when ``torch=`` is used before any
+    binder is registered: it imports the layer that registers one."""
+    global _binder_loader
+    _binder_loader = loader
+
+
+def target_binder():
+    """The registered target binder (loading it first if needed)."""
+    if _binder is None and _binder_loader is not None:
+        _binder_loader()
+    if _binder is None:
+        raise PatternError("torch= needs the PyTorch layer: import pypm_verified.torch")
+    return _binder
+
+
+def _where(fn) -> str:
+    """``file:line`` of ``fn``'s definition (its first decorator), for messages."""
+    from .rules import short_path
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return "?"
+    return f"{short_path(code.co_filename)}:{code.co_firstlineno}"
+
+
+class OpTerm(SymTerm):
+    """An application of the operator ``op`` (what calling an :class:`Op`
+    on pattern terms returns): ``has_attr`` names arguments by ``op``'s
+    parameters."""
+
+    __slots__ = ("op",)
+
+    def __init__(self, core_pattern, text: str, op: "Op"):
+        super().__init__(core_pattern, text)
+        self.op = op
 
 
 class Op:
     """An operator declared with ``@pm.op``.
 
     ``name``, ``arity`` (number of parameters), ``n_outputs`` (the function's
-    return value), ``op_class`` (an :class:`OpClass` or None) and ``symbol``
-    (interned id). Calling it with pattern terms builds a pattern; with graph
+    return value), ``op_class`` (an :class:`OpClass` or None), ``commutative``
+    (None or the pair of positions that commute), ``where`` (``file:line``
+    of the definition) and ``symbol`` (interned id: graph nodes it builds
+    carry it). An operator bound to torch targets also has
+    ``torch_targets`` (the overloads; rule bodies build the first) and
+    ``labels`` (the symbols of their labels, :mod:`pypm_verified.torch.targets`:
+    its pattern terms apply each, as an alternation; ``symbol`` is the
+    first). Calling it with pattern terms builds a pattern; with graph
     nodes, it adds the node to their graph (like ``graph.apply``), as it does
     in a rule body whatever its arguments.
 
@@ -72,6 +134,8 @@ class Op:
         self.op_class = None if op_class is None else opclass(op_class)
         self.commutative = _commutative_positions(self, commutative)
         self.symbol = symbols.intern(self)
+        self.labels = (self.symbol,)
+        self.where = _where(fn)
         self.torch_targets = ()
         self.torch_auto = False
         self.__doc__ = fn.__doc__
@@ -95,13 +159,21 @@ class Op:
             return builder.apply(self, *args, shape=shape, dtype=dtype)  # in a rule body
         if shape is not None or dtype is not None:
             raise Unlocated(f"operator {self.name}: shape/dtype apply to graph nodes only")
-        term = SymTerm(core.PApp(self.symbol, tuple(as_pattern(a, self.name, i)
-                                                 for i, a in enumerate(args))),
-                       f"{self.name}({', '.join(map(repr, args))})")
+        pats = tuple(as_pattern(a, self.name, i) for i, a in enumerate(args))
+        text = f"{self.name}({', '.join(map(repr, args))})"
+        apps = [core.PApp(label, pats) for label in self.labels]
         if self.commutative is not None:
             from .relay import commute  # the sugar lives with the other Relay features
-            return commute(term, *self.commutative)
-        return term
+            i, j = self.commutative
+            first = commute(SymTerm(apps[0], text), i, j).core  # counts, checks the limit
+            swapped = list(pats)
+            swapped[i], swapped[j] = swapped[j], swapped[i]
+            apps = [first] + [core.PAlt(a, core.PApp(a.f, tuple(swapped))) if first is not apps[0]
+                              else a for a in apps[1:]]
+        p = apps[-1]
+        for a in reversed(apps[:-1]):  # one overload after the other
+            p = core.PAlt(a, p)
+        return OpTerm(p, text, self)
 
 
 def _commutative_positions(o: "Op", commutative):
@@ -130,25 +202,29 @@ def op(fn: Optional[Callable] = None, *, op_class: Optional[str] = None, torch=N
 
     The function's parameters give the arity; its return value (an int) is
     the output arity. ``op_class`` names the operator's class (interned with
-    :func:`opclass`; guards compare ``F.op_class`` with it). ``torch`` binds
-    the operator to PyTorch targets (op overloads, or ``operator.getitem``):
-    the importer (:mod:`pypm_verified.torch`) labels FX nodes calling them
-    with this operator, and replacements call the first target. The arity
-    must be the schema's argument count (calls are imported in full
-    positional form). A target belongs to one operator: declaring the same
-    targets again returns the operator already bound to them.
+    :func:`opclass`; guards compare ``F.op_class`` with it).
+    ``commutative=True`` (or a pair of positions) lets every application of
+    this operator match its two arguments in either order.
+
+    ``torch`` binds the operator to PyTorch targets: op overloads
+    (``aten.mul.Tensor``), op packets (``aten.mul``: the functional
+    overloads of the operator's arity), torch functions with an ATen op of
+    the same name (``torch.sigmoid``, ``torch.nn.functional.silu``) or
+    ``operator.getitem``; anything else is refused here, naming the
+    declaration's ``file:line``. The arity must be each overload's schema
+    argument count (calls are imported in full positional form). Each
+    declaration is an operator of its own (its name, arity, commutativity):
+    declaring ``Mul`` on ``aten.mul.Tensor`` in a user's module neither
+    returns nor changes the library's ``Mul``; both match the graph's
+    ``aten.mul.Tensor`` nodes, each with its own properties. Its ``op_class``
+    must agree with the class the overloads already have, if any (guards
+    read one class per overload); see :mod:`pypm_verified.torch.targets`.
+    Replacements in rule bodies call the first overload.
     """
     def make(f):
-        if torch is None:
-            return Op(f, op_class=op_class, commutative=commutative)
-        from ..torch.targets import bind_torch  # torch targets: the torch layer's registry
-        o = bind_torch(f, torch, op_class)
-        pos = _commutative_positions(o, commutative)
-        if pos != o.commutative:
-            if o.commutative is not None and pos != o.commutative:
-                raise PatternError(f"operator {o.name}: already declared with commutative="
-                                   f"{o.commutative!r}")
-            o.commutative = pos
+        o = Op(f, op_class=op_class, commutative=commutative)
+        if torch is not None:
+            target_binder().bind(o, torch)
         return o
     if fn is None:
         return make

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import inspect
 import operator as _operator
-import sys
 from typing import Callable, Dict, Optional
 
 from .. import core
@@ -163,20 +162,21 @@ def _param_index(o, name: str) -> int:
     return params.index(name)
 
 
-def _with_attr(p, name: str, value, text: str):
+def _with_attr(p, name: str, value, text: str, op=None):
     """The application ``p`` (possibly commuted, or constrained by earlier
     attributes) with its argument ``name`` the constant ``value``: a
     variable or wildcard there gets a match constraint, after the earlier
     ones; ``pm.is_constant()`` there is replaced by the constant."""
     if isinstance(p, core.PAlt):  # a commuted application: both orders
-        return core.PAlt(_with_attr(p.p1, name, value, text), _with_attr(p.p2, name, value, text))
+        return core.PAlt(_with_attr(p.p1, name, value, text, op),
+                         _with_attr(p.p2, name, value, text, op))
     constraints = []
     while isinstance(p, core.PConstr):  # earlier attributes': (app ; (v1 ≈ x1)) ; ...
         constraints.insert(0, (p.p2, p.x))
         p = p.p
     if not isinstance(p, core.PApp) or not hasattr(symbols.lookup(p.f), "fn"):
         raise Unlocated(f"has_attr applies to an operator application, not {text}")
-    k = _param_index(symbols.lookup(p.f), name)
+    k = _param_index(op if op is not None else symbols.lookup(p.f), name)
     lit = core.PApp(symbols.const_symbol(value), ())
     arg = p.args[k]
     if isinstance(arg, core.PVar):
@@ -209,12 +209,17 @@ def has_attr(term, **attrs) -> SymTerm:
     if not isinstance(term, SymTerm):
         raise Unlocated(f"has_attr applies to a pattern term, not {term!r}")
     p = term.core
+    op = getattr(term, "op", None)  # an operator's application: its own parameter names
     for k, v in attrs.items():
         if not symbols.is_constant(v):
             raise Unlocated(f"has_attr({k}={v!r}): not a constant value")
-        p = _with_attr(p, k, v, term.text)
+        p = _with_attr(p, k, v, term.text, op)
     shown = ", ".join(f"{k}={v!r}" for k, v in attrs.items())
-    return SymTerm(p, f"{term.text}.has_attr({shown})")
+    text = f"{term.text}.has_attr({shown})"
+    if op is not None:
+        from .operators import OpTerm
+        return OpTerm(p, text, op)
+    return SymTerm(p, text)
 
 
 # ------------------------------------------------------------------ tuples
@@ -273,14 +278,10 @@ def getitem(tup, index: Optional[int] = None) -> SymTerm:
         raise Unlocated(f"getitem takes a pattern term, not {tup!r}")
     getter = _getitem_op()
     p = tup.core
-    root = symbols.lookup(p.f) if isinstance(p, core.PApp) else None
+    root = getattr(tup, "op", None) or (symbols.lookup(p.f) if isinstance(p, core.PApp) else None)
     if getattr(root, "torch_targets", ()):
-        targets = sys.modules.get("pypm_verified.torch.targets")
-        bound = targets.op_of_target(_operator.getitem) if targets is not None else None
-        if bound is None:
-            from ..torch import ops  # noqa: F401 -- declares GetItem for operator.getitem
-            bound = sys.modules["pypm_verified.torch.targets"].op_of_target(_operator.getitem)
-        getter = bound
+        from .operators import target_binder  # installed: root is bound to torch targets
+        getter = target_binder().label_for(_operator.getitem)
     elif root is not None and index is not None and getattr(root, "n_outputs", 1) > 1 \
             and not 0 <= index < root.n_outputs:
         raise Unlocated(f"getitem: {root.name} has {root.n_outputs} outputs, no index {index}")

@@ -6,6 +6,7 @@ match's root (:meth:`Graph.replace`), and repeat until nothing fires.
 """
 from __future__ import annotations
 
+import sys
 from typing import Optional, Sequence
 
 from ..dsl.patterns import Pattern
@@ -18,7 +19,17 @@ from .report import RewriteReport
 from ..core.graph import Graph, Node
 
 
-def rewrite(graph: Graph, patterns: Sequence[Pattern], engine: str = "verified",
+def _is_torch_program(graph) -> bool:
+    """Whether ``graph`` is an ``ExportedProgram`` or an ``fx.GraphModule``
+    (without importing torch: such an object means torch is loaded)."""
+    for mod, cls in (("torch.export", "ExportedProgram"), ("torch.fx", "GraphModule")):
+        t = getattr(sys.modules.get(mod), cls, None)
+        if t is not None and isinstance(graph, t):
+            return True
+    return False
+
+
+def rewrite(graph, patterns: Sequence[Pattern], engine: str = "verified",
             max_iterations: int = 100, fuel: Optional[int] = None) -> RewriteReport:
     """Apply the rules of ``patterns`` to ``graph`` until none fires.
 
@@ -37,10 +48,23 @@ def rewrite(graph: Graph, patterns: Sequence[Pattern], engine: str = "verified",
     :mod:`.interior`) is applied before it fires: under ``"refuse"`` or
     ``"relay"``, a match whose interior nodes are used outside it (by live
     nodes) may be declined, with the reason in the report.
+
+    ``graph`` may also be a PyTorch program: a ``torch.export.ExportedProgram``
+    or its ATen-level ``fx.GraphModule``, rewritten in place by
+    :func:`pypm_verified.torch.rewrite_graph_module` (``fuel`` does not
+    apply; the report is the driver's).
     """
     check_engine(engine)
+    if _is_torch_program(graph):
+        if fuel is not None:
+            raise ValueError("rewrite(): fuel= applies to pm.Graph rewriting, not to PyTorch "
+                             "programs")
+        from ..torch.driver import rewrite_graph_module  # the PyTorch layer, when needed
+        return rewrite_graph_module(graph, patterns, engine=engine,
+                                    max_iterations=max_iterations)
     if not isinstance(graph, Graph):
-        raise TypeError(f"rewrite() needs a pm.Graph, not {graph!r}")
+        raise TypeError(f"rewrite() needs a pm.Graph, a torch.export.ExportedProgram or an "
+                        f"ATen-level torch.fx.GraphModule, not {graph!r}")
     patterns = list(patterns)
     for p in patterns:
         if not isinstance(p, Pattern):

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+import warnings
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -43,7 +44,7 @@ from ..core.graph import TensorShape
 from ..dsl.patterns import Pattern
 from ..dsl.rules import short_path
 from ..engines.matching import PatternSet, check_engine
-from ..errors import PatternError
+from ..errors import PatternError, RewriteWarning
 from ..rewriting.report import RewriteReport
 from . import dynamic, profitability
 from .importer import TermGraph, is_list_op, is_pure
@@ -1002,15 +1003,59 @@ def _desc(v) -> str:
     return type(v).__name__
 
 
-def rewrite_graph_module(gm: fx.GraphModule, patterns: Sequence[Pattern],
+def _warn_if_not_aten(gm: fx.GraphModule) -> None:
+    """Warn when ``gm`` calls things but no ATen operator: a torch-level
+    graph (``torch.fx.symbolic_trace``), which no rule over ATen ops matches."""
+    calls = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+    if not calls or any(isinstance(n.target, torch._ops.OpOverload) for n in calls):
+        return
+    shown = sorted({getattr(n.target, "__name__", None) or str(n.target) for n in calls})
+    more = ", ..." if len(shown) > 4 else ""
+    warnings.warn(
+        f"the graph calls no ATen operator (it calls {', '.join(shown[:4])}{more}: a "
+        "torch-level graph, e.g. from torch.fx.symbolic_trace), so no rule over ATen ops "
+        "can match it; export the model instead: torch.export.export(model, args)"
+        ".run_decompositions({}), and rewrite that program (or its graph_module)",
+        RewriteWarning, stacklevel=3)
+
+
+def rewrite_graph_module(gm, patterns: Sequence[Pattern],
                          engine: str = "verified", target: str = "cpu",
                          max_iterations: int = 20, recompile: bool = True,
                          check_profitability: bool = True) -> RewriteReport:
     """Rewrite ``gm`` in place with the rules of ``patterns``; the report.
     ``recompile=False`` leaves ``gm.recompile()`` (and the graph lint) to the
-    caller."""
-    return Driver(gm, patterns, engine, target, max_iterations, recompile=recompile,
-                  check_profitability=check_profitability).run()
+    caller.
+
+    ``gm`` is an ATen-level ``fx.GraphModule`` (an exported program's
+    ``graph_module``) or a ``torch.export.ExportedProgram``, rewritten in
+    place as well: its graph, the output names of its signature (a rewritten
+    output is renamed), and the weights rules concatenated (new constants of
+    the program). A graph calling no ATen operator (``torch.fx.symbolic_trace``
+    of a model) warns with :class:`~pypm_verified.errors.RewriteWarning`:
+    rules over ATen ops cannot match it."""
+    ep = None
+    exported = getattr(torch.export, "ExportedProgram", None)
+    if exported is not None and isinstance(gm, exported):
+        ep, gm = gm, gm.graph_module
+    elif not isinstance(gm, fx.GraphModule):
+        raise TypeError(f"rewrite_graph_module() needs a torch.fx.GraphModule or a "
+                        f"torch.export.ExportedProgram, not {type(gm).__name__}")
+    _warn_if_not_aten(gm)
+    driver = Driver(gm, patterns, engine, target, max_iterations, recompile=recompile,
+                    check_profitability=check_profitability)
+    if ep is None:
+        return driver.run()
+    from .pipeline import _add_constants, _weights  # the pipeline's program bookkeeping
+    driver.weights, driver.user_inputs = _weights(ep)
+    report = driver.run()
+    _add_constants(ep, driver)
+    for spec in ep.graph_signature.output_specs:  # outputs that were rewritten
+        arg = getattr(spec, "arg", None)
+        if hasattr(arg, "name"):
+            arg.name = driver.replacement_name(arg.name)
+    ep.validate() if hasattr(ep, "validate") else ep._validate()
+    return report
 
 
 __all__ = ["Driver", "RewriteError", "RuleContext", "Value", "rewrite_graph_module",

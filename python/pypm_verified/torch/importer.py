@@ -1,8 +1,11 @@
 """FX graph -> PyPM term graph (hash-consed), kept in step with the FX graph.
 
-* One operator per torch target (op overload, or ``operator.getitem``): the
-  one declared with ``@pm.op(torch=[...])`` (:mod:`pypm_verified.torch.ops`), else
-  an operator made on first sight and named after the overload.
+* One operator per torch target (op overload, or ``operator.getitem``): its
+  *label* (:mod:`.targets`): the library's declaration
+  (:mod:`pypm_verified.torch.ops`), else the first declaration of that
+  overload alone, else an operator made on first sight and named after the
+  overload. Every ``@pm.op(torch=[...])`` declaration of the overload
+  matches nodes with that label.
 * Calls in full positional form: every schema argument in order, defaults
   filled in, keyword-only ones included, so kwargs and defaults match alike.
 * Non-tensor arguments (ints, floats, bools, strings, None, dtypes and lists
@@ -34,7 +37,7 @@ import torch.fx as fx
 from .. import core
 from ..core.graph import Graph, Node
 from ..dsl.operators import Op
-from .targets import bind_torch, op_of_target
+from .targets import label_for
 # the declared ATen operators (MatMul, Softmax, ...) are bound before any graph
 # is imported: a target seen first would get an operator of its own, made on
 # first sight, that the library's patterns (declared later) never match
@@ -75,15 +78,9 @@ def is_list_op(op) -> bool:
 
 
 def op_for(target) -> Op:
-    """The operator bound to the torch target ``target`` (made on first use
-    when nobody declared one)."""
-    op = op_of_target(target)
-    if op is None:
-        schema = getattr(target, "_schema", None)
-        if schema is None:
-            raise TypeError(f"{target!r} has no schema")
-        op = bind_torch(_make_fn(str(target), len(schema.arguments)), [target], auto=True)
-    return op
+    """The label operator of the torch target ``target`` (made on first use
+    when nobody declared one; :func:`.targets.label_for`)."""
+    return label_for(target)
 
 
 def _opaque_op(target, n: int) -> Op:

@@ -15,19 +15,24 @@ a default argument and one that left it out are the same term. So
 
 Operators of unary pointwise ops have ``op_class="unary_pointwise"``,
 binary ones ``"binary_pointwise"``. :data:`BY_NAME` maps the Python names
-to the operators. Ops not declared here still import (as an operator per
-overload named after it, e.g. ``aten.cumsum.default``).
+to the operators. These declarations are the *labels* of their overloads
+in term graphs (:mod:`.targets`): they are bound before any other
+declaration, and a user's ``@pm.op(torch=[aten.mul.Tensor])`` is an
+operator of its own that matches the same nodes without changing ``Mul``.
+Ops not declared here still import (as an operator per overload named
+after it, e.g. ``aten.cumsum.default``).
 """
 from __future__ import annotations
 
 import keyword
 import operator
+import sys
 from typing import Dict, Optional
 
 import torch
 
 from ..dsl.operators import Op
-from .targets import bind_torch
+from . import targets as _targets
 
 aten = torch.ops.aten
 
@@ -44,7 +49,8 @@ def _param(name: str, i: int, seen) -> str:
 
 def declare(name: str, *targets, op_class: Optional[str] = None) -> Op:
     """An operator called ``name`` bound to ``targets`` (op overloads of one
-    arity), with parameters named after the first target's schema."""
+    arity), with parameters named after the first target's schema. A
+    library declaration: it labels its overloads (:mod:`.targets`)."""
     schema = getattr(targets[0], "_schema", None)
     if schema is not None:
         seen: set = set()
@@ -57,7 +63,10 @@ def declare(name: str, *targets, op_class: Optional[str] = None) -> Op:
     fn = ns[name]
     fn.__doc__ = f"{', '.join(str(t) for t in targets)} (full positional form)"
     fn.__module__ = __name__
-    o = bind_torch(fn, list(targets), op_class)
+    caller = sys._getframe(1)
+    from ..dsl.rules import short_path
+    where = f"{short_path(caller.f_code.co_filename)}:{caller.f_lineno}"
+    o = _targets.bind_torch(fn, list(targets), op_class, where=where, library=True)
     BY_NAME[name] = o
     return o
 
@@ -137,7 +146,6 @@ Le = declare("Le", aten.le.Tensor, op_class=BINARY)
 Gt = declare("Gt", aten.gt.Tensor, op_class=BINARY)
 Ge = declare("Ge", aten.ge.Tensor, op_class=BINARY)
 LtScalar = declare("LtScalar", aten.lt.Scalar)
-LogicalNot = declare("LogicalNot", aten.logical_not.default, op_class=UNARY)
 LogicalAnd = declare("LogicalAnd", aten.logical_and.default, op_class=BINARY)
 LogicalOr = declare("LogicalOr", aten.logical_or.default, op_class=BINARY)
 BitwiseNot = declare("BitwiseNot", aten.bitwise_not.default, op_class=UNARY)
