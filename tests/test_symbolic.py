@@ -76,10 +76,13 @@ def test_gelu_forms():
     b = B(x=(2, 3))
     gelu = b(aten.gelu.default, b.p["x"])
     assert b.prove(_gelu_erf(b, 0.7071067811865476), gelu).status == "proved"
-    # a constant off by a little is not GELU
-    assert b.prove(_gelu_erf(b, 0.70710678), gelu).status == "differs"
-    # x / fl(sqrt 2) is not x * fl(1/sqrt 2) over the reals: exact only up to rounding
-    assert b.prove(_gelu_erf(b, 1.4142135623730951, div=True), gelu).status == "differs"
+    # a constant off by a little is not GELU over the reals, but no input
+    # shows it beyond float64's tolerance: unknown, naming erf, never "differs"
+    # without a counterexample torch confirms
+    for off in (_gelu_erf(b, 0.70710678), _gelu_erf(b, 1.4142135623730951, div=True)):
+        r = b.prove(off, gelu)  # x / fl(sqrt 2) is not x * fl(1/sqrt 2) over the reals
+        assert r.status == "unknown" and r.detail.startswith("uninterpreted: erf;"), r
+        assert "not confirmed numerically" in r.detail and r.counterexample is None
     # the tanh form with the kernel's constants
     x = b.p["x"]
     cube = b(aten.pow.Tensor_Scalar, x, 3)

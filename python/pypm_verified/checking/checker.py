@@ -237,11 +237,15 @@ def symbolic_summary(proofs) -> dict:
     every size); ``proved_like_instances`` (not for every size, but for
     every size with the size pattern of each fired instance: a guard of the
     rule, which is Python and not translated, restricts the sizes);
-    ``differs`` (over the reals even so: a float constant that is not the
-    kernel's, say), ``unsupported`` and ``unknown``, each with examples;
-    ``ranks`` (the input ranks the structures cover)."""
+    ``differs`` (over the reals even so, and confirmed by torch on a
+    concrete input: ``counterexamples`` holds it, one per entry, with the
+    structure), ``unsupported`` and ``unknown`` (z3 gave up, or found a
+    difference that no concrete input confirmed: the uninterpreted functions
+    it may hinge on are named), each with examples; ``ranks`` (the input
+    ranks the structures cover)."""
     out = {"structures": len(proofs), "proved": 0, "proved_like_instances": 0,
-           "differs": [], "unsupported": {}, "unknown": [], "ranks": {}}
+           "differs": [], "counterexamples": [], "unsupported": {}, "unknown": [],
+           "ranks": {}}
     for sp in proofs.values():
         for k, r in sp.ranks.items():
             out["ranks"].setdefault(k, set()).add(r)
@@ -258,8 +262,13 @@ def symbolic_summary(proofs) -> dict:
         elif st == "unknown" and not any(p.status == "differs" for p in sp.like.values()):
             out["unknown"].append(f"{sp.original} -> {sp.replacement}: {sp.free.detail}")
         else:
-            bad = next((p for p in sp.like.values() if p.status != "proved"), sp.free)
+            bad = next((p for p in [sp.free, *sp.like.values()] if p.status == "differs"),
+                       sp.free)
             out["differs"].append(f"{sp.original} -> {sp.replacement}: {bad.detail}")
+            if bad.counterexample is not None:
+                out["counterexamples"].append({"structure": f"{sp.original} -> "
+                                                            f"{sp.replacement}",
+                                               **bad.counterexample})
     out["ranks"] = {k: sorted(v) for k, v in sorted(out["ranks"].items())}
     return out
 

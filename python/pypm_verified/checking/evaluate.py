@@ -21,6 +21,11 @@ instance's seed). :class:`RuleRunner` then
    precisely, e.g. SDPA in float64 where the original rounded its softmax
    to float32).
 
+:func:`confirm_difference` is the numeric side of the symbolic check: a
+structure that z3 says differs over the reals is reported "differs" only
+with a concrete input on which the two sides, evaluated with torch, differ
+beyond the tolerance (:mod:`.symbolic`).
+
 The :class:`Outcome` says which: ``invalid`` (torch rejects the generated
 subgraph), ``no_match``, ``declined`` (an assert of the rule failed: its
 line), ``agree``, or a counterexample -- ``disagree`` (outputs differ beyond
@@ -47,7 +52,8 @@ from . import symbolic
 from .instances import App, Instance, Leaf, render
 
 __all__ = ["Built", "InvalidInstance", "Outcome", "RuleRunner", "StructureProof", "build",
-           "compare_outputs", "closer_to_exact", "shrink", "COUNTEREXAMPLES"]
+           "compare_outputs", "closer_to_exact", "shrink", "COUNTEREXAMPLES",
+           "confirm_difference", "evaluate_fx", "counterexample_text", "MAX_ELEMENTS"]
 
 COUNTEREXAMPLES = ("disagree", "error")
 
@@ -274,6 +280,264 @@ def closer_to_exact(exact: torch.Tensor, ref: torch.Tensor, got: torch.Tensor) -
         return False
     eb = torch.where(off, torch.full_like(eb, float("inf")), eb)
     return bool((eb <= ea + atol + rtol * e[fin].abs()).all())
+
+
+# ----------------------------------------- numeric confirmation of "differs"
+
+#: the most input elements (all inputs together) a numeric counterexample of
+#: the symbolic check is tried with (its values are reported in full)
+MAX_ELEMENTS = 4096
+
+#: the random inputs tried at each candidate's sizes: (seed, scale of normal values)
+RANDOM_TRIES = ((0, 1.0), (1, 1.0), (2, 4.0))
+
+
+def _placeholders(nodes) -> Dict[str, fx.Node]:
+    out, seen, todo = {}, set(), list(nodes)
+    while todo:
+        n = todo.pop()
+        if not isinstance(n, fx.Node) or n in seen:
+            continue
+        seen.add(n)
+        if n.op == "placeholder":
+            out[n.name] = n
+        todo.extend(n.all_input_nodes)
+    return out
+
+
+def evaluate_fx(node: fx.Node, env: Dict[str, torch.Tensor], promote: bool = False,
+                memo: Optional[dict] = None):
+    """The value of the FX expression ``node`` with torch, placeholders read
+    from ``env`` by name; ``promote``: floating dtype arguments float64."""
+    memo = {} if memo is None else memo
+
+    def val(a):
+        if isinstance(a, fx.Node):
+            if a not in memo:
+                if a.op == "placeholder":
+                    memo[a] = env[a.name]
+                elif a.op == "call_function":
+                    args, kwargs = fx.node.map_aggregate((a.args, a.kwargs), val)
+                    memo[a] = a.target(*args, **kwargs)
+                else:
+                    raise ValueError(f"FX node {a.op} has no value")
+            return memo[a]
+        return _promoted(a) if promote else a
+    return val(node)
+
+
+def _tensor_for(ph: fx.Node, shape, values, promote: bool, seed: int,
+                scale: float) -> torch.Tensor:
+    v = ph.meta.get("val")
+    dtype = v.dtype if isinstance(v, torch.Tensor) else torch.float32
+    if dtype.is_floating_point and promote:
+        dtype = torch.float64
+    shape = tuple(int(n) for n in shape)
+    if values is not None:
+        t = torch.tensor(values, dtype=torch.float64).reshape(shape)
+        if dtype == torch.bool:
+            return t > 0  # the semantics' boolean: a real > 0
+        if not dtype.is_floating_point:
+            return t.floor().to(dtype)  # the semantics' integer: the floor of a real
+        return t.to(dtype)
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        return (torch.randn(shape, generator=g, dtype=torch.float64) * scale).to(dtype)
+    return _input(shape, dtype, g)
+
+
+def _tolerance(*dtypes) -> Tuple[float, float]:
+    tols = [TOLERANCE.get(d, (1e-4, 1e-3)) if d.is_floating_point else (0.0, 0.0)
+            for d in dtypes]
+    return max(t[0] for t in tols), max(t[1] for t in tols)
+
+
+def _numeric_difference(ref, got):
+    """``(differs, message, max_abs, max_rel, tolerance)``: whether ``got``
+    differs from ``ref`` as a difference over the reals would show: another
+    shape, or finite values apart by more than the tolerance of the less
+    precise dtype. Non-finite values in one output only are not taken for
+    one (an overflow or a domain error, not a real difference)."""
+    if not isinstance(ref, torch.Tensor) or not isinstance(got, torch.Tensor):
+        if isinstance(ref, (tuple, list)) and isinstance(got, (tuple, list)) \
+                and len(ref) == len(got):
+            for i, (r, g) in enumerate(zip(ref, got)):
+                res = _numeric_difference(r, g)
+                if res[0]:
+                    return (True, f"output {i}: {res[1]}") + res[2:]
+            return False, "the outputs agree within the tolerance", None, None, None
+        return True, f"output {type(ref).__name__} became {type(got).__name__}", None, None, None
+    if ref.shape != got.shape:
+        return (True, f"output shape {tuple(ref.shape)} became {tuple(got.shape)}", None,
+                None, None)
+    tol = _tolerance(ref.dtype, got.dtype)
+    r, o = ref.double(), got.double()
+    fr, fo = torch.isfinite(r), torch.isfinite(o)
+    both = fr & fo
+    if not torch.equal(fr, fo):
+        note = (f"non-finite values in one output only ({int((fr != fo).sum())} element(s)): "
+                "an overflow or a domain error, not a difference over the reals")
+    else:
+        note = ""
+    if not bool(both.any()):
+        return False, note or "no finite values to compare", None, None, tol
+    diff = (r - o).abs()[both]
+    mabs = float(diff.max())
+    scale = float(r[both].abs().max())
+    mrel = mabs / scale if scale > 0 else 0.0
+    bad = diff > tol[0] + tol[1] * r[both].abs()
+    if bool(bad.any()):
+        return (True, f"max abs error {mabs:.3g} (rel {mrel:.3g}) exceeds atol {tol[0]:g} + "
+                f"rtol {tol[1]:g}*|ref| at {int(bad.sum())} of {diff.numel()} element(s)",
+                mabs, mrel, tol)
+    return (False, note or f"agree within the tolerance (max abs error {mabs:.3g})", mabs,
+            mrel, tol)
+
+
+def _summary(t) -> list:
+    if isinstance(t, torch.Tensor):
+        return [list(t.shape), str(t.dtype).replace("torch.", "")]
+    return [type(t).__name__]
+
+
+def confirm_difference(original: fx.Node, replacement: fx.Node, candidates,
+                       siblings=()) -> Tuple[Optional[dict], List[str]]:
+    """A concrete input on which ``original`` and ``replacement`` (FX
+    expressions over the same placeholders) differ when evaluated with
+    torch: ``(counterexample, notes)``, the counterexample None when no
+    candidate confirms a difference (``notes`` say why, one per candidate).
+
+    ``candidates``: ``(source, sizes, values, at_instance)`` with ``sizes``
+    placeholder name -> shape, ``values`` name -> the elements in row-major
+    order (None: random normal values, :data:`RANDOM_TRIES`) and
+    ``at_instance`` whether the sizes are the instance's (a failure of the
+    replacement elsewhere counts only where neither side takes size
+    arguments, :data:`_SIZE_ARGUMENT_OPS`). A difference of values is
+    preferred to a failure. Each is evaluated
+    with floating inputs and dtype arguments in float64 (the closest to the
+    reals torch has); where torch rejects that, in the inputs' own dtypes.
+    The original must evaluate (``siblings`` too: the other roots of a
+    multi-root original); the replacement then differs when it fails, has
+    another shape, or has finite values apart by more than the tolerance
+    (:data:`pypm_verified.torch.check.TOLERANCE`, of the less precise of the
+    two dtypes). The counterexample: ``source``, ``inputs`` (name, shape,
+    dtype, ``values`` in row-major order), ``kind`` ("disagree" or
+    "error"), ``message``, ``max_abs``, ``max_rel``, ``tolerance``,
+    ``expected``/``got`` (shape, dtype)."""
+    phs = _placeholders([original, replacement, *siblings])
+    literal = _has_size_literals([original, replacement, *siblings])
+    notes: List[str] = []
+    failure = None
+    for cand in candidates:
+        source, sizes, values = cand[:3]
+        at_instance = len(cand) > 3 and cand[3]
+        if any(name not in sizes for name in phs):
+            notes.append(f"{source}: no sizes for {sorted(set(phs) - set(sizes))}")
+            continue
+        total = sum(math.prod(int(n) for n in sizes[name]) for name in phs)
+        if any(int(n) < 0 for name in phs for n in sizes[name]) or total > MAX_ELEMENTS:
+            notes.append(f"{source}: sizes out of range ({total} elements)")
+            continue
+        tries = [(None, 0, 1.0)] if values is not None else \
+            [(None, seed, sc) for seed, sc in RANDOM_TRIES]
+        for _, seed, scale in tries:
+            cex, note = _confirm_one(original, replacement, siblings, phs, sizes, values, seed,
+                                     scale, source if values is not None else
+                                     f"{source} (normal values x{scale:g}, seed {seed})")
+            if cex is not None and cex["kind"] == "error" and literal and not at_instance:
+                # the graph's size arguments are the instance's: at other sizes
+                # the replacement may fail for them alone, not for the structure
+                notes.append(f"{cex['source']}: {cex['message']} (at sizes other than the "
+                             "instance's, with the instance's size arguments: not counted)")
+                continue
+            if cex is not None and cex["kind"] == "disagree":
+                return cex, notes
+            if cex is not None:
+                failure = failure or cex
+                continue
+            notes.append(note)
+    return failure, notes
+
+
+#: ops with arguments that are sizes of the instance (a shape, a normalized
+#: shape, split sizes): at other sizes they may fail where the structure
+#: (:mod:`.symbolic`, which reads them as the inputs' sizes) is well-defined
+_SIZE_ARGUMENT_OPS = frozenset(
+    getattr(getattr(torch.ops.aten, op), ov) for op, ov in (
+        ("rms_norm", "default"), ("layer_norm", "default"), ("expand", "default"),
+        ("view", "default"), ("reshape", "default"), ("_unsafe_view", "default"),
+        ("split_with_sizes", "default"), ("split", "Tensor"), ("squeeze", "dim"),
+        ("native_layer_norm", "default"), ("new_zeros", "default"), ("new_ones", "default"),
+        ("new_full", "default")))
+
+
+def _has_size_literals(nodes) -> bool:
+    seen, todo = set(), list(nodes)
+    while todo:
+        n = todo.pop()
+        if not isinstance(n, fx.Node) or n in seen:
+            continue
+        seen.add(n)
+        if n.op == "call_function" and n.target in _SIZE_ARGUMENT_OPS:
+            return True
+        todo.extend(n.all_input_nodes)
+    return False
+
+
+def _confirm_one(original, replacement, siblings, phs, sizes, values, seed, scale, source):
+    note = ""
+    for promote in (True, False):
+        try:
+            env = {name: _tensor_for(ph, sizes[name], None if values is None else values[name],
+                                     promote, seed, scale) for name, ph in phs.items()}
+        except Exception as e:  # noqa: BLE001 -- values that fit no tensor
+            return None, f"{source}: no input tensors: {_first_line(e)}"
+        memo: dict = {}
+        with torch.no_grad(), _quiet_fake_tensors():
+            try:
+                ref = evaluate_fx(original, env, promote, memo)
+                for s in siblings:
+                    evaluate_fx(s, env, promote, memo)
+            except Exception as e:  # noqa: BLE001 -- torch rejects the original there
+                note = f"{source}: the original fails: {type(e).__name__}: {_first_line(e)}"
+                continue
+            try:
+                got = evaluate_fx(replacement, env, promote, {})
+            except Exception as e:  # noqa: BLE001
+                if promote:
+                    note = (f"{source}: the replacement fails in float64: "
+                            f"{type(e).__name__}: {_first_line(e)}")
+                    continue
+                return _cex(source, env, "error", f"the replacement fails: {type(e).__name__}: "
+                            f"{_first_line(e)}", None, None, None, ref, None), ""
+        differs, msg, mabs, mrel, tol = _numeric_difference(ref, got)
+        if differs:
+            return _cex(source, env, "disagree", msg, mabs, mrel, tol, ref, got), ""
+        return None, f"{source}: {msg}"
+    return None, note
+
+
+def _cex(source, env, kind, message, mabs, mrel, tol, ref, got) -> dict:
+    inputs = []
+    for name, t in env.items():
+        flat = t.reshape(-1).tolist()
+        inputs.append({"name": name, "shape": list(t.shape),
+                       "dtype": str(t.dtype).replace("torch.", ""), "values": flat})
+    return {"source": source, "inputs": inputs, "kind": kind, "message": message,
+            "max_abs": mabs, "max_rel": mrel, "tolerance": list(tol) if tol else None,
+            "expected": _summary(ref), "got": None if got is None else _summary(got)}
+
+
+def counterexample_text(c: dict, max_values: int = 4) -> str:
+    """A numeric counterexample of the symbolic check in one line."""
+    parts = []
+    for i in c["inputs"]:
+        vs = i["values"]
+        shown = ", ".join(f"{v:.6g}" if isinstance(v, float) else repr(v)
+                          for v in vs[:max_values])
+        more = ", ..." if len(vs) > max_values else ""
+        parts.append(f"{i['name']}: {tuple(i['shape'])} {i['dtype']} = [{shown}{more}]")
+    return f"{'; '.join(parts)} ({c['source']}): {c['message']}"
 
 
 @dataclass

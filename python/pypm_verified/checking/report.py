@@ -12,7 +12,11 @@ A rule's ``status`` is one of :data:`STATUSES`:
   operator-variable choice it drew, input ranks up to 4), not every rank;
 * ``tested`` -- no counterexample in ``examples`` instances on which the
   rule fired, drawn from the instance space in ``space`` (``symbolic``
-  says which structures were proved anyway, and why the others were not);
+  says which structures were proved anyway, and why the others were not:
+  "differs" always with a concrete input on which torch confirms the
+  difference, in ``symbolic["counterexamples"]``; "unknown" where z3 gave
+  up or no input confirmed its difference, naming the uninterpreted
+  functions it may hinge on);
 * ``refuted`` -- a concrete counterexample (``counterexample``);
 * ``vacuous`` -- no generated instance was both matched and accepted by the
   rule's asserts (``reason`` says which: nothing matched, or the asserts
@@ -206,7 +210,7 @@ def symbolic_line(sym: dict) -> str:
     if sym.get("proved_like_instances"):
         parts.append(f"{sym['proved_like_instances']} for the fired instances' size patterns")
     if sym.get("differs"):
-        parts.append(f"{len(sym['differs'])} differ over the reals")
+        parts.append(f"{len(sym['differs'])} differ over the reals (confirmed by torch)")
     if sym.get("unsupported"):
         parts.append(f"{sum(sym['unsupported'].values())} unsupported")
     if sym.get("unknown"):
@@ -226,6 +230,11 @@ def _symbolic_lines(sym: dict) -> List[str]:
         out.append(f"* unsupported ({k}): {_md_cell(reason)}")
     for d in sym.get("unknown", [])[:3]:
         out.append(f"* unknown: `{_md_cell(d)}`")
+    for c in sym.get("counterexamples", [])[:3]:
+        ins = "; ".join(f"{i['name']} {tuple(i['shape'])} {i['dtype']} = {i['values'][:8]}"
+                        + (" ..." if len(i["values"]) > 8 else "") for i in c["inputs"])
+        out.append(f"* counterexample to `{_md_cell(c['structure'])}`: {_md_cell(ins)} "
+                   f"({_md_cell(c['source'])}): {_md_cell(c['message'])}")
     return out
 
 

@@ -12,9 +12,8 @@ both as functions of an output index, with
 * pointwise ops with PyTorch's broadcasting; ``transpose``/``t``/
   ``permute`` as index maps; ``matmul``/``mm``/``bmm``/``linear``/
   ``addmm`` as sums over the contracted axis; ``mean`` and ``softmax`` as
-  sums over the reduced axis; ``erf``, ``tanh``, ``exp``, ``rsqrt``,
-  ``sqrt``, ``sigmoid``, ``silu`` uninterpreted (the same function on both
-  sides); a sum ``Σ_{k<n} f(k)`` an uninterpreted function of the array
+  sums over the reduced axis; the pointwise functions by their
+  definitions (below); a sum ``Σ_{k<n} f(k)`` an uninterpreted function of the array
   ``k ↦ f(k)`` (zero outside ``0 <= k < n``) and ``n``, so two sums are
   equal when their summands are (TensorRight's one-to-one correspondence
   of reductions);
@@ -32,6 +31,48 @@ both as functions of an output index, with
   instance; else unsupported) as offset pieces, ``getitem`` picking one
   (multi-root fusions, ``library/fusion.py``).
 
+Pointwise functions. Four primitives are uninterpreted functions of a real,
+the same on both sides: ``exp``, ``log``, ``erf`` and ``sqrt``
+(:data:`PRIMITIVES`). Every other pointwise function is *defined* from them
+and real arithmetic, exactly as the mathematical function torch computes
+(checked against torch in ``tests/test_check_rules_pointwise.py``):
+
+==============================  ============================================
+``sigmoid(x)``                  ``1 / (1 + exp(-x))``
+``silu(x)``                     ``x * sigmoid(x)``
+``tanh(x)``                     ``2 / (1 + exp(-2x)) - 1`` (``2 sigmoid(2x) - 1``)
+``gelu(x)``                     ``x * 0.5 * (1 + erf(x * M_SQRT1_2))``
+``gelu(x, approximate="tanh")`` ``0.5 x (1 + tanh(β (x + κ x³)))``, PyTorch's β, κ
+``softplus(x, beta)``           ``log(1 + exp(beta x)) / beta`` (torch's
+                                ``threshold`` linearization, off by under
+                                ``exp(-threshold)`` relative, is rounding)
+``mish(x)``                     ``x * tanh(softplus(x))``
+``relu``, ``relu6``,            ``If(x > 0, x, 0)``; ``clamp(x, 0, 6)``;
+``hardtanh``, ``clamp``         ``min(max(x, lo), hi)``
+``leaky_relu(x, s)``            ``If(x > 0, x, s x)``
+``hardsigmoid(x)``              ``clamp(x + 3, 0, 6) / 6``
+``hardswish(x)``                ``x * hardsigmoid(x)``
+``elu(x, α, scale, in_scale)``  ``If(x > 0, scale x, scale α (exp(in_scale x) - 1))``;
+                                ``selu``: PyTorch's α and scale; ``celu``:
+                                ``max(0, x) + min(0, α (exp(x / α) - 1))``
+``rsqrt(x)``, ``reciprocal``    ``1 / sqrt(x)``, ``1 / x``
+``log1p``, ``expm1``            ``log(1 + x)``, ``exp(x) - 1``
+``neg``, ``abs``, ``square``    ``-x``, ``If(x >= 0, x, -x)``, ``x * x``
+``pow(x, e)``                   ``x`` multiplied out for an integer ``|e| <= 4``
+                                (``1 / ...`` below 0), ``sqrt``/``rsqrt`` for
+                                ``e = ±0.5``; other exponents uninterpreted
+==============================  ============================================
+
+and ``log(exp(a))`` is ``a``. Where the first search finds a difference, it
+is repeated with ground instances of laws true of the real primitives on
+the primitives' terms of the obligation (:func:`primitive_laws`: ``exp``
+positive, ``exp(a) exp(-a) = 1``, ``exp(0) = 1``, ``log`` and ``exp``
+inverse, ``erf`` odd and in (-1, 1), ``sqrt(t)² = t`` for ``t >= 0``,
+``exp``/``erf``/``log`` increasing), so a proof never rests on anything but
+the definitions and true facts: "proved" holds of the real functions for
+every real input. An identity beyond these (``exp(2x) = exp(x)²``, say) is
+not proved.
+
 The obligation: whenever the original subgraph is well-defined (its shape
 constraints: contracted sizes agree, broadcast sizes are equal or 1), the
 replacement is well-defined too (its constraints are *proved*, not
@@ -39,14 +80,25 @@ assumed), has the same shape, and the same value at every index. ``unsat``
 of the negation is a proof **over the reals** for every size of that
 structure; floating-point results may still differ by rounding (no rule is
 claimed bit-for-bit: a fused kernel sums in its own order). ``sat`` gives
-sizes under which the two differ over the reals (a float constant of the
-pattern that is not exactly the kernel's, say); an op outside the
-semantics gives "unsupported". The trust base: this file's semantics of
-each op (checked against torch's shape rules in ``tests/test_symbolic.py``)
+a model -- sizes, input values, and values of the uninterpreted functions
+-- under which the two differ; since those functions (the primitives,
+sums, ``x / 0``) may take values there that the real ones never do, the
+verdict is "differs" only when torch confirms it on a concrete input
+(:func:`.evaluate.confirm_difference`: z3's sizes and values first, then
+random values at z3's sizes and at the instance's, in float64): the
+:class:`Proof` carries that counterexample. Otherwise it is "unknown",
+naming the uninterpreted functions the difference may hinge on
+("uninterpreted: exp; ...") and why no input confirmed it (a float
+constant of the pattern that is not exactly the kernel's differs over the
+reals by less than any tolerance, say). An op outside the semantics gives
+"unsupported". The trust base: this file's semantics of each op (checked
+against torch's shape rules in ``tests/test_symbolic.py``, the pointwise
+definitions against torch's values in ``tests/test_check_rules_pointwise.py``)
 and z3.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import threading
@@ -108,6 +160,9 @@ class Semantics:
         self.oblige: List[z3.BoolRef] = []
         self.replacement = False
         self._fns: Dict[str, z3.FuncDeclRef] = {}
+        #: the inputs' functions (rank 0: constants) by name, and their decls
+        self.input_fns: Dict[str, object] = {}
+        self.input_decls: List[z3.FuncDeclRef] = []
         self._depth = 0
         self.sum = z3.Function("Sum", z3.ArraySort(z3.IntSort(), z3.RealSort()), z3.IntSort(),
                                z3.RealSort())
@@ -130,8 +185,11 @@ class Semantics:
             self.assume.append(s >= 1)
         if rank == 0:
             c = z3.Real(name)
+            self.input_fns[name] = c
             return Sym([], lambda idx: c)
         f = z3.Function(name, *([z3.IntSort()] * rank), z3.RealSort())
+        self.input_fns[name] = f
+        self.input_decls.append(f)
         return Sym(sizes, lambda idx: f(*idx))
 
     def const(self, v) -> Sym:
@@ -273,7 +331,7 @@ class Semantics:
         if x.rank == 0:
             raise Unsupported("softmax of a 0-d tensor")
         d = self.axis(dim, x.rank)
-        exp = self.fn("exp")
+        exp = self.exp
 
         def at(idx):
             den = self.reduce(x.shape[d], lambda k: exp(x.at(idx[:d] + [k] + idx[d + 1:])))
@@ -318,16 +376,70 @@ class Semantics:
             o = o + s
         return out
 
+    # ------------------------------------------- pointwise functions (terms)
+    # The primitives (PRIMITIVES) are uninterpreted functions shared by both
+    # sides; everything else is defined from them (see the module docstring).
+    def exp(self, u):
+        return self.fn("exp")(u)
+
+    def erf(self, u):
+        return self.fn("erf")(u)
+
+    def sqrt(self, u):
+        return self.fn("sqrt")(u)
+
+    def log(self, u):
+        if z3.is_app(u) and u.decl().eq(self.fn("exp")):
+            return u.arg(0)  # log(exp(a)) = a for every real a
+        return self.fn("log")(u)
+
+    def rsqrt(self, u):
+        return 1 / self.sqrt(u)
+
+    def sigmoid(self, u):
+        return 1 / (1 + self.exp(-u))
+
+    def tanh(self, u):
+        return 2 / (1 + self.exp(-2 * u)) - 1  # 2 sigmoid(2u) - 1
+
+    def silu(self, u):
+        return u * self.sigmoid(u)
+
+    def softplus(self, u, beta=1):
+        b = _real(beta)
+        return self.log(1 + self.exp(b * u)) / b
+
+    def mish(self, u):
+        return u * self.tanh(self.softplus(u))
+
+    @staticmethod
+    def clamp(u, lo=None, hi=None):
+        if lo is not None:
+            u = z3.If(u >= lo, u, lo)
+        if hi is not None:
+            u = z3.If(u <= hi, u, hi)
+        return u
+
+    def hardsigmoid(self, u):
+        return self.clamp(u + 3, z3.RealVal(0), z3.RealVal(6)) / 6
+
+    def elu(self, u, alpha=1, scale=1, input_scale=1):
+        a, s, i = _real(alpha), _real(scale), _real(input_scale)
+        return z3.If(u > 0, s * u, s * a * (self.exp(i * u) - 1))
+
+    def gelu_term(self, u, approximate: str):
+        if approximate == "none":
+            return u * _real(0.5) * (1 + self.erf(u * _real(M_SQRT1_2)))
+        if approximate == "tanh":
+            beta, kappa = _real(GELU_TANH_BETA), _real(GELU_TANH_KAPPA)
+            return _real(0.5) * u * (1 + self.tanh(beta * (u + kappa * u * u * u)))
+        raise Unsupported(f"gelu(approximate={approximate!r})")
+
     # --------------------------------------------------------- definitions
     def gelu(self, x: Sym, approximate: str) -> Sym:
-        if approximate == "none":
-            erf, c = self.fn("erf"), _real(M_SQRT1_2)
-            return self.pointwise(lambda u: u * _real(0.5) * (1 + erf(u * c)), x)
-        if approximate == "tanh":
-            tanh, beta, kappa = self.fn("tanh"), _real(GELU_TANH_BETA), _real(GELU_TANH_KAPPA)
-            return self.pointwise(
-                lambda u: _real(0.5) * u * (1 + tanh(beta * (u + kappa * u * u * u))), x)
-        raise Unsupported(f"gelu(approximate={approximate!r})")
+        if approximate not in ("none", "tanh"):
+            raise Unsupported(f"gelu(approximate={approximate!r})")
+        return self.pointwise(lambda u: self.gelu_term(u, approximate), x)
 
     def rms_norm(self, x: Sym, normalized: Sequence[int], w: Optional[Sym], eps) -> Sym:
         if eps is None:
@@ -335,7 +447,7 @@ class Semantics:
         k = len(normalized)
         if not 1 <= k <= x.rank:
             raise Unsupported(f"rms_norm over {k} axes of a rank-{x.rank} tensor")
-        rsqrt = self.fn("rsqrt")
+        rsqrt = self.rsqrt
         sq = self.pointwise(lambda u: u * u, x)
         ms = self.mean(sq, list(range(x.rank - k, x.rank)), keepdim=True)
         y = self.pointwise(lambda u, m: u * rsqrt(m + _real(eps)), x, ms)
@@ -373,11 +485,65 @@ class Semantics:
 
 # ----------------------------------------------------------- FX to symbols
 
+#: unary ops whose value is a term of their one tensor argument (the
+#: Semantics method of that name); ops with scalar arguments: _pointwise
 _UNARY = {
     aten.erf.default: "erf", aten.tanh.default: "tanh", aten.exp.default: "exp",
     aten.rsqrt.default: "rsqrt", aten.sqrt.default: "sqrt", aten.sigmoid.default: "sigmoid",
-    aten.silu.default: "silu",
+    aten.silu.default: "silu", aten.mish.default: "mish",
+    aten.hardsigmoid.default: "hardsigmoid",
 }
+
+#: SELU's constants (torch's, as doubles)
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _pointwise(sem: "Semantics", n: fx.Node, V) -> Optional[Sym]:
+    """The defined pointwise ops with scalar arguments (None: not one)."""
+    t = n.target
+    if t in _UNARY:
+        return sem.pointwise(getattr(sem, _UNARY[t]), V(n.args[0]))
+    if t == aten.hardswish.default:
+        return sem.pointwise(lambda u: u * sem.hardsigmoid(u), V(n.args[0]))
+    if t == aten.relu6.default:
+        return sem.pointwise(lambda u: sem.clamp(u, z3.RealVal(0), z3.RealVal(6)),
+                             V(n.args[0]))
+    if t == aten.hardtanh.default:
+        x, lo, hi = _args(n, ("self", "min_val", "max_val"))
+        return sem.pointwise(lambda u: sem.clamp(u, _real(lo), _real(hi)), V(x))
+    if t == aten.leaky_relu.default:
+        x, s = _args(n, ("self", "negative_slope"))
+        sv = _real(s)
+        return sem.pointwise(lambda u: z3.If(u > 0, u, sv * u), V(x))
+    if t == aten.softplus.default:
+        # torch returns x itself where beta * x > threshold: a linearization
+        # of log(1 + exp(beta x)) / beta off by less than exp(-threshold) / beta
+        # (relative), an implementation's rounding, not another function
+        x, beta, _threshold = _args(n, ("self", "beta", "threshold"))
+        if not beta:
+            raise Unsupported("softplus with beta 0")
+        return sem.pointwise(lambda u: sem.softplus(u, beta), V(x))
+    if t == aten.elu.default:
+        x, a, s, i = _args(n, ("self", "alpha", "scale", "input_scale"))
+        return sem.pointwise(lambda u: sem.elu(u, a, s, i), V(x))
+    if t == aten.selu.default:
+        return sem.pointwise(lambda u: sem.elu(u, SELU_ALPHA, SELU_SCALE), V(n.args[0]))
+    if t == aten.celu.default:
+        x, a = _args(n, ("self", "alpha"))
+        if not a:
+            raise Unsupported("celu with alpha 0")
+        av = _real(a)
+        return sem.pointwise(
+            lambda u: sem.clamp(u, lo=z3.RealVal(0))
+            + sem.clamp(av * (sem.exp(u / av) - 1), hi=z3.RealVal(0)), V(x))
+    if t == aten.log1p.default:
+        return sem.pointwise(lambda u: sem.log(1 + u), V(n.args[0]))
+    if t == aten.expm1.default:
+        return sem.pointwise(lambda u: sem.exp(u) - 1, V(n.args[0]))
+    if t == aten.square.default:
+        return sem.pointwise(lambda u: u * u, V(n.args[0]))
+    return None
 _IDENTITY = (aten._to_copy.default, aten.clone.default, aten.alias.default,
              aten.type_as.default)
 
@@ -449,18 +615,22 @@ class Evaluator:
             return sem.pointwise(lambda u: -u, V(n.args[0]))
         if t == aten.pow.Tensor_Scalar:
             x, e = n.args[:2]
-            if isinstance(e, (int, float)) and float(e).is_integer() and 0 <= e <= 4:
+            if isinstance(e, (int, float)) and float(e).is_integer() and -4 <= e <= 4:
                 def p(u, e=int(e)):
                     r = z3.RealVal(1)
-                    for _ in range(e):
+                    for _ in range(abs(e)):
                         r = r * u
-                    return r
+                    return r if e >= 0 else 1 / r
                 return sem.pointwise(p, V(x))
+            if e == 0.5:
+                return sem.pointwise(sem.sqrt, V(x))
+            if e == -0.5:
+                return sem.pointwise(sem.rsqrt, V(x))
             f = sem.fn(f"pow_{e!r}")
             return sem.pointwise(lambda u: f(u), V(x))
-        if t in _UNARY:
-            f = sem.fn(_UNARY[t])
-            return sem.pointwise(lambda u: f(u), V(n.args[0]))
+        pw = _pointwise(sem, n, V)
+        if pw is not None:
+            return pw
         if t == aten.relu.default:
             return sem.pointwise(lambda u: z3.If(u > 0, u, 0), V(n.args[0]))
         if t == aten.gelu.default:
@@ -554,7 +724,7 @@ class Evaluator:
             if act in ("gelu", "gelu_tanh"):
                 return sem.gelu(y, "none" if act == "gelu" else "tanh")
             if act == "silu":
-                return sem.pointwise(lambda u: sem.fn("silu")(u), y)
+                return sem.pointwise(sem.silu, y)
             if act == "none":
                 return y
             raise Unsupported(f"pypm.linear_act activation {act!r}")
@@ -566,10 +736,18 @@ class Evaluator:
 @dataclass
 class Proof:
     """The verdict on one structure: ``status`` "proved", "differs" (z3
-    found sizes where the two differ over the reals; ``detail`` says
-    which), "unsupported" or "unknown" (z3 gave up)."""
+    found sizes where the two differ over the reals, and torch confirmed it
+    on a concrete input: ``counterexample``, see
+    :func:`.evaluate.confirm_difference`; ``detail`` says which),
+    "unsupported", or "unknown" (z3 gave up, or its difference was not
+    confirmed: ``detail`` names the uninterpreted functions it may hinge on,
+    "uninterpreted: exp", and why no input confirmed it)."""
     status: str
     detail: str = ""
+    counterexample: Optional[dict] = None
+    #: the uninterpreted functions of the obligation (an unconfirmed
+    #: difference may hinge on them): "exp", "erf", "sum", "division by zero", ...
+    uninterpreted: Tuple[str, ...] = ()
 
 
 class SemanticsMismatch(AssertionError):
@@ -668,7 +846,8 @@ def _prove(original, replacement, shapes, like_instance, rlimit, siblings) -> Pr
     for node, sym in ev.memo.items():  # every node of both sides
         _check_shape(node, sym, concrete)
     if a.rank != b.rank:
-        return Proof("differs", f"rank {a.rank} vs {b.rank}")
+        return _refute(sem, None, original, replacement, shapes, siblings,
+                       f"rank {a.rank} vs {b.rank}")
     assume = list(sem.assume)
     if like_instance:
         items = list(concrete.items())
@@ -685,20 +864,272 @@ def _prove(original, replacement, shapes, like_instance, rlimit, siblings) -> Pr
     value = z3.BoolVal(True) if va.eq(vb) else va == vb
     assume += sem.axioms  # laws of the sums the values above built
     goal = z3.Implies(z3.And(*(assume + in_range)), z3.And(*(sem.oblige + same + [value])))
-    s = z3.Solver()
-    s.set("rlimit", rlimit)
-    s.set("timeout", TIMEOUT_S * 1000)
-    s.set("ctrl_c", False)  # Ctrl-C is Python's KeyboardInterrupt (see _check)
+    s = _solver(rlimit)
     s.add(z3.Not(goal))
     r = _check(s)
     if r == z3.unsat:
         return Proof("proved")
     if r == z3.sat:
+        # again with the primitives' laws (ground instances on the terms of
+        # the obligation): only now, so a proof that needs none costs no more
+        laws = primitive_laws(sem, goal)
+        if laws:
+            s2 = _solver(rlimit)
+            s2.add(z3.Not(goal), *laws)
+            r2 = _check(s2)
+            if r2 == z3.unsat:
+                return Proof("proved", "with the laws of "
+                             + ", ".join(sorted(_primitive_apps(sem, goal))))
+            if r2 == z3.sat:
+                s = s2
         m = s.model()
         sizes = {str(d): m[d] for d in m.decls() if "_n" in str(d) and d.arity() == 0}
-        return Proof("differs", "over the reals, e.g. with sizes "
-                     + ", ".join(f"{k}={v}" for k, v in sorted(sizes.items())))
+        where = "over the reals" + (", e.g. with sizes " + ", ".join(
+            f"{k}={v}" for k, v in sorted(sizes.items())) if sizes else "")
+        return _refute(sem, m, original, replacement, shapes, siblings, where, goal)
     return Proof("unknown", f"z3: {s.reason_unknown()}")
+
+
+def _solver(rlimit: int) -> z3.Solver:
+    s = z3.Solver()
+    s.set("rlimit", rlimit)
+    s.set("timeout", TIMEOUT_S * 1000)
+    s.set("ctrl_c", False)  # Ctrl-C is Python's KeyboardInterrupt (see _check)
+    return s
+
+
+# ------------------------------------------ primitives: laws, uninterpreted
+
+#: the uninterpreted primitives every other pointwise function is defined
+#: from (module docstring), and nothing else
+PRIMITIVES = ("exp", "log", "erf", "sqrt")
+
+#: the most terms of one primitive whose pairwise monotonicity is assumed
+_MAX_MONOTONE = 12
+
+
+def _walk(e, visit, into_binders: bool, seen=None):
+    """``visit`` every application in ``e`` (each subterm once); with
+    ``into_binders``, inside lambdas and quantifiers too."""
+    seen = set() if seen is None else seen
+    todo = [e]
+    while todo:
+        x = todo.pop()
+        k = x.get_id()
+        if k in seen:
+            continue
+        seen.add(k)
+        if z3.is_quantifier(x):
+            if into_binders:
+                todo.append(x.body())
+            continue
+        if z3.is_app(x):
+            visit(x)
+            todo.extend(x.children())
+
+
+def _primitive_apps(sem: Semantics, goal) -> Dict[str, List[z3.ExprRef]]:
+    """name -> the arguments of that primitive's ground applications in ``goal``
+    (outside sums: a summand's terms hold its bound variable)."""
+    decls = {name: sem._fns[name] for name in PRIMITIVES if name in sem._fns}
+    out: Dict[str, List[z3.ExprRef]] = {}
+    if not decls:
+        return out
+
+    def visit(x):
+        for name, d in decls.items():
+            if x.decl().eq(d):
+                args = out.setdefault(name, [])
+                if not any(a.eq(x.arg(0)) for a in args):
+                    args.append(x.arg(0))
+    _walk(goal, visit, into_binders=False)
+    return out
+
+
+def primitive_laws(sem: Semantics, goal) -> List[z3.BoolRef]:
+    """Ground instances, on the primitives' applications in ``goal``, of
+    laws true of the real functions (so a proof with them is still a proof
+    about exp, log, erf and sqrt themselves): ``exp(a) > 0``, ``exp(a)
+    exp(-a) = 1``, ``exp(0) = 1``, ``log(exp(a)) = a``, ``exp(log(t)) = t``
+    for ``t > 0``; ``-1 < erf(a) < 1``, ``erf(-a) = -erf(a)``; ``sqrt(t) >=
+    0`` and ``sqrt(t)² = t`` for ``t >= 0``; exp, erf (and log on the
+    positive reals) strictly increasing, pairwise on up to
+    :data:`_MAX_MONOTONE` arguments each."""
+    apps = _primitive_apps(sem, goal)
+    laws: List[z3.BoolRef] = []
+
+    def monotone(f, args, domain=None):
+        args = args[:_MAX_MONOTONE]
+        for i, a in enumerate(args):
+            for b in args[i + 1:]:
+                for x, y in ((a, b), (b, a)):
+                    pre = x < y if domain is None else z3.And(domain(x), x < y)
+                    laws.append(z3.Implies(pre, f(x) < f(y)))
+    if "exp" in apps:
+        exp = sem._fns["exp"]
+        args = list(apps["exp"])
+        zero = z3.RealVal(0)
+        laws.append(exp(zero) == 1)
+        for a in apps["exp"]:
+            na = z3.simplify(-a)
+            laws += [exp(a) > 0, exp(na) > 0, exp(a) * exp(na) == 1]
+            if "log" in sem._fns:
+                laws.append(sem._fns["log"](exp(a)) == a)
+            if not any(na.eq(x) for x in args):
+                args.append(na)
+        monotone(exp, [zero] + args)
+    if "log" in apps:
+        log, exp = sem._fns["log"], sem.fn("exp")
+        for t in apps["log"]:
+            laws.append(z3.Implies(t > 0, exp(log(t)) == t))
+        monotone(log, apps["log"], domain=lambda x: x > 0)
+    if "erf" in apps:
+        erf = sem._fns["erf"]
+        args = list(apps["erf"])
+        for a in apps["erf"]:
+            na = z3.simplify(-a)
+            laws += [erf(a) > -1, erf(a) < 1, erf(na) == -erf(a)]
+        monotone(erf, args)
+    if "sqrt" in apps:
+        sq = sem._fns["sqrt"]
+        for t in apps["sqrt"]:
+            laws.append(z3.Implies(t >= 0, z3.And(sq(t) >= 0, sq(t) * sq(t) == t)))
+    return laws
+
+
+def _known_nonzero(e) -> bool:
+    """A denominator that is never 0 by its form: a nonzero number, exp of
+    anything, or a sum of such positive terms (sigmoid's 1 + exp(-x))."""
+    return _sign(e) in ("+", "-")
+
+
+def _sign(e) -> str:
+    if z3.is_rational_value(e):
+        v = e.numerator_as_long()
+        return "+" if v > 0 else "-" if v < 0 else "0"
+    if z3.is_app(e) and e.decl().name() == "exp" and e.num_args() == 1:
+        return "+"
+    if z3.is_add(e):
+        signs = {_sign(c) for c in e.children()}
+        return "+" if signs == {"+"} else "-" if signs == {"-"} else "?"
+    if z3.is_mul(e):
+        signs = [_sign(c) for c in e.children()]
+        if "?" in signs or "0" in signs:
+            return "?"
+        return "-" if signs.count("-") % 2 else "+"
+    return "?"
+
+
+def uninterpreted(sem: Semantics, goal) -> Tuple[str, ...]:
+    """The functions of ``goal`` that the semantics leaves uninterpreted:
+    the primitives, ``sum`` (a finite sum, of which only the law for one
+    term is known), others (a power of a fractional exponent, ...), and
+    "division by zero" where a denominator may be 0 (z3's ``x / 0`` is any
+    value)."""
+    found = set()
+    inputs = sem.input_decls
+
+    def visit(x):
+        d = x.decl()
+        if d.kind() == z3.Z3_OP_UNINTERPRETED and d.arity() >= 1 \
+                and not any(d.eq(i) for i in inputs):
+            found.add("sum" if d.eq(sem.sum) else d.name())
+        elif d.kind() == z3.Z3_OP_DIV and not _known_nonzero(x.arg(1)):
+            found.add("division by zero")
+    _walk(goal, visit, into_binders=True)
+    return tuple(sorted(found))
+
+
+def _model_inputs(sem: Semantics, m, shapes) -> Tuple[Dict[str, List[int]], Optional[dict]]:
+    """The sizes z3's model gives the inputs, and their values there (None
+    where the model does not give every value as a number, or the inputs
+    are too large to try)."""
+    from .evaluate import MAX_ELEMENTS
+    sizes: Dict[str, List[int]] = {}
+    for name, shp in shapes.items():
+        ns = []
+        for i in range(len(shp)):
+            v = m.eval(z3.Int(f"{name}_n{i}"), model_completion=True)
+            ns.append(v.as_long() if z3.is_int_value(v) else int(shp[i]))
+        sizes[name] = ns
+    if sum(math.prod(ns) for ns in sizes.values()) > MAX_ELEMENTS \
+            or any(n < 1 for ns in sizes.values() for n in ns):
+        return sizes, None
+    values: Dict[str, list] = {}
+    for name, ns in sizes.items():
+        f = sem.input_fns.get(name)
+        if f is None:
+            return sizes, None
+        vs = []
+        for idx in itertools.product(*[range(n) for n in ns]):
+            v = m.eval(f(*[z3.IntVal(i) for i in idx]) if ns else f, model_completion=True)
+            x = _number(v)
+            if x is None:
+                return sizes, None
+            vs.append(x)
+        values[name] = vs
+    return sizes, values
+
+
+def _number(v) -> Optional[float]:
+    if z3.is_algebraic_value(v):
+        v = v.approx(20)
+    if z3.is_rational_value(v):
+        try:
+            return float(Fraction(v.numerator_as_long(), v.denominator_as_long()))
+        except OverflowError:
+            return None
+    return None
+
+
+def _refute(sem: Semantics, m, original, replacement, shapes, siblings, where: str,
+            goal=None) -> Proof:
+    """z3 says the two differ (``where``, with model ``m``; None: they
+    differ in rank): "differs" with a counterexample torch confirms (z3's
+    sizes and values first, then random values at z3's sizes and at the
+    instance's), else "unknown" with the reason."""
+    from .evaluate import confirm_difference, counterexample_text
+    candidates = []
+    inst = {k: [int(n) for n in v] for k, v in shapes.items()}
+    if m is not None:
+        sizes, values = _model_inputs(sem, m, shapes)
+        same = sizes == inst
+        if values is not None:
+            candidates.append(("z3's sizes and values", sizes, values, same))
+        candidates.append(("z3's sizes", sizes, None, same))
+        if not same:
+            candidates.append(("the instance's sizes", inst, None, True))
+    else:
+        candidates.append(("the instance's sizes", inst, None, True))
+    un = uninterpreted(sem, goal) if goal is not None else ()
+    cex, notes = confirm_difference(original, replacement, candidates, siblings)
+    if cex is not None:
+        return Proof("differs", f"{where}; confirmed by torch on {counterexample_text(cex)}",
+                     counterexample=cex, uninterpreted=un)
+    head = (f"uninterpreted: {', '.join(un)}; z3 finds a difference {where}, under some "
+            "interpretation of those functions" if un else f"z3 finds a difference {where}")
+    return Proof("unknown", f"{head}; not confirmed numerically: {_why_not(notes)}",
+                 uninterpreted=un)
+
+
+def _why_not(notes: List[str]) -> str:
+    """The notes of the inputs that confirmed nothing, in short."""
+    if not notes:
+        return "no input to try"
+    agree = [n for n in notes if ": agree within the tolerance" in n]
+    rest = list(dict.fromkeys(n for n in notes if n not in agree))
+    parts = []
+    if agree:
+        errs = [float(x.rsplit("max abs error ", 1)[1].rstrip(")")) for x in agree
+                if "max abs error " in x]
+        sources = dict.fromkeys(n.split(" (")[0].split(":")[0] for n in agree)
+        parts.append(f"the two sides agree within the tolerance on {len(agree)} input(s)"
+                     + (f" (max abs error {max(errs):.3g})" if errs else "")
+                     + f", from {', '.join(sources)}")
+    parts += rest[:3]
+    if len(rest) > 3:
+        parts.append(f"{len(rest) - 3} more")
+    return "; ".join(parts)
 
 
 def _check_shape(node: fx.Node, sym: Sym, concrete) -> None:
@@ -932,6 +1363,8 @@ def _extended(ev: "Evaluator", n: fx.Node) -> Optional[Sym]:
         return sem.pointwise(lambda u, w: u * w, *[V(x) for x in _args(n, ("self", "other"))])
     if t == aten.neg.default and exact and dt != torch.bool:
         return sem.pointwise(lambda u: -u, V(n.args[0]))
+    if t == aten.relu.default and exact and dt != torch.bool:
+        return sem.pointwise(lambda u: z3.If(u > 0, u, 0), V(n.args[0]))
     if t == aten.pow.Tensor_Scalar and exact and dt != torch.bool:
         x, e = n.args[:2]
         if isinstance(e, int) and not isinstance(e, bool) and 0 <= e <= 4:
@@ -1008,8 +1441,7 @@ def _extended(ev: "Evaluator", n: fx.Node) -> Optional[Sym]:
         a = n.args[0]
         if isinstance(a, fx.Node) and a.target == aten.exp.default:
             return V(a.args[0])  # log(exp(u)) = u over the reals
-        f = sem.fn("log")
-        return sem.pointwise(lambda u: f(u), V(n.args[0]))
+        return sem.pointwise(sem.log, V(n.args[0]))
     if t == aten.reciprocal.default:
         return sem.pointwise(lambda u: 1 / u, V(n.args[0]))
     if t == aten.sum.dim_IntList:
