@@ -1,4 +1,4 @@
-"""Attention written out -> ``scaled_dot_product_attention`` (issue 15: the family).
+"""Attention written out -> ``scaled_dot_product_attention`` (the family).
 
 One pattern, :data:`Attention`, built from small helper patterns, each an
 alternation over the ways real code writes one step::
@@ -12,21 +12,26 @@ alternation over the ways real code writes one step::
   split: SDPA gets ``permute(k, perm')``, ``perm'`` being ``perm`` with its
   last two entries swapped).
 * ``KeyTs``: ``KeyT``, or ``KeyT`` multiplied / divided by a number or a
-  0-d tensor (DeBERTa's ``k^T / sqrt(d)``): the factor moves onto ``k``.
+  0-d tensor (DeBERTa's ``k^T / sqrt(d)``): the factor moves onto ``k``;
+  or ``aten.mul.Scalar(permute(k), c)``, SDPA's own math decomposed (the
+  scale's square root on ``q`` and on ``kT``).
 * ``Scores``: ``matmul(q, kT)``, ``bmm(q, kT)`` (3-D batched attention,
   ``nn.MultiheadAttention(need_weights=True)``), or
   ``baddbmm(bias, q, kT, beta, alpha)`` (ALiBi as BLOOM writes it: the
   bias joins the mask, ``alpha`` the scale). A scale on ``q`` (or on ``k``
   before the transpose) is simply part of ``q`` (``k``): SDPA is called on
   the scaled operand with ``scale=1``, exactly what the original computes.
-* ``Scaled``: the scores times or divided by a number (or not scaled).
+* ``Scaled``: the scores times or divided by a number or a 0-d constant
+  of the program (GPT-2's ``torch.full([], sqrt(d))``: its value as its
+  dtype stores it), or not scaled.
 * ``Capped``: logit soft-capping ``c * tanh(s / c)`` (Gemma 2) is matched
   only to be *declined with its reason*: SDPA applies no function between
   the scores and the softmax.
 * ``Biased``: up to two additive terms in either operand order (T5's and
   MPNet's position bias plus the padding mask; BERT's ``(1 - m) * min``;
   LLaMA's causal + padding mask).
-* ``Masking``: the mask applied by ``masked_fill(s, b, fill)``,
+* ``Masking``: the mask applied by ``masked_fill(s, b, fill)`` (``fill`` a
+  number, or a 0-d tensor: DistilBERT's ``torch.tensor(finfo.min)``),
   ``where(b, s, fill)`` or ``where(b, fill, s)`` with a boolean ``b`` (a
   0/1 float mask arrives as the boolean the graph computes from it, e.g.
   ``m == 0``: any value of the float mask gives the same answer as the
@@ -34,11 +39,27 @@ alternation over the ways real code writes one step::
 * ``Masked``: no mask, ``Masking``, or ``Masking`` then added to
   (``where(causal, s, fill) + m``: GPT-Neo, its ``fill`` a 0-d tensor
   constant, ``torch.tensor(finfo.min)``, whose value the rule reads with
-  ``ctx.constant``).
-* ``Probs``: ``softmax`` / ``_safe_softmax`` over the last axis, in the
-  input dtype or a wider one, with casts before (``s.float()``) and after
-  (``.to(dtype)``, ``type_as``).
-* ``Dropped``: dropout that is the identity at inference.
+  ``ctx.constant``; GPT-2's ``torch.full([], finfo.min)``, read from the
+  ``full`` call); or the unmasked logits cast by ``type_as`` (T5's
+  ``scores.type_as(query)``: the identity, the logits being in q's dtype),
+  or viewed back from 4-D to 3-D before the softmax (MBart's and PLBart's
+  ``view(b, h, l, s) + mask``, ``view(b * h, l, s)``).
+* ``Probs``: ``softmax`` / ``_safe_softmax`` over an axis (the rule checks
+  it is the last: one alternate for ``-1`` and ``3``), in the input dtype or
+  a wider one, with casts before (``s.float()``) and after (``.to(dtype)``,
+  ``type_as``).
+* ``Dropped``: dropout that is the identity at inference (``clone``,
+  ``dropout(p, pd, False)``, ``dropout(p, 0, True)``); ``dropout(p, pd,
+  True)`` and ``native_dropout`` with ``pd > 0`` (``F.dropout(a, p)``,
+  whose ``training`` defaults to True) are matched to be declined.
+
+The pattern's fuel bound (``pm.termination(Attention)``) is about the
+product of the alternates' counts along the chain: each alternate added to
+one helper multiplies it. It is 65,689,540 steps, under the default fuel
+2^26 = 67,108,864: ``mul.Scalar`` is matched on ``permute(k)`` only (SDPA's
+decomposition; on ``transpose`` it would exceed the fuel), the softmax axis
+is a variable, and the casts and the view back sit on the logits (one
+alternate of ``Masked`` each), not around the softmax.
 
 The rule (:func:`sdpa`) computes SDPA's arguments: ``k`` (un-transposed),
 the scale (the product of the number factors), the mask (the sum of the
@@ -48,7 +69,9 @@ additive terms, ALiBi's bias scaled like the scores; a boolean mask where
 forms"):
 
 * additive terms, scales, transposes, casts, dropout: equal to the original
-  **over the reals** for every size (``check-rules`` proves the structures
+  **over the reals** for every size (an additive term of a narrower float
+  dtype than q's -- float16/bfloat16 on float32 -- is converted to q's, as
+  the original's addition does: exactly) (``check-rules`` proves the structures
   with z3); a factor moved from ``kT`` onto ``k`` is the same product; a
   cast widening the softmax only makes SDPA (which accumulates in at least
   float32) as or more precise;
@@ -77,9 +100,10 @@ forms"):
   (SDPA adds ``s`` to the mask in float32).
 
 Left alone, with the reason in the report: soft-capped logits, scales that
-are tensors (other than a 0-d factor on ``kT``), a fill that is neither
--inf nor the dtype's minimum, a mask of the wrong dtype or shape, softmax over another
-axis, dropout in training.
+are tensors (other than a 0-d factor on ``kT`` or a 0-d constant), a fill
+that is neither -inf nor the dtype's minimum, a mask of the wrong shape or
+of a dtype that does not convert exactly to q's, softmax over another axis
+or in a dtype narrower than q's, dropout in training (random).
 """
 from __future__ import annotations
 
@@ -89,9 +113,10 @@ import torch
 
 import pypm_verified as pm
 from ..torch.ops import (
-    Add, AnyDim, Baddbmm, Bmm, Clone, Div, Dropout, Expand, LogicalNot, MaskedFill, MatMul,
-    Mean, Mul, Permute, Reshape, SafeSoftmax, SDPA, Softmax, Tanh, ToCopy, Transpose, TypeAs,
-    View, Where, WhereScalarOther, WhereScalarSelf)
+    Add, AnyDim, Baddbmm, Bmm, Clone, Div, Dropout, Expand, GetItem, LogicalNot, MaskedFill,
+    MaskedFillTensor, MatMul, Mean, Mul, MulScalar, NativeDropout, Permute, Reshape,
+    SafeSoftmax, SDPA, Softmax, Tanh, ToCopy, Transpose, TypeAs, View, Where,
+    WhereScalarOther, WhereScalarSelf)
 
 # ------------------------------------------------------------ the key
 
@@ -120,6 +145,14 @@ def KeyTs(k, ta, tb, perm, kmul, kdiv):  # noqa: F811
 @pm.pattern
 def KeyTs(k, ta, tb, perm, kmul, kdiv):  # noqa: F811
     return Div(KeyT(k, ta, tb, perm), kdiv)
+
+
+@pm.pattern
+def KeyTs(k, ta, tb, perm, kmul, kdiv):  # noqa: F811
+    """``aten.mul.Scalar`` on ``permute(k)``: SDPA's own math decomposed, the
+    scale's square root on ``q`` and on ``kT`` (only ``permute``: each
+    alternate here multiplies the pattern's fuel bound)."""
+    return MulScalar(Permute(k, perm), kmul)
 
 
 # ------------------------------------------------------------ the scores
@@ -248,6 +281,15 @@ def Masking(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
 @pm.pattern
 def Masking(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,  # noqa: F811
             cap2, s4, vs4, m0, m1, m2, bm, bk, fill):
+    """``masked_fill`` with a 0-d tensor (DistilBERT's
+    ``torch.tensor(finfo.min)``)."""
+    return MaskedFillTensor(Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul,
+                                   sdiv, cap1, cap2, s4, vs4, m0, m1, m2), bm, fill)
+
+
+@pm.pattern
+def Masking(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,  # noqa: F811
+            cap2, s4, vs4, m0, m1, m2, bm, bk, fill):
     return WhereScalarOther(bk, Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul,
                                        sdiv, cap1, cap2, s4, vs4, m0, m1, m2), fill)
 
@@ -275,7 +317,7 @@ def Masking(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
 
 @pm.pattern
 def Masked(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4, vs4,
-           m0, m1, m2, bm, bk, fill, ma):
+           m0, m1, m2, bm, bk, fill, ma, tref, xv):
     """The logits: unmasked, ``Masking``, or ``Masking`` plus an additive
     term ``ma`` (the mask applied first, then added to: GPT-Neo's
     ``where(causal, s, min) + attention_mask``)."""
@@ -285,126 +327,146 @@ def Masked(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, 
 
 @pm.pattern
 def Masked(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,  # noqa: F811
-           cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma):
+           cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, tref, xv):
     return Masking(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2,
                    s4, vs4, m0, m1, m2, bm, bk, fill)
 
 
 @pm.pattern
 def Masked(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,  # noqa: F811
-           cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma):
+           cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, tref, xv):
     return Add(Masking(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2,
                        s4, vs4, m0, m1, m2, bm, bk, fill), ma, 1)
 
 
 @pm.pattern
 def Masked(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,  # noqa: F811
-           cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma):
+           cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, tref, xv):
     return Add(ma, Masking(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
                            cap2, s4, vs4, m0, m1, m2, bm, bk, fill), 1)
+
+
+@pm.pattern
+def Masked(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,  # noqa: F811
+           cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, tref, xv):
+    """The logits cast by ``type_as(tref)`` (T5's ``scores.type_as(query)``)."""
+    return TypeAs(Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
+                         cap2, s4, vs4, m0, m1, m2), tref)
+
+
+@pm.pattern
+def Masked(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,  # noqa: F811
+           cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, tref, xv):
+    """4-D logits viewed back to 3-D (sizes ``xv``) before the softmax
+    (MBart's ``bmm``, ``view(b, h, l, s) + mask``, ``view(b * h, l, s)``)."""
+    return View(Biased(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
+                       cap2, s4, vs4, m0, m1, m2), xv)
 
 
 # ------------------------------------------------------------ softmax
 
 @pm.pattern
-def Soft(x, sdt, up):
-    """Softmax over the last axis (``-1``, or ``3`` of rank-4 logits) in
-    ``sdt`` (None or a dtype); the "safe" softmax (0 on rows of -inf); or
-    the softmax of the logits cast first (``s.float()``: ``up``)."""
-    return Softmax(x, -1, sdt)
+def Soft(x, sdt, up, sdim):
+    """Softmax over axis ``sdim`` (the rule checks it is the last) in ``sdt``
+    (None or a dtype); the "safe" softmax (0 on rows of -inf); or the
+    softmax of the logits cast first (``s.float()``: ``up``)."""
+    return Softmax(x, sdim, sdt)
 
 
 @pm.pattern
-def Soft(x, sdt, up):  # noqa: F811
-    assert x.rank == 4
-    return Softmax(x, 3, sdt)
+def Soft(x, sdt, up, sdim):  # noqa: F811
+    return SafeSoftmax(x, sdim, sdt)
 
 
 @pm.pattern
-def Soft(x, sdt, up):  # noqa: F811
-    return SafeSoftmax(x, -1, sdt)
+def Soft(x, sdt, up, sdim):  # noqa: F811
+    return Softmax(ToCopy(x, up, None, None, None, False, None), sdim, sdt)
 
 
 @pm.pattern
-def Soft(x, sdt, up):  # noqa: F811
-    return Softmax(ToCopy(x, up, None, None, None, False, None), -1, sdt)
-
-
-@pm.pattern
-def Probs(x, sdt, up, cast, ref, sm):
+def Probs(x, sdt, up, sdim, cast, ref, sm):
     """The softmax ``sm``, maybe cast back (``.to(dtype)``, ``type_as``)."""
-    sm <= Soft(x, sdt, up)
+    sm <= Soft(x, sdt, up, sdim)
     return sm
 
 
 @pm.pattern
-def Probs(x, sdt, up, cast, ref, sm):  # noqa: F811
-    sm <= Soft(x, sdt, up)
+def Probs(x, sdt, up, sdim, cast, ref, sm):  # noqa: F811
+    sm <= Soft(x, sdt, up, sdim)
     return ToCopy(sm, cast, None, None, None, False, None)
 
 
 @pm.pattern
-def Probs(x, sdt, up, cast, ref, sm):  # noqa: F811
-    sm <= Soft(x, sdt, up)
+def Probs(x, sdt, up, sdim, cast, ref, sm):  # noqa: F811
+    sm <= Soft(x, sdt, up, sdim)
     return TypeAs(sm, ref)
 
 
 @pm.pattern
-def Dropped(p, pd):
-    """Dropout that is the identity at inference."""
+def Dropped(p, pd, dtrain):
+    """Dropout: the identity at inference (``clone``, ``dropout(p, pd,
+    False)``, nothing); ``dropout(p, pd, train)`` and ``native_dropout``
+    (training) are matched, the rule deciding whether they are the identity."""
     return Clone(p, None)
 
 
 @pm.pattern
-def Dropped(p, pd):  # noqa: F811
-    return Dropout(p, pd, False)
+def Dropped(p, pd, dtrain):  # noqa: F811
+    return Dropout(p, pd, dtrain)
 
 
 @pm.pattern
-def Dropped(p, pd):  # noqa: F811
+def Dropped(p, pd, dtrain):  # noqa: F811
+    return GetItem(NativeDropout(p, pd, dtrain), 0)
+
+
+@pm.pattern
+def Dropped(p, pd, dtrain):  # noqa: F811
     return p
 
 
 @pm.pattern
-def AttnProbs(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4,
-              vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up, cast, ref, sm, p, pd):
+def AttnProbs(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4, vs4,
+              m0, m1, m2, bm, bk, fill, ma, x, sdt, up, sdim, tref, cast, ref, sm, p, pd, dtrain,
+              xv):
     """The attention weights ``Dropped(Probs(x))`` with ``x`` the masked
     logits."""
-    p <= Probs(x, sdt, up, cast, ref, sm)
+    p <= Probs(x, sdt, up, sdim, cast, ref, sm)
     x <= Masked(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4,
-                vs4, m0, m1, m2, bm, bk, fill, ma)
-    return Dropped(p, pd)
+                vs4, m0, m1, m2, bm, bk, fill, ma, tref, xv)
+    return Dropped(p, pd, dtrain)
 
 
 @pm.pattern
-def Attention(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2,
-              s4, vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up, cast, ref, sm, p, pd, p3, pv):
+def Attention(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4,
+              vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up, sdim, tref, cast, ref, sm, p, pd,
+              dtrain, xv, p3, pv):
     """softmax(mask(q kT * s + bias)) v in any of the forms above."""
     assert q.rank >= 3 and q.rank <= 4 and v.rank == q.rank  # SDPA's (batch..., L, E)
     return MatMul(AttnProbs(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,
-                            cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up,
-                            cast, ref, sm, p, pd), v)
+                            cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up, sdim,
+                            tref, cast, ref, sm, p, pd, dtrain, xv), v)
 
 
 @pm.pattern
 def Attention(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,  # noqa: F811
-              cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up, cast, ref, sm, p,
-              pd, p3, pv):
+              cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up, sdim, tref, cast,
+              ref, sm, p, pd, dtrain, xv, p3, pv):
     assert q.rank == 3 and v.rank == 3
     return Bmm(AttnProbs(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,
-                         cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up, cast,
-                         ref, sm, p, pd), v)
+                         cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up, sdim,
+                         tref, cast, ref, sm, p, pd, dtrain, xv), v)
 
 
 @pm.pattern
 def Attention(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,  # noqa: F811
-              cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up, cast, ref, sm, p,
-              pd, p3, pv):
+              cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up, sdim, tref, cast,
+              ref, sm, p, pd, dtrain, xv, p3, pv):
     """The 4-D weights viewed back to 3-D ``p3`` for bmm (BLOOM, DeBERTa)."""
     assert q.rank == 3 and v.rank == 3
     p3 <= View(AttnProbs(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,
-                         cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up, cast,
-                         ref, sm, p, pd), pv)
+                         cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up, sdim,
+                         tref, cast, ref, sm, p, pd, dtrain, xv), pv)
     return Bmm(p3, v)
 
 
@@ -441,19 +503,54 @@ def _broadcasts(shape, to) -> bool:
     return True
 
 
+_FULLS = (torch.ops.aten.full.default, torch.ops.aten.scalar_tensor.default)
+
+
 def _fill_number(fill, ctx):
-    """The number ``fill`` is: a constant, or a 0-d floating tensor constant
-    of the program (GPT-Neo's ``torch.tensor(finfo.min)``, lifted by
-    ``torch.export``); None otherwise."""
+    """The number ``fill`` is: a constant, a 0-d floating tensor constant of
+    the program (GPT-Neo's and DistilBERT's ``torch.tensor(finfo.min)``,
+    lifted by ``torch.export``), or a 0-d floating ``full([], c)`` /
+    ``scalar_tensor(c)`` (GPT-2's ``torch.full([], finfo.min)``), its value
+    as its dtype stores it; None otherwise."""
     if fill is None:
         return None
     if fill.is_const:
         v = fill.value
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    n, dt = fill.fx, fill.torch_dtype
+    if n is not None and n.op == "call_function" and n.target in _FULLS and n.args \
+            and dt is not None and dt.is_floating_point and fill.rank == 0:
+        c = n.args[1] if n.target is torch.ops.aten.full.default else n.args[0]
+        if isinstance(c, (int, float)) and not isinstance(c, bool):
+            return float(torch.tensor(c, dtype=dt))
+        return None
     t = ctx.constant(fill)
     if t is None or t.dim() != 0 or not t.is_floating_point():
         return None
     return float(t)
+
+
+def _scale_number(c, ctx):
+    """A scale factor's value as a finite float: a number, or a 0-d tensor
+    the program holds as a constant (``_fill_number``: GPT-2's ``torch.full([],
+    sqrt(d))``, a 0-d constant being a number); None otherwise."""
+    f = _number(c)
+    if f is None and c is not None and not c.is_const and c.rank == 0:
+        f = _fill_number(c, ctx)
+    return f if f is not None and math.isfinite(f) else None
+
+
+def _widens_to(dt, to) -> bool:
+    """Whether floating dtype ``dt`` converts to ``to`` exactly and
+    arithmetic on the two computes in ``to`` (float16 / bfloat16 ->
+    float32 -> float64), or is ``to``."""
+    return dt is not None and to is not None and dt.is_floating_point \
+        and torch.promote_types(dt, to) == to
+
+
+def _as_dtype(t, to):
+    """``t`` converted to dtype ``to`` (exactly: ``_widens_to``), or ``t``."""
+    return t if t.torch_dtype == to else ToCopy(t, to, None, None, None, False, None)
 
 
 def _fill_value(f, dtype):
@@ -472,7 +569,8 @@ _FLOATS = (pm.f32, pm.f16, pm.bf16, pm.f64)
 
 @pm.rule(Attention)
 def sdpa(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4, vs4, m0,
-         m1, m2, bm, bk, fill, ma, x, sdt, up, cast, ref, sm, p, pd, p3, pv, ctx):
+         m1, m2, bm, bk, fill, ma, x, sdt, up, sdim, tref, cast, ref, sm, p, pd, dtrain, xv, p3,
+         pv, ctx):
     """-> aten.scaled_dot_product_attention(q, k', v, mask', scale=s) (see the module)."""
     assert cap1 is None and cap2 is None, \
         ("logit soft-capping c*tanh(s/c) is not expressible by scaled_dot_product_attention "
@@ -508,15 +606,18 @@ def sdpa(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
     scale = 1.0
     for c, inv in ((smul, False), (sdiv, True), (alpha, False)):
         if c is not None:
-            f = _number(c)
+            f = _scale_number(c, ctx)
             assert f is not None and f != 0.0, \
-                "the scores are scaled by a tensor, not a number (SDPA's scale is a number)"
+                ("the scores are scaled by a tensor, not a number or a 0-d constant (SDPA's "
+                 "scale is a number)")
             scale = scale / f if inv else scale * f
     assert math.isfinite(scale) and scale != 0.0
     # ---- the additive terms: float tensors of q's dtype broadcasting to the scores
     scores = tuple(q.shape[:-1]) + (kshape[-2],)
-    assert (s4 is None) == (p3 is None), \
-        "the scores are viewed as 4-D but the weights not viewed back, or conversely"
+    back = p3 if p3 is not None else (x if xv is not None else None)  # the view back to 3-D
+    assert (s4 is None) == (back is None) and (p3 is None or xv is None), \
+        ("the scores are viewed as 4-D but the logits or weights not viewed back, or "
+         "conversely")
     scores4, to3 = scores, (lambda t: t)
     if s4 is not None:
         # 3-D scores (N, L, S) viewed as (B, H, L, S) with B * H == N (a row-major
@@ -527,7 +628,7 @@ def sdpa(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
         scores4 = tuple(s4.shape)
         bb, hh, ll, ss = scores4
         assert bb * hh == scores[0] and (ll, ss) == scores[1:] \
-            and tuple(p3.shape) == scores, \
+            and tuple(back.shape) == scores, \
             "the views of the scores and weights are not a split of the batch axis"
         to3 = (lambda t: Reshape(Expand(t, list(scores4), False), list(scores)))
     terms = []
@@ -540,8 +641,10 @@ def sdpa(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
     terms += [(m, 1.0) for m in (m0, m1, m2) if m is not None]
     mask = None
     for m, f in terms:
-        assert not m.is_const and m.dtype == q.dtype, \
-            "an additive term is a number or of another dtype than the scores"
+        assert not m.is_const and _widens_to(m.torch_dtype, q.torch_dtype), \
+            ("an additive term is a number, or of a dtype other than the scores' that does "
+             "not convert to it exactly (float16/bfloat16 to float32 to float64)")
+        m = _as_dtype(m, q.torch_dtype)  # the original adds it in q's dtype: exact
         four = s4 is not None and m is not bias and m is not m0  # added after the 4-D view
         assert m.rank is not None and m.rank >= 2 \
             and _broadcasts(m.shape, scores4 if four else scores), \
@@ -577,27 +680,36 @@ def sdpa(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
             # in IEEE arithmetic (-inf absorbs s; the minimum's spacing, 2^104
             # in float32, exceeds 2|s|), so SDPA sees the original's logits
             # and no row needs restoring, except rows of -inf (NaN in eager)
-            assert not ma.is_const and ma.dtype == q.dtype \
+            assert not ma.is_const and _widens_to(ma.torch_dtype, q.torch_dtype) \
                 and ma.rank is not None and _broadcasts(ma.shape, scores4), \
                 ("the term added after the mask is not a tensor of q's dtype broadcasting to "
                  "the scores")
             assert filled == -math.inf or x.dtype != pm.f16, \
                 ("float16 logits filled with the dtype's minimum and then added to: SDPA adds "
                  "the scores to the mask in float32, where s + min(float16) is not min(float16)")
-            post = to3(ma)
+            post = to3(_as_dtype(ma, q.torch_dtype))
             kept = post if mask is None else Add(mask, post, 1)
             mask = Where(keep, kept, Add(post, filled, 1))
             if filled != -math.inf:
                 keep = None  # SDPA computes the original's softmax on every row
     # ---- softmax over the last axis, probabilities in q's dtype
     assert x.dtype == q.dtype, "the logits are not in the dtype of q"
+    assert sdim.is_const and _axis(sdim.value, sm.rank) == sm.rank - 1, \
+        "the softmax is over another axis than the last (SDPA's is over the keys)"
     for c in (sdt, up):
         if c is not None and not (c.is_const and c.value is None):
-            assert c.is_const and getattr(c.value, "is_floating_point", False), \
-                "the softmax is computed in a non-floating dtype"
+            assert c.is_const and isinstance(c.value, torch.dtype) \
+                and _widens_to(q.torch_dtype, c.value), \
+                ("the softmax is computed in a dtype narrower than q's or not floating (SDPA "
+                 "computes it in q's dtype or wider)")
     assert p.dtype == q.dtype, "the attention weights are not in the dtype of q and v"
-    if pd is not None:  # dropout(p, pd, train=False): the identity whatever pd
-        assert pd.is_const and 0 <= pd.value <= 1
+    if pd is not None:  # dropout(p, pd, train): the identity when not training or pd == 0
+        assert pd.is_const and isinstance(pd.value, (int, float)) and 0 <= pd.value <= 1, \
+            "the dropout probability is not a number in [0, 1]"
+        assert dtrain.is_const and (dtrain.value is False or pd.value == 0), \
+            (f"dropout in training mode (p = {pd.value}) is random, not the identity "
+             "(SDPA's dropout would draw other random numbers); export the model in eval "
+             "mode or pass training=self.training to F.dropout")
     if ctx.target == "cpu":
         assert q.device is not None and q.device.type == "cpu"
     # SDPA is called with an explicit mask (or none): the "mask" variant of the table

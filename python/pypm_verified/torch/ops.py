@@ -160,4 +160,8 @@ OnesLike = declare("OnesLike", aten.ones_like.default)
 FullLike = declare("FullLike", aten.full_like.default)
 ConstantPadNd = declare("ConstantPadNd", aten.constant_pad_nd.default)
 
+# attention as other code bases write it (library/attention.py)
+MulScalar = declare("MulScalar", aten.mul.Scalar)
+MaskedFillTensor = declare("MaskedFillTensor", aten.masked_fill.Tensor)
+
 __all__ = ["BY_NAME", "declare"] + sorted(BY_NAME)
