@@ -42,9 +42,13 @@ prog = (po.PwChain if what == "chain" else Loop).program
 out = {"base_mb": hwm_mb()}
 t = time.time()
 try:
-    sol = reference.first_solution(prog, x)
-    out["answer"] = None if sol is None else {"x": sol[0][0].id, "a": sol[0][1].id,
-                                              "b": sol[0][2].id}
+    if what == "loop-api":  # through the public entry point
+        m = pm.match(Loop, x, engine="reference")
+        out["answer"] = None if m is None else "match"
+    else:
+        sol = reference.first_solution(prog, x)
+        out["answer"] = None if sol is None else {"x": sol[0][0].id, "a": sol[0][1].id,
+                                                  "b": sol[0][2].id}
 except MemoryBudget as e:
     out["answer"] = "budget: " + str(e)
 except OutOfFuel as e:
@@ -87,6 +91,13 @@ def test_left_recursion_stops_at_the_memory_budget():
     assert out["answer"].startswith("budget: "), out
     assert "memory budget (16 MB" in out["answer"] and "PYPM_MEMORY_MB" in out["answer"], out
     assert out["peak_mb"] < 16 * 2 + 60, out
+
+
+def test_pm_match_reports_the_budget_not_fuel():
+    """``pm.match(..., engine="reference")`` says the memory budget stopped
+    the search (a MemoryBudget, still an OutOfFuel), not "ran out of fuel"."""
+    out = run("loop-api", 1, limit_mb=1024, mb=16)
+    assert out["answer"].startswith("budget: "), out
 
 
 def test_the_default_budget_still_answers_deep_chains():

@@ -33,10 +33,11 @@ class RewriteWarning(UserWarning):
 
 
 class MemoryBudget(OutOfFuel):
-    """The verified engine stopped a search that exceeded its memory budget
-    (``PYPM_MEMORY_MB``, default 192 MB of heap growth plus 256 bytes per graph node):
-    undecided, like :class:`OutOfFuel`; the engine answers later calls
-    normally."""
+    """An engine stopped a search that exceeded its memory budget
+    (``PYPM_MEMORY_MB``, default 192 MB; the verified engine counts heap growth
+    plus 256 bytes per graph node, the reference engine about 1 KB per live
+    choice point): undecided, like :class:`OutOfFuel`; the engine answers
+    later calls normally."""
 
 
 class EngineUnavailable(RuntimeError):

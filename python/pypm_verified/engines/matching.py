@@ -14,7 +14,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 from . import binding, reference
 from .. import core
 from ..core import symbols
-from ..errors import OutOfFuel, PatternError
+from ..errors import MemoryBudget, OutOfFuel, PatternError
 from ..core.graph import Graph, Node
 from ..dsl.patterns import Pattern, link
 
@@ -196,6 +196,8 @@ def _match_at(s: PreparedPatterns, i: int, node: Node, engine: str, fuel: Option
     if engine == "reference":
         try:
             sol = reference.first_solution(core.Program(s.defs, s.roots[i]), node, fuel)
+        except MemoryBudget:
+            raise
         except OutOfFuel:
             raise _out_of_fuel(s.items[i], node.id) from None
         return None if sol is None else s.match(i, node, sol)
@@ -259,6 +261,8 @@ def match_all(patterns: Sequence[PatternLike], graph: Graph, engine: str = "veri
             for i, prog in enumerate(progs):
                 try:
                     sol = reference.first_solution(prog, node, fuel)
+                except MemoryBudget:
+                    raise
                 except OutOfFuel:
                     raise _out_of_fuel(patterns[i], node.id) from None
                 if sol is not None:
