@@ -12,8 +12,9 @@ COQ_MODULES := $(patsubst theories/%.v,PyPM.%,$(COQ_SRCS))
 EXTRACTED := ocaml/extracted/matcher.ml
 LIB_SO := python/pypm_verified/_lib/libpypm_verified.so
 
-.PHONY: all deps apt-deps venv proofs check-admitted check-assumptions check-coqchk extract lib \
-        test test-ocaml test-python example bench bench-gpu paper clean
+.PHONY: all deps apt-deps check-toolchain venv proofs check-admitted check-assumptions \
+        check-coqchk extract lib test test-ocaml test-python example bench bench-gpu paper \
+        wheel sdist clean
 
 all: lib
 
@@ -21,6 +22,10 @@ all: lib
 ## Chromium for the HTML report and its tests) and the Python venv.
 deps: apt-deps venv
 
+# NO_APT=1 (the wheel build, setup.py): check the build toolchain, never install.
+ifdef NO_APT
+apt-deps: check-toolchain
+else
 apt-deps:
 	@if (command -v coqc && command -v dune && command -v ocamlfind \
 	     && ocamlfind query ctypes ctypes.stubs && command -v dot \
@@ -31,12 +36,29 @@ apt-deps:
 	  $(SUDO) apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends $(APT_PKGS); \
 	fi
+endif
+
+## check-toolchain: the tools that build the proofs and the library (all the
+## wheel build needs); fails naming what is missing and how to install it.
+BUILD_PKGS := coq ocaml-nox dune ocaml-findlib libctypes-ocaml-dev libffi-dev
+check-toolchain:
+	@missing=""; \
+	for t in coqc coq_makefile coqchk dune ocamlfind cc; do \
+	  command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; \
+	done; \
+	command -v ocamlfind >/dev/null 2>&1 && ! ocamlfind query ctypes ctypes.stubs >/dev/null 2>&1 \
+	  && missing="$$missing ctypes(OCaml)"; \
+	if [ -n "$$missing" ]; then \
+	  echo "error: building the verified engine needs the Coq/OCaml toolchain; missing:$$missing."; \
+	  echo "Install it with \`make deps\` (Debian/Ubuntu), or: apt-get install $(BUILD_PKGS)"; \
+	  exit 1; \
+	fi
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -c requirements/constraints.txt -e '.[test,torch,bench]'
+	$(VPY) -m pip install -q -c requirements/constraints.txt -e '.[test,torch,check,hf,bench]'
 	$(VPY) -c 'import torch, transformers; assert torch.__version__.split("+")[0] == "2.13.0", torch.__version__'
 	touch $@
 
@@ -177,6 +199,16 @@ pictures: venv apt-deps
 paper: venv
 	$(VPY) paper/build.py
 
+## wheel: dist/pypm_verified-VERSION-py3-none-PLATFORM.whl, the engine built in
+## (the build backend runs `make proofs lib` first; installs need no toolchain).
+wheel: venv
+	$(VPY) -m pip wheel . -w dist --no-deps
+
+## sdist: dist/pypm_verified-VERSION.tar.gz (sources, proofs, OCaml; building
+## it into a wheel needs the toolchain of check-toolchain).
+sdist: venv
+	$(VPY) -m build --sdist --no-isolation -o dist .
+
 clean:
 	[ ! -f CoqMakefile ] || $(MAKE) -f CoqMakefile clean
-	rm -rf build ocaml/_build ocaml/extracted $(LIB_SO) CoqMakefile CoqMakefile.conf .assumptions.out .extract.log
+	rm -rf build dist ocaml/_build ocaml/extracted $(LIB_SO) CoqMakefile CoqMakefile.conf .assumptions.out .extract.log

@@ -80,7 +80,8 @@ def test_header_is_parsed(header):
     assert defines["PYPM_STATUS_OUT_OF_FUEL"] == 2
     assert len(defines) == 14  # with PYPM_E_MEMORY
     assert defines["PYPM_E_MEMORY"] == 10
-    assert len(functions) == 14  # pypm_match_multi (issue 16) and pypm_dominates (issue 17)
+    assert len(functions) == 16  # with pypm_build_id and pypm_coq_version
+    assert functions["pypm_build_id"] == "const char*pypm_build_id(void)"
     assert functions["pypm_release"] == "int pypm_release(int64_t handle)"
     assert functions["pypm_graph_load"] == (
         "int pypm_graph_load(const int64_t*buf,size_t len,int64_t*handle)")

@@ -59,6 +59,7 @@
 #include <caml/misc.h>
 #include <caml/mlvalues.h>
 
+#include "pypm_build_id.h" /* generated: build_id.sh */
 #include "pypm_stubs_gen.h"
 #include "pypm_verified.h"
 
@@ -351,6 +352,10 @@ static int64_t sat64(size_t n) { return n > (size_t)INT64_MAX ? INT64_MAX : (int
 /* ------------------------------------------------------------ public API */
 
 PYPM_API int64_t pypm_format_version(void) { return FORMAT_VERSION; }
+
+PYPM_API const char *pypm_build_id(void) { return PYPM_BUILD_ID; }
+
+PYPM_API const char *pypm_coq_version(void) { return PYPM_COQ_VERSION; }
 
 static int load(enum op op, const char *name, const int64_t *buf, size_t len, int64_t *handle) {
   if (handle == NULL) return set_error(PYPM_E_NULL, "%s: handle is NULL", name);

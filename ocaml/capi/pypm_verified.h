@@ -34,6 +34,13 @@
 
 /* Version of the binary format this library reads (doc/format.md). */
 int64_t pypm_format_version(void);
+/* Build id of this library: 64 hex digits, the SHA-256 of the sources it was
+ * compiled from (the extracted matcher and the OCaml/C glue; see
+ * capi/build_id.sh). A static string; needs no runtime start. */
+const char *pypm_build_id(void);
+/* Version of Coq (coqc --version) when the library was built, the one the
+ * proofs were checked with ("unknown" if coqc was not found). */
+const char *pypm_coq_version(void);
 
 /* Decode and validate a graph / pattern-set buffer; store a handle. */
 int pypm_graph_load(const int64_t *buf, size_t len, int64_t *handle);

@@ -41,6 +41,8 @@ CDEF = """
 #define PYPM_STATUS_OUT_OF_FUEL 2
 
 int64_t pypm_format_version(void);
+const char *pypm_build_id(void);
+const char *pypm_coq_version(void);
 int pypm_graph_load(const int64_t *buf, size_t len, int64_t *handle);
 int pypm_patterns_load(const int64_t *buf, size_t len, int64_t *handle);
 int pypm_graph_extend(int64_t graph, const int64_t *buf, size_t len);
@@ -118,6 +120,17 @@ def available() -> bool:
     except EngineUnavailable:
         return False
     return True
+
+
+def build_info() -> Optional[Tuple[str, str]]:
+    """``(build_id, coq_version)`` compiled into the library (see
+    :mod:`pypm_verified._version`), or None if it cannot be loaded or was
+    built before the library carried them. Does not start the OCaml runtime."""
+    try:
+        lib = open_library()
+        return _text(lib.pypm_build_id()), _text(lib.pypm_coq_version())
+    except (EngineUnavailable, AttributeError):
+        return None
 
 
 def _text(ptr) -> str:
