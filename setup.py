@@ -32,9 +32,10 @@ def build_engine() -> None:
     never install it); raises SystemExit with the reason on failure."""
     if shutil.which("make") is None:
         raise SystemExit(f"error: `make` not found; {TOOLCHAIN_HELP}")
-    if subprocess.run(["make", "-s", "--no-print-directory", "NO_APT=1", "check-toolchain"],
-                      cwd=ROOT).returncode != 0:
-        raise SystemExit(f"error: Coq/OCaml toolchain missing (above); {TOOLCHAIN_HELP}")
+    check = subprocess.run(["make", "-s", "--no-print-directory", "NO_APT=1", "check-toolchain"],
+                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    if check.returncode != 0:  # its message names what is missing and how to install it
+        raise SystemExit(check.stdout.strip() or f"error: {TOOLCHAIN_HELP}")
     if subprocess.run(["make", "--no-print-directory", "NO_APT=1", "proofs", "lib"],
                       cwd=ROOT).returncode != 0:
         raise SystemExit("error: `make proofs lib` failed (above): the wheel is only built "

@@ -259,3 +259,18 @@ def test_sdist_has_what_the_build_needs_and_no_products(built, clone, tmp_path):
     products = [n for n in names if n.endswith((".vo", ".vok", ".vos", ".glob", ".so"))
                 or n.startswith(("ocaml/_build/", "ocaml/extracted/", "build/"))]
     assert not products, products
+
+
+def test_wheel_build_without_the_toolchain_names_make_deps(clone, tmp_path):
+    """With make but no Coq/OCaml on PATH, the build stops before building
+    anything, with one message naming ``make deps`` and the Debian packages."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "make").symlink_to(shutil.which("make"))
+    env = dict(_env(), PATH=str(bin_dir))
+    r = _run([sys.executable, "-m", "pip", "wheel", ".", "-w", tmp_path / "dist", "--no-deps",
+              "--no-build-isolation"], clone, env=env)
+    assert r.returncode != 0
+    assert "missing: coqc coq_makefile coqchk dune ocamlfind" in r.stdout, r.stdout[-3000:]
+    assert "`make deps`" in r.stdout and "apt-get install coq ocaml-nox dune" in r.stdout
+    assert not list((tmp_path / "dist").glob("*.whl"))
