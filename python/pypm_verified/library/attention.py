@@ -644,11 +644,11 @@ def sdpa(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
         assert not m.is_const and _widens_to(m.torch_dtype, q.torch_dtype), \
             ("an additive term is a number, or of a dtype other than the scores' that does "
              "not convert to it exactly (float16/bfloat16 to float32 to float64)")
-        m = _as_dtype(m, q.torch_dtype)  # the original adds it in q's dtype: exact
         four = s4 is not None and m is not bias and m is not m0  # added after the 4-D view
         assert m.rank is not None and m.rank >= 2 \
             and _broadcasts(m.shape, scores4 if four else scores), \
             "an additive term does not broadcast to the scores q kT"
+        m = _as_dtype(m, q.torch_dtype)  # the original adds it in q's dtype: exact
         m = to3(m) if four else m
         m = m if f == 1.0 else Mul(m, f)
         mask = m if mask is None else Add(mask, m, 1)
