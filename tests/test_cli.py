@@ -446,7 +446,8 @@ def test_numerics_mismatch_exit_1(files, tmp_path, capsys):
 def test_default_target_is_the_programs_device(files, tmp_path, capsys):
     """On a CPU program the default target is cpu, said in the summary and
     the report; there the fused linear+relu does not pay at 4 tokens, so
-    nothing fires, nothing is written, and the user is told so."""
+    nothing fires, and the user is told so; -o still writes the output (the
+    program unchanged, re-exported)."""
     out, rep = tmp_path / "o.pt2", tmp_path / "r.json"
     code, stdout, err = run(["rewrite", files["linrelu"], "-o", out, "--report", rep], capsys)
     assert code == 0, err
@@ -454,10 +455,10 @@ def test_default_target_is_the_programs_device(files, tmp_path, capsys):
     r = json.loads(rep.read_text())
     assert r["target"] == "cpu" and r["target_reason"] == "the program's tensors are on cpu"
     assert r["firings"] == {} and r["fired"] is False and r["changed"] is False
-    assert r["output"] is None and r["numerics"] is None
-    assert "no rule fired: the program is unchanged; nothing written" in stdout
-    assert "--write-unchanged" in stdout
-    assert not out.exists() and _no_leftovers(tmp_path)
+    assert r["output"] == str(out) and r["numerics"] is None
+    assert (f"no rule fired (the program is unchanged): wrote it to {out} as re-exported "
+            "(-o always writes)") in stdout
+    assert out.exists() and _no_leftovers(tmp_path)
 
 
 def test_explicit_target_and_load_line(files, tmp_path, capsys):
@@ -490,15 +491,20 @@ def test_program_device_without_tensors():
     assert target == "cpu" and "meta" in why
 
 
-def test_only_merged_duplicates_is_not_written(files, tmp_path, capsys):
+def test_only_merged_duplicates_is_said(files, tmp_path, capsys):
     """relu(x) + relu(x): hash-consing merges the two relus but no rule
-    fires: said so, nothing written."""
+    fires: said so; -o writes it (numerics checked), without -o nothing is
+    written."""
     out = tmp_path / "o.pt2"
     code, stdout, _ = run(["rewrite", files["dups"], "-o", out, "--rules",
                            files["negneg_rules"]], capsys)
-    assert code == 0 and not out.exists()
-    assert ("no rule fired: the re-export only merged 1 duplicate node(s); nothing written"
-            in stdout)
+    assert code == 0 and out.exists()
+    assert (f"no rule fired (the re-export only merged 1 duplicate node(s)): wrote it to {out}"
+            in stdout) and "numerics" in stdout and "MISMATCH" not in stdout
+    code, stdout, _ = run(["rewrite", files["dups"], "--dry-run", "--rules",
+                           files["negneg_rules"]], capsys)
+    assert code == 0
+    assert "no rule fired: the re-export only merged 1 duplicate node(s)" in stdout
 
 
 def test_write_unchanged(files, tmp_path, capsys):
@@ -696,8 +702,7 @@ def test_exit_codes_documented_identically(capsys):
     assert table in help_text
     assert main(["--help"]) == 0
     assert table in capsys.readouterr().out
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = f.read()
+    readme = _exit_code_docs()
     for code, text in cli.EXIT_CODES:
         assert f"| {code} | {text} |" in readme, code
     # the thresholds file --help names exists, and so does the kernels module
@@ -711,10 +716,23 @@ def test_exit_codes_documented_identically(capsys):
     assert "pm.load(path)" in help_text
 
 
+def _exit_code_docs() -> str:
+    """The documentation of the exit codes and mistakes: the README's
+    section, or the documentation site's page it moved to."""
+    texts = []
+    for path in ("README.md", os.path.join("docs", "reference", "exit-codes.md")):
+        if os.path.exists(os.path.join(ROOT, path)):
+            with open(os.path.join(ROOT, path)) as f:
+                text = f.read()
+            if "What a user gets for the mistakes" in text or "| 0 | ok" in text:
+                texts.append(text)
+    assert texts, "no documentation of the exit codes"
+    return "\n".join(texts)
+
+
 def test_readme_lists_the_bad_input_cases():
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = f.read()
-    section = readme[readme.index("### Exit codes and mistakes"):]
+    docs = _exit_code_docs()
+    section = docs[docs.index("What a user gets for the mistakes"):]
     for case in CASES + ["rule body raises NameError", "rule raises at its match",
                          "Ctrl-C", "unwritable directory"]:
         assert f"| {case} |" in section, case

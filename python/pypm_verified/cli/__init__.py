@@ -26,12 +26,18 @@ exit codes:
   130  interrupted (Ctrl-C); nothing written
   143  terminated (SIGTERM); nothing written
 
+Messages (progress, warnings, errors) go through :mod:`logging` to stderr,
+one line each; ``-q`` keeps errors only, ``-v`` adds debug messages and
+tracebacks. Tables and results are plain output on stdout (on stderr with
+``--report -``, whose JSON is then alone on stdout).
+
 Modules: :mod:`.rewrite`, :mod:`.checkrules` and :mod:`.explain` are the
 subcommands; :mod:`.exitcodes` (exit codes and the exceptions that map to
 them), :mod:`.parsing` (the parser, argument types, shared options, the
 registry), :mod:`.checks` (everything checked before the work),
-:mod:`.output` (messages, tables, files written), :mod:`.timing`
-(``--benchmark``) and :mod:`.app` (``main``) are shared.
+:mod:`.output` (tables, results, files written), :mod:`.logs` (logging
+setup), :mod:`.version` (``--version``), :mod:`.timing` (``--benchmark``)
+and :mod:`.app` (``main``) are shared.
 """
 from __future__ import annotations
 
@@ -42,6 +48,7 @@ from .parsing import COMMANDS, MAX_FUEL, command, parser
 from .checks import (check_engine_library, check_html, check_imports, check_model_path,
                      check_rules, check_writable, load_rule_spec, undefined_globals)
 from .output import load_hint, why_not_fired, write_html, write_text_atomic
+from .version import version_text
 from .timing import benchmark_lines, compare_timings, interleaved_timings, spread
 # the subcommands register themselves in COMMANDS, in this order (--help's)
 from .rewrite import REWRITE_DESCRIPTION, program_device, rewrite_main, rule_failure
@@ -51,4 +58,4 @@ from .app import main
 
 __all__ = ["main", "COMMANDS", "EXIT_CODES", "EXIT_OK", "EXIT_NUMERICS", "EXIT_INPUT",
            "EXIT_RULE", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "interleaved_timings",
-           "compare_timings", "program_device", "undefined_globals"]
+           "compare_timings", "program_device", "undefined_globals", "version_text"]

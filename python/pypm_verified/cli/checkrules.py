@@ -6,11 +6,14 @@ import json
 import sys
 import time
 
-from .checks import _same, check_engine_library, check_rules, check_writable, load_rule_spec
+from .checks import (_same, check_engine_library, check_patterns, check_rules, check_writable,
+                     load_rule_spec)
 from .exitcodes import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RULE, EXIT_TERMINATED,
                         RuleFailure, UsageError, exit_code_table)
 from .output import _first_line, write_text_atomic
-from .parsing import _int_at_least, _share, command
+from .logs import log
+from .output import results_stream
+from .parsing import _int_at_least, _share, _verbosity_options, command
 
 CHECK_RULES_EXIT_CODES = (
     (EXIT_OK, "every rule proved or tested: no counterexample in the generated instances"),
@@ -64,7 +67,8 @@ example:
 """, formatter_class=argparse.RawDescriptionHelpFormatter)
     cr.add_argument("--rules", action="append", metavar="MODULE_OR_FILE",
                     help="rules to check (repeatable; default: the whole library)")
-    cr.add_argument("--report", metavar="R.json", help="write the results as JSON")
+    cr.add_argument("--report", metavar="R.json", help="write the results as JSON ('-': on "
+                    "stdout, alone; the table then goes to stderr)")
     cr.add_argument("--markdown", metavar="R.md", help="write the results as Markdown")
     cr.add_argument("--examples", type=_int_at_least(1, "too few"), metavar="N",
                     help="instances each rule must fire on (default 200; --fast: 12)")
@@ -87,7 +91,7 @@ example:
     cr.add_argument("--dtype-hints", action="store_true",
                     help="half the instances in a dtype the rule's source names (so "
                     "integer- or bool-only rules fire)")
-    cr.add_argument("-q", "--quiet", action="store_true", help="the summary only")
+    _verbosity_options(cr, "no progress: the table and the one-line summary only")
 
 
 @command("check-rules", _configure_check_rules)
@@ -95,7 +99,7 @@ def check_rules_main(args, state: dict) -> int:
     """``check-rules``: see :data:`CHECK_RULES_DESCRIPTION`."""
     t0 = time.perf_counter()
     for path, what in ((args.report, "--report"), (args.markdown, "--markdown")):
-        if path:
+        if path and not (what == "--report" and path == "-"):
             check_writable(path, what)
     if args.report and args.markdown and _same(args.report, args.markdown):
         raise UsageError(f"--markdown {args.markdown}: is also the --report")
@@ -111,6 +115,7 @@ def check_rules_main(args, state: dict) -> int:
         patterns = [p for spec in args.rules for p in load_rule_spec(spec)]
     else:
         patterns = default_patterns()
+    check_patterns(patterns, args.engine or default_engine())
     check_rules(patterns)
     mode = FAST if args.fast else FULL
     examples = args.examples or mode["examples"]
@@ -120,8 +125,7 @@ def check_rules_main(args, state: dict) -> int:
     results = []
     for p in patterns:
         for r in p.rules:
-            if not args.quiet:
-                print(f"checking {r.name} (pattern {p.name}) ...", file=sys.stderr, flush=True)
+            log.info("checking %s (pattern %s) ...", r.name, p.name)
             try:
                 res = check_rule(p, r, examples=examples, seed=args.seed, engine=engine,
                                  guards=per_guard > 0, per_guard=per_guard,
@@ -132,25 +136,29 @@ def check_rules_main(args, state: dict) -> int:
                 raise RuleFailure(f"checking rule {r.name!r} ({r.where}) failed: "
                                   f"{type(e).__name__}: {_first_line(e)}") from None
             results.append(res)
+    out = results_stream(args)
     for line in summary_lines(results):
-        print(line)
+        print(line, file=out)
     seconds = time.perf_counter() - t0
     counts = {s: sum(r.status == s for r in results) for s in ("proved", "tested", "refuted",
                                                                 "vacuous")}
     print(f"{len(results)} rule(s): " + ", ".join(f"{v} {k}" for k, v in counts.items() if v)
           + f" ({seconds:.1f} s, engine {engine}, seed {args.seed}, "
-          + f"{'fast' if args.fast else 'full'} mode)")
+          + f"{'fast' if args.fast else 'full'} mode)", file=out)
     if args.report:
         doc = {"mode": "fast" if args.fast else "full", "examples": examples,
                "guard_examples": per_guard, "seed": args.seed, "engine": engine,
                "summary": counts, "seconds": seconds,
                "rules": [r.as_dict() for r in results]}
-        try:
-            write_text_atomic(json.dumps(doc, indent=2) + "\n", args.report)
-        except OSError as e:
-            raise UsageError(f"--report {args.report}: cannot write it: "
-                             f"{e.strerror or e}") from None
-        state["written"].append(args.report)
+        if args.report == "-":
+            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        else:
+            try:
+                write_text_atomic(json.dumps(doc, indent=2) + "\n", args.report)
+            except OSError as e:
+                raise UsageError(f"--report {args.report}: cannot write it: "
+                                 f"{e.strerror or e}") from None
+            state["written"].append(args.report)
     if args.markdown:
         pre = (f"`python -m pypm_verified check-rules` ({'fast' if args.fast else 'full'} "
                f"mode: {examples} instances per rule, {per_guard} per guard; seed "

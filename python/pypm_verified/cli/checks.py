@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import builtins
 import dis
+import ast
+import inspect
 import os
-import sys
+import textwrap
 import types
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .exitcodes import RuleFailure, UsageError
+from .logs import log
 from .output import _first_line
+
 
 def check_engine_library(engine: Optional[str]) -> None:
     """``--engine verified``: UsageError (exit 2, before any work) unless its
@@ -143,9 +147,9 @@ def check_rules(patterns: Sequence) -> None:
 def _library_names() -> Dict[str, Tuple[str, str]]:
     """lower-cased pattern and rule name -> (name, library module)."""
     import importlib
-    from ..library import MODULES, _patterns_of
+    from ..library import ALL_MODULES, _patterns_of
     names = {}
-    for m in MODULES:
+    for m in ALL_MODULES:
         try:
             mod = importlib.import_module(f"pypm_verified.library.{m}")
         except Exception:  # noqa: BLE001 -- a hint only
@@ -162,14 +166,14 @@ def load_rule_spec(spec: str) -> list:
     names are valid when it names nothing."""
     import warnings
     from ..errors import PatternError, PatternWarning
-    from ..library import MODULES, load_rules
+    from ..library import ALL_MODULES, load_rules
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", PatternWarning)
             pats = load_rules(spec)
         for w in caught:
             if issubclass(w.category, PatternWarning):
-                print(f"warning: --rules {spec}: {w.message}", file=sys.stderr)
+                log.warning("--rules %s: %s", spec, w.message)
             else:
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
         return pats
@@ -185,8 +189,110 @@ def load_rule_spec(spec: str) -> list:
                 what = "pattern" if known[0][:1].isupper() else "rule"
                 hint = (f"; {known[0]!r} is a {what} of the library module "
                         f"{known[1]!r}: use --rules {known[1]}")
-            elif spec.lower() in MODULES:
+            elif spec.lower() in ALL_MODULES:
                 hint = f"; did you mean --rules {spec.lower()}"
-            msg += (f"{hint} (--rules takes a library module: {', '.join(MODULES)}; a "
+            msg += (f"{hint} (--rules takes a library module: {', '.join(ALL_MODULES)}; a "
                     "dotted module path; or a .py file)")
         raise UsageError(msg) from None
+
+
+def check_patterns(patterns: Sequence, engine: Optional[str]) -> None:
+    """Everything about the rules that can be known without a model, so that
+    a mistake in a rules file is exit 2 in seconds, naming its file and line,
+    not a failure after the model's export: every pattern linked (lowered to
+    the core calculus, with its well-formedness checks) and loaded into
+    ``engine``'s matcher (the verified engine: serialized into its library);
+    every rule's body scanned for calls of an operator with the wrong number
+    of arguments and for pattern parameters it takes that no alternate of
+    its pattern binds (always None). UsageError otherwise."""
+    from ..errors import PatternError
+    for p in patterns:
+        try:
+            p.linked
+        except PatternError as e:
+            raise UsageError(str(e)) from None
+        except Exception as e:  # noqa: BLE001 -- lowering a user's pattern
+            raise UsageError(f"pattern {p.name!r} ({_pattern_where(p)}): cannot lower it: "
+                             f"{type(e).__name__}: {_first_line(e)}") from None
+        unbound = _unbound_params(p)
+        for r in getattr(p, "rules", ()):
+            _check_rule_calls(r)
+            for name in r.params:
+                if name in unbound and name not in r.optional:
+                    raise UsageError(
+                        f"rule {r.name!r} ({r.where}): its parameter {name!r} is bound by no "
+                        f"alternate of pattern {p.name!r} ({_pattern_where(p)}), so it would "
+                        "always be None; use it in the pattern's body, or drop it")
+    from ..engines.matching import PatternSet
+    try:
+        pset = PatternSet(patterns, engine or "verified")
+        if pset.engine == "verified":
+            pset.candidates(0)  # serialized and loaded into the library now
+    except PatternError as e:
+        raise UsageError(str(e)) from None
+    except Exception as e:  # noqa: BLE001 -- the engine refusing a pattern set
+        raise UsageError(f"the rules cannot be loaded into the {engine} engine: "
+                         f"{type(e).__name__}: {_first_line(e)}") from None
+
+
+def _pattern_where(p) -> str:
+    defs = getattr(p, "definitions", None)
+    if defs:
+        code = defs[0].fn.__code__
+        return f"{code.co_filename}:{code.co_firstlineno}"
+    return "?"
+
+
+def _unbound_params(p) -> set:
+    """Parameters of pattern ``p`` that occur in none of its alternates (a
+    match never binds them)."""
+    if getattr(p, "is_multi", False):
+        return set()
+    from ..core.wellformed import free_vars
+    linked = p.linked
+    tp, op = linked.term_params[p], linked.op_params[p]
+    used = set()
+    for alt in linked.alternates[p]:
+        tv, fv = free_vars(alt)
+        used |= {tp[i] for i in tv if i < len(tp)} | {op[i] for i in fv if i < len(op)}
+    return (set(tp) | set(op)) - used
+
+
+def _check_rule_calls(rule) -> None:
+    """UsageError for a call in ``rule``'s body of an operator (``@pm.op``)
+    with a number of arguments other than its arity: it would raise when the
+    rule fires, after the model is loaded."""
+    from ..dsl.operators import Op
+    fn = getattr(rule, "fn", None)
+    if not isinstance(fn, types.FunctionType):
+        return
+    try:
+        lines, start = inspect.getsourcelines(fn)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return  # no source: the rule is checked when it fires
+    local = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+             and isinstance(n.ctx, ast.Store)} | set(fn.__code__.co_varnames)
+    scope = dict(fn.__globals__)
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            scope[name] = cell.cell_contents
+        except ValueError:  # an empty cell
+            pass
+
+    def resolve(e):
+        if isinstance(e, ast.Name):
+            return None if e.id in local else scope.get(e.id)
+        if isinstance(e, ast.Attribute):
+            base = resolve(e.value)
+            return getattr(base, e.attr, None) if isinstance(base, types.ModuleType) else None
+        return None
+
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred) for a in node.args):
+            continue
+        op = resolve(node.func)
+        if isinstance(op, Op) and len(node.args) != op.arity:
+            raise UsageError(
+                f"rule {rule.name!r} ({fn.__code__.co_filename}:{start + node.lineno - 1}): "
+                f"operator {op.name} takes {op.arity} argument(s), got {len(node.args)}")

@@ -6,10 +6,11 @@ import os
 from typing import Optional
 
 from .checks import (check_engine_library, check_html, check_imports, check_model_path,
-                     load_rule_spec)
+                     check_patterns, load_rule_spec)
 from .exitcodes import EXIT_OK, UsageError
 from .output import _first_line, write_html
-from .parsing import _html_options, _import_option, _int_at_least, command
+from .logs import log
+from .parsing import _html_options, _import_option, _int_at_least, _verbosity_options, command
 
 EXPLAIN_DESCRIPTION = """\
 Why does a pattern not match? Loads MODEL (as `rewrite` does), imports its
@@ -44,6 +45,7 @@ example:
     ex.add_argument("--example-inputs", metavar="FILE",
                     help="torch.save'd tuple of example inputs (TorchScript models)")
     _import_option(ex)
+    _verbosity_options(ex, "errors and the explanation only")
     _html_options(ex, "the model's graph with the pattern's matches and near misses drawn "
                   "on it (where each attempt started and failed, the explanation on hover)")
 
@@ -86,8 +88,8 @@ def _explain_patterns(specs) -> list:
 
 @command("explain", _configure_explain)
 def explain_main(args, state: dict) -> int:
-    """``explain``: see :data:`EXPLAIN_DESCRIPTION`."""
-    check_model_path(args.model)
+    """``explain``: see :data:`EXPLAIN_DESCRIPTION`. The rules are loaded and
+    checked before MODEL's path (as ``rewrite`` does)."""
     dot = check_html(args, (args.model, "input MODEL"))
     check_imports(args.imports)
     check_engine_library(args.engine)
@@ -109,6 +111,8 @@ def explain_main(args, state: dict) -> int:
         raise UsageError(f"--pattern {args.pattern}: no such pattern in the rules "
                          f"(known: {known})")
     pat = hits[0]
+    check_patterns(patterns, args.engine)
+    check_model_path(args.model)
     example = None
     if args.example_inputs:
         try:
@@ -141,7 +145,7 @@ def explain_main(args, state: dict) -> int:
         return dynamic.confirm(Program(pat.linked.defs, pat.linked.index[pat]),
                                m.substitution, m.fsubstitution, node, tg, env)
     if env is not None:
-        print("the program has dynamic shapes: sizes are read at their example values, and "
+        log.info("the program has dynamic shapes: sizes are read at their example values, and "
               "each match is re-decided for every admissible size (as rewrite does)")
 
     def describe(n) -> str:

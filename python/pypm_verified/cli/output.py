@@ -4,18 +4,27 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from typing import Callable, Tuple
 
 from .exitcodes import UsageError
+
 
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return text[0] if text else ""
 
 
-def _err(line: str) -> None:
-    print(line, file=sys.stderr)
+def results_stream(args):
+    """Where tables and results go: stdout, except with ``--report -`` (the
+    JSON report is stdout then, alone): stderr."""
+    return sys.stderr if getattr(args, "report", None) == "-" else sys.stdout
+
+
+def say(args, line: str) -> None:
+    """A result line (not a message: shown with ``-q`` too)."""
+    print(line, file=results_stream(args))
 
 
 def _umask() -> int:
@@ -54,24 +63,42 @@ class _Null:
         pass
 
 
+#: a reason is a profitability decline (the guard asked the measured table)
+PROFITABILITY = "not profitable on "
+_WHERE = re.compile(r"\[[^\[\]]*:(\d+)\]$")
+
+
+def reason_rank(reason: str, count: int) -> tuple:
+    """Sort key of one reason a rule declined (first = what matters most):
+    profitability declines first (the match and every other guard held: the
+    kernel would only be slower), then the guard that failed deepest in the
+    rule's body (the later its line, the more guards had passed, the more of
+    the structure fit: a bound operator or alternate the rule does not
+    handle fails early), then the most frequent."""
+    m = _WHERE.search(reason)
+    line = int(m.group(1)) if m else -1
+    return (not reason.startswith(PROFITABILITY), -line, -count, reason)
+
+
 def why_not_fired(report, pattern: str, rule: str) -> str:
-    """The "why not fired" cell of ``rule`` (of ``pattern``): its most
-    frequent reason for declining, with its count when there were several
-    (all of them are in ``--report``'s ``declines``); "" if it never declined
-    on a match that no rule fired on."""
-    reasons = report.why_not_fired(pattern, rule)
+    """The "why not fired" cell of ``rule`` (of ``pattern``): its reason for
+    declining that matters most (:func:`reason_rank`), and how many others
+    there were (all of them, counted, are in ``--report``'s ``declines``);
+    "" if it never declined on a match that no rule fired on."""
+    reasons = sorted(report.why_not_fired(pattern, rule), key=lambda rc: reason_rank(*rc))
     if not reasons:
         return ""
-    top, n = reasons[0]
-    if len(reasons) == 1:
-        return top
-    total = sum(c for _, c in reasons)
+    top = reasons[0][0]
     others = len(reasons) - 1
-    return (f"{top} ({n} of {total}; {others} other reason{'s' if others > 1 else ''} "
-            "in --report)")
+    if not others:
+        return top
+    return f"{top} (+{others} other reason{'s' if others > 1 else ''}, see --report)"
 
 
-def _table(console, report, numerics, timings, out_path, target_line, note, sizes=()):
+def _table(console, report, numerics, timings, out_path, target_line, note, sizes=(),
+           fired_line: str = ""):
+    """The rewrite's tables: each pattern and rule (matches, firings, why
+    not fired), then the summary."""
     from rich.markup import escape
     from rich.table import Table
     t = Table(title="rules")
@@ -97,6 +124,8 @@ def _table(console, report, numerics, timings, out_path, target_line, note, size
     s = Table(title="summary", show_header=False)
     s.add_column()
     s.add_column()
+    if fired_line:
+        s.add_row("fired", fired_line)
     s.add_row("nodes before / after", f"{report.nodes_before} / {report.nodes_after}"
               + (f"  ({report.merged} duplicates merged)" if report.merged else ""))
     s.add_row("iterations", f"{report.iterations}" + ("  (cap reached: not a fixpoint)"
@@ -134,4 +163,4 @@ def write_html(args, state: dict, render: Callable[..., Tuple[str, dict]], **kw)
     except OSError as e:
         raise UsageError(f"--html {args.html}: cannot write it: {e.strerror or e}") from None
     state["written"].append(args.html)
-    print(f"wrote the HTML report {args.html} ({os.path.getsize(args.html) // 1024} KiB)")
+    say(args, f"wrote the HTML report {args.html} ({os.path.getsize(args.html) // 1024} KiB)")

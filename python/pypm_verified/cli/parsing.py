@@ -8,6 +8,7 @@ from typing import Callable, Dict, Tuple
 
 from .exitcodes import EXIT_INPUT, exit_code_table
 
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (and exit code 2)."""
 
@@ -40,14 +41,50 @@ def command(name: str, configure: Callable):
     return deco
 
 
+class _Version(argparse.Action):
+    """``--version``: :func:`.version.version_text` (computed only when asked)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="print the version (and the engine library's path) and exit"):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from .version import version_text
+        print(version_text())
+        parser.exit()
+
+
 def parser() -> argparse.ArgumentParser:
+    """The parser of every subcommand in :data:`COMMANDS`; ``.commands`` maps
+    each name to its own parser (whose usage errors point to its ``--help``)."""
     ap = _Parser(prog="python -m pypm_verified", description="pypm_verified command line",
                  epilog=exit_code_table(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--version", action=_Version)
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND",
                             parser_class=_Parser)
     for configure, _ in COMMANDS.values():
         configure(sub)
+    ap.commands = dict(sub.choices)
     return ap
+
+
+def parse(ap: argparse.ArgumentParser, argv) -> argparse.Namespace:
+    """``ap.parse_args(argv)``, but an option the subcommand does not know
+    is that subcommand's usage error (pointing to its own ``--help``)."""
+    args, extra = ap.parse_known_args(argv)
+    if extra:
+        ap.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def _verbosity_options(ap, quiet: str = "errors and the one-line result only") -> None:
+    """``-v``/``--verbose`` and ``-q``/``--quiet``: the messages' level
+    (:mod:`.logs`), as ``args.verbosity`` (1, 0 or -1)."""
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=1,
+                   default=0, help="more messages (debug level; tracebacks of errors)")
+    g.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=-1,
+                   help=f"fewer messages: {quiet}")
 
 
 def _import_option(ap) -> None:

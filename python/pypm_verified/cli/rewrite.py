@@ -10,10 +10,13 @@ import types
 from typing import Dict, Optional, Tuple
 
 from .checks import (_same, check_engine_library, check_html, check_imports, check_model_path,
-                     check_rules, check_writable, load_rule_spec)
+                     check_patterns, check_rules, check_writable, load_rule_spec)
 from .exitcodes import EXIT_NUMERICS, EXIT_OK, RuleFailure, UsageError, exit_code_table
-from .output import _Null, _err, _first_line, _table, load_hint, write_html, write_text_atomic
-from .parsing import (_fuel_option, _html_options, _import_option, _int_at_least, command)
+from .logs import log
+from .output import (_Null, _first_line, _table, load_hint, results_stream, say, write_html,
+                     write_text_atomic)
+from .parsing import (_fuel_option, _html_options, _import_option, _int_at_least,
+                      _verbosity_options, command)
 from .timing import benchmark_lines, compare_timings, interleaved_timings
 
 REWRITE_DESCRIPTION = """\
@@ -45,8 +48,11 @@ python/pypm_verified/torch/profitability.json (read by
 python/pypm_verified/torch/profitability.py). Original and rewritten
 programs are run on the example inputs and on random inputs of the same
 shapes; the output is written (atomically, with torch.export.save) only if
-they agree within a dtype-aware tolerance, and only if a rule fired
-(--write-unchanged writes the re-exported program anyway). The input file
+they agree within a dtype-aware tolerance. -o PATH always writes PATH (when
+no rule fired: the re-exported program, said unchanged); without -o the
+default output is written only if a rule fired (--write-unchanged writes it
+anyway). --ignore-profitability lets rules fire whatever the table says
+(to see what would fire on a target where it does not pay). The input file
 is never modified.
 """
 
@@ -57,6 +63,7 @@ rule library (--rules NAME, repeatable; default: all, in this order):
   attention  eager multi-head attention           -> scaled_dot_product_attention
   transpose  matmul(x, y.T), y 2-D (paper Fig.1)  -> aten.linear
   epilogue   linear + relu/gelu/silu              -> pypm.linear_act (fused GEMM)
+also by name, not in the default: {extra_modules}
 --rules also takes a module path or a .py file defining @pm.pattern/@pm.rule.
 
 loading the output: `import pypm_verified as pm; ep = pm.load(path)` registers
@@ -84,11 +91,14 @@ example:
 def _configure_rewrite(sub) -> None:
     rw = sub.add_parser("rewrite", help="rewrite a PyTorch model with the rule library",
                         description=REWRITE_DESCRIPTION,
-                        epilog=REWRITE_EPILOG.format(exit_codes=exit_code_table()),
+                        epilog=REWRITE_EPILOG.format(exit_codes=exit_code_table(),
+                                                     extra_modules=_extra_modules()),
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     rw.add_argument("model", help="model file (see above)")
-    rw.add_argument("-o", "--output", help="where to write the rewritten .pt2 "
-                    "(default: MODEL's name with .rewritten.pt2)")
+    rw.add_argument("-o", "--output", help="where to write the rewritten .pt2, always (when no "
+                    "rule fired: the program unchanged, re-exported; not when the numerics "
+                    "check fails); without -o, MODEL's name with .rewritten.pt2, written only "
+                    "if a rule fired")
     rw.add_argument("--target", choices=("cuda", "cpu"), default=None,
                     help="device the rules optimize for (default: the device the program's "
                     "tensors are on; cpu when it has none)")
@@ -96,6 +106,9 @@ def _configure_rewrite(sub) -> None:
                     help="matcher: the Coq-extracted one (default) or the Python reference")
     rw.add_argument("--rules", action="append", metavar="MODULE_OR_FILE",
                     help="rules to apply (repeatable; default: the whole library)")
+    rw.add_argument("--ignore-profitability", action="store_true",
+                    help="let every rule fire where its other guards hold, whatever the "
+                    "measured profitability table says for --target (to see what would fire)")
     rw.add_argument("--max-iterations", "--max-iters", type=_int_at_least(1, "too few"),
                     default=20, metavar="N",
                     help="cap on rewrite passes (default 20; reported if reached)")
@@ -111,7 +124,8 @@ def _configure_rewrite(sub) -> None:
                     metavar="N", help="beam/astar: firings skipped at most (default 4)")
     rw.add_argument("--search-time", type=float, default=None, metavar="SECONDS",
                     help="beam/astar: time limit of the search")
-    rw.add_argument("--report", metavar="FILE", help="write the report as JSON (atomically)")
+    rw.add_argument("--report", metavar="FILE", help="write the report as JSON (atomically); "
+                    "'-': on stdout, alone (the tables and results then go to stderr)")
     _html_options(rw, "the graph before and after, each match drawn on it (fired in its "
                   "rule's colour, declined dashed, with the reasons), node details on hover")
     rw.add_argument("--random-runs", type=_int_at_least(0, "negative"), default=2, metavar="N",
@@ -133,7 +147,13 @@ def _configure_rewrite(sub) -> None:
                     metavar="N", help="timed runs of each program with --benchmark (default 21)")
     _import_option(rw)
     _fuel_option(rw)
-    rw.add_argument("-q", "--quiet", action="store_true", help="no progress, summary only")
+    _verbosity_options(rw, "no progress, tables or notes: errors and the one-line result only")
+
+
+def _extra_modules() -> str:
+    """The library's rule modules outside the default set (its own list)."""
+    from ..library import EXTRA_MODULES
+    return ", ".join(EXTRA_MODULES)
 
 
 def _default_output(path: str) -> str:
@@ -231,46 +251,54 @@ def _search_rewrite(args, prog, patterns, target):
     s = search_program(prog, patterns, args.search, target=target, engine=args.engine,
                        max_expansions=args.search_budget or 16,
                        beam_width=args.beam_width or 4, max_depth=args.search_depth or 4,
-                       time_limit=args.search_time, max_iterations=args.max_iterations)
+                       time_limit=args.search_time, max_iterations=args.max_iterations,
+                       check_profitability=not args.ignore_profitability)
     skipped = ", ".join(f"{r}@{n}" for r, n in sorted(s.skipped)) or "none"
-    print(f"search: {args.search}, {s.runs} driver run(s){' (budget hit)' if s.budget_hit else ''};"
-          f" predicted cost greedy {s.greedy_cost * 1e3:.3f} ms -> {s.cost * 1e3:.3f} ms;"
-          f" firings skipped: {skipped}", file=sys.stderr)
+    log.info(f"search: {args.search}, {s.runs} driver run(s)"
+             f"{' (budget hit)' if s.budget_hit else ''};"
+             f" predicted cost greedy {s.greedy_cost * 1e3:.3f} ms -> {s.cost * 1e3:.3f} ms;"
+             f" firings skipped: {skipped}")
     return s.result
 
 
 def _rewrite(args, state: dict) -> int:
-    """The rewrite, top to bottom: every check that needs no model (paths,
-    options, rules, example inputs: exit 2 or 3 in a second), then the work
-    (load, rules, numerics, save), then what happened (tables, messages,
-    ``--report``, ``--html``) and the exit code."""
+    """The rewrite, top to bottom: every check that needs no model (paths and
+    options, then the rules, loaded and linked; then the model's path and
+    example inputs: exit 2 or 3 in seconds), then the work (load, rules,
+    numerics, save), then what happened (tables, results, ``--report``,
+    ``--html``) and the exit code."""
     t0 = time.perf_counter()
     out_path, dot = _check_paths(args)
     torch = _require_torch()
     patterns = _load_patterns(args)
+    _check_model_inputs(args)
     example = _read_example_inputs(args, torch)
 
     from rich.console import Console
-    console = Console()
+    quiet = args.verbosity < 0
+    console = Console(file=results_stream(args))
     timings: Dict[str, float] = {}
-    status = _Null() if args.quiet else console.status("loading and exporting", spinner="dots")
+    status = _Null() if quiet else Console(stderr=True).status("loading and exporting",
+                                                               spinner="dots")
     with status:
         prog = _load_program(args, example)
         timings["load + export"] = time.perf_counter() - t0
         for w in getattr(prog, "warnings", None) or ():
-            print(f"warning: {w}", file=sys.stderr)
+            log.warning("%s", w)
         target, why = (args.target, "--target") if args.target else program_device(prog)
+        if args.ignore_profitability:
+            why += "; profitability ignored (--ignore-profitability)"
         status.update(f"rewriting ({len(prog.ep.graph.nodes)} nodes, "
                       f"{len(patterns)} patterns, engine {args.engine}, target {target})")
         t1 = time.perf_counter()
         recorder = _recorder(dot)
         res = _apply_rules(args, prog, patterns, target, recorder)
         timings["rewrite"] = time.perf_counter() - t1
-        # written only if a rule fired: otherwise the output would be the
-        # re-exported, decomposed input (at most with duplicates merged)
         fired = res.report.total > 0
         changed = _changed(res)
-        if not fired and not (args.write_unchanged or args.force):
+        # -o: always written. Without it, the default output only if a rule
+        # fired: else it would be the re-exported, decomposed input
+        if not fired and not (args.output or args.write_unchanged or args.force):
             out_path = None
         note = _numerics_not_checked(args, fired, changed, out_path)
         if note is None:
@@ -293,16 +321,19 @@ def _rewrite(args, state: dict) -> int:
             state["written"].append(out_path)
     timings["total"] = time.perf_counter() - t0
 
-    _table(console, res.report, numerics, timings, wrote, f"{target} ({why})", note,
-           res.other_sizes)
-    if bench:
-        for line in benchmark_lines(bench):
-            (print if not line.startswith("warning") else _err)(line)
-    if not fired:
-        _say_nothing_fired(args, res, changed, wrote)
+    if not quiet:
+        _table(console, res.report, numerics, timings, wrote, f"{target} ({why})", note,
+               res.other_sizes, fired_line=_fired_line(res.report, changed))
+        for line in benchmark_lines(bench) if bench else ():
+            if line.startswith("warning: "):
+                log.warning("%s", line[len("warning: "):])
+            else:
+                say(args, line)
+    say(args, _result_line(args, res, fired, changed, numerics, wrote))
     if args.report:
         rep = {"model": args.model, "kind": prog.kind, "output": wrote, "target_reason": why,
                "fired": fired, "changed": changed,
+               "profitability": not args.ignore_profitability,
                "warnings": list(getattr(prog, "warnings", None) or ()),
                **res.report.as_dict(), "target": target,
                "numerics": numerics.as_dict() if numerics is not None else None,
@@ -319,7 +350,6 @@ def _rewrite(args, state: dict) -> int:
 def _check_paths(args) -> Tuple[Optional[str], Optional[str]]:
     """The paths and options, checked before anything is loaded: the output
     path (None with ``--dry-run``) and ``dot`` for ``--html`` (else None)."""
-    check_model_path(args.model)
     out_path = None if args.dry_run else (args.output or _default_output(args.model))
     if out_path:
         if _same(out_path, args.model):
@@ -331,18 +361,25 @@ def _check_paths(args) -> Tuple[Optional[str], Optional[str]]:
             raise UsageError(f"--report {args.report}: would overwrite the input MODEL")
         if out_path and _same(args.report, out_path):
             raise UsageError(f"--report {args.report}: is also the output (-o)")
-        check_writable(args.report, "--report")
+        if args.report != "-":
+            check_writable(args.report, "--report")
     dot = check_html(args, (args.model, "input MODEL"), (out_path, "output (-o)"),
                      (args.report, "--report"))
     _check_search_options(args)
     check_imports(args.imports)
     check_engine_library(args.engine)
+    return out_path, dot
+
+
+def _check_model_inputs(args) -> None:
+    """MODEL's path and ``--example-inputs``' (after the rules: a mistake in
+    a rules file is reported first, then one in the model's files)."""
+    check_model_path(args.model)
     if args.example_inputs:
         if not os.path.isfile(args.example_inputs):
             raise UsageError(f"--example-inputs {args.example_inputs}: "
                              + ("is a directory" if os.path.isdir(args.example_inputs)
                                 else "no such file"))
-    return out_path, dot
 
 
 def _require_torch():
@@ -356,12 +393,15 @@ def _require_torch():
 
 
 def _load_patterns(args) -> list:
-    """The ``--rules`` (default: the library), loaded and checked."""
+    """The ``--rules`` (default: the library), loaded, linked into the
+    engine and checked: every mistake in them found before the model is
+    touched (:func:`.checks.check_patterns`, :func:`.checks.check_rules`)."""
     from ..library import default_patterns
     if args.rules:
         patterns = [p for spec in args.rules for p in load_rule_spec(spec)]
     else:
         patterns = default_patterns()
+    check_patterns(patterns, args.engine)
     check_rules(patterns)
     return patterns
 
@@ -415,7 +455,8 @@ def _apply_rules(args, prog, patterns, target, recorder):
             if args.search == "greedy":
                 return rewrite_program(prog, patterns, engine=args.engine, target=target,
                                        max_iterations=args.max_iterations, check=False,
-                                       observer=recorder)
+                                       observer=recorder,
+                                       check_profitability=not args.ignore_profitability)
             return _search_rewrite(args, prog, patterns, target)
     except RewriteError as e:
         raise RuleFailure(f"a rule built an invalid replacement: {e}") from None
@@ -466,20 +507,44 @@ def _save(ep, out_path: str) -> None:
 
 # ---- what happened
 
-def _say_nothing_fired(args, res, changed: bool, wrote) -> None:
+def _fired_line(report, changed: bool) -> str:
+    """The summary's "fired" row: how many rewrites, by which rules."""
+    if report.total:
+        return f"{report.total} rewrite(s): " + ", ".join(
+            f"{r} x{n}" for r, n in sorted(report.firings.items()))
+    return "nothing fired" + ("" if changed else " (the program is unchanged)")
+
+
+def _result_line(args, res, fired: bool, changed: bool, numerics, wrote) -> str:
+    """The one line that says what happened (shown with ``-q`` too)."""
+    if fired:
+        what = _fired_line(res.report, changed)
+        check = ("" if numerics is None else "; numerics ok" if numerics.ok
+                 else "; numerics MISMATCH")
+        where = (f"; wrote {wrote}" if wrote else "; not written (--dry-run)" if args.dry_run
+                 else "; not written")
+        return f"fired {what}{check}{where}"
     what = "the program is unchanged" if not changed else (
         f"the re-export only merged {res.report.merged} duplicate node(s)")
+    if wrote and (args.write_unchanged or args.force):
+        return (f"no rule fired ({what}): wrote the re-exported program anyway "
+                f"({'--write-unchanged' if args.write_unchanged else '--force'})")
     if wrote:
-        print(f"no rule fired ({what}): wrote the re-exported program anyway "
-              f"({'--write-unchanged' if args.write_unchanged else '--force'})")
-    elif args.dry_run:
-        print(f"no rule fired: {what}")
-    else:
-        print(f"no rule fired: {what}; nothing written "
-              "(--write-unchanged writes the re-exported program anyway)")
+        return f"no rule fired ({what}): wrote it to {wrote} as re-exported (-o always writes)"
+    if args.dry_run:
+        return f"no rule fired: {what}"
+    if numerics is not None and not numerics.ok:
+        return f"no rule fired: {what}; not written"
+    return (f"no rule fired: {what}; nothing written (-o PATH or --write-unchanged writes "
+            "the re-exported program anyway)")
 
 
 def _write_report(args, state: dict, rep: dict, wrote) -> None:
+    """``--report``: the JSON, atomically (``-``: on stdout)."""
+    if args.report == "-":
+        sys.stdout.write(json.dumps(rep, indent=2) + "\n")
+        sys.stdout.flush()
+        return
     try:
         write_text_atomic(json.dumps(rep, indent=2) + "\n", args.report)
     except OSError as e:
@@ -502,13 +567,13 @@ def _verdict(args, numerics, wrote) -> int:
     """The exit code: 1 on a numerics mismatch (unless ``--force`` wrote it)."""
     if numerics is not None and not numerics.ok:
         for msg in numerics.failures[:5]:
-            _err(f"numerics: {msg}")
+            log.error("numerics: %s", msg, extra={"plain": True})
         if args.force and wrote:
-            _err("warning: numerics check failed; wrote the output anyway (--force)")
+            log.warning("numerics check failed; wrote the output anyway (--force)")
             return EXIT_OK
-        _err("error: the rewritten program disagrees with the original beyond the "
-             "tolerance; nothing written (--force writes it anyway)")
+        log.error("the rewritten program disagrees with the original beyond the tolerance; "
+                  "nothing written (--force writes it anyway)")
         return EXIT_NUMERICS
-    if wrote:
-        print(load_hint(wrote))
+    if wrote and args.verbosity >= 0:
+        say(args, load_hint(wrote))
     return EXIT_OK

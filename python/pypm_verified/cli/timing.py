@@ -6,6 +6,7 @@ import statistics
 import time
 from typing import Callable, Dict, List, Sequence, Tuple
 
+
 def interleaved_timings(fa: Callable[[], object], fb: Callable[[], object], rounds: int = 21,
                         warmup: int = 3, clock: Callable[[], float] = time.perf_counter
                         ) -> Tuple[List[float], List[float]]:

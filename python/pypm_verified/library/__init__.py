@@ -26,7 +26,15 @@ from typing import Dict, List, Tuple
 
 from ..dsl.patterns import Pattern
 
+#: the default library, in the order its patterns are tried
 MODULES = ("gelu", "rmsnorm", "attention", "transpose", "epilogue")
+#: rule modules that only ``--rules NAME`` (``load_rules(NAME)``) loads:
+#: ``fusion`` (multi-root GEMM fusions, no faster on the measured CPU),
+#: ``xla_simplifier`` (XLA's simplifier rules, for ``check-rules``) and
+#: ``knossos`` (arithmetic over ``pm.Graph``, not ATen)
+EXTRA_MODULES = ("fusion", "xla_simplifier", "knossos")
+#: every rule module of the library: the names ``load_rules`` takes
+ALL_MODULES = MODULES + EXTRA_MODULES
 
 
 def _patterns_of(mod) -> List[Pattern]:
@@ -72,11 +80,14 @@ def _load_file(path: str):
 
 
 def load_rules(spec: str) -> List[Pattern]:
-    """Patterns from ``spec``: a library module name (``attention``), a
-    dotted module path, or a ``.py`` file. Raises ValueError when it cannot
-    be imported or defines no pattern with rules."""
+    """Patterns from ``spec``: a library module name (one of
+    :data:`ALL_MODULES`, e.g. ``attention`` or ``fusion``), a dotted module
+    path, or a ``.py`` file. Raises ValueError when it cannot be imported or
+    defines no pattern with rules."""
     if spec in MODULES:
         return default_patterns((spec,))
+    if spec in EXTRA_MODULES:
+        spec = f"{__name__}.{spec}"
     try:
         if spec.endswith(".py") or os.sep in spec:
             if not os.path.isfile(spec):
