@@ -1,4 +1,4 @@
-"""Before/after of the fixpoint's incremental re-import (issue 19), side by side.
+"""Before/after of the fixpoint's incremental re-import, side by side.
 
 Two checkouts of ``python/`` (``--before`` and ``--after``, e.g. a
 ``git archive`` of the base commit with the shared library copied in, and
@@ -91,7 +91,7 @@ def main(argv=None):
         res[case] = runs
     load1 = os.getloadavg()
     med = statistics.median
-    L = ["## Incremental re-import (issue 19): before / after, side by side", "",
+    L = ["## Incremental re-import: before / after, side by side", "",
          f"`python bench/ab_incremental.py --cases {args.cases} --rounds {args.rounds} "
          f"--repeats {args.repeats}`: before = the base commit, after = this tree; "
          "alternating subprocesses, CPU time of the process (`time.process_time`), "

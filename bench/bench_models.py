@@ -411,7 +411,7 @@ def _fire(e):
 
 #: where the BERT-base 12-layer table of `make bench` is (linked from models.md)
 BERT12 = ("BERT-base at 12 layers (batch 1/8 x sequence 128/512, 1 and 2 threads, guarded vs "
-          "forced vs eager; the issue 19 goal): [models_bert12.md](models_bert12.md).")
+          "forced vs eager; the goal of 1.3x over eager): [models_bert12.md](models_bert12.md).")
 
 
 def write_markdown(res, path):

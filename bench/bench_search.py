@@ -1,4 +1,4 @@
-"""Cost-guided search vs greedy rewriting (issue 20): Knossos' arithmetic
+"""Cost-guided search vs greedy rewriting: Knossos' arithmetic
 benchmark and the example models.
 
 **Knossos' benchmark** (``pypm_verified.library.knossos``): Table 3's
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
     width = 16
     print("Knossos' arithmetic benchmark", flush=True)
     rows = knossos_rows(sets, budgets, width)
-    md = ["# Search vs greedy rewriting (issue 20)", "",
+    md = ["# Search vs greedy rewriting", "",
           f"{common.machine()}; {common.when()}; commit {common.git_commit(short=True)}"
           f"{' (dirty)' if common.git_dirty() else ''}; `python bench/bench_search.py"
           f"{' --quick' if args.quick else ''}`.", ""]

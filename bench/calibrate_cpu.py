@@ -1,4 +1,4 @@
-"""Calibrate the CPU profitability table on whole models (issue 19).
+"""Calibrate the CPU profitability table on whole models.
 
 For each model of examples/models.py and configuration batch x sequence, the
 exported program is rewritten with every rule firing wherever its other guards

@@ -1,4 +1,4 @@
-"""Multi-root fusion (issue 16) on the models of examples/models.py: the
+"""Multi-root fusion on the models of examples/models.py: the
 rule library with and without the new rules (library/fusion.py: QKV and
 gate/up), firings per layer, outputs agree, eager CPU time of the original
 and of both rewritten programs (interleaved, medians).

@@ -1,4 +1,4 @@
-"""Root order and candidates of multi-root patterns (issue 16): the same
+"""Root order and candidates of multi-root patterns: the same
 pattern searched three ways by ``match_all`` (verified engine), on graphs
 where the written first root's operator is frequent:
 

@@ -1,4 +1,4 @@
-"""Where a rewritten model's time goes: a per-operator profile (issue 19).
+"""Where a rewritten model's time goes: a per-operator profile.
 
 Each model x configuration is exported and rewritten like bench/bench_models.py
 does (``guarded``: the shipped CPU table), then run eagerly under

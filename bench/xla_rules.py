@@ -1,5 +1,5 @@
 """check-rules on the port of XLA's algebraic-simplifier rules
-(``pypm_verified.library.xla_simplifier``, issue 14 item 5), beside
+(``pypm_verified.library.xla_simplifier``), beside
 TensorRight's results on XLA's rule set (its Table 1), and on XLA's forms
 that are wrong in floating point (``tests/wrong_rules/xla_wrong.py``).
 

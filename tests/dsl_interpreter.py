@@ -1,5 +1,5 @@
 """A DSL-level interpreter of the PyPM pattern language, independent of the
-lowering (issue 13, item 6).
+lowering.
 
 Both engines consume the core terms ``dsl/lowering.py`` produces, so a
 lowering bug is invisible when the engines are only compared with each
@@ -47,8 +47,8 @@ embedded DSL.
 The search is fuel-bounded: every step (a term against a node, a
 constraint, a guard check) costs one unit and every pattern call nests one
 level; running out of either raises :class:`InterpOutOfFuel`, a result of
-its own (never a silent "no match"). As the library's entry points do
-(issue 13), :meth:`Interpreter.outcome` first asks a root-operator index,
+its own (never a silent "no match"). As the library's entry points do,
+:meth:`Interpreter.outcome` first asks a root-operator index,
 computed here on the surface syntax: where a pattern's match cannot have
 the node's operator at its root, the answer is "no match" even if the
 search would never end (``P(x) = P(x) || U1(x)`` at a B2 node); elsewhere

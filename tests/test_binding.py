@@ -255,7 +255,7 @@ def _agree(p, root):
         assert declarative.check(core.as_program(p), ver[0], root, ver[1])
 
 
-@diff(5000)  # issue 3: >= 5,000 full-calculus cases in CI
+@diff(5000)  # >= 5,000 full-calculus cases in CI
 @given(problems())
 def test_verified_agrees_with_reference(lib, prob):
     _agree(prob[2], prob[1])

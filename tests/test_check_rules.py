@@ -1,4 +1,4 @@
-"""``check-rules`` (issue 14, the testing part): every shipped rule is tested
+"""``check-rules``, the testing part: every shipped rule is tested
 in the fast mode CI runs; deliberately wrong rules (tests/wrong_rules/) are
 refuted with a counterexample that shows the shapes and constants; vacuous
 rules are reported, never passed; guard necessity; the command's exit codes.
@@ -92,7 +92,7 @@ def test_symbolic_verdicts_on_the_shipped_rules(shipped_fast):
 
 
 def test_xla_simplifier_port():
-    """The XLA algebraic-simplifier port (issue 14, item 5; the rest in
+    """The XLA algebraic-simplifier port (the rest in
     tests/test_xla_rules.py): XLA's A / c => A * (1/c) is not proved (it
     differs over the reals where 1/c is not a double, by less than any
     tolerance: unknown, not "differs", without a counterexample torch

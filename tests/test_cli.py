@@ -1,4 +1,4 @@
-"""The command line as users meet it (issue 12): mistakes found before any
+"""The command line as users meet it: mistakes found before any
 work with the documented exit code and one line, the default target, runs
 where nothing fires, interrupts, the benchmark's noise, the iteration cap,
 and the exit-code table in --help, the module docstring and the README.
@@ -469,7 +469,7 @@ def test_explicit_target_and_load_line(files, tmp_path, capsys):
                              "--max-iterations", "1"], capsys)
     assert code == 0, err
     assert "cuda (--target)" in stdout and "linear_act" in stdout
-    # one pass did all the work: the cap is not reported (issue 12, item 9)
+    # one pass did all the work: the iteration cap is not reported
     assert "cap reached" not in stdout
     last = stdout.strip().splitlines()[-1]
     assert last.startswith("load it with: ") and json.dumps(str(out)) in last

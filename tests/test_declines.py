@@ -1,4 +1,4 @@
-"""Why a match did not fire (issue 18, item 2).
+"""Why a match did not fire: the declines of rules whose guards failed.
 
 A rule whose assertion fails declines; ``Rule.fire(..., on_decline=f)``
 says which assert (its source text and file:line), the PyTorch driver adds

@@ -1,5 +1,4 @@
-"""The DSL-level interpreter (tests/dsl_interpreter.py) against both engines
-(issue 13, item 6).
+"""The DSL-level interpreter (tests/dsl_interpreter.py) against both engines.
 
 Random programs of the surface language (tests/dsl_strategies.py) are
 written out as Python ``@pm.pattern`` source and imported, so the real
@@ -256,7 +255,7 @@ def test_paper_figures_by_the_interpreter(engines, gendir):
 
 
 def test_left_recursion(engines, gendir):
-    """``P(x) = P(x) || U1(x)`` (issue 13): the search never ends, so at a U1
+    """``P(x) = P(x) || U1(x)``, left recursion: the search never ends, so at a U1
     node the answer is out of fuel; at any other node the root-operator
     index answers no match (no derivation can exist there). ``Q(x) =
     Q(x)`` has no match anywhere."""

@@ -1,4 +1,4 @@
-"""Dynamic shapes (issue 15): programs exported with a symbolic batch and
+"""Dynamic shapes: programs exported with a symbolic batch and
 sequence are rewritten soundly and stay dynamic.
 
 * BERT, GPT-2 and LLaMA exported with ``dynamic_shapes`` have every

@@ -1,4 +1,4 @@
-"""Every entry point gives the same answer (issue 13): ``pm.match`` (both
+"""Every entry point gives the same answer: ``pm.match`` (both
 engines, and the simulated one), ``pm.match_all``, ``PatternSet`` (what the
 PyTorch driver uses) and the driver itself.
 

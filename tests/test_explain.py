@@ -1,5 +1,5 @@
-"""``pm.explain`` / ``pm.explain_all`` and ``python -m pypm_verified explain``
-(issue 18, item 1).
+"""``pm.explain`` / ``pm.explain_all`` and ``python -m pypm_verified explain``:
+why a pattern did not match.
 
 Hand-written cases for every kind of failure (wrong operator, failing guard
 with the values it read, unknown size, nonlinear conflict, operator

@@ -1,4 +1,4 @@
-"""The fixpoint's fast paths (issue 19) give what the slow paths give.
+"""The fixpoint's fast paths give what the slow paths give.
 
 * the importer's per-overload schema normalization and purity cache;
 * the driver's ``meta["val"]`` reuse for calls with arguments of the same

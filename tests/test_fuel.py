@@ -1,4 +1,4 @@
-"""Fuel that suffices (theories/Fuel.v, issue 13 item 3).
+"""Fuel that suffices (theories/Fuel.v).
 
 ``Fuel.match_root_fuel``: a descending table (every cycle of calls under an
 operator application) at a node of depth at most N never runs out of

@@ -1,4 +1,4 @@
-"""The driver's incremental re-import (issue 19) gives what a from-scratch
+"""The driver's incremental re-import gives what a from-scratch
 import gives.
 
 After rules fire, the driver re-imports only the FX nodes whose arguments'

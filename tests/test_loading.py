@@ -1,4 +1,4 @@
-"""Loading, rewriting and saving models as a user meets them (issue 12):
+"""Loading, rewriting and saving models as a user meets them:
 the simplest modules, corrupt and truncated archives, loading outputs back
 (``pm.load``), modes and side effects, file permissions and signals during
 the save, and one-line export errors."""
@@ -237,7 +237,7 @@ def test_pm_load_names_what_it_cannot_register(tmp_path):
                                         r", which importing transformers did not register"):
         pm.load(str(gone))
     # a type of another package: never imported because the file names it
-    # (issue 29); the user imports it (imports=, --import)
+    # (loading runs no code the file names); the user imports it (imports=, --import)
     other = tmp_path / "other.pt2"
     _rezip(good, other, lambda d: d.replace(b"transformers.modeling_outputs",
                                             b"pypm_no_such_pkg.outputs"))

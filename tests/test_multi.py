@@ -335,7 +335,7 @@ def test_spec_candidates_mode_word():
             binding.match_multi(g, prog.defs, prog.roots, list(prog.spec) + bad, r.id)
 
 
-# ------------------------------------------------ every set (issue 28)
+# ------------------------------ every set (match_all once per set of nodes)
 
 
 @pm.op

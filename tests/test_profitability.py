@@ -1,5 +1,5 @@
 """The profitability table's loader, its override for calibration, and the
-model-level calibration (issue 19): what bench/calibrate_cpu.py writes."""
+model-level calibration: what bench/calibrate_cpu.py writes."""
 import copy
 import json
 from pathlib import Path

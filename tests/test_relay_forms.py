@@ -1,5 +1,4 @@
-"""``pm.optional`` and ``has_attr`` against their meaning (issue 28, bugs 2
-and 3).
+"""``pm.optional`` and ``has_attr`` against their meaning.
 
 ``pm.optional(p, Op, *args)`` is ``Op(p, *args) ‖ p``: a local (wildcard,
 ``pm.var()``) used both inside the option and outside it is one variable of

@@ -1,4 +1,4 @@
-"""Relay's dataflow-pattern features (issue 17), and the cases of TVM's
+"""Relay's dataflow-pattern features, and the cases of TVM's
 ``tests/python/relay/test_dataflow_pattern.py`` that translate to this
 language, rewritten in its words (operators declared with ``@pm.op``,
 patterns with ``@pm.pattern``, graphs built with ``pm.Graph``). Every

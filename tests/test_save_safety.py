@@ -1,4 +1,4 @@
-"""Saving safely (issue 29, items 5 and 6): a full disk is an error, not an
+"""Saving safely: a full disk is an error, not an
 abort; no temporary survives a signal at any moment of the save; the
 temporaries a SIGKILL leaves are swept at the next save into that
 directory; the file and its directory are fsynced around the rename. And

@@ -1,4 +1,4 @@
-"""Cost-guided search (issue 20): pypm_verified.rewriting.search with
+"""Cost-guided search: pypm_verified.rewriting.search with
 Knossos' rules (pypm_verified.library.knossos).
 
 Search never returns a costlier graph than greedy's under the same cost

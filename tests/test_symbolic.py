@@ -2,7 +2,7 @@
 reals for every size, from an index-level semantics of ATen ops and z3.
 
 Hand-built structures, right and wrong: the right ones are proved, the wrong
-ones (the bugs of issue 14: a transpose of the wrong axes, a softmax on the
+ones (bugs once found in the library's rules: a transpose of the wrong axes, a softmax on the
 wrong axis, a GELU constant off, a mask that does not broadcast to the
 scores) are not, with sizes showing where they differ. The semantics' shapes
 are checked against torch's on every proof (``SemanticsMismatch``).

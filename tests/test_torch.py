@@ -410,7 +410,7 @@ def test_pickled_module_and_cli(tmp_path, lib):
     pk = tmp_path / "bert.pt"
     torch.save({"model": m, "example_inputs": inputs}, str(pk))
     with pytest.raises(LoadError, match="full unpickler.*--allow-pickle"):
-        load_model(str(pk))  # a pickled module runs code: refused by default (issue 29)
+        load_model(str(pk))  # a pickled module runs code: refused by default
     prog = load_model(str(pk), allow_pickle=True)
     assert prog.kind == "pickle" and len(prog.args) == 2
     src = tmp_path / "bert.pt2"

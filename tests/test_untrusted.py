@@ -1,4 +1,4 @@
-"""Files someone else wrote (issue 29, items 1, 2, 3, 7 and ``--fuel``):
+"""Files someone else wrote (and ``--fuel``):
 loading a model runs no code from the file unless the user opts in.
 
 * a ``.pt2`` whose pickled parts (sample inputs, a weight) would run code

@@ -1,5 +1,5 @@
-"""The port of XLA's algebraic simplifier (library/xla_simplifier.py, issue 14
-item 5): a sample of its rules checked as bench/xla_rules.py checks them
+"""The port of XLA's algebraic simplifier (library/xla_simplifier.py):
+a sample of its rules checked as bench/xla_rules.py checks them
 (special input values, dtype hints), and XLA's forms that are wrong in
 floating point (tests/wrong_rules/xla_wrong.py) refuted, each by the
 counterexample its docstring names."""

@@ -1012,7 +1012,7 @@ let test_engine_full () =
                  = M.[ RAny; RAny; RSyms [ 5 ]; RSyms []; RSyms [ neg ]; RAny; RAny; RAny ]);
   check "candidates of Neg" (M.set_candidates ps neg = [ 0; 1; 4; 5; 6; 7; 8 ]);
   check "candidates of Add" (M.set_candidates ps 5 = [ 0; 1; 2; 5; 6; 7; 8 ]);
-  (* P(x) = P(x) ‖ Relu(x) (issue 13): Relu only; no match at a Neg *)
+  (* P(x) = P(x) ‖ Relu(x), a pattern whose search never ends: Relu only; no match at a Neg *)
   let pr = { M.nparams = 1; nfparams = 0; body = M.PAlt (M.PCall (0, [ 0 ], []), M.PApp (relu, [ M.PVar 0 ]));
              pbinds = [ 0 ]; pfbinds = [] } in
   check "P = P || Relu: index" (M.ri_find (M.root_index [ pr ]) 0 = M.RSyms [ relu ]);

@@ -1,4 +1,4 @@
-"""Relay's dataflow-pattern features (TVM, ``../shared/papers/002_*.txt``) as
+"""Relay's dataflow-pattern features (TVM, "Pattern Matching in Relay") as
 sugar over the existing calculus.
 
 Everything here builds terms of the calculus of ``theories/Syntax.v`` --

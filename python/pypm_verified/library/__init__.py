@@ -7,7 +7,7 @@ module             rewrites                                        to
 =================  ==============================================  =====================
 ``gelu``           GELU written out (erf form, GPT-2's tanh form)  ``aten.gelu``
 ``rmsnorm``        RMSNorm written out (LLaMA/Qwen2)               ``aten.rms_norm``
-``attention``      attention written out, the family of issue 15   ``aten.scaled_dot_product_attention``
+``attention``      attention written out, its family of forms      ``aten.scaled_dot_product_attention``
 ``transpose``      matmul with a transposed 2-D operand (Fig. 1)   ``aten.linear`` (NT GEMM)
 ``epilogue``       linear + pointwise activation                   ``pypm.linear_act``
 =================  ==============================================  =====================

@@ -1,6 +1,6 @@
-"""Knossos' simple rule set and arithmetic benchmark (issue 20, item 3).
+"""Knossos' simple rule set and arithmetic benchmark.
 
-Knossos (``../shared/papers/001_*.txt``) rewrites arithmetic expressions
+Knossos ("Knossos: Compiling AI with AI") rewrites arithmetic expressions
 with A* search; its Appendix C, Table 3, lists the *simple rule set* (28
 arithmetic rules and 5 binding rules) and its Appendix E the expressions
 (Table 5: 36 training and 12 test expressions; Table 6: 8 expressions).

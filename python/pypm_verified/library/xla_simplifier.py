@@ -1,4 +1,4 @@
-"""XLA's algebraic simplifier, the rules with ATen equivalents (issue 14, item 5).
+"""XLA's algebraic simplifier, the rules with ATen equivalents.
 
 Rules of ``xla/service/algebraic_simplifier.cc`` (the rule set TensorRight
 verifies, its Table 1) written as PyPM rules over ATen ops, each named after

@@ -1,5 +1,5 @@
 """Cost-guided rewriting: greedy, beam and A* search over hash-consed graphs
-(issue 20; Knossos, ``../shared/papers/001_*.txt``, §3-4).
+(after Knossos, "Knossos: Compiling AI with AI", §3-4).
 
 ``pm.rewrite`` is greedy: the first rule whose guards pass fires, to a
 fixpoint. That is right when rules only ever help and never compete; when

@@ -1,4 +1,4 @@
-"""A cost model for FX graphs (issue 20, item 1): predicted eager latency
+"""A cost model for FX graphs: predicted eager latency
 from shapes and dtypes, corrected by the kernel measurements behind the
 profitability table.
 

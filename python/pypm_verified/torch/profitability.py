@@ -44,7 +44,7 @@ except where the CUDA implementation is only the unfused fallback
 (``matmul_t``), which gain nothing. Running the benchmark with
 ``--device cuda --write-table`` on a GPU replaces them with measurements.
 
-Model-level calibration (issue 19): ``python bench/calibrate_cpu.py
+Model-level calibration: ``python bench/calibrate_cpu.py
 --write-table`` replaces the ``"cpu"`` thresholds of the variants it measures
 (those the benchmark models contain) by what pays *in whole models*: each
 model x configuration is rewritten with every rule firing, and again with one

@@ -1,4 +1,4 @@
-"""Search over the driver's choices on a PyTorch program (issue 20, item 4).
+"""Search over the driver's choices on a PyTorch program.
 
 The driver is greedy: at each node the first rule whose guards pass fires.
 Here a *state* is the set of firings the driver is told to skip
