@@ -694,7 +694,7 @@ def sdpa(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
                 keep = None  # SDPA computes the original's softmax on every row
     # ---- softmax over the last axis, probabilities in q's dtype
     assert x.dtype == q.dtype, "the logits are not in the dtype of q"
-    assert sdim.is_const and _axis(sdim.value, sm.rank) == sm.rank - 1, \
+    assert sdim.is_const and (sdim.value == -1 or _axis(sdim.value, sm.rank) == sm.rank - 1), \
         "the softmax is over another axis than the last (SDPA's is over the keys)"
     for c in (sdt, up):
         if c is not None and not (c.is_const and c.value is None):
