@@ -161,9 +161,20 @@ def ExpSquared(x):
 
 @pm.rule(ExpSquared)
 def exp_doubled(x):
-    """exp(x)^2 = exp(2x): true, but only by exp(a + b) = exp(a) exp(b),
-    which is not among the laws the semantics knows of exp."""
+    """exp(x)^2 = exp(2x): exp(a) exp(b) = exp(a + b) on the terms present."""
     return Exp(Mul(x, 2))
+
+
+@pm.pattern
+def ExpCubed(x):
+    return Mul(Mul(Exp(x), Exp(x)), Exp(x))
+
+
+@pm.rule(ExpCubed)
+def exp_tripled(x):
+    """exp(x)^3 = exp(3x): true, but it needs exp(2x), a term neither side
+    has, so no law the semantics instantiates derives it."""
+    return Exp(Mul(x, 3))
 
 
 def _check(pattern, examples=8):
@@ -182,7 +193,7 @@ def test_silu_rule_is_proved_for_every_structure():
 
 
 @pytest.mark.parametrize("pattern", [XHardsigmoidX, LogOnePlusExp, XTanhSoftplus, GeluTanhForm,
-                                     TanhX, SigmoidNeg, ClampUnit, ClampMinZero],
+                                     TanhX, SigmoidNeg, ClampUnit, ClampMinZero, ExpSquared],
                          ids=lambda p: p.rules[0].name)
 def test_defined_functions_are_proved(pattern):
     r = _check(pattern)
@@ -193,7 +204,7 @@ def test_defined_functions_are_proved(pattern):
 # ----------------------------------------------- unknown, never "differs"
 
 def test_an_identity_beyond_the_definitions_is_unknown_naming_the_primitive():
-    r = _check(ExpSquared)
+    r = _check(ExpCubed)
     sym = r.symbolic
     assert r.status == "tested" and r.counterexample is None
     assert sym["unknown"] and not sym["differs"] and not sym["counterexamples"], sym

@@ -66,12 +66,12 @@ and real arithmetic, exactly as the mathematical function torch computes
 and ``log(exp(a))`` is ``a``. Where the first search finds a difference, it
 is repeated with ground instances of laws true of the real primitives on
 the primitives' terms of the obligation (:func:`primitive_laws`: ``exp``
-positive, ``exp(a) exp(-a) = 1``, ``exp(0) = 1``, ``log`` and ``exp``
-inverse, ``erf`` odd and in (-1, 1), ``sqrt(t)² = t`` for ``t >= 0``,
+positive, ``exp(a) exp(-a) = 1``, ``exp(0) = 1``, ``exp(a) exp(b) =
+exp(a + b)`` between its terms, ``log`` and ``exp`` inverse, ``erf`` odd and in (-1, 1), ``sqrt(t)² = t`` for ``t >= 0``,
 ``exp``/``erf``/``log`` increasing), so a proof never rests on anything but
 the definitions and true facts: "proved" holds of the real functions for
-every real input. An identity beyond these (``exp(2x) = exp(x)²``, say) is
-not proved.
+every real input. An identity beyond these (``exp(3x) = exp(x)³``, which
+needs ``exp(2x)``, a term neither side has, say) is not proved.
 
 The obligation: whenever the original subgraph is well-defined (its shape
 constraints: contracted sizes agree, broadcast sizes are equal or 1), the
@@ -906,6 +906,8 @@ PRIMITIVES = ("exp", "log", "erf", "sqrt")
 
 #: the most terms of one primitive whose pairwise monotonicity is assumed
 _MAX_MONOTONE = 12
+#: the most arguments of exp (negations included) related by exp(a + b) = exp(a) exp(b)
+_MAX_ADDITIVE = 8
 
 
 def _walk(e, visit, into_binders: bool, seen=None):
@@ -950,7 +952,8 @@ def primitive_laws(sem: Semantics, goal) -> List[z3.BoolRef]:
     """Ground instances, on the primitives' applications in ``goal``, of
     laws true of the real functions (so a proof with them is still a proof
     about exp, log, erf and sqrt themselves): ``exp(a) > 0``, ``exp(a)
-    exp(-a) = 1``, ``exp(0) = 1``, ``log(exp(a)) = a``, ``exp(log(t)) = t``
+    exp(-a) = 1``, ``exp(0) = 1``, ``exp(a) exp(b) = exp(c)`` where ``a + b
+    = c`` (arguments of exp, :data:`_MAX_ADDITIVE`), ``log(exp(a)) = a``, ``exp(log(t)) = t``
     for ``t > 0``; ``-1 < erf(a) < 1``, ``erf(-a) = -erf(a)``; ``sqrt(t) >=
     0`` and ``sqrt(t)² = t`` for ``t >= 0``; exp, erf (and log on the
     positive reals) strictly increasing, pairwise on up to
@@ -978,6 +981,13 @@ def primitive_laws(sem: Semantics, goal) -> List[z3.BoolRef]:
             if not any(na.eq(x) for x in args):
                 args.append(na)
         monotone(exp, [zero] + args)
+        # exp(a) exp(b) = exp(c) where a + b = c, on the arguments present
+        # (the same index may be spelled two ways: a broadcast's If)
+        few = args[:_MAX_ADDITIVE]
+        for i, a in enumerate(few):
+            for b in few[i:]:
+                for c in few:
+                    laws.append(z3.Implies(a + b == c, exp(a) * exp(b) == exp(c)))
     if "log" in apps:
         log, exp = sem._fns["log"], sem.fn("exp")
         for t in apps["log"]:
