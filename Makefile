@@ -189,13 +189,13 @@ example: deps lib
 	  $(EXAMPLE_DIR)/gpt2.pt2 -o $(EXAMPLE_DIR)/gpt2.rewritten.pt2 \
 	  --report $(EXAMPLE_DIR)/report.json --benchmark
 
-## pictures: the README's screenshot of the HTML report (doc/img/rewrite_report.png):
+## pictures: the docs' screenshot of the HTML report (docs/img/rewrite_report.png):
 ## the small LLaMA rewritten for CUDA with --html, opened in headless Chromium.
 .PHONY: pictures
 pictures: venv apt-deps
 	$(VPY) examples/pictures.py
 
-## paper: paper/paper.md from paper/sections/, doc/correspondence.md and bench/results/.
+## paper: paper/paper.md from paper/sections/, docs/guarantees/correspondence.md and bench/results/.
 paper: venv
 	$(VPY) paper/build.py
 

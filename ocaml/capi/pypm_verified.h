@@ -1,4 +1,4 @@
-/* pypm_verified: C API of the verified matcher (format: doc/format.md,
+/* pypm_verified: C API of the verified matcher (format: docs/internals/format.md,
  * VERSION 2: the full calculus, pattern sets as definition tables + roots).
  *
  * Every function returns an error code and never aborts the host process.
@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 /* Error codes. PYPM_E_MALFORMED covers every structural check of
- * doc/format.md (magic, version, counts against the words left, ids and
+ * docs/internals/format.md (magic, version, counts against the words left, ids and
  * values in range, call targets and roots naming definitions, pbinds
  * entries naming parameters, the size limits). PYPM_E_ILL_FORMED: the set
  * is not well-formed (a guard reads a variable its pattern may not bind, an
@@ -21,7 +21,7 @@
 #define PYPM_E_BAD_HANDLE       2  /* unknown or released handle, or wrong kind */
 #define PYPM_E_OUT_OF_RANGE     3  /* root node or pattern (root) index out of range */
 #define PYPM_E_BUFFER_TOO_SMALL 4  /* *out_len is set to the number of words needed */
-#define PYPM_E_ILL_FORMED       5  /* not well-formed (Syntax.wf_defs, see doc/format.md) */
+#define PYPM_E_ILL_FORMED       5  /* not well-formed (Syntax.wf_defs, see docs/internals/format.md) */
 #define PYPM_E_TOO_DEEP         6  /* nesting deeper than MAX_DEPTH */
 #define PYPM_E_NULL             7  /* a required pointer argument is NULL */
 #define PYPM_E_INTERNAL         8  /* an OCaml exception escaped (bug) */
@@ -32,7 +32,7 @@
 #define PYPM_STATUS_NO_MATCH    1
 #define PYPM_STATUS_OUT_OF_FUEL 2
 
-/* Version of the binary format this library reads (doc/format.md). */
+/* Version of the binary format this library reads (docs/internals/format.md). */
 int64_t pypm_format_version(void);
 /* Build id of this library: 64 hex digits, the SHA-256 of the sources it was
  * compiled from (the extracted matcher and the OCaml/C glue; see
@@ -45,7 +45,7 @@ const char *pypm_coq_version(void);
 /* Decode and validate a graph / pattern-set buffer; store a handle. */
 int pypm_graph_load(const int64_t *buf, size_t len, int64_t *handle);
 int pypm_patterns_load(const int64_t *buf, size_t len, int64_t *handle);
-/* Append nodes to a loaded graph in place (doc/format.md, "Graph
+/* Append nodes to a loaded graph in place (docs/internals/format.md, "Graph
  * extension"): the buffer's base must equal the graph's node count; new
  * nodes may refer to any node of the grown graph.  Nodes are only added, so
  * earlier results stay valid.  On error the graph is unchanged. */
@@ -58,7 +58,7 @@ int pypm_release(int64_t handle);
 
 /* Match root `pattern_index` of `patterns` (the definition it names) at node
  * `root` of `graph`, with at most `fuel` machine steps (fuel <= 0: the
- * default, 1<<26): Entry.set_match (doc/correspondence.md). First the
+ * default, 1<<26): Entry.set_match (docs/guarantees/correspondence.md). First the
  * root-operator index: a root that cannot have the node's operator gives
  * PYPM_STATUS_NO_MATCH without running (a proved no, so P(x) = P(x) and
  * P(x) = P(x) || Relu(x) at a MatMul answer NO_MATCH). Otherwise fuel bounds
@@ -73,11 +73,11 @@ int pypm_match(int64_t graph, int64_t patterns, int64_t pattern_index,
                int64_t *out, size_t out_cap, size_t *out_len);
 
 /* Try every root at every node (Entry.set_match_all); store the entries
- * (doc/format.md) as a result handle whose length in words is written to
+ * (docs/internals/format.md) as a result handle whose length in words is written to
  * *result_len. */
 int pypm_match_all(int64_t graph, int64_t patterns, int64_t fuel,
                    int64_t *result, size_t *result_len);
-/* Multi-root patterns (Multi.v, doc/format.md "Multi-root patterns"):
+/* Multi-root patterns (Multi.v, docs/internals/format.md "Multi-root patterns"):
  * `spec` names k roots of `patterns` (sharing the term variables
  * 0..n_params-1 and operator variables 0..n_fparams-1) and a cross-root
  * guard. root >= 0: the first root at node `root`, the others at distinct
@@ -90,7 +90,7 @@ int pypm_match_all(int64_t graph, int64_t patterns, int64_t fuel,
  * root binds) gives PYPM_E_ILL_FORMED. */
 int pypm_match_multi(int64_t graph, int64_t patterns, const int64_t *spec, size_t spec_len,
                      int64_t root, int64_t fuel, int64_t *result, size_t *result_len);
-/* Relay's dominates(parent, path, child) (Dominates.dom_result, doc/format.md
+/* Relay's dominates(parent, path, child) (Dominates.dom_result, docs/internals/format.md
  * "Dominator patterns"). spec: parent, path and child pattern indices of
  * `patterns`, the graph's node count n, then n flag words (bit 0: constant
  * leaf, skipped by the walk; bit 1: output; bit 2: live, its uses count).

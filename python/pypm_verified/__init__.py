@@ -19,7 +19,7 @@ variables (a parameter applied as ``f(...)``), local variables (``pm.var()``,
 ``pm.Op(n_in, n_out)``) and match constraints (``x <= p``); rules
 (``@pm.rule``) rewrite graphs with ``pm.rewrite``.
 
-Layers, one subpackage each (doc/architecture.md): :mod:`.core` (the
+Layers, one subpackage each (docs/internals/architecture.md): :mod:`.core` (the
 calculus, the term graph), :mod:`.dsl` (operators, patterns, rules),
 :mod:`.engines` (verified and reference matchers), :mod:`.rewriting`
 (rules to a fixpoint), :mod:`.torch` (PyTorch programs) and :mod:`.library`
