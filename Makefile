@@ -58,7 +58,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -c requirements/constraints.txt -e '.[test,torch,check,hf,bench]'
+	$(VPY) -m pip install -q -c requirements/constraints.txt -e '.[test,torch,check,hf,bench,docs]'
 	$(VPY) -c 'import torch, transformers; assert torch.__version__.split("+")[0] == "2.13.0", torch.__version__'
 	touch $@
 
@@ -194,6 +194,12 @@ example: deps lib
 .PHONY: pictures
 pictures: venv apt-deps
 	$(VPY) examples/pictures.py
+
+## docs: the documentation site (MkDocs + Material, mkdocs.yml) built offline
+## into build/site (open build/site/index.html); --strict: a warning fails it.
+.PHONY: docs
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 ## paper: paper/paper.md from paper/sections/, docs/guarantees/correspondence.md and bench/results/.
 paper: venv

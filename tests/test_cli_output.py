@@ -200,21 +200,30 @@ def test_unknown_option_points_to_the_subcommands_help(files, capsys):
 
 
 def test_version(capsys):
+    """--version: the package, and the engine's build id (checked against
+    this checkout's sources) and Coq version, or where the library is missing."""
+    import subprocess
+    from pypm_verified import _version
+    from pypm_verified.engines import binding
     code, out, _ = run(["--version"], capsys)
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == f"pypm_verified {importlib.metadata.version('pypm_verified')}"
     assert out.strip() == cli.version_text()
-    from pypm_verified.engines import binding
-    if os.path.isfile(binding.library_path()):
-        assert lines[1] == f"engine library: {os.path.abspath(binding.library_path())}"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if binding.build_info() is not None:
+        assert lines[1] == f"engine build id: {_version.expected_build_id(root)}"
+        coq = subprocess.run(["coqc", "--version"], capture_output=True, text=True)
+        if coq.returncode == 0:
+            assert lines[2].split()[-1] in coq.stdout
+        assert lines[3] == f"engine library: {os.path.abspath(binding.library_path())}"
     else:
-        assert len(lines) == 1
+        assert lines[1].startswith("engine library: ")
 
 
 def test_version_falls_back_to_pyproject(monkeypatch):
     import re
-    from pypm_verified.cli import version
+    from pypm_verified import _version as version
 
     def missing(name):
         raise importlib.metadata.PackageNotFoundError(name)

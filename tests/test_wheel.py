@@ -199,6 +199,11 @@ def test_installed_engine_is_the_clones(venv, clone, tmp_path):
     coq = _run(["coqc", "--version"], tmp_path).stdout
     assert info["coq"] and f"version {info['coq']}" in coq, (info, coq)
     assert info["package"] == _version.package_version()
+    r = _run([venv / "bin" / "pypm-verified", "--version"], tmp_path)
+    assert r.returncode == 0, r.stdout
+    assert r.stdout.splitlines()[:3] == [
+        f"pypm_verified {info['package']}", f"engine build id: {info['engine_build_id']}",
+        f"proofs checked with Coq {info['coq']}"], r.stdout
 
 
 @pytest.fixture(scope="module")
