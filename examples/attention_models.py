@@ -1,4 +1,4 @@
-"""The attention variants of issue 15 on small models with random weights
+"""The attention variants on small models with random weights
 (offline): T5, MPNet, BLOOM, DeBERTa-v2 (with and without its relative
 attention), nn.MultiheadAttention (need_weights=True) and
 nn.TransformerEncoderLayer, rewritten with the attention rules for CUDA

@@ -1,4 +1,4 @@
-"""Attention variants (issue 15): every form scaled_dot_product_attention can
+"""Attention variants: every form scaled_dot_product_attention can
 express is fused, on hand-written modules exported with torch.export and on
 small transformers models with random weights (offline); the forms it
 cannot express are left alone with their reason in the report.

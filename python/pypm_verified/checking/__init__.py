@@ -1,4 +1,4 @@
-"""``check-rules``: are the rewrite rules right? (issue 14)
+"""``check-rules``: are the rewrite rules right?
 
 The matcher is proved; a rewrite is only as correct as its rule. For every
 ``@pm.rule``, :func:`check_rules` generates concrete PyTorch subgraphs from

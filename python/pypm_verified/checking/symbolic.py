@@ -1,5 +1,5 @@
 """Symbolic proofs of rewrites: an index-level semantics of the ATen ops the
-rule library uses, and SMT obligations (z3) over every size (issue 14, item 3).
+rule library uses, and SMT obligations (z3) over every size.
 
 A *structure* is a matched subgraph and its replacement with everything but
 the sizes fixed: the operators, their axis and scalar arguments, the rank
