@@ -521,3 +521,22 @@ Proof.
                 Hwf Hug Hargs Ht Hle) as H.
   unfold answer_of. destruct (match_pattern G D fuel _ _ (body d) t); congruence.
 Qed.
+
+(** Completeness for descending tables: a root that matches declaratively
+    at a node of depth at most [N] (under a substitution of its parameters
+    only) gets a match from [match_root] with [fuel_bound D N] of its body,
+    neither [RNoMatch] ([match_root_fail_sound]) nor [ROutOfFuel]
+    ([match_root_fuel]). *)
+Corollary match_root_fuel_complete : forall G D N fuel r t d σ ψ,
+  wf_defs D = true -> descending D = true -> nth_error D r = Some d ->
+  depth_le G N t -> fuel_bound D N (body d) <= fuel ->
+  (forall x, nparams d <= x -> σ x = None) -> (forall F, nfparams d <= F -> ψ F = None) ->
+  matches G D σ ψ (body d) t ->
+  exists bs fbs, match_root G D fuel r t = RMatch bs fbs.
+Proof.
+  intros G D N fuel r t d σ ψ HD Hdesc Hr Ht Hle Hσ Hψ Hm.
+  destruct (match_root G D fuel r t) as [bs fbs| |] eqn:Ha.
+  - exists bs, fbs. reflexivity.
+  - exfalso. exact (match_root_fail_sound G D fuel r t d HD Hr Ha σ ψ Hσ Hψ Hm).
+  - exfalso. exact (match_root_fuel G D N fuel r t d HD Hdesc Hr Ht Hle Ha).
+Qed.

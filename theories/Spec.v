@@ -280,6 +280,17 @@ Definition S_match_root_fuel : Prop :=
     depth_le G N t -> fuel_bound D N (body d) <= fuel ->
     match_root G D fuel r t <> ROutOfFuel.
 
+(** Completeness: with that fuel, a root that matches declaratively (under
+    a substitution of its parameters only) gets a match, neither "no match"
+    nor "out of fuel". *)
+Definition S_match_root_complete : Prop :=
+  forall G D N fuel r t d σ ψ,
+    wf_defs D = true -> descending D = true -> nth_error D r = Some d ->
+    depth_le G N t -> fuel_bound D N (body d) <= fuel ->
+    (forall x, nparams d <= x -> σ x = None) -> (forall F, nfparams d <= F -> ψ F = None) ->
+    matches G D σ ψ (body d) t ->
+    exists bs fbs, match_root G D fuel r t = RMatch bs fbs.
+
 (** ** Multi-root patterns ([Multi.v]) *)
 
 (** A multi-root match ([pypm_match_multi]): the first root at the visited
@@ -448,6 +459,8 @@ Lemma spec_match_pattern_fuel : S_match_pattern_fuel.
 Proof. intros G D N fuel n m p t HD Hdesc. exact (match_pattern_fuel G D HD Hdesc N fuel n m p t). Qed.
 Lemma spec_match_root_fuel : S_match_root_fuel.
 Proof. exact match_root_fuel. Qed.
+Lemma spec_match_root_complete : S_match_root_complete.
+Proof. exact match_root_fuel_complete. Qed.
 Lemma spec_match_multi_sound : S_match_multi_sound.
 Proof. exact match_multi_sound. Qed.
 Lemma spec_match_multi_fail_sound : S_match_multi_fail_sound.

@@ -58,6 +58,7 @@ Print Assumptions match_root_none_k.
 Print Assumptions cost_sound.
 Print Assumptions match_pattern_fuel.
 Print Assumptions match_root_fuel.
+Print Assumptions match_root_fuel_complete.
 (* multi-root patterns (Multi.v) *)
 Print Assumptions match_multi_sound.
 Print Assumptions match_multi_fail_sound.
@@ -93,6 +94,7 @@ Print Assumptions spec_set_match_correct.
 Print Assumptions spec_set_match_all_correct.
 Print Assumptions spec_match_pattern_fuel.
 Print Assumptions spec_match_root_fuel.
+Print Assumptions spec_match_root_complete.
 Print Assumptions spec_match_multi_sound.
 Print Assumptions spec_match_multi_fail_sound.
 Print Assumptions spec_mmatches_one.
