@@ -212,7 +212,7 @@ def _attn_inputs():
     ({"scale": 0.3}, True),         # any number: passed to SDPA as its scale
     ({"dim": 2}, False),            # softmax over another axis
     ({"dim": -2}, False),
-    ({"tensor_scale": True}, False),  # the scale is a tensor, not a constant
+    ({"tensor_scale": True}, True),  # a 0-d tensor the program holds: a number (its value)
     ({"train_dropout": True}, False),  # dropout at training time is not the identity
 ])
 def test_attention_guards(lib, kw, fires):
