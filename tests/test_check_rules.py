@@ -265,7 +265,8 @@ def test_recursion_unfolds_up_to_the_depth_bound(tmp_path):
             lengths.add(sum(isinstance(a, App) for a in inst.apps))
         assert lengths == set(range(1, bound + 2))
     r = check_rule(p, p.rules[0], examples=20, guards=False)
-    assert r.status == "tested" and r.space["alternates"]["fired"] == 2
+    # relu is defined in the symbolic semantics: relu(relu(x)) = relu(x) is proved
+    assert r.status == "proved" and r.space["alternates"]["fired"] == 2
 
 
 def test_every_alternate_of_attention_is_generated():

@@ -129,8 +129,11 @@ def check_rule(pattern, rule, examples: int = FULL["examples"], seed: int = 0,
     pattern: :class:`~.report.RuleResult` with status "tested" (no
     counterexample in ``examples`` instances the rule fired on), "refuted"
     (a counterexample, shrunk) or "vacuous" (no instance was matched and
-    accepted). At most ``max_attempts`` instances are drawn (default 40 per
-    example, at least 1000: the attention family fires on ~1 in 40). With ``guards``, a tested rule's guards are checked for
+    accepted). At most ``max_attempts`` instances torch accepts are drawn
+    (default 40 per example, at least 1000: the attention family fires on ~1
+    in 40); instances torch rejects (the generator's ill-typed subgraphs, e.g.
+    a multi-output op or a fill tensor of the wrong rank) say nothing of the
+    rule and do not count, up to four times ``max_attempts`` draws in all. With ``guards``, a tested rule's guards are checked for
     necessity, ``per_guard`` violating instances each (``pattern_guards``:
     its pattern's guards too). ``engine``: "verified" or "reference"
     (default: verified when its library is built). With ``symbolic``, every
@@ -158,7 +161,8 @@ def check_rule(pattern, rule, examples: int = FULL["examples"], seed: int = 0,
     cex, reason = None, ""
     fails_in_a_row = 0
     base = os.path.basename(rule.fn.__code__.co_filename) if hasattr(rule, "fn") else "?"
-    while counts["fired"] < examples and counts["generated"] < max_attempts:
+    while (counts["fired"] < examples and counts["generated"] - counts["invalid"] < max_attempts
+           and counts["generated"] < 4 * max_attempts):
         try:
             # a tenth unfiltered: instances the pattern's guards reject, too
             inst = gen.generate(filtered=rng.random() > 0.1)

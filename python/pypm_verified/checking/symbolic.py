@@ -607,7 +607,7 @@ class Evaluator:
             al = _real(alpha)
             sign = 1 if t == aten.add.Tensor else -1
             return sem.pointwise(lambda u, w: u + sign * al * w, V(a), V(b))
-        if t == aten.mul.Tensor:
+        if t in (aten.mul.Tensor, aten.mul.Scalar):  # Scalar: a number, as SDPA's decomposition
             return sem.pointwise(lambda u, w: u * w, *[V(x) for x in _args(n, ("self", "other"))])
         if t == aten.div.Tensor:
             return sem.pointwise(lambda u, w: u / w, *[V(x) for x in _args(n, ("self", "other"))])
