@@ -151,6 +151,8 @@ def ClampMinZero(x):
 
 @pm.rule(ClampMinZero)
 def to_relu(x):
+    # clamp_min(int64 x, 0.0) computes in float (type promotion), relu(x) in int64
+    assert x.dtype in (pm.f32, pm.f64, pm.f16, pm.bf16)
     return Relu(x)
 
 
