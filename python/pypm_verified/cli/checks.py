@@ -296,3 +296,32 @@ def _check_rule_calls(rule) -> None:
             raise UsageError(
                 f"rule {rule.name!r} ({fn.__code__.co_filename}:{start + node.lineno - 1}): "
                 f"operator {op.name} takes {op.arity} argument(s), got {len(node.args)}")
+
+
+def read_example_inputs(args, torch) -> Optional[tuple]:
+    """``--example-inputs``: the tuple it holds (None without it)."""
+    if not args.example_inputs:
+        return None
+    try:
+        example = torch.load(args.example_inputs, weights_only=True)
+    except Exception as e:  # noqa: BLE001 -- torch raises many types
+        import zipfile
+        why = (f"{type(e).__name__}: {_first_line(e)}" if zipfile.is_zipfile(
+            args.example_inputs) else "not a file torch.save wrote (not a zip archive)")
+        raise UsageError(f"--example-inputs {args.example_inputs}: cannot read it as a "
+                         f"torch.save'd tuple of tensors: {why}") from None
+    return tuple(example) if isinstance(example, (list, tuple)) else (example,)
+
+
+def load_program(args, example):
+    """MODEL, loaded and exported (exit 2 if it cannot be): the last check,
+    and the start of the work."""
+    from ..torch.loader import LoadError, load_model
+    try:
+        return load_model(args.model, example, imports=args.imports or (),
+                          allow_pickle=args.allow_pickle)
+    except LoadError as e:
+        raise UsageError(str(e)) from None
+    except Exception as e:  # noqa: BLE001 -- anything torch raises
+        raise UsageError(f"{args.model}: cannot load it: {type(e).__name__}: "
+                         f"{_first_line(e)}") from None

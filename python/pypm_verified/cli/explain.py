@@ -6,7 +6,7 @@ import os
 from typing import Optional
 
 from .checks import (check_engine_library, check_html, check_imports, check_model_path,
-                     check_patterns, load_rule_spec)
+                     check_patterns, load_program, load_rule_spec, read_example_inputs)
 from .exitcodes import EXIT_OK, UsageError
 from .output import _first_line, write_html
 from .logs import log
@@ -102,7 +102,6 @@ def explain_main(args, state: dict) -> int:
     from ..engines.matching import match_all
     from ..torch import kernels  # noqa: F401 -- programs may already use pypm ops
     from ..torch.importer import TermGraph
-    from ..torch.loader import LoadError, load_model
     patterns = _explain_patterns(args.rules)
     hits = [p for p in patterns if p.name == args.pattern] or \
         [p for p in patterns if p.name.lower() == args.pattern.lower()]
@@ -113,22 +112,7 @@ def explain_main(args, state: dict) -> int:
     pat = hits[0]
     check_patterns(patterns, args.engine)
     check_model_path(args.model)
-    example = None
-    if args.example_inputs:
-        try:
-            example = torch.load(args.example_inputs, weights_only=True)
-        except Exception as e:  # noqa: BLE001
-            raise UsageError(f"--example-inputs {args.example_inputs}: cannot read it: "
-                             f"{type(e).__name__}: {_first_line(e)}") from None
-        example = tuple(example) if isinstance(example, (list, tuple)) else (example,)
-    try:
-        prog = load_model(args.model, example, imports=args.imports or (),
-                          allow_pickle=args.allow_pickle)
-    except LoadError as e:
-        raise UsageError(str(e)) from None
-    except Exception as e:  # noqa: BLE001 -- anything torch raises
-        raise UsageError(f"{args.model}: cannot load it: {type(e).__name__}: "
-                         f"{_first_line(e)}") from None
+    prog = load_program(args, read_example_inputs(args, torch))
     from ..torch import dynamic
     # dynamic shapes: as the rewrite does, the engine reads each symbolic size
     # at its example value (else every guard on a size is unknown and nothing

@@ -10,7 +10,8 @@ import types
 from typing import Dict, Optional, Tuple
 
 from .checks import (_same, check_engine_library, check_html, check_imports, check_model_path,
-                     check_patterns, check_rules, check_writable, load_rule_spec)
+                     check_patterns, check_rules, check_writable, load_program,
+                     load_rule_spec, read_example_inputs)
 from .exitcodes import EXIT_NUMERICS, EXIT_OK, RuleFailure, UsageError, exit_code_table
 from .logs import log
 from .output import (_Null, _first_line, _table, load_hint, results_stream, say, write_html,
@@ -272,7 +273,7 @@ def _rewrite(args, state: dict) -> int:
     torch = _require_torch()
     patterns = _load_patterns(args)
     _check_model_inputs(args)
-    example = _read_example_inputs(args, torch)
+    example = read_example_inputs(args, torch)
 
     from rich.console import Console
     quiet = args.verbosity < 0
@@ -281,7 +282,7 @@ def _rewrite(args, state: dict) -> int:
     status = _Null() if quiet else Console(stderr=True).status("loading and exporting",
                                                                spinner="dots")
     with status:
-        prog = _load_program(args, example)
+        prog = load_program(args, example)
         timings["load + export"] = time.perf_counter() - t0
         for w in getattr(prog, "warnings", None) or ():
             log.warning("%s", w)
@@ -406,35 +407,7 @@ def _load_patterns(args) -> list:
     return patterns
 
 
-def _read_example_inputs(args, torch) -> Optional[tuple]:
-    """``--example-inputs``: the tuple it holds (None without it)."""
-    if not args.example_inputs:
-        return None
-    try:
-        example = torch.load(args.example_inputs, weights_only=True)
-    except Exception as e:  # noqa: BLE001 -- torch raises many types
-        import zipfile
-        why = (f"{type(e).__name__}: {_first_line(e)}" if zipfile.is_zipfile(
-            args.example_inputs) else "not a file torch.save wrote (not a zip archive)")
-        raise UsageError(f"--example-inputs {args.example_inputs}: cannot read it as a "
-                         f"torch.save'd tuple of tensors: {why}") from None
-    return tuple(example) if isinstance(example, (list, tuple)) else (example,)
-
-
 # ---- the work
-
-def _load_program(args, example):
-    """MODEL, loaded and exported (exit 2 if it cannot be)."""
-    from ..torch.loader import LoadError, load_model
-    try:
-        return load_model(args.model, example, imports=args.imports or (),
-                          allow_pickle=args.allow_pickle)
-    except LoadError as e:
-        raise UsageError(str(e)) from None
-    except Exception as e:  # noqa: BLE001 -- anything torch raises
-        raise UsageError(f"{args.model}: cannot load it: {type(e).__name__}: "
-                         f"{_first_line(e)}") from None
-
 
 def _recorder(dot):
     """``--html``'s recorder of the driver's events (None without it)."""

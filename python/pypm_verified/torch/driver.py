@@ -1046,16 +1046,8 @@ def rewrite_graph_module(gm, patterns: Sequence[Pattern],
                     check_profitability=check_profitability)
     if ep is None:
         return driver.run()
-    from .pipeline import _add_constants, _weights  # the pipeline's program bookkeeping
-    driver.weights, driver.user_inputs = _weights(ep)
-    report = driver.run()
-    _add_constants(ep, driver)
-    for spec in ep.graph_signature.output_specs:  # outputs that were rewritten
-        arg = getattr(spec, "arg", None)
-        if hasattr(arg, "name"):
-            arg.name = driver.replacement_name(arg.name)
-    ep.validate() if hasattr(ep, "validate") else ep._validate()
-    return report
+    from .pipeline import run_on_program  # the pipeline's program bookkeeping
+    return run_on_program(driver, ep)
 
 
 __all__ = ["Driver", "RewriteError", "RuleContext", "Value", "rewrite_graph_module",

@@ -93,6 +93,17 @@ def rewrite_program(prog: LoadedModel, patterns: Optional[Sequence] = None,
     driver = Driver(ep.graph_module, patterns, engine=engine, target=target,
                     max_iterations=max_iterations, progress=progress,
                     check_profitability=check_profitability, observer=observer, skip=skip)
+    report = run_on_program(driver, ep)
+    changed = report.total > 0 or _renamed_structure(ep.graph_module) != before
+    num, sizes = check_numerics(prog, ep, n_random) if check else (None, ())
+    return Result(ep, report, num, changed, sizes)
+
+
+def run_on_program(driver: Driver, ep) -> RewriteReport:
+    """Run ``driver`` (made on ``ep.graph_module``, rewritten in place) and keep
+    ``ep``'s bookkeeping in step: the rules see its weights and user inputs,
+    constants the rules create join its constants, rewritten outputs keep
+    their names in its signature, and the program is validated."""
     driver.weights, driver.user_inputs = _weights(ep)
     report = driver.run()
     _add_constants(ep, driver)
@@ -101,9 +112,7 @@ def rewrite_program(prog: LoadedModel, patterns: Optional[Sequence] = None,
         if hasattr(arg, "name"):
             arg.name = driver.replacement_name(arg.name)
     ep.validate() if hasattr(ep, "validate") else ep._validate()
-    changed = report.total > 0 or _renamed_structure(ep.graph_module) != before
-    num, sizes = check_numerics(prog, ep, n_random) if check else (None, ())
-    return Result(ep, report, num, changed, sizes)
+    return report
 
 
 def _weights(ep):
