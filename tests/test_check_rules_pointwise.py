@@ -19,6 +19,7 @@ z3 = pytest.importorskip("z3")
 import torch.fx as fx  # noqa: E402
 
 import pypm_verified as pm  # noqa: E402
+from test_symbolic import B  # noqa: E402 -- the graph builder with fake-tensor metadata
 from pypm_verified.checking import check_rule, check_rules  # noqa: E402
 from pypm_verified.checking import symbolic as S  # noqa: E402
 from pypm_verified.library import load_rules  # noqa: E402
@@ -216,26 +217,15 @@ def test_an_identity_beyond_the_definitions_is_unknown_naming_the_primitive():
 
 # ---------------------------------------- definitions against torch itself
 
-class _G:
-    """One-op FX graphs with fake-tensor metadata."""
+class _G(B):
+    """One-op FX graphs over one float64 input ``x`` (``B``: the symbolic
+    tests' graph builder)."""
 
     def __init__(self, shape=(4,), dtype=torch.float64):
-        from torch._subclasses.fake_tensor import FakeTensorMode
-        self.mode = FakeTensorMode()
-        self.g = fx.Graph()
-        self.x = self.g.placeholder("x")
+        super().__init__(x=shape)
+        self.x = self.p["x"]
         self.x.meta["val"] = self.mode.from_tensor(torch.zeros(shape, dtype=dtype))
         self.shape = shape
-
-    def __call__(self, target, *args, **kw):
-        n = self.g.call_function(target, args, kw)
-        fake = fx.node.map_arg((args, kw), lambda a: a.meta["val"])
-        with self.mode:
-            n.meta["val"] = target(*fake[0], **fake[1])
-        return n
-
-    def prove(self, a, b):
-        return S.prove(a, b, {"x": self.shape})
 
 
 _REAL = {"exp": math.exp, "log": math.log, "erf": math.erf, "sqrt": math.sqrt}

@@ -28,17 +28,7 @@ class LinRelu(nn.Module):
         return torch.relu(self.lin(x))
 
 
-NEGNEG_RULES = """import pypm_verified as pm
-from pypm_verified.torch.ops import Neg
-
-@pm.pattern
-def NN(x):
-    return Neg(Neg(x))
-
-@pm.rule(NN)
-def drop_negs(x):
-    return x
-"""
+from test_cli import NEGNEG_RULES  # noqa: E402 -- neg(neg(x)) -> x, the CLI tests' rule
 
 WARNING_RULES = NEGNEG_RULES + """
 import warnings
