@@ -13,22 +13,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("rich")
 
-import torch.nn as nn  # noqa: E402
 
 from pypm_verified import cli  # noqa: E402
 from pypm_verified.cli import main  # noqa: E402
 
 
-class LinRelu(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(8, 8)
-
-    def forward(self, x):
-        return torch.relu(self.lin(x))
 
 
-from test_cli import NEGNEG_RULES  # noqa: E402 -- neg(neg(x)) -> x, the CLI tests' rule
+from test_cli import NEGNEG_RULES, LinRelu  # noqa: E402 -- the CLI tests' rule and model
 
 WARNING_RULES = NEGNEG_RULES + """
 import warnings

@@ -129,6 +129,18 @@ def _sympy_namespace() -> frozenset:
     return frozenset(n for n in dir(sympy) if not n.startswith("_"))
 
 
+def _expression(text):
+    """``text`` parsed as one Python expression (never run), or why it is not one."""
+    if not isinstance(text, str):
+        return "not a string"
+    if len(text) > 100_000:
+        return "longer than 100000 characters"
+    try:
+        return ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return "not an expression"
+
+
 @functools.lru_cache(maxsize=4096)
 def sym_expr_problem(text: str) -> Optional[str]:
     """None when ``text`` is a size expression as torch writes it (sympy's
@@ -136,14 +148,9 @@ def sym_expr_problem(text: str) -> Optional[str]:
     Symbol('s77', positive=True, integer=True))``, ``2*s0 + 1``,
     ``FloorDiv(s0, 2)``); otherwise why not. ``sympy.sympify`` evaluates its
     text as Python, so nothing else may reach it."""
-    if not isinstance(text, str):
-        return "not a string"
-    if len(text) > 100_000:
-        return "longer than 100000 characters"
-    try:
-        tree = ast.parse(text, mode="eval")
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return "not an expression"
+    tree = _expression(text)
+    if isinstance(tree, str):
+        return tree
     calls = _sympy_call_names()
     sympy_names = _sympy_namespace()
 
@@ -243,14 +250,9 @@ def guard_problem(text: str) -> Optional[str]:
     (``L['y'].size()[0] == (2*L['x'].size()[0])``: comparisons and
     arithmetic of input sizes, strides and the functions of torch's sympy
     interpreter); otherwise why not. ``ep.module()`` ``exec``\\ s it."""
-    if not isinstance(text, str):
-        return "not a string"
-    if len(text) > 100_000:
-        return "longer than 100000 characters"
-    try:
-        tree = ast.parse(text, mode="eval")
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return "not an expression"
+    tree = _expression(text)
+    if isinstance(tree, str):
+        return tree
     names = _guard_names()
 
     def callee_ok(f) -> bool:
