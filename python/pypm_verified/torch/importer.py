@@ -37,7 +37,7 @@ import torch.fx as fx
 from .. import core
 from ..core.graph import Graph, Node
 from ..dsl.operators import Op
-from .targets import label_for
+from .targets import label_for, make_fn
 # the declared ATen operators (MatMul, Softmax, ...) are bound before any graph
 # is imported: a target seen first would get an operator of its own, made on
 # first sight, that the library's patterns (declared later) never match
@@ -55,20 +55,11 @@ _list_ops: Dict[int, Op] = {}
 _opaque_ops: Dict[tuple, Op] = {}
 
 
-def _make_fn(name: str, n: int):
-    params = ", ".join(f"a{i}" for i in range(n))
-    ns: dict = {}
-    exec(f"def f({params}):\n    return 1\n", ns)  # noqa: S102 -- a function of arity n
-    fn = ns["f"]
-    fn.__name__ = fn.__qualname__ = name
-    return fn
-
-
 def list_op(n: int) -> Op:
     """The operator of lists of ``n`` elements some of which are tensors."""
     op = _list_ops.get(n)
     if op is None:
-        op = _list_ops[n] = Op(_make_fn(f"list{n}", n))
+        op = _list_ops[n] = Op(make_fn(f"list{n}", n))
     return op
 
 
@@ -88,7 +79,7 @@ def _opaque_op(target, n: int) -> Op:
     op = _opaque_ops.get(key)
     if op is None:
         name = getattr(target, "__name__", None) or repr(target)
-        op = _opaque_ops[key] = Op(_make_fn(f"opaque:{name}", n))
+        op = _opaque_ops[key] = Op(make_fn(f"opaque:{name}", n))
     return op
 
 

@@ -70,7 +70,9 @@ def _schema_arity(target) -> Optional[int]:
     return None if schema is None else len(schema.arguments)
 
 
-def _make_fn(name: str, n: int):
+def make_fn(name: str, n: int):
+    """A plain function called ``name`` of ``n`` parameters returning 1: an
+    operator's signature for ``Op``."""
     ns: dict = {}
     exec(f"def f({', '.join(f'a{i}' for i in range(n))}):\n    return 1\n", ns)  # noqa: S102
     fn = ns["f"]
@@ -250,7 +252,7 @@ def _check_class(o: Op, bound) -> None:
 
 def _auto_label(target, op_class, where: str) -> Op:
     n = _schema_arity(target)
-    lab = Op(_make_fn(str(target), 2 if n is None else n))  # operator.getitem: 2
+    lab = Op(make_fn(str(target), 2 if n is None else n))  # operator.getitem: 2
     lab.op_class = op_class
     lab.torch_targets = (target,)
     lab.labels = (lab.symbol,)
