@@ -493,3 +493,46 @@ Proof.
 Qed.
 Lemma spec_match_multi_idx_fail_sound : S_match_multi_idx_fail_sound.
 Proof. exact match_multi_idx_fail_sound. Qed.
+
+(** ** The rewrite step ([Rewrite.v])
+
+    The firing [replace g fs] (each root's uses redirected to its
+    replacement, dead nodes dropped, the rest renumbered in order) on term
+    graphs [tgraph], denoted by [denote] under an abstract interpretation
+    [interp] of the labels; and the validator [validate] the library runs
+    on each driver pass ([pypm_validate_rewrite]). *)
+
+From PyPM Require Import Rewrite.
+
+(** The result of a firing is well formed, and its outputs are the old ones
+    or their replacements ([origin] names the node of the redirected graph
+    that a node of the result keeps). *)
+Definition S_rewrite_wf : Prop :=
+  forall g fs, wf_tgraph g -> firings_ok g fs ->
+  wf_tgraph (replace g fs) /\
+  map (origin g fs) (touts (replace g fs)) = map (rep_of fs) (touts g) /\
+  (forall o, In o (touts g) -> rep_of fs o = o \/ In (o, rep_of fs o) fs).
+
+(** Congruence: if every replacement denotes what its root denoted, the
+    outputs of the result denote what the old outputs did. *)
+Definition S_rewrite_denote : Prop :=
+  forall V (interp : nat -> list V -> V) (dflt : V) g fs,
+  wf_tgraph g -> firings_ok g fs ->
+  (forall r p, In (r, p) fs -> dnode V interp dflt g p = dnode V interp dflt g r) ->
+  denote V interp dflt (replace g fs) = denote V interp dflt g.
+
+(** The validator is sound: when it accepts, every output of [after]
+    denotes what the same output of [before] did, given that each firing's
+    replacement (in [after]) denotes what its root (in [before]) did. *)
+Definition S_validate_rewrite_sound : Prop :=
+  forall V (interp : nat -> list V -> V) (dflt : V) before after fs mp,
+  validate before after fs mp = None ->
+  (forall r p, In (r, p) fs -> dnode V interp dflt after p = dnode V interp dflt before r) ->
+  denote V interp dflt after = denote V interp dflt before.
+
+Lemma spec_rewrite_wf : S_rewrite_wf.
+Proof. exact replace_wf. Qed.
+Lemma spec_rewrite_denote : S_rewrite_denote.
+Proof. intros V interp dflt. exact (replace_denote V interp dflt). Qed.
+Lemma spec_validate_rewrite_sound : S_validate_rewrite_sound.
+Proof. intros V interp dflt. exact (validate_sound V interp dflt). Qed.

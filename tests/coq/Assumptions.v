@@ -115,3 +115,7 @@ Print Assumptions dom_parent_correct.
 Print Assumptions dom_check_sound.
 Print Assumptions dom_core_correct.
 Print Assumptions dom_all_correct.
+(* the rewrite step and its validator (Rewrite.v) *)
+Print Assumptions spec_rewrite_wf.
+Print Assumptions spec_rewrite_denote.
+Print Assumptions spec_validate_rewrite_sound.

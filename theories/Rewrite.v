@@ -1,0 +1,677 @@
+(** * Rewrite: the firing of a rewrite on a term graph, and its validator
+
+    The matcher ([Entry.v], [Multi.v]) says where a rule matches; the step
+    that then changes the user's model is a graph rewrite: each matched root
+    is replaced by a replacement node, its uses are redirected, and dead
+    nodes are dropped. This file models that step and proves it correct
+    over an abstract semantics, and gives the checker [validate] the
+    library runs on every pass of a driver (the driver's before and after
+    graphs, its firings and the renaming between them).
+
+    A term graph [tgraph] is a list of nodes (a label and the indices of its
+    arguments) in topological order and a list of output indices. Its
+    denotation is computed left to right under an abstract interpretation
+    [interp : nat -> list V -> V] of the labels (nullary labels model the
+    inputs, parameters and constants; the driver interns one label per
+    operator and non-node arguments).
+
+    [replace g fs] fires [fs], a list of (root, replacement) pairs (one pair
+    for a single-root rule, several for a multi-root one): the replacement
+    nodes are already in [g], each placed before its root (as a driver
+    inserts them before the root), so redirecting the root's uses keeps the
+    topological order; then the nodes no output reaches are dropped and the
+    rest renumbered in order.
+
+    [validate before after fs map] decides whether [after] is [before] with
+    [fs] fired, up to the renaming [map] (after node -> before node, [None]
+    for a new node); the conditions and reason codes are those of the C
+    entry point [pypm_validate_rewrite] (docs/internals/format.md). It reads
+    the node tables through AVL maps built once, O(n log n) in all. *)
+
+From Coq Require Import List Bool Arith Lia.
+From PyPM Require Import Subst.
+Import ListNotations.
+
+Record tnode := mkTNode { tlabel : nat; targs : list nat }.
+Record tgraph := mkTGraph { tnodes : list tnode; touts : list nat }.
+
+Definition tnode0 : tnode := mkTNode 0 [].
+Definition tnode_at (g : tgraph) (i : nat) : tnode := nth i (tnodes g) tnode0.
+
+(** Well formed: every argument of node [i] is a node before [i] (so the
+    graph is acyclic), and every output is a node. *)
+Definition wf_tgraph (g : tgraph) : Prop :=
+  (forall i a, i < length (tnodes g) -> In a (targs (tnode_at g i)) -> a < i) /\
+  (forall o, In o (touts g) -> o < length (tnodes g)).
+
+(** ** Denotation *)
+Section Denote.
+  Variable V : Type.
+  Variable interp : nat -> list V -> V.
+  Variable dflt : V.
+
+  (** The values of the nodes, left to right: node [i] is its label applied
+      to the values of its arguments, computed before it. *)
+  Fixpoint dvals_from (env : list V) (ns : list tnode) : list V :=
+    match ns with
+    | [] => env
+    | n :: ns' =>
+        dvals_from (env ++ [interp (tlabel n) (map (fun a => nth a env dflt) (targs n))]) ns'
+    end.
+
+  Definition dnode (g : tgraph) (i : nat) : V := nth i (dvals_from [] (tnodes g)) dflt.
+  Definition denote (g : tgraph) : list V := map (dnode g) (touts g).
+
+  Lemma skipn_nth_cons : forall A (l : list A) i d, i < length l ->
+    skipn i l = nth i l d :: skipn (S i) l.
+  Proof.
+    intros A l. induction l as [|x l IH]; intros [|i] d Hi; simpl in *; try lia; auto.
+    apply IH. lia.
+  Qed.
+
+  Lemma dvals_from_app : forall ns1 ns2 env,
+    dvals_from env (ns1 ++ ns2) = dvals_from (dvals_from env ns1) ns2.
+  Proof. induction ns1; intros; simpl; auto. Qed.
+
+  Lemma dvals_from_prefix : forall ns env, exists s, dvals_from env ns = env ++ s.
+  Proof.
+    induction ns; intros; simpl.
+    - exists []. now rewrite app_nil_r.
+    - destruct (IHns (env ++ [interp (tlabel a) (map (fun a0 => nth a0 env dflt) (targs a))]))
+        as [s Hs].
+      rewrite Hs, <- app_assoc. eauto.
+  Qed.
+
+  Lemma dvals_from_length : forall ns env,
+    length (dvals_from env ns) = length env + length ns.
+  Proof.
+    induction ns; intros; simpl; [lia|]. rewrite IHns, app_length. simpl. lia.
+  Qed.
+
+  (** The defining equation of a node's value, in a well-formed graph. *)
+  Lemma dnode_eq : forall g i,
+    (forall a, In a (targs (tnode_at g i)) -> a < i) -> i < length (tnodes g) ->
+    dnode g i = interp (tlabel (tnode_at g i)) (map (dnode g) (targs (tnode_at g i))).
+  Proof.
+    intros g i Ha Hi. unfold dnode, tnode_at.
+    set (ns := tnodes g) in *.
+    assert (Hs : ns = firstn i ns ++ nth i ns tnode0 :: skipn (S i) ns).
+    { rewrite <- (firstn_skipn i ns) at 1. f_equal.
+      apply skipn_nth_cons. exact Hi. }
+    assert (Hlen : length (firstn i ns) = i) by (rewrite firstn_length; lia).
+    set (pre := dvals_from [] (firstn i ns)).
+    assert (Hpl : length pre = i) by (unfold pre; rewrite dvals_from_length; simpl; lia).
+    set (v := interp (tlabel (nth i ns tnode0)) (map (fun a => nth a pre dflt) (targs (nth i ns tnode0)))).
+    assert (Hall : dvals_from [] ns = dvals_from (pre ++ [v]) (skipn (S i) ns)).
+    { rewrite Hs at 1. rewrite dvals_from_app. reflexivity. }
+    destruct (dvals_from_prefix (skipn (S i) ns) (pre ++ [v])) as [s Hsuf].
+    rewrite Hall, Hsuf, <- app_assoc.
+    rewrite app_nth2 by lia. rewrite Hpl, Nat.sub_diag. simpl.
+    unfold v. f_equal. apply map_ext_in. intros a Hin.
+    specialize (Ha a Hin). rewrite app_nth1 by lia. reflexivity.
+  Qed.
+End Denote.
+
+(** ** The firing *)
+
+(** The replacement of [a] if it is a fired root (the first pair names it),
+    else [a] itself. *)
+Definition rep_of (fs : list (nat * nat)) (a : nat) : nat :=
+  match find (fun p => Nat.eqb (fst p) a) fs with Some (_, r) => r | None => a end.
+
+Lemma rep_of_cases : forall fs a, rep_of fs a = a \/ In (a, rep_of fs a) fs.
+Proof.
+  intros fs a. unfold rep_of.
+  destruct (find (fun p => Nat.eqb (fst p) a) fs) as [[r q]|] eqn:E; [|auto].
+  right. destruct (find_some _ _ E) as [Hin Heq]. simpl in Heq.
+  apply Nat.eqb_eq in Heq. subst. exact Hin.
+Qed.
+
+(** Redirect every use (argument or output) of a fired root to its replacement. *)
+Definition redirect (fs : list (nat * nat)) (g : tgraph) : tgraph :=
+  mkTGraph (map (fun n => mkTNode (tlabel n) (map (rep_of fs) (targs n))) (tnodes g))
+           (map (rep_of fs) (touts g)).
+
+(** The live nodes: marked from the outputs by one sweep from the last node
+    down (the arguments of a node come before it). *)
+Fixpoint sweep (ns : list tnode) (k : nat) (m : nat -> bool) : nat -> bool :=
+  match k with
+  | 0 => m
+  | S k' =>
+      let m' := if m k' then (fun i => m i || existsb (Nat.eqb i) (targs (nth k' ns tnode0))) else m in
+      sweep ns k' m'
+  end.
+
+Definition live (g : tgraph) : nat -> bool :=
+  sweep (tnodes g) (length (tnodes g)) (fun i => existsb (Nat.eqb i) (touts g)).
+
+(** The new index of a kept node: the number of live nodes before it. *)
+Definition renum (L : nat -> bool) (k : nat) : nat := length (filter L (seq 0 k)).
+
+(** Drop the dead nodes and renumber the rest in order. *)
+Definition prune (g : tgraph) : tgraph :=
+  let L := live g in
+  mkTGraph (map (fun k => mkTNode (tlabel (tnode_at g k)) (map (renum L) (targs (tnode_at g k))))
+                (filter L (seq 0 (length (tnodes g)))))
+           (map (renum L) (touts g)).
+
+(** The firing. *)
+Definition replace (g : tgraph) (fs : list (nat * nat)) : tgraph := prune (redirect fs g).
+
+(** The node of [redirect fs g] that node [p] of [replace g fs] keeps. *)
+Definition origin (g : tgraph) (fs : list (nat * nat)) (p : nat) : nat :=
+  let g' := redirect fs g in nth p (filter (live g') (seq 0 (length (tnodes g')))) 0.
+
+(** The firings a driver may apply: each root a node, each replacement placed
+    before its root. *)
+Definition firings_ok (g : tgraph) (fs : list (nat * nat)) : Prop :=
+  forall r p, In (r, p) fs -> p < r /\ r < length (tnodes g).
+
+(** *** Proofs about the firing *)
+
+Lemma rep_of_le : forall g fs a, firings_ok g fs -> rep_of fs a <= a.
+Proof.
+  intros g fs a Hf. destruct (rep_of_cases fs a) as [E|E]; [lia|].
+  destruct (Hf _ _ E). lia.
+Qed.
+
+Lemma redirect_length : forall fs g, length (tnodes (redirect fs g)) = length (tnodes g).
+Proof. intros. simpl. apply map_length. Qed.
+
+Lemma redirect_at : forall fs g i, i < length (tnodes g) ->
+  tnode_at (redirect fs g) i = mkTNode (tlabel (tnode_at g i)) (map (rep_of fs) (targs (tnode_at g i))).
+Proof.
+  intros fs g i Hi. unfold tnode_at. simpl.
+  rewrite nth_indep with (d' := mkTNode (tlabel tnode0) (map (rep_of fs) (targs tnode0)))
+    by (rewrite map_length; exact Hi).
+  exact (map_nth (fun n => mkTNode (tlabel n) (map (rep_of fs) (targs n))) (tnodes g) tnode0 i).
+Qed.
+
+Lemma redirect_wf : forall g fs, wf_tgraph g -> firings_ok g fs -> wf_tgraph (redirect fs g).
+Proof.
+  intros g fs [Hn Ho] Hf. split.
+  - intros i a Hi Ha. rewrite redirect_length in Hi. rewrite redirect_at in Ha by exact Hi.
+    simpl in Ha. apply in_map_iff in Ha as [b [<- Hb]].
+    pose proof (rep_of_le g fs b Hf). specialize (Hn i b Hi Hb). lia.
+  - intros o Ho'. rewrite redirect_length. simpl in Ho'.
+    apply in_map_iff in Ho' as [b [<- Hb]]. pose proof (rep_of_le g fs b Hf).
+    specialize (Ho b Hb). lia.
+Qed.
+
+Lemma sweep_mono : forall ns k m i, m i = true -> sweep ns k m i = true.
+Proof.
+  induction k; intros m i H; simpl; auto. apply IHk.
+  destruct (m k); auto. now rewrite H.
+Qed.
+
+Lemma existsb_eqb_false : forall i l, (forall a, In a l -> a < i) -> existsb (Nat.eqb i) l = false.
+Proof.
+  intros i l H. apply not_true_is_false. intro E. apply existsb_exists in E as [a [Ha E]].
+  apply Nat.eqb_eq in E. subst. specialize (H a Ha). lia.
+Qed.
+
+Lemma sweep_closed : forall g k m,
+  (forall i a, i < length (tnodes g) -> In a (targs (tnode_at g i)) -> a < i) ->
+  (forall j a, k <= j -> j < length (tnodes g) -> m j = true -> In a (targs (tnode_at g j)) -> m a = true) ->
+  forall j a, j < length (tnodes g) -> sweep (tnodes g) k m j = true ->
+  In a (targs (tnode_at g j)) -> sweep (tnodes g) k m a = true.
+Proof.
+  intros g k. induction k; intros m Hwf Hinv j a Hj Hm Ha.
+  - simpl in *. apply (Hinv j a); auto. lia.
+  - simpl in *. apply (IHk _ Hwf) with (j := j); auto.
+    clear j a Hj Hm Ha. intros j a Hkj Hj Hm Ha.
+    destruct (m k) eqn:Mk.
+    + destruct (Nat.eq_dec j k) as [->|Hne].
+      * apply orb_true_intro. right. apply existsb_exists. exists a. split; [exact Ha|].
+        apply Nat.eqb_refl.
+      * assert (Hjk : k < j) by lia.
+        rewrite (existsb_eqb_false j) in Hm.
+        2:{ intros b Hb. unfold tnode_at in Hwf. specialize (Hwf k b ltac:(lia) Hb). lia. }
+        rewrite orb_false_r in Hm. rewrite (Hinv j a ltac:(lia) Hj Hm Ha). reflexivity.
+    + destruct (Nat.eq_dec j k) as [->|Hne]; [congruence|].
+      apply (Hinv j a); auto. lia.
+Qed.
+
+Lemma live_closed : forall g, wf_tgraph g ->
+  forall j a, j < length (tnodes g) -> live g j = true -> In a (targs (tnode_at g j)) -> live g a = true.
+Proof.
+  intros g [Hn _] j a Hj Hl Ha. unfold live in *.
+  apply (sweep_closed g _ _ Hn) with (j := j); auto. intros. lia.
+Qed.
+
+Lemma live_out : forall g o, In o (touts g) -> live g o = true.
+Proof.
+  intros g o Ho. unfold live. apply sweep_mono. apply existsb_exists. exists o.
+  split; [exact Ho | apply Nat.eqb_refl].
+Qed.
+
+Lemma filter_seq_nth : forall L n p, p < length (filter L (seq 0 n)) ->
+  let k := nth p (filter L (seq 0 n)) 0 in k < n /\ L k = true /\ renum L k = p.
+Proof.
+  intros L n. induction n; intros p Hp; cbv zeta in *; [simpl in Hp; lia|].
+  rewrite seq_S, filter_app in *. rewrite app_length in Hp.
+  destruct (Nat.lt_ge_cases p (length (filter L (seq 0 n)))) as [Hlt|Hge].
+  - rewrite app_nth1 by exact Hlt. destruct (IHn p Hlt) as (H1 & H2 & H3). auto.
+  - simpl filter in *. destruct (L n) eqn:Ln; simpl length in Hp; [|lia].
+    assert (p = length (filter L (seq 0 n))) by lia. subst p.
+    rewrite app_nth2 by lia. rewrite Nat.sub_diag. simpl nth. auto.
+Qed.
+
+Lemma renum_nth : forall L n k, k < n -> L k = true ->
+  nth (renum L k) (filter L (seq 0 n)) 0 = k /\ renum L k < length (filter L (seq 0 n)).
+Proof.
+  intros L n k Hk Lk. unfold renum.
+  replace n with (k + S (n - S k)) by lia.
+  rewrite seq_app, filter_app. simpl. rewrite Lk. simpl.
+  rewrite app_nth2 by lia. rewrite Nat.sub_diag. simpl.
+  rewrite app_length. simpl. split; [reflexivity | lia].
+Qed.
+
+Lemma renum_lt : forall L a k, a < k -> L a = true -> renum L a < renum L k.
+Proof.
+  intros L a k Hak La. unfold renum.
+  replace k with (a + S (k - S a)) by lia.
+  rewrite seq_app, filter_app, app_length. simpl. rewrite La. simpl. lia.
+Qed.
+
+Lemma prune_length : forall g, length (tnodes (prune g)) = length (filter (live g) (seq 0 (length (tnodes g)))).
+Proof. intros. simpl. apply map_length. Qed.
+
+Lemma prune_at : forall g p, p < length (tnodes (prune g)) ->
+  let k := nth p (filter (live g) (seq 0 (length (tnodes g)))) 0 in
+  tnode_at (prune g) p = mkTNode (tlabel (tnode_at g k)) (map (renum (live g)) (targs (tnode_at g k))).
+Proof.
+  intros g p Hp k. unfold tnode_at at 1. simpl. rewrite prune_length in Hp.
+  rewrite nth_indep with (d' := mkTNode (tlabel (tnode_at g 0)) (map (renum (live g)) (targs (tnode_at g 0))))
+    by (rewrite map_length; exact Hp).
+  exact (map_nth (fun k => mkTNode (tlabel (tnode_at g k)) (map (renum (live g)) (targs (tnode_at g k))))
+           (filter (live g) (seq 0 (length (tnodes g)))) 0 p).
+Qed.
+
+Lemma prune_wf : forall g, wf_tgraph g -> wf_tgraph (prune g).
+Proof.
+  intros g Hw. pose proof Hw as [Hn Ho]. split.
+  - intros p a' Hp Ha'. rewrite prune_at in Ha' by exact Hp. simpl in Ha'.
+    rewrite prune_length in Hp. destruct (filter_seq_nth (live g) _ p Hp) as (Hk & Lk & Rk).
+    set (k := nth p (filter (live g) (seq 0 (length (tnodes g)))) 0) in *.
+    apply in_map_iff in Ha' as [a [<- Ha]].
+    rewrite <- Rk. apply renum_lt; [exact (Hn k a Hk Ha)|].
+    exact (live_closed g Hw k a Hk Lk Ha).
+  - intros o' Ho'. simpl in Ho'. apply in_map_iff in Ho' as [o [<- Hoo]].
+    rewrite prune_length. pose proof (Ho o Hoo).
+    exact (proj2 (renum_nth (live g) (length (tnodes g)) o ltac:(lia) (live_out g o Hoo))).
+Qed.
+
+Theorem replace_wf : forall g fs, wf_tgraph g -> firings_ok g fs ->
+  wf_tgraph (replace g fs) /\
+  map (origin g fs) (touts (replace g fs)) = map (rep_of fs) (touts g) /\
+  (forall o, In o (touts g) -> rep_of fs o = o \/ In (o, rep_of fs o) fs).
+Proof.
+  intros g fs Hw Hf. pose proof (redirect_wf g fs Hw Hf) as Hw'. split; [exact (prune_wf _ Hw')|].
+  split; [|intros; apply rep_of_cases].
+  set (g' := redirect fs g).
+  assert (Hto : touts g' = map (rep_of fs) (touts g)) by reflexivity.
+  unfold replace, origin, prune. fold g'. cbn [touts]. rewrite Hto, !map_map.
+  apply map_ext_in. intros o Ho.
+  assert (Ho' : In (rep_of fs o) (touts g')) by (rewrite Hto; apply in_map; exact Ho).
+  destruct Hw' as [_ Hout].
+  exact (proj1 (renum_nth (live g') _ _ (Hout _ Ho') (live_out g' _ Ho'))).
+Qed.
+
+Section DenoteFiring.
+  Variable V : Type.
+  Variable interp : nat -> list V -> V.
+  Variable dflt : V.
+  Notation dn := (dnode V interp dflt).
+
+  Lemma redirect_dnode : forall g fs, wf_tgraph g -> firings_ok g fs ->
+    (forall r p, In (r, p) fs -> dn g p = dn g r) ->
+    forall i, i < length (tnodes g) -> dn (redirect fs g) i = dn g i.
+  Proof.
+    intros g fs Hw Hf Hrep. pose proof (redirect_wf g fs Hw Hf) as Hw'.
+    intro i. induction i as [i IH] using lt_wf_ind. intro Hi.
+    destruct Hw as [Hn Ho]. destruct Hw' as [Hn' _].
+    assert (Hi' : i < length (tnodes (redirect fs g))) by (rewrite redirect_length; exact Hi).
+    rewrite (dnode_eq V interp dflt (redirect fs g) i (fun a => Hn' i a Hi') Hi').
+    rewrite (dnode_eq V interp dflt g i (fun a => Hn i a Hi) Hi).
+    rewrite redirect_at by exact Hi. simpl. rewrite map_map. f_equal.
+    apply map_ext_in. intros a Ha. pose proof (Hn i a Hi Ha).
+    pose proof (rep_of_le g fs a Hf).
+    rewrite IH by lia. destruct (rep_of_cases fs a) as [E|E].
+    - now rewrite E.
+    - apply Hrep. exact E.
+  Qed.
+
+  Lemma prune_dnode : forall g, wf_tgraph g ->
+    forall k, k < length (tnodes g) -> live g k = true ->
+    dn (prune g) (renum (live g) k) = dn g k.
+  Proof.
+    intros g Hw. pose proof (prune_wf g Hw) as [Hn' _]. pose proof Hw as [Hn _].
+    intro k. induction k as [k IH] using lt_wf_ind. intros Hk Lk.
+    destruct (renum_nth (live g) _ k Hk Lk) as [Hnth Hlt].
+    rewrite <- prune_length in Hlt.
+    rewrite (dnode_eq V interp dflt (prune g) _ (fun a => Hn' _ a Hlt) Hlt).
+    rewrite (dnode_eq V interp dflt g k (fun a => Hn k a Hk) Hk).
+    rewrite prune_at by exact Hlt. simpl. rewrite Hnth. rewrite map_map. f_equal.
+    apply map_ext_in. intros a Ha. apply IH; [exact (Hn k a Hk Ha) | pose proof (Hn k a Hk Ha); lia |].
+    exact (live_closed g Hw k a Hk Lk Ha).
+  Qed.
+
+  Theorem replace_denote : forall g fs, wf_tgraph g -> firings_ok g fs ->
+    (forall r p, In (r, p) fs -> dn g p = dn g r) ->
+    denote V interp dflt (replace g fs) = denote V interp dflt g.
+  Proof.
+    intros g fs Hw Hf Hrep. pose proof (redirect_wf g fs Hw Hf) as Hw'.
+    set (g' := redirect fs g).
+    assert (Hto : touts g' = map (rep_of fs) (touts g)) by reflexivity.
+    assert (Htp : touts (prune g') = map (renum (live g')) (touts g')) by reflexivity.
+    unfold denote, replace. fold g'. rewrite Htp, Hto, !map_map.
+    apply map_ext_in. intros o Ho.
+    assert (Ho' : In (rep_of fs o) (touts g')) by (rewrite Hto; apply in_map; exact Ho).
+    pose proof Hw' as [_ Hout]. pose proof (Hout _ Ho') as Hlt.
+    rewrite (prune_dnode g' Hw' _ Hlt (live_out g' _ Ho')).
+    rewrite redirect_length in Hlt.
+    unfold g'. rewrite (redirect_dnode g fs Hw Hf Hrep _ Hlt).
+    destruct (rep_of_cases fs o) as [E|E]; [now rewrite E | exact (Hrep _ _ E)].
+  Qed.
+End DenoteFiring.
+
+(** ** The validator *)
+
+(** The reason codes of [pypm_validate_rewrite]. *)
+Definition R_BEFORE := 1.
+Definition R_AFTER := 2.
+Definition R_FIRING := 3.
+Definition R_MAP := 4.
+Definition R_NODE := 5.
+Definition R_ARG := 6.
+Definition R_OUTPUT := 7.
+Definition R_DEAD := 8.
+
+(** A rejection: a reason code and the index it concerns ([None]: the
+    output counts differ, -1 in the C API). *)
+Definition reject := (nat * option nat)%type.
+
+(** The table [i -> x_i] of a list, built once (tail recursive). *)
+Fixpoint table_from {A} (i : nat) (l : list A) (m : VarMap.t A) : VarMap.t A :=
+  match l with [] => m | x :: l' => table_from (S i) l' (VarMap.add i x m) end.
+
+(** The first node [i + k] with an argument not before it. *)
+Fixpoint bad_node (i : nat) (ns : list tnode) : option nat :=
+  match ns with
+  | [] => None
+  | n :: ns' => if forallb (fun a => Nat.ltb a i) (targs n) then bad_node (S i) ns' else Some i
+  end.
+
+(** The first output position [j + k] out of range. *)
+Fixpoint bad_out (n j : nat) (os : list nat) : option nat :=
+  match os with
+  | [] => None
+  | o :: os' => if Nat.ltb o n then bad_out n (S j) os' else Some j
+  end.
+
+Definition check_wf (code : nat) (g : tgraph) : option reject :=
+  match bad_node 0 (tnodes g) with
+  | Some i => Some (code, Some i)
+  | None =>
+      match bad_out (length (tnodes g)) 0 (touts g) with
+      | Some j => Some (code, Some (length (tnodes g) + j))
+      | None => None
+      end
+  end.
+
+(** Firings: roots in range and distinct, replacements in range. *)
+Fixpoint bad_firing (nb na f : nat) (fs : list (nat * nat)) (seen : VarMap.t unit) : option nat :=
+  match fs with
+  | [] => None
+  | (r, p) :: fs' =>
+      if Nat.ltb r nb && Nat.ltb p na && negb (VarMap.mem r seen)
+      then bad_firing nb na (S f) fs' (VarMap.add r tt seen) else Some f
+  end.
+
+(** The map: entries in range, injective, never a fired root. *)
+Fixpoint bad_map (nb : nat) (F : VarMap.t nat) (h : nat) (mp : list (option nat))
+    (seen : VarMap.t unit) : option nat :=
+  match mp with
+  | [] => None
+  | None :: mp' => bad_map nb F (S h) mp' seen
+  | Some g :: mp' =>
+      if Nat.ltb g nb && negb (VarMap.mem g seen) && negb (VarMap.mem g F)
+      then bad_map nb F (S h) mp' (VarMap.add g tt seen) else Some h
+  end.
+
+(** An after argument (or output) [ah] stands for the before one [ag]: the
+    replacement if [ag] was fired, else its image under the map. *)
+Definition arg_ok (F : VarMap.t nat) (MT : VarMap.t (option nat)) (ah ag : nat) : bool :=
+  match VarMap.find ag F with
+  | Some p => Nat.eqb ah p
+  | None => match VarMap.find ah MT with Some (Some g) => Nat.eqb g ag | _ => false end
+  end.
+
+(** The first position [j + k] where the lists differ under [arg_ok]. *)
+Fixpoint bad_pair F MT (j : nat) (ahs ags : list nat) : option nat :=
+  match ahs, ags with
+  | [], [] => None
+  | ah :: ahs', ag :: ags' => if arg_ok F MT ah ag then bad_pair F MT (S j) ahs' ags' else Some j
+  | _, _ => Some j
+  end.
+
+(** Each mapped after node against its before node. *)
+Fixpoint bad_mapped (BT : VarMap.t tnode) F MT (h : nat) (ns : list tnode) (mp : list (option nat))
+    : option reject :=
+  match ns, mp with
+  | n :: ns', Some g :: mp' =>
+      match VarMap.find g BT with
+      | None => Some (R_MAP, Some h)
+      | Some m =>
+          if Nat.eqb (tlabel n) (tlabel m) && Nat.eqb (length (targs n)) (length (targs m)) then
+            match bad_pair F MT 0 (targs n) (targs m) with
+            | Some _ => Some (R_ARG, Some h)
+            | None => bad_mapped BT F MT (S h) ns' mp'
+            end
+          else Some (R_NODE, Some h)
+      end
+  | _ :: ns', None :: mp' => bad_mapped BT F MT (S h) ns' mp'
+  | _, _ => None
+  end.
+
+(** Reachability from the outputs: one sweep over the nodes in reverse
+    ([rns] = the nodes [0 .. i-1] reversed, by the tail-recursive
+    [rev_append]). *)
+Fixpoint mark (i : nat) (rns : list tnode) (m : VarMap.t unit) : VarMap.t unit :=
+  match rns with
+  | [] => m
+  | n :: rns' =>
+      let i' := pred i in
+      mark i' rns' (if VarMap.mem i' m then fold_left (fun m a => VarMap.add a tt m) (targs n) m else m)
+  end.
+
+Fixpoint first_unmarked (m : VarMap.t unit) (h k : nat) : option nat :=
+  match k with
+  | 0 => None
+  | S k' => if VarMap.mem h m then first_unmarked m (S h) k' else Some h
+  end.
+
+(** The fired roots: [root -> replacement]. *)
+Definition fire_table (fs : list (nat * nat)) : VarMap.t nat :=
+  fold_left (fun m rp => VarMap.add (fst rp) (snd rp) m) fs (VarMap.empty nat).
+
+(** The validator: [None] accepts, [Some (code, where)] rejects. *)
+Definition validate (before after : tgraph) (fs : list (nat * nat)) (mp : list (option nat))
+    : option reject :=
+  let nb := length (tnodes before) in
+  let na := length (tnodes after) in
+  match check_wf R_BEFORE before with Some e => Some e | None =>
+  match check_wf R_AFTER after with Some e => Some e | None =>
+  match bad_firing nb na 0 fs (VarMap.empty unit) with Some f => Some (R_FIRING, Some f) | None =>
+  let F := fire_table fs in
+  if negb (Nat.eqb (length mp) na) then Some (R_MAP, Some (Nat.min (length mp) na)) else
+  match bad_map nb F 0 mp (VarMap.empty unit) with Some h => Some (R_MAP, Some h) | None =>
+  let MT := table_from 0 mp (VarMap.empty (option nat)) in
+  let BT := table_from 0 (tnodes before) (VarMap.empty tnode) in
+  match bad_mapped BT F MT 0 (tnodes after) mp with Some e => Some e | None =>
+  if negb (Nat.eqb (length (touts after)) (length (touts before))) then Some (R_OUTPUT, None) else
+  match bad_pair F MT 0 (touts after) (touts before) with Some j => Some (R_OUTPUT, Some j) | None =>
+  let M := mark na (rev_append (tnodes after) [])
+                (fold_left (fun m a => VarMap.add a tt m) (touts after) (VarMap.empty unit)) in
+  match first_unmarked M 0 na with Some h => Some (R_DEAD, Some h) | None => None end
+  end end end end end end.
+
+(** *** Soundness of the validator *)
+
+Lemma table_from_find : forall A (l : list A) i m j,
+  VarMap.find j (table_from i l m) =
+  if (i <=? j) && (j <? i + length l) then nth_error l (j - i) else VarMap.find j m.
+Proof.
+  intros A l. induction l as [|x l IH]; intros i m j; simpl.
+  - destruct (i <=? j) eqn:E1; destruct (j <? i + 0) eqn:E2; simpl; auto.
+    apply Nat.ltb_lt in E2. apply Nat.leb_le in E1. lia.
+  - rewrite IH. destruct (Nat.eq_dec j i) as [->|Hne].
+    + rewrite Nat.leb_refl. replace (S i <=? i) with false by (symmetry; apply Nat.leb_gt; lia).
+      replace (i <? i + S (length l)) with true by (symmetry; apply Nat.ltb_lt; lia).
+      rewrite Nat.sub_diag. simpl. rewrite VarMapF.add_eq_o; reflexivity.
+    + rewrite VarMapF.add_neq_o by (intro; apply Hne; auto).
+      destruct (S i <=? j) eqn:E1; destruct (j <? S i + length l) eqn:E2;
+      destruct (i <=? j) eqn:E3; destruct (j <? i + S (length l)) eqn:E4; simpl;
+      repeat match goal with
+             | H : (_ <=? _) = true |- _ => apply Nat.leb_le in H
+             | H : (_ <=? _) = false |- _ => apply Nat.leb_gt in H
+             | H : (_ <? _) = true |- _ => apply Nat.ltb_lt in H
+             | H : (_ <? _) = false |- _ => apply Nat.ltb_ge in H
+             end; try lia; auto.
+      replace (j - i) with (S (j - S i)) by lia. reflexivity.
+Qed.
+
+Lemma table_find : forall A (l : list A) j,
+  VarMap.find j (table_from 0 l (VarMap.empty A)) = nth_error l j.
+Proof.
+  intros. rewrite table_from_find. simpl. rewrite Nat.sub_0_r.
+  destruct (j <? length l) eqn:E.
+  - reflexivity.
+  - apply Nat.ltb_ge in E. rewrite VarMapF.empty_o. symmetry. apply nth_error_None. exact E.
+Qed.
+
+Lemma fire_table_in : forall fs r p, VarMap.find r (fire_table fs) = Some p -> In (r, p) fs.
+Proof.
+  unfold fire_table. intros fs.
+  assert (G : forall m r p, VarMap.find r (fold_left (fun m rp => VarMap.add (fst rp) (snd rp) m) fs m) = Some p ->
+                            In (r, p) fs \/ VarMap.find r m = Some p).
+  { induction fs as [|[a b] fs IH]; intros m r p H; simpl in *; auto.
+    destruct (IH _ _ _ H) as [H'|H']; auto.
+    destruct (Nat.eq_dec a r) as [->|Hne].
+    - rewrite VarMapF.add_eq_o in H' by reflexivity. inversion H'. subst. auto.
+    - rewrite VarMapF.add_neq_o in H' by exact Hne. auto. }
+  intros r p H. destruct (G _ _ _ H) as [H'|H']; auto. rewrite VarMapF.empty_o in H'. discriminate.
+Qed.
+
+Lemma bad_node_spec : forall ns i, bad_node i ns = None ->
+  forall k a, k < length ns -> In a (targs (nth k ns tnode0)) -> a < i + k.
+Proof.
+  induction ns as [|n ns IH]; intros i H k a Hk Ha; simpl in *; [lia|].
+  destruct (forallb (fun a => Nat.ltb a i) (targs n)) eqn:E; [|discriminate].
+  destruct k as [|k].
+  - rewrite forallb_forall in E. specialize (E a Ha). apply Nat.ltb_lt in E. lia.
+  - specialize (IH (S i) H k a ltac:(lia) Ha). lia.
+Qed.
+
+Lemma bad_out_spec : forall n os j, bad_out n j os = None -> forall o, In o os -> o < n.
+Proof.
+  induction os as [|o os IH]; intros j H x Hx; simpl in *; [contradiction|].
+  destruct (Nat.ltb o n) eqn:E; [|discriminate]. apply Nat.ltb_lt in E.
+  destruct Hx as [<-|Hx]; eauto.
+Qed.
+
+Lemma check_wf_spec : forall c g, check_wf c g = None -> wf_tgraph g.
+Proof.
+  intros c g H. unfold check_wf in H.
+  destruct (bad_node 0 (tnodes g)) eqn:E1; [discriminate|].
+  destruct (bad_out (length (tnodes g)) 0 (touts g)) eqn:E2; [discriminate|].
+  split.
+  - intros i a Hi Ha. exact (bad_node_spec _ 0 E1 i a Hi Ha).
+  - exact (bad_out_spec _ _ _ E2).
+Qed.
+
+Lemma bad_pair_map : forall A F MT (f g : nat -> A) ahs ags j,
+  bad_pair F MT j ahs ags = None ->
+  (forall ah ag, In ah ahs -> arg_ok F MT ah ag = true -> f ah = g ag) ->
+  map f ahs = map g ags.
+Proof.
+  intros A F MT f g. induction ahs as [|ah ahs IH]; intros [|ag ags] j H Hp; simpl in *;
+    try discriminate; auto.
+  destruct (arg_ok F MT ah ag) eqn:E; [|discriminate].
+  f_equal; eauto.
+Qed.
+
+Lemma bad_mapped_spec : forall BT F MT ns mp h, bad_mapped BT F MT h ns mp = None ->
+  forall k g, k < length ns -> nth_error mp k = Some (Some g) ->
+  exists m, VarMap.find g BT = Some m /\ tlabel (nth k ns tnode0) = tlabel m /\
+            bad_pair F MT 0 (targs (nth k ns tnode0)) (targs m) = None.
+Proof.
+  intros BT F MT. induction ns as [|n ns IH]; intros mp h H k g Hk Hm; simpl in *; [lia|].
+  destruct mp as [|[g'|] mp]; [destruct k; discriminate|..].
+  - destruct (VarMap.find g' BT) as [m|] eqn:Eb; [|discriminate].
+    destruct (Nat.eqb (tlabel n) (tlabel m) && Nat.eqb (length (targs n)) (length (targs m))) eqn:El;
+      [|discriminate].
+    destruct (bad_pair F MT 0 (targs n) (targs m)) eqn:Ep; [discriminate|].
+    destruct k as [|k].
+    + simpl in Hm. inversion Hm; subst. exists m. apply andb_true_iff in El as [El _].
+      apply Nat.eqb_eq in El. auto.
+    + apply (IH mp (S h) H k g ltac:(lia) Hm).
+  - destruct k as [|k]; [discriminate|]. apply (IH mp (S h) H k g ltac:(lia) Hm).
+Qed.
+
+Section ValidateSound.
+  Variable V : Type.
+  Variable interp : nat -> list V -> V.
+  Variable dflt : V.
+  Notation dn := (dnode V interp dflt).
+
+  Theorem validate_sound : forall before after fs mp,
+    validate before after fs mp = None ->
+    (forall r p, In (r, p) fs -> dn after p = dn before r) ->
+    denote V interp dflt after = denote V interp dflt before.
+  Proof.
+    intros B A fs mp Hv Hrep. unfold validate in Hv.
+    destruct (check_wf R_BEFORE B) eqn:E1; [discriminate|].
+    destruct (check_wf R_AFTER A) eqn:E2; [discriminate|].
+    destruct (bad_firing _ _ 0 fs _) eqn:E3; [discriminate|].
+    destruct (negb (Nat.eqb (length mp) (length (tnodes A)))) eqn:E4; [discriminate|].
+    destruct (bad_map _ _ 0 mp _) eqn:E5; [discriminate|].
+    destruct (bad_mapped _ _ _ 0 (tnodes A) mp) eqn:E6; [discriminate|].
+    destruct (negb (Nat.eqb (length (touts A)) (length (touts B)))) eqn:E7; [discriminate|].
+    destruct (bad_pair _ _ 0 (touts A) (touts B)) eqn:E8; [discriminate|].
+    clear Hv E3 E4 E5 E7.
+    pose proof (check_wf_spec _ _ E1) as [HnB HoB].
+    pose proof (check_wf_spec _ _ E2) as [HnA HoA].
+    set (F := fire_table fs) in *.
+    set (MT := table_from 0 mp (VarMap.empty (option nat))) in *.
+    set (BT := table_from 0 (tnodes B) (VarMap.empty tnode)) in *.
+    (* every argument/output pair accepted by [arg_ok] denotes the same,
+       given the claim for smaller mapped nodes *)
+    assert (Hpair : forall bound ah ag, ah < bound ->
+              (forall h g, h < bound -> nth_error mp h = Some (Some g) -> dn A h = dn B g) ->
+              arg_ok F MT ah ag = true -> dn A ah = dn B ag).
+    { intros bound ah ag Hb IH Hok. unfold arg_ok in Hok.
+      destruct (VarMap.find ag F) as [p|] eqn:Ef.
+      - apply Nat.eqb_eq in Hok. subst. apply Hrep. apply fire_table_in. exact Ef.
+      - unfold MT in Hok. rewrite table_find in Hok.
+        destruct (nth_error mp ah) as [[g|]|] eqn:Em; try discriminate.
+        apply Nat.eqb_eq in Hok. subst g. exact (IH ah ag Hb Em). }
+    assert (Hnode : forall h g, h < length (tnodes A) -> nth_error mp h = Some (Some g) ->
+                    dn A h = dn B g).
+    { intro h. induction h as [h IH] using lt_wf_ind. intros g Hh Hm.
+      destruct (bad_mapped_spec _ _ _ _ _ _ E6 h g Hh Hm) as (m & Hbt & Hl & Hp).
+      unfold BT in Hbt. rewrite table_find in Hbt.
+      assert (Hg : g < length (tnodes B)) by (apply nth_error_Some; congruence).
+      apply nth_error_nth with (d := tnode0) in Hbt.
+      rewrite (dnode_eq V interp dflt A h (fun a => HnA h a Hh) Hh).
+      rewrite (dnode_eq V interp dflt B g (fun a => HnB g a Hg) Hg).
+      unfold tnode_at. rewrite Hbt, Hl. f_equal.
+      apply (bad_pair_map _ F MT _ _ _ _ 0 Hp). intros ah ag Hin Hok.
+      pose proof (HnA h ah Hh Hin) as Hlt.
+      apply (Hpair h ah ag Hlt); [|exact Hok].
+      intros h' g' Hh' Hm'. apply IH; auto. lia. }
+    unfold denote. apply (bad_pair_map _ F MT _ _ _ _ 0 E8).
+    intros ah ag Hin Hok. apply (Hpair (length (tnodes A)) ah ag (HoA ah Hin)); auto.
+  Qed.
+End ValidateSound.
