@@ -27,7 +27,7 @@
     OCaml tests, which compare the prepared forms with them. *)
 
 From Coq Require Import ZArith Extraction ExtrOcamlBasic ExtrOcamlNatInt ExtrOcamlZInt.
-From PyPM Require Import Syntax Subst Declarative Values Algorithmic Interpreter RootIndex Entry Multi Dominates.
+From PyPM Require Import Syntax Subst Declarative Values Algorithmic Interpreter RootIndex Entry Multi Dominates Rewrite.
 
 (** An axiom left to realize would be an unproved assumption in the
     extracted code: make it an error, not a warning. *)
@@ -62,4 +62,5 @@ Extraction "ocaml/extracted/matcher.ml"
   mkMpat bodies wf_multi mcands match_multi_c match_multi match_all_multi
   users_map anchor_depth up_cands idx_cands match_multi_u match_all_multi_u
   match_multi_idx match_all_multi_idx
-  dom_result dom_all.
+  dom_result dom_all
+  validate.

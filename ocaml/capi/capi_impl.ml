@@ -246,6 +246,17 @@ let result_read (h : int64) (out : int64 ptr) (out_cap : int64) : int =
       Bigarray.Array1.blit r (view out len);
       Codes.ok)
 
+let validate_rewrite (buf : int64 ptr) (len : int64) (verdict : int64 ptr) (where : int64 ptr) :
+    int =
+  protect "pypm_validate_rewrite" (fun () ->
+      match Decode_rewrite.decode (view buf (to_len len)) with
+      | Error msg -> Engine.error Codes.e_malformed "pypm_validate_rewrite: %s" msg
+      | Ok t ->
+          let v, w = Decode_rewrite.verdict t in
+          verdict <-@ Int64.of_int v;
+          where <-@ Int64.of_int w;
+          Codes.ok)
+
 (* Copy the last message, NUL-terminated, into buf[0 .. cap); returns the
    number of bytes copied (without the NUL).  Never raises. *)
 let last_message_copy (buf : char ptr) (cap : int64) : int64 =

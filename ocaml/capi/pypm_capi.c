@@ -283,7 +283,7 @@ static int ensure_init(void) {
 
 enum op { OP_GRAPH_LOAD, OP_GRAPH_EXTEND, OP_PATTERNS_LOAD, OP_HANDLE_SIZE, OP_RELEASE,
           OP_MATCH, OP_MATCH_ALL, OP_RESULT_READ, OP_CANDIDATES, OP_MATCH_MULTI,
-          OP_DOMINATES };
+          OP_DOMINATES, OP_VALIDATE_REWRITE };
 
 typedef struct {
   enum op op;
@@ -321,6 +321,9 @@ static void dispatch(void *arg) {
     case OP_DOMINATES:
       c->rc = pypmi_dominates(c->a[0], c->a[1], c->p[0], c->a[2], c->a[3], c->a[4], c->p[1],
                               c->p[2]);
+      break;
+    case OP_VALIDATE_REWRITE:
+      c->rc = pypmi_validate_rewrite(c->p[0], c->a[0], c->p[1], c->p[2]);
       break;
     case OP_RESULT_READ: c->rc = pypmi_result_read(c->a[0], c->p[0], c->a[1]); break;
     case OP_CANDIDATES:
@@ -488,6 +491,21 @@ PYPM_API int pypm_result_read(int64_t result, int64_t *out, size_t out_cap) {
     return set_error(PYPM_E_NULL,
                      "pypm_result_read: out is NULL (allowed only with out_cap = 0)");
   call_t c = {.op = OP_RESULT_READ, .a = {result, sat64(out_cap)}, .p = {out}};
+  return run_call(&c);
+}
+
+PYPM_API int pypm_validate_rewrite(const int64_t *buf, size_t len, int64_t *verdict,
+                                   int64_t *where) {
+  if (verdict == NULL) return set_error(PYPM_E_NULL, "pypm_validate_rewrite: verdict is NULL");
+  if (where == NULL) return set_error(PYPM_E_NULL, "pypm_validate_rewrite: where is NULL");
+  *verdict = -1; /* not decided: set on PYPM_OK only */
+  *where = -1;
+  if (buf == NULL) return set_error(PYPM_E_NULL, "pypm_validate_rewrite: buf is NULL");
+  if (len > MAX_BUFFER_WORDS)
+    return set_error(PYPM_E_MALFORMED,
+                     "pypm_validate_rewrite: buffer of %zu words exceeds the limit of %zu words",
+                     len, MAX_BUFFER_WORDS);
+  call_t c = {.op = OP_VALIDATE_REWRITE, .a = {(int64_t)len}, .p = {(int64_t *)buf, verdict, where}};
   return run_call(&c);
 }
 

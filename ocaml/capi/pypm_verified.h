@@ -114,6 +114,29 @@ int pypm_result_read(int64_t result, int64_t *out, size_t out_cap);
 int pypm_candidates(int64_t patterns, int64_t symbol, int64_t *out, size_t out_cap,
                     size_t *out_len);
 
+/* Rewrite validation (Rewrite.validate, docs/internals/format.md "Rewrite
+ * validation"): buf holds a driver pass as int64 words: the before graph,
+ * the after graph (each: n, n nodes as label, arity k, k argument indices;
+ * n_out, output indices), n_firings (root, replacement) pairs and the map
+ * (n_after words: the before node each after node corresponds to, -1 for a
+ * new node). Returns PYPM_OK when it decided: *verdict = 0 when the after
+ * graph is the before graph with every firing applied (uses of each root
+ * redirected to its replacement, dead nodes removed, up to the map), else
+ * a PYPM_REJECT_* reason and *where the index it concerns (-1: none, or the
+ * output counts differ). PYPM_E_MALFORMED when the buffer does not parse
+ * (a count above the words left, a negative count or arity, a word out of
+ * [0, 2^62) other than the map's -1, trailing words); PYPM_E_NULL for a
+ * NULL pointer. */
+#define PYPM_REJECT_BEFORE_ILL_FORMED 1 /* where: before node, or n_before + output position */
+#define PYPM_REJECT_AFTER_ILL_FORMED  2 /* where: after node, or n_after + output position */
+#define PYPM_REJECT_FIRING            3 /* where: firing index */
+#define PYPM_REJECT_MAP               4 /* where: after node */
+#define PYPM_REJECT_NODE              5 /* where: after node (label or arity differs) */
+#define PYPM_REJECT_ARG               6 /* where: after node (an argument is not the image) */
+#define PYPM_REJECT_OUTPUT            7 /* where: output position, or -1 (counts differ) */
+#define PYPM_REJECT_DEAD              8 /* where: after node no output reaches */
+int pypm_validate_rewrite(const int64_t *buf, size_t len, int64_t *verdict, int64_t *where);
+
 /* Static description of an error code. */
 const char *pypm_error_name(int code);
 /* Message about the calling thread's last failed call ("" if none). */

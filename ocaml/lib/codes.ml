@@ -19,6 +19,17 @@ let status_match = 0
 let status_no_match = 1
 let status_out_of_fuel = 2
 
+(* The verdicts of pypm_validate_rewrite (0: accepted), the reason codes of
+   Rewrite.validate (R_BEFORE .. R_DEAD). *)
+let reject_before_ill_formed = 1
+let reject_after_ill_formed = 2
+let reject_firing = 3
+let reject_map = 4
+let reject_node = 5
+let reject_arg = 6
+let reject_output = 7
+let reject_dead = 8
+
 let all =
   [
     ("PYPM_OK", ok);
@@ -35,4 +46,12 @@ let all =
     ("PYPM_STATUS_MATCH", status_match);
     ("PYPM_STATUS_NO_MATCH", status_no_match);
     ("PYPM_STATUS_OUT_OF_FUEL", status_out_of_fuel);
+    ("PYPM_REJECT_BEFORE_ILL_FORMED", reject_before_ill_formed);
+    ("PYPM_REJECT_AFTER_ILL_FORMED", reject_after_ill_formed);
+    ("PYPM_REJECT_FIRING", reject_firing);
+    ("PYPM_REJECT_MAP", reject_map);
+    ("PYPM_REJECT_NODE", reject_node);
+    ("PYPM_REJECT_ARG", reject_arg);
+    ("PYPM_REJECT_OUTPUT", reject_output);
+    ("PYPM_REJECT_DEAD", reject_dead);
   ]

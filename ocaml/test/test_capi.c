@@ -219,6 +219,22 @@ static void test_errors(void) {
   CHECK_RC(pypm_match_all(gh, ph, 0, NULL, &n), PYPM_E_NULL);
   CHECK_RC(pypm_match_all(gh, ph, 0, &h, NULL), PYPM_E_NULL);
   CHECK_RC(pypm_result_read(1, NULL, 10), PYPM_E_NULL);
+  {
+    /* pypm_validate_rewrite: one node x, identity pass; NULLs; malformed */
+    int64_t rw[] = {1, 0, 0, 1, 0, 1, 0, 0, 1, 0, 0, 0};
+    int64_t verdict = 7, where = 7;
+    CHECK_RC(pypm_validate_rewrite(rw, 12, &verdict, &where), PYPM_OK);
+    CHECK(verdict == 0 && where == -1, "validate_rewrite: identity pass accepted");
+    CHECK_RC(pypm_validate_rewrite(NULL, 12, &verdict, &where), PYPM_E_NULL);
+    CHECK_RC(pypm_validate_rewrite(rw, 12, NULL, &where), PYPM_E_NULL);
+    CHECK_RC(pypm_validate_rewrite(rw, 12, &verdict, NULL), PYPM_E_NULL);
+    CHECK_RC(pypm_validate_rewrite(rw, 11, &verdict, &where), PYPM_E_MALFORMED);
+    CHECK(verdict == -1, "validate_rewrite: no verdict on a malformed buffer");
+    CHECK(contains(pypm_last_error(), "rewrite-validation buffer"), "validate_rewrite message");
+    rw[11] = 1; /* the after node mapped to a before node that does not exist */
+    CHECK_RC(pypm_validate_rewrite(rw, 12, &verdict, &where), PYPM_OK);
+    CHECK(verdict == PYPM_REJECT_MAP && where == 0, "validate_rewrite: map out of range");
+  }
 
   /* bad handles */
   int64_t bad[] = {0, -1, 123456789, INT64_MIN, INT64_MIN + gh, INT64_MAX, ((int64_t)1 << 62) + gh};

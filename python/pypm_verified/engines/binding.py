@@ -40,6 +40,15 @@ CDEF = """
 #define PYPM_STATUS_NO_MATCH    1
 #define PYPM_STATUS_OUT_OF_FUEL 2
 
+#define PYPM_REJECT_BEFORE_ILL_FORMED 1
+#define PYPM_REJECT_AFTER_ILL_FORMED  2
+#define PYPM_REJECT_FIRING            3
+#define PYPM_REJECT_MAP               4
+#define PYPM_REJECT_NODE              5
+#define PYPM_REJECT_ARG               6
+#define PYPM_REJECT_OUTPUT            7
+#define PYPM_REJECT_DEAD              8
+
 int64_t pypm_format_version(void);
 const char *pypm_build_id(void);
 const char *pypm_coq_version(void);
@@ -60,6 +69,7 @@ int pypm_dominates(int64_t graph, int64_t patterns, const int64_t *spec, size_t 
 int pypm_result_read(int64_t result, int64_t *out, size_t out_cap);
 int pypm_candidates(int64_t patterns, int64_t symbol, int64_t *out, size_t out_cap,
                     size_t *out_len);
+int pypm_validate_rewrite(const int64_t *buf, size_t len, int64_t *verdict, int64_t *where);
 const char *pypm_error_name(int code);
 const char *pypm_last_error(void);
 """
@@ -387,3 +397,41 @@ def dominates(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], spec: 
     check(lib, lib.pypm_dominates(gh.value, ph.value, sbuf, len(spec), root, fuel or 0,
                                   result, length), "pypm_dominates")
     return serialize.decode_dominates(_read_result(lib, result[0], length[0]))
+
+
+# The verdicts of validate_rewrite (pypm_verified.h's PYPM_REJECT_*); 0: accepted.
+REJECT_BEFORE_ILL_FORMED = 1
+REJECT_AFTER_ILL_FORMED = 2
+REJECT_FIRING = 3
+REJECT_MAP = 4
+REJECT_NODE = 5
+REJECT_ARG = 6
+REJECT_OUTPUT = 7
+REJECT_DEAD = 8
+
+
+def validate_rewrite(words) -> Tuple[int, int]:
+    """Run ``pypm_validate_rewrite`` (``Rewrite.validate``) on a
+    rewrite-validation buffer (docs/internals/format.md, "Rewrite
+    validation"): ``(0, -1)`` when the after graph is the before graph with
+    every firing applied, else ``(reason, where)`` with ``reason`` one of the
+    ``REJECT_*`` codes. ``words`` is a sequence of ints or an ``array('q')``.
+    Raises :class:`EngineError` (code ``PYPM_E_MALFORMED``) when the buffer
+    does not parse, a word outside int64 included."""
+    lib = open_library()
+    if isinstance(words, array) and words.typecode == "q":
+        buf = words
+    else:
+        try:
+            buf = array("q", words)
+        except OverflowError as e:
+            raise EngineError(lib.PYPM_E_MALFORMED, "PYPM_E_MALFORMED",
+                              f"rewrite-validation buffer: a word is outside int64 ({e})",
+                              "pypm_validate_rewrite") from None
+    verdict = ffi.new("int64_t *")
+    where = ffi.new("int64_t *")
+    # an empty array has no storage: pass a one-word buffer with length 0
+    cbuf = ffi.from_buffer("int64_t[]", buf) if len(buf) else ffi.new("int64_t[1]")
+    check(lib, lib.pypm_validate_rewrite(cbuf, len(buf), verdict, where),
+          "pypm_validate_rewrite")
+    return verdict[0], where[0]

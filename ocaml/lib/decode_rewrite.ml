@@ -1,0 +1,107 @@
+(* The reader of a rewrite-validation buffer (docs/internals/format.md,
+   "Rewrite validation"): two term graphs (before and after a driver's pass),
+   the firings and the after -> before node map, decoded into the arguments
+   of the extracted validator [Matcher.validate] (Rewrite.v).
+
+   Every count is checked against the words left before anything is read,
+   every label, arity, index and map word against its range ([0, 2^62), or
+   -1 for a new node in the map), and no word may trail.  What the words
+   mean (arguments before their node, outputs and firings in range, the map
+   a renaming) is the validator's to decide: it answers with a reason code,
+   not a decoding error.  [decode] never raises. *)
+
+type buf = Decode.buf
+
+type t = {
+  before : Matcher.tgraph;
+  after : Matcher.tgraph;
+  firings : (int * int) list;
+  map : int option list;
+}
+
+exception Fail of string
+
+let fail fmt = Printf.ksprintf (fun s -> raise (Fail s)) fmt
+
+let decode_exn (b : buf) : t =
+  let len = Bigarray.Array1.dim b in
+  let pos = ref 0 in
+  let left () = len - !pos in
+  let word what =
+    if left () < 1 then fail "truncated: buffer ends at word %d, expected %s" len what;
+    let v = Bigarray.Array1.unsafe_get b !pos in
+    incr pos;
+    v
+  in
+  let id what =
+    let at = !pos in
+    let v = word what in
+    if not (Decode.is_id v) then fail "word %d (%s): %Ld out of range [0, 2^62)" at what v;
+    Int64.to_int v
+  in
+  (* a count of items of [per] words each, at most the words left *)
+  let count what per =
+    let at = !pos in
+    let v = word what in
+    if v < 0L then fail "word %d: negative %s %Ld" at what v;
+    if v > Int64.of_int (left () / per) then
+      fail "word %d: %s %Ld exceeds the %d words left" at what v (left ());
+    Int64.to_int v
+  in
+  (* [n] items read in order, as a list *)
+  let list n item =
+    let acc = ref [] in
+    for i = 0 to n - 1 do
+      acc := item i :: !acc
+    done;
+    List.rev !acc
+  in
+  let graph name =
+    let n = count (name ^ " node count") 2 in
+    let nodes =
+      list n (fun i ->
+          let what = Printf.sprintf "%s node %d" name i in
+          let l = id (what ^ " label") in
+          let k = count (what ^ " arity") 1 in
+          let args = list k (fun _ -> id (what ^ " argument")) in
+          { Matcher.tlabel = l; targs = args })
+    in
+    let m = count (name ^ " output count") 1 in
+    let outs = list m (fun _ -> id (name ^ " output")) in
+    ({ Matcher.tnodes = nodes; touts = outs }, n)
+  in
+  let before, _ = graph "before" in
+  let after, n_after = graph "after" in
+  let nf = count "firing count" 2 in
+  let firings =
+    list nf (fun _ ->
+        let r = id "firing root" in
+        let p = id "firing replacement" in
+        (r, p))
+  in
+  if left () < n_after then
+    fail "truncated: the map needs %d words (one per after node), %d left" n_after (left ());
+  let map =
+    list n_after (fun h ->
+        let at = !pos in
+        let v = word "map entry" in
+        if Int64.equal v (-1L) then None
+        else if Decode.is_id v then Some (Int64.to_int v)
+        else fail "word %d (map entry of after node %d): %Ld is neither -1 nor in [0, 2^62)" at h v)
+  in
+  if left () <> 0 then fail "%d trailing words after the map (word %d on)" (left ()) !pos;
+  { before; after; firings; map }
+
+let decode (b : buf) : (t, string) result =
+  match decode_exn b with
+  | t -> Ok t
+  | exception Fail msg -> Error ("rewrite-validation buffer: " ^ msg)
+  | exception Stack_overflow -> Error "rewrite-validation buffer: stack overflow while decoding"
+  | exception Out_of_memory -> Error "rewrite-validation buffer: out of memory while decoding"
+
+(* The verdict: 0 (accepted, where = -1) or a reason code and where. *)
+let verdict (t : t) : int * int =
+  match Matcher.validate t.before t.after t.firings t.map with
+  | None -> (0, -1)
+  | Some (code, Some w) -> (code, w)
+  | Some (code, None) -> (code, -1)
