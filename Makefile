@@ -58,7 +58,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -c requirements/constraints.txt -e '.[test,torch,check,hf,bench,docs]'
+	$(VPY) -m pip install -q -c requirements/constraints.txt -e '.[test,torch,check,hf,bench,docs,cluster]'
 	$(VPY) -c 'import torch, transformers; assert torch.__version__.split("+")[0] == "2.13.0", torch.__version__'
 	touch $@
 

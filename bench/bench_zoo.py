@@ -44,11 +44,16 @@ left **unfused** when its softmax is still there.
 Results are cached per model and mode in build/zoo/results/ (keyed by a hash
 of the project's Python sources, the zoo and the torch/transformers
 versions), so a run is resumable and a second run only redoes what changed;
-``--fresh`` ignores the cache. Jobs run in ``--jobs`` runner processes, each
-job under a lock file (two runs at once do not redo or clobber a job).
+``--fresh`` ignores the cache. The jobs (one per model and mode) run on the
+executor of ``pypm_verified.parallel``: in this process (default), in
+``--jobs N`` local worker processes, or on a Ray cluster (``--ray auto`` or
+``--ray ADDRESS``; the repository at the same path on every node, and
+PYPM_ZOO_BUILD on storage they share). A record is written atomically, so
+two runs at once may redo a job but never leave half of one.
 
     python bench/bench_zoo.py [--quick] [--only NAME[,NAME]] [--modes static,dynamic]
-                              [--jobs N] [--timeout S] [--fresh] [--list]
+                              [--jobs N | --ray auto|ADDRESS] [--timeout S] [--fresh]
+                              [--list]
 
 Writes bench/results/zoo.md and zoo.json (``--quick``: zoo_quick.*; with
 ``--only``: nothing, unless ``--results-name`` is given).
@@ -56,7 +61,6 @@ Writes bench/results/zoo.md and zoo.json (``--quick``: zoo_quick.*; with
 from __future__ import annotations
 
 import argparse
-import fcntl
 import hashlib
 import json
 import os
@@ -70,6 +74,9 @@ from typing import Dict, List, Optional, Tuple
 
 import common
 from common import RESULTS, ROOT
+
+from pypm_verified.cli.parsing import executor_options  # noqa: E402 -- common: on sys.path
+from pypm_verified.parallel import RayUnavailable, executor  # noqa: E402
 
 #: per-job work directories, cached results and locks (PYPM_ZOO_BUILD overrides:
 #: the tests use a directory of their own)
@@ -585,51 +592,43 @@ def cached(name: str, mode: str, key: Optional[str]) -> Optional[dict]:
     return rec if key is None or rec.get("key") == key else None
 
 
-def do_job(name: str, mode: str, key: str, timeouts, fresh: bool) -> Optional[dict]:
-    """The job's record: from the cache, or run under its lock (None when
-    another process holds the lock: it is running that job)."""
+def do_job(name: str, mode: str, key: str, timeouts, fresh: bool) -> dict:
+    """The job's record: from the cache, or run and cached."""
     if not fresh:
         rec = cached(name, mode, key)
         if rec is not None:
             return rec
-    lock_path = BUILD / "locks" / f"{name}.{mode}.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "w") as lf:
-        try:
-            fcntl.flock(lf, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return None
-        if not fresh:  # another process may have finished it meanwhile
-            rec = cached(name, mode, key)
-            if rec is not None:
-                return rec
-        rec = run_job(name, mode, key, timeouts)
-        p = result_path(name, mode)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(rec, indent=1, default=str) + "\n")
-        os.replace(tmp, p)
-        return rec
+    rec = run_job(name, mode, key, timeouts)
+    p = result_path(name, mode)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(rec, indent=1, default=str) + "\n")
+    os.replace(tmp, p)
+    return rec
 
 
-def runner(jobs: List[Tuple[str, str]], key: str, timeouts, fresh: bool) -> None:
-    """Run ``jobs`` one after the other (a single-threaded process: its
-    children are forked from it)."""
-    import torch  # noqa: F401 -- imported once, before the forks
+def zoo_task(name: str, mode: str, key: str, timeouts, fresh: bool, build: str) -> bool:
+    """One task of the executor: the job ``name``/``mode`` (:func:`do_job`)
+    in a worker whose steps fork from it; ``build``: this run's BUILD (a
+    worker elsewhere may not have its PYPM_ZOO_BUILD). False when the job
+    itself failed (the report then says it was not run)."""
+    global BUILD
+    BUILD = Path(build)
+    import torch  # noqa: F401 -- imported once per worker, before the forks
     import transformers  # noqa: F401
     import pypm_verified.torch.loader  # noqa: F401
     import zoo_models  # noqa: F401
-    for name, mode in jobs:
-        t = time.perf_counter()
-        if not fresh and cached(name, mode, key) is not None:
-            continue  # done meanwhile by another runner
+    t = time.perf_counter()
+    try:
         rec = do_job(name, mode, key, timeouts, fresh)
-        if rec is None:  # another runner holds it
-            continue
-        log(f"[zoo] {name:24s} {mode:7s} exported={rec['exported']:4s} "
-            f"rewrite={rec.get('rewritten')} blocks {rec['blocks_before']} -> fused "
-            f"{rec['fused']} numerics={rec['numerics'][:20]!r}"
-            f"{' CRASH' if rec['crash'] else ''} ({time.perf_counter() - t:.0f} s)")
+    except Exception:  # noqa: BLE001 -- one job's bug must not end the run
+        log(f"[zoo] {name} {mode}: the job failed:\n{traceback.format_exc()}")
+        return False
+    log(f"[zoo] {name:24s} {mode:7s} exported={rec['exported']:4s} "
+        f"rewrite={rec.get('rewritten')} blocks {rec['blocks_before']} -> fused "
+        f"{rec['fused']} numerics={rec['numerics'][:20]!r}"
+        f"{' CRASH' if rec['crash'] else ''} ({time.perf_counter() - t:.0f} s)")
+    return True
 
 
 # ------------------------------------------------------------------ the report
@@ -797,7 +796,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", action="append", metavar="NAME[,NAME]",
                     help="these models only (repeatable)")
     ap.add_argument("--modes", default="static,dynamic")
-    ap.add_argument("--jobs", type=int, default=1, help="runner processes (default 1)")
+    executor_options(ap, "jobs (a model in a mode each)")
     ap.add_argument("--timeout", type=float, default=1.0, metavar="SCALE",
                     help="scale the per-step timeouts (export 300 s, rewrite 420 s, "
                     "analyze 240 s)")
@@ -810,17 +809,11 @@ def main(argv=None) -> int:
                     help="results file stem (default zoo, zoo_quick; none with --only)")
     ap.add_argument("--out", default=None, help="results directory (default bench/results)")
     ap.add_argument("--note", default=None, help="a paragraph for the report's header")
-    ap.add_argument("--runner", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--key", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     import zoo_models
     if a.list:
         return zoo_models.main(["--list"])
     timeouts = {k: v * a.timeout for k, v in TIMEOUTS.items()}
-    if a.runner is not None:  # a runner process: NAME.MODE,NAME.MODE,...
-        jobs = [tuple(j.split(".", 1)) for j in a.runner.split(",") if j]
-        runner(jobs, a.key, timeouts, a.fresh)
-        return 0
     names = interleaved(zoo_models.ZOO)
     if a.quick:
         names = list(zoo_models.QUICK)
@@ -840,38 +833,33 @@ def main(argv=None) -> int:
     if a.report_only:
         key = None
         a.fresh = False
-    if a.fresh:  # forget these jobs' results; the runners then redo them once each
+    if a.fresh:  # forget these jobs' results
         for j in jobs:
             if result_path(*j).exists():
                 result_path(*j).unlink()
     todo = [] if a.report_only else [j for j in jobs if cached(*j, key) is None]
+    try:
+        ex = executor(jobs=a.jobs, ray=a.ray, sys_path=[str(common.HERE), str(ROOT / "python")])
+    except RayUnavailable as e:
+        ap.error(f"--ray: {e}")
+    how = ex.describe()
     log(f"[zoo] {len(jobs)} jobs ({len(names)} models x {len(modes)} modes), "
-        f"{len(jobs) - len(todo)} cached, {len(todo)} to run in {a.jobs} runner(s); "
-        f"cache key {key or '(any: --report-only)'}")
+        f"{len(jobs) - len(todo)} cached, {len(todo)} to run ({how['kind']}, "
+        f"{how['workers']} worker(s)); cache key {key or '(any: --report-only)'}")
     t0 = time.perf_counter()
-    if todo:
-        # every runner walks the whole list and takes the jobs nobody holds
-        # (do_job's lock) or has finished (the cache): a shared queue
-        n = max(1, min(a.jobs, len(todo)))
-        procs = []
-        for i in range(n):
-            sh = todo[i:] + todo[:i]
-            cmd = [sys.executable, str(Path(__file__).resolve()), "--runner",
-                   ",".join(f"{x}.{y}" for x, y in sh), "--key", key,
-                   "--timeout", str(a.timeout)]
-            procs.append(subprocess.Popen(cmd, cwd=str(ROOT)))
-        for p in procs:
-            p.wait()
+    with ex:
+        ex.run(zoo_task, [(n, m, key, timeouts, False, str(BUILD)) for n, m in todo],
+               labels=[f"{n} {m}" for n, m in todo], what="zoo")
     recs = []
     for n, m in jobs:
         rec = cached(n, m, key)
         if rec is None:
-            log(f"[zoo] {n} {m}: no result (its runner died or another process holds it)")
+            log(f"[zoo] {n} {m}: no result (the job failed or was not run)")
             rec = {"model": n, "mode": m, "family": zoo_models.ZOO[n].family,
                    "exported": "not run", "crash": False, "blocks_before": 0, "fused": None,
                    "unfused_count": 0, "rewritten": None, "fired": {}, "numerics": "",
                    "rewrite_s": None, "failure": "no result: the job did not finish in this "
-                   "run (interrupted, or another process held it)"}
+                   "run (interrupted, or it failed: see the log)"}
         recs.append(rec)
     wall = time.perf_counter() - t0
     if a.only and not a.results_name:
@@ -886,7 +874,7 @@ def main(argv=None) -> int:
             "commit": common.git_commit(short=True), "dirty": common.git_dirty(),
             "torch": torch.__version__, "transformers": transformers.__version__,
             "wall_s": sum(r.get("seconds", 0) for r in recs), "machine": common.machine(),
-            "load": common.loadavg(), "jobs": a.jobs,
+            "load": common.loadavg(), "jobs": how["workers"], "executor": ex.describe(),
             "cache_keys": sorted({r.get("key") for r in recs if r.get("key")}),
             "run_wall_s": wall, "note": a.note}
     stem = a.results_name or common.stem("zoo", a.quick)

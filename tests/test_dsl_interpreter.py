@@ -34,11 +34,15 @@ and ill-formed programs, which the frontend must refuse.
 Cases: ``PYPM_DSL_CASES`` (default 2,000 programs, each with one graph)
 split over the three random tests below (plus 5% for the ill-formed ones); e.g. ``PYPM_DSL_CASES=10000 pytest
 tests/test_dsl_interpreter.py``. ``PYPM_DSL_STATS=1`` prints how the answers
-were distributed.
+were distributed. Long runs fan out: with ``PYPM_DSL_JOBS=N`` (local worker
+processes) or ``PYPM_DSL_RAY=auto|ADDRESS`` (a Ray cluster) the cases are
+split into batches of ``BATCH_CASES``, each a run of the random tests with
+its own hypothesis seed (batch i: seed i), on ``pypm_verified.parallel``.
 """
 import collections
 import itertools
 import os
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -57,6 +61,14 @@ from dsl_strategies import problems, programs, shaped_graphs
 from strategies import B2, K0, T3, U1, V1, chain_graphs, graphs
 
 CASES = int(os.environ.get("PYPM_DSL_CASES", "2000"))
+JOBS = int(os.environ.get("PYPM_DSL_JOBS", "1"))
+RAY = os.environ.get("PYPM_DSL_RAY") or None
+#: the random tests run in seeded batches on the executor (not in this process)
+FAN_OUT = (JOBS > 1 or RAY is not None) and not os.environ.get("PYPM_DSL_IN_BATCH")
+BATCH_CASES = 500
+RANDOM_TESTS = "random_programs or many_alternates or ill_formed"
+in_batches = pytest.mark.skipif(FAN_OUT, reason="run in seeded batches by "
+                                "test_random_cases_in_batches (PYPM_DSL_JOBS or PYPM_DSL_RAY)")
 # machine steps the engines get where the interpreter ran out (the reference
 # engine spends about 6 microseconds a step, the verified one far less)
 OOF_FUEL = {"reference": 1_000, "verified": 20_000}
@@ -174,6 +186,27 @@ def compare(prog: Program, g, engines, directory) -> None:
 # ------------------------------------------------------------ random cases
 
 
+@pytest.mark.skipif(not FAN_OUT, reason="long mode only: PYPM_DSL_JOBS=N or PYPM_DSL_RAY "
+                    "fan the cases out in batches")
+def test_random_cases_in_batches():
+    from pypm_verified.parallel import executor, run_command
+    n = -(-CASES // BATCH_CASES)
+    sizes = [CASES // n + (i < CASES % n) for i in range(n)]
+    cmd = [sys.executable, "-m", "pytest", os.path.abspath(__file__), "-q", "-x",
+           "-p", "no:cacheprovider", "-k", RANDOM_TESTS]
+    tasks = [(cmd + [f"--hypothesis-seed={i}"],
+              {"PYPM_DSL_CASES": str(k), "PYPM_DSL_IN_BATCH": "1"},
+              os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+             for i, k in enumerate(sizes)]
+    with executor(jobs=JOBS, ray=RAY) as ex:
+        done = ex.run(run_command, tasks, labels=[f"batch {i} (seed {i})" for i in range(n)],
+                      what="DSL cases")
+    failed = [f"batch {i} (--hypothesis-seed={i}, PYPM_DSL_CASES={sizes[i]}):\n{out}"
+              for i, (rc, out) in enumerate(done) if rc != 0]
+    assert not failed, "\n\n".join(failed)
+
+
+@in_batches
 @_settings(0.6)
 @given(st.data())
 def test_random_programs_on_shaped_graphs(engines, gendir, data):
@@ -182,6 +215,7 @@ def test_random_programs_on_shaped_graphs(engines, gendir, data):
     compare(prog, g, engines, gendir)
 
 
+@in_batches
 @_settings(0.25)
 @given(st.data())
 def test_random_programs_on_random_graphs(engines, gendir, data):
@@ -190,6 +224,7 @@ def test_random_programs_on_random_graphs(engines, gendir, data):
     compare(prog, g, engines, gendir)
 
 
+@in_batches
 @_settings(0.15)
 @given(st.data())
 def test_one_pattern_many_alternates(engines, gendir, data):
@@ -355,6 +390,7 @@ _BAD = {
 }
 
 
+@in_batches
 @_settings(0.05)
 @given(st.data())
 def test_ill_formed_programs_are_refused(gendir, data):

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+from typing import Dict, Optional, Sequence, Tuple
 
 from .checks import (_same, check_engine_library, check_patterns, check_rules, check_writable,
                      load_rule_spec)
@@ -13,7 +15,7 @@ from .exitcodes import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RULE, EXIT_T
 from .output import _first_line, write_text_atomic
 from .logs import log
 from .output import results_stream
-from .parsing import _int_at_least, _share, _verbosity_options, command
+from .parsing import _int_at_least, _share, _verbosity_options, command, executor_options
 
 CHECK_RULES_EXIT_CODES = (
     (EXIT_OK, "every rule proved or tested: no counterexample in the generated instances"),
@@ -91,7 +93,48 @@ example:
     cr.add_argument("--dtype-hints", action="store_true",
                     help="half the instances in a dtype the rule's source names (so "
                     "integer- or bool-only rules fire)")
+    executor_options(cr, "rules (one task each)")
     _verbosity_options(cr, "no progress: the table and the one-line summary only")
+
+
+#: the patterns of each ``--rules`` list (None: the library) loaded in this
+#: process: a worker loads them once, the serial run reuses the CLI's
+_PATTERNS: Dict[Optional[Tuple[str, ...]], list] = {}
+
+
+def _patterns(specs: Optional[Sequence[str]]) -> list:
+    key = tuple(specs) if specs else None
+    if key not in _PATTERNS:
+        if key is None:
+            from ..library import default_patterns
+            _PATTERNS[key] = default_patterns()
+        else:
+            _PATTERNS[key] = [p for spec in key for p in load_rule_spec(spec)]
+    return _PATTERNS[key]
+
+
+def check_rule_task(specs: Optional[Sequence[str]], pattern: int, rule: int, kw: dict,
+                    verbosity: int = 0):
+    """One task of check-rules: :func:`~pypm_verified.checking.check_rule`
+    of rule ``rule`` of pattern ``pattern`` of the patterns ``specs`` (the
+    ``--rules`` arguments, files as absolute paths; None: the library).
+    Deterministic: its seed is the run's and the rule's name. ``verbosity``
+    < 0 (``-q``): no progress line (a worker does not share the CLI's log
+    level)."""
+    from ..checking import check_rule
+    p = _patterns(specs)[pattern]
+    r = p.rules[rule]
+    if verbosity >= 0:
+        log.info("checking %s (pattern %s) ...", r.name, p.name)
+    return check_rule(p, r, **kw)
+
+
+def _rule_specs(specs):
+    """``--rules`` with files made absolute (a worker may run elsewhere)."""
+    if not specs:
+        return None
+    return tuple(os.path.abspath(s) if (s.endswith(".py") or os.sep in s)
+                 and os.path.isfile(s) else s for s in specs)
 
 
 @command("check-rules", _configure_check_rules)
@@ -109,12 +152,12 @@ def check_rules_main(args, state: dict) -> int:
     except ImportError:
         raise UsageError("PyTorch is not installed; pip install -e '.[torch]' "
                          "-c requirements/constraints.txt") from None
-    from ..checking import FAST, FULL, check_rule, default_engine, markdown, summary_lines
-    from ..library import default_patterns
-    if args.rules:
-        patterns = [p for spec in args.rules for p in load_rule_spec(spec)]
-    else:
-        patterns = default_patterns()
+    from ..checking import FAST, FULL, default_engine, markdown, summary_lines
+    from ..parallel import RayUnavailable, TaskFailed, executor
+    specs = _rule_specs(args.rules)
+    if specs:  # loaded as given (messages name the paths given), kept for the tasks
+        _PATTERNS[specs] = [p for spec in args.rules for p in load_rule_spec(spec)]
+    patterns = _patterns(specs)
     check_patterns(patterns, args.engine or default_engine())
     check_rules(patterns)
     mode = FAST if args.fast else FULL
@@ -122,20 +165,25 @@ def check_rules_main(args, state: dict) -> int:
     per_guard = 0 if args.no_guards else (
         args.guard_examples if args.guard_examples is not None else mode["per_guard"])
     engine = args.engine or default_engine()
-    results = []
-    for p in patterns:
-        for r in p.rules:
-            log.info("checking %s (pattern %s) ...", r.name, p.name)
-            try:
-                res = check_rule(p, r, examples=examples, seed=args.seed, engine=engine,
-                                 guards=per_guard > 0, per_guard=per_guard,
-                                 symbolic=not args.no_symbolic,
-                                 special_values=args.special_values,
-                                 dtype_hints=args.dtype_hints)
-            except Exception as e:  # noqa: BLE001 -- a rule module may break the checker
-                raise RuleFailure(f"checking rule {r.name!r} ({r.where}) failed: "
-                                  f"{type(e).__name__}: {_first_line(e)}") from None
-            results.append(res)
+    kw = dict(examples=examples, seed=args.seed, engine=engine, guards=per_guard > 0,
+              per_guard=per_guard, symbolic=not args.no_symbolic,
+              special_values=args.special_values, dtype_hints=args.dtype_hints)
+    tasks = [(specs, i, j, kw, args.verbosity) for i, p in enumerate(patterns)
+             for j in range(len(p.rules))]
+    rules = [patterns[t[1]].rules[t[2]] for t in tasks]
+    try:
+        ex = executor(jobs=args.jobs, ray=args.ray)
+    except RayUnavailable as e:
+        raise UsageError(f"--ray: {e}") from None
+    with ex:
+        try:
+            results = ex.run(check_rule_task, tasks, labels=[r.name for r in rules],
+                             progress=args.verbosity >= 0, what="check-rules")
+        except TaskFailed as e:  # a rule module may break the checker
+            r = next(r for r in rules if r.name == e.label)
+            raise RuleFailure(f"checking rule {r.name!r} ({r.where}) failed: "
+                              f"{_first_line(e.cause)}") from None
+    run = ex.describe()
     out = results_stream(args)
     for line in summary_lines(results):
         print(line, file=out)
@@ -144,11 +192,11 @@ def check_rules_main(args, state: dict) -> int:
                                                                 "vacuous")}
     print(f"{len(results)} rule(s): " + ", ".join(f"{v} {k}" for k, v in counts.items() if v)
           + f" ({seconds:.1f} s, engine {engine}, seed {args.seed}, "
-          + f"{'fast' if args.fast else 'full'} mode)", file=out)
+          + f"{'fast' if args.fast else 'full'} mode{_executor_line(run)})", file=out)
     if args.report:
         doc = {"mode": "fast" if args.fast else "full", "examples": examples,
                "guard_examples": per_guard, "seed": args.seed, "engine": engine,
-               "summary": counts, "seconds": seconds,
+               "summary": counts, "seconds": seconds, "executor": run,
                "rules": [r.as_dict() for r in results]}
         if args.report == "-":
             sys.stdout.write(json.dumps(doc, indent=2) + "\n")
@@ -174,3 +222,12 @@ def check_rules_main(args, state: dict) -> int:
                              f"{e.strerror or e}") from None
         state["written"].append(args.markdown)
     return EXIT_OK if all(r.ok for r in results) else EXIT_REFUTED
+
+
+def _executor_line(run: dict) -> str:
+    """How the rules ran, for the summary line ("" when serial)."""
+    if run["kind"] == "serial":
+        return ""
+    line = f"; {run['kind']}, {run['workers']} worker(s)"
+    return line + (f", {run['retries']} task(s) retried after a worker died"
+                   if run["retries"] else "")

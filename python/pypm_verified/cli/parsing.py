@@ -138,3 +138,24 @@ def _share(s: str) -> float:
     if not 0.0 <= v <= 1.0:
         raise argparse.ArgumentTypeError(f"{s}: not in [0, 1]")
     return v
+
+
+def _ray_address(s: str) -> str:
+    if not s.strip():
+        raise argparse.ArgumentTypeError("empty; give 'auto' or a cluster's address "
+                                         "(HOST:PORT or ray://HOST:PORT)")
+    return s
+
+
+def executor_options(ap, unit: str = "tasks") -> None:
+    """``--jobs N`` (local worker processes) and ``--ray auto|ADDRESS``: the
+    executor of :mod:`pypm_verified.parallel`, as ``args.jobs``/``args.ray``."""
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--jobs", type=_int_at_least(1, "too few"), default=1, metavar="N",
+                   help=f"run the {unit} in N local worker processes (default 1: in this "
+                   "process, one after the other); the results are the same")
+    g.add_argument("--ray", type=_ray_address, default=None, metavar="auto|ADDRESS",
+                   help=f"run the {unit} on a Ray cluster: 'auto' joins the one RAY_ADDRESS "
+                   "or `ray start` names, else starts a local one; ADDRESS joins that "
+                   "cluster (needs the 'cluster' extra; the same code and files on every "
+                   "node)")
