@@ -21,11 +21,12 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from pypm_verified.library import default_patterns  # noqa: E402
-from pypm_verified.torch.loader import load_model  # noqa: E402
+from pypm_verified.torch.loader import LoadedModel, load_model  # noqa: E402
 from pypm_verified.torch.pipeline import rewrite_program  # noqa: E402
 
 SDPA = torch.ops.aten.scaled_dot_product_attention.default
-SOFTMAX = (torch.ops.aten.softmax.int, torch.ops.aten._safe_softmax.default)
+SOFTMAX = (torch.ops.aten.softmax.int, torch.ops.aten._safe_softmax.default,
+           torch.ops.aten._softmax.default)
 B, H, L, E = 2, 2, 6, 8
 TOL = {torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 3.2e-2}
 HALF = (torch.float16, torch.bfloat16)
@@ -37,8 +38,14 @@ def _qkv(dtype=torch.float32, rank=4, seed=0):
     return [torch.randn(shape, generator=g).to(dtype) for _ in range(3)]
 
 
-def _rewrite(mod, inputs):
-    prog = load_model(mod, inputs)
+def _rewrite(mod, inputs, core=False):
+    """``mod`` exported and rewritten; ``core``: exported with core-ATen
+    decompositions (``run_decompositions()``), as a saved program may be."""
+    if core:
+        prog = LoadedModel(torch.export.export(mod, tuple(inputs)).run_decompositions(),
+                           tuple(inputs))
+    else:
+        prog = load_model(mod, inputs)
     return rewrite_program(prog, default_patterns(("attention",)), target="cuda",
                            check_profitability=False)
 
@@ -51,11 +58,11 @@ def _declines(r):
     return r.report.declines.get("Attention", {}).get("sdpa", {})
 
 
-def _assert_fused(mod, inputs, n=1):
+def _assert_fused(mod, inputs, n=1, core=False, rule="sdpa"):
     """Rewrite ``mod``: ``n`` SDPA calls, no softmax left, the outputs within
     the dtype's tolerance of the original's (and NaN at the same places)."""
-    r = _rewrite(mod, inputs)
-    assert r.report.firings.get("sdpa") == n, (r.report.firings, dict(_declines(r)))
+    r = _rewrite(mod, inputs, core)
+    assert r.report.firings.get(rule) == n, (r.report.firings, dict(_declines(r)))
     t = _targets(r.ep)
     assert t.count(SDPA) == n and not any(s in SOFTMAX for s in t), t
     ours, eager = r.ep.module()(*inputs), mod(*inputs)
@@ -68,11 +75,12 @@ def _assert_fused(mod, inputs, n=1):
     return r, eager, ours
 
 
-def _assert_declined(mod, inputs, reason):
-    r = _rewrite(mod, inputs)
-    assert "sdpa" not in r.report.firings and SDPA not in _targets(r.ep)
-    why = _declines(r)
-    assert any(reason in w for w in why), dict(why)
+def _assert_declined(mod, inputs, reason, core=False):
+    r = _rewrite(mod, inputs, core)
+    assert not r.report.firings and SDPA not in _targets(r.ep)
+    why = list(_declines(r)) + list(r.report.declines.get("CoreAttention", {})
+                                    .get("sdpa_core", {}))
+    assert any(reason in w for w in why), why
     return r
 
 
@@ -302,6 +310,132 @@ def test_sdpa_math_with_a_fully_masked_row(lib):
     assert (eager[0][0, :, 1] == 0).all()
 
 
+class SdpaCall(nn.Module):
+    """``F.scaled_dot_product_attention`` with an additive (float) mask, a
+    boolean one, ``is_causal`` or none: under core-ATen decomposition the
+    scale's square root on q and on ``permute(k)`` by ``mul.Scalar``,
+    ``expand``/``view``/``bmm``/``view``, the safe softmax written out
+    (``_softmax`` and ``where(!any(x != -inf), 0, .)``), the same ``bmm``
+    chain with ``v``."""
+
+    def __init__(self, mask=None, scale=None):
+        super().__init__()
+        self.mask, self.scale = mask, scale
+
+    def forward(self, q, k, v, am):
+        if self.mask == "causal":
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=am if self.mask else None,
+                                              scale=self.scale)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("mask", [None, "additive"])
+def test_sdpa_core_aten_decomposition(lib, dtype, mask):
+    """Fused back to one SDPA whose operands are the decomposition's scaled q
+    and k (the same products: no rounding of the scale is added). Half
+    inputs are cast to float32 by the CPU decomposition: SDPA runs on those."""
+    r, _, _ = _assert_fused(SdpaCall(mask), (*_qkv(dtype), _left_padding(dtype)), core=True,
+                            rule="sdpa_core")
+    assert torch.ops.aten.bmm.default not in _targets(r.ep)
+
+
+@pytest.mark.parametrize("mask", ["bool", "causal"])
+def test_sdpa_core_aten_with_a_boolean_or_causal_mask(lib, mask):
+    """A boolean mask becomes ``where(m, 0, -inf)`` added to the logits: the
+    additive mask SDPA gets; ``is_causal`` a mask built from ``arange``."""
+    keep = torch.ones(L, L, dtype=torch.bool).tril().expand(B, 1, L, L)
+    _assert_fused(SdpaCall(mask), (*_qkv(), keep), core=True, rule="sdpa_core")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_sdpa_core_aten_with_fully_masked_rows(lib, dtype):
+    """Rows that are -inf everywhere in the mask: 0 in the decomposition's
+    safe softmax, 0 in SDPA (no NaN)."""
+    am = torch.zeros(B, 1, L, L, dtype=dtype)
+    am[0, :, 1, :] = -math.inf
+    am[1] = -math.inf
+    _, eager, ours = _assert_fused(SdpaCall("additive"), (*_qkv(dtype), am), core=True,
+                                   rule="sdpa_core")
+    assert (ours[0][0, :, 1] == 0).all() and (ours[0][1] == 0).all()
+    assert not torch.isnan(eager[0]).any()
+
+
+def test_sdpa_core_aten_3d_and_a_given_scale(lib):
+    _assert_fused(SdpaCall("additive", scale=0.3),
+                  (*_qkv(rank=3), torch.zeros(B * H, L, L)), core=True, rule="sdpa_core")
+
+
+class SdpaAten(nn.Module):
+    """SDPA's math as ATen traces it (``make_fx``, AOTAutograd): ``mul.Scalar``
+    on ``transpose(k)``, ``_unsafe_view`` back from ``bmm``,
+    ``_safe_softmax``."""
+
+    def __init__(self, flat=False):
+        super().__init__()
+        self.flat = flat
+
+    def forward(self, q, k, v):
+        a, c = torch.ops.aten, E ** -0.25
+        kt = a.mul.Scalar(a.transpose.int(k, -2, -1), c)
+        x = a.bmm(a.view(a.expand(a.mul.Scalar(q, c), [B, H, L, E]), [B * H, L, E]),
+                  a.view(a.expand(kt, [B, H, E, L]), [B * H, E, L]))
+        w = a._safe_softmax(a._unsafe_view(x, [B, H, L, L]), -1)
+        o = a.bmm(a.view(a.expand(w, [B, H, L, L]), [B * H, L, L]),
+                  a.view(a.expand(v, [B, H, L, E]), [B * H, L, E]))
+        return a._unsafe_view(o, [B * H * L, E] if self.flat else [B, H, L, E])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_sdpa_math_traced_to_aten(lib, dtype):
+    _assert_fused(SdpaAten(), tuple(_qkv(dtype)), rule="sdpa_core")
+
+
+def test_sdpa_math_viewed_to_other_sizes_is_declined(lib):
+    """The product viewed back to other sizes than the batch's: not the
+    batched matmul SDPA computes."""
+    _assert_declined(SdpaAten(flat=True), tuple(_qkv()), "not a batched matmul")
+
+
+# ------------------------------------------------- two outputs, one node
+
+class TwoOutputs(nn.Module):
+    """The same attention returned twice, or two equal attention blocks
+    (merged into one node by the term graph's hash-consing)."""
+
+    def __init__(self, same):
+        super().__init__()
+        self.same = same
+
+    def forward(self, q, k, v):
+        a = torch.softmax(q @ k.transpose(-1, -2) * 0.25, -1) @ v
+        b = a if self.same else torch.softmax(q @ k.transpose(-1, -2) * 0.25, -1) @ v
+        return a, b
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_two_outputs_rewritten_to_one_sdpa(lib, same):
+    """Both outputs name the one SDPA node in the program's signature (it
+    validates, and runs)."""
+    r, _, _ = _assert_fused(TwoOutputs(same), tuple(_qkv()))
+    outs = [s.arg.name for s in r.ep.graph_signature.output_specs]
+    assert len(outs) == 2 and outs[0] == outs[1] \
+        and outs[0] == next(n.name for n in r.ep.graph.nodes if n.target == SDPA)
+
+
+def test_two_equal_outputs_merged_without_a_rule(lib):
+    """Two equal pure expressions as outputs, no rule firing: the term graph
+    merges them, and the signature follows."""
+    class Twice(nn.Module):
+        def forward(self, x):
+            return torch.sin(x) + 1, torch.sin(x) + 1
+    x = torch.randn(3, 4)
+    r = _rewrite(Twice(), (x,))
+    a, b = r.ep.module()(x)
+    assert torch.equal(a, torch.sin(x) + 1) and torch.equal(b, a)
+    assert len({s.arg.name for s in r.ep.graph_signature.output_specs}) == 1
+
+
 # ------------------------------------------------- 6. dropout with p at inference
 
 class Dropouts(nn.Module):
@@ -345,6 +479,10 @@ def test_the_family_stays_under_the_default_fuel():
     t = pm.termination(Attention)
     assert t.descending and t.depth_limit is None, str(t)
     assert t.fuel_bound(t.nesting) == 65_689_540 <= DEFAULT_FUEL
+    # SDPA's decomposed math is a pattern of its own: its bound adds nothing here
+    from pypm_verified.library.attention import CoreAttention
+    c = pm.termination(CoreAttention)
+    assert c.descending and c.depth_limit is None and c.fuel_bound(c.nesting) == 737, str(c)
 
 
 # ------------------------------------------------ a deliberately wrong variant

@@ -590,6 +590,7 @@ class InstanceGenerator:
         self._sites: List[GuardSite] = []
         self._leaves: List[Leaf] = []
         self._nvars = 0
+        self._view_bh = None  # the batch and head sizes of this draw's views
         pat = self.pattern
         # a multi-root pattern (theories/Multi.v): every root definition is
         # unfolded over the same variables (the shared ones), so the roots
@@ -1123,14 +1124,23 @@ def _free_const(gen, t) -> bool:
     return isinstance(t, Leaf) and t.kind == "const" and t in gen._values
 
 
+_BMMS = (torch.ops.aten.bmm.default, torch.ops.aten.baddbmm.default)
+
+
 def _view(gen, a: App, spec) -> None:
     """``view``/``reshape`` to ``spec``: the first two axes merged from one
     (the input is ``(B*H, ...)``), the first axis split in two (the input is
     ``(B, H, ...)``: the views around batched attention), or the same shape;
-    a size list that is a pattern variable is set to ``spec``'s sizes."""
+    a size list that is a pattern variable is set to ``spec``'s sizes. The
+    views of one instance share their batch and head sizes (the views around
+    one batched matmul agree), and a view of a ``bmm`` reads a 3-D tensor."""
     rng, r = gen.rng, len(spec)
     x = rng.random()
-    b, h = rng.choice((1, 2, 3)), rng.choice((2, 3))
+    if getattr(a.args[0], "target", None) in _BMMS:
+        x = 0.0 if r == 4 else 0.9
+    if getattr(gen, "_view_bh", None) is None:
+        gen._view_bh = (rng.choice((1, 2, 3)), rng.choice((2, 3)))
+    b, h = gen._view_bh
     if r >= 2 and x < 0.4:
         _unify(spec[0], Dim(b))
         _unify(spec[1], Dim(h))

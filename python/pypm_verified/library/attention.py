@@ -61,6 +61,16 @@ decomposition; on ``transpose`` it would exceed the fuel), the softmax axis
 is a variable, and the casts and the view back sit on the logits (one
 alternate of ``Masked`` each), not around the softmax.
 
+A second pattern, :data:`CoreAttention` (rule :func:`sdpa_core`, its own
+fuel bound: 737 steps), is SDPA's math decomposed: core ATen's
+(``ep.run_decompositions()``: ``mul.Scalar`` on ``q`` and on
+``permute(k)``, ``expand``/``view``/``bmm``/``view``, maybe ``+ mask``,
+``_softmax`` and ``where(!any(x != -inf), 0, .)``) and ATen's (``make_fx``:
+``transpose``, ``_unsafe_view``, ``_safe_softmax``). It becomes
+``SDPA(q, mul.Scalar(k', c), v, mask, scale=1)``: the factors stay on the
+operands (the decomposition's products; ``c * c`` as the scale would differ
+from them by a rounding).
+
 The rule (:func:`sdpa`) computes SDPA's arguments: ``k`` (un-transposed),
 the scale (the product of the number factors), the mask (the sum of the
 additive terms, ALiBi's bias scaled like the scores; a boolean mask where
@@ -116,7 +126,7 @@ from ..torch.ops import (
     Add, AnyDim, Baddbmm, Bmm, Clone, Div, Dropout, Expand, GetItem, LogicalNot, MaskedFill,
     MaskedFillTensor, MatMul, Mean, Mul, MulScalar, NativeDropout, Permute, Reshape,
     SafeSoftmax, SDPA, Softmax, Tanh, ToCopy, Transpose, TypeAs, View, Where,
-    WhereScalarOther, WhereScalarSelf)
+    WhereScalarOther, WhereScalarSelf, EqScalar, FullLike, SoftmaxImpl, UnsafeView)
 
 # ------------------------------------------------------------ the key
 
@@ -567,6 +577,25 @@ def _lowest(x):
 _FLOATS = (pm.f32, pm.f16, pm.bf16, pm.f64)
 
 
+def _key(k, perm, ta, tb, r):
+    """SDPA's key ``k'`` and its shape from ``kT`` = ``permute(k, perm)`` or
+    ``transpose(k, ta, tb)``, whose last two axes must be ``k'``'s last two
+    swapped (``k'`` is ``k``, or ``permute(k, perm')``)."""
+    if perm is not None:
+        order = [_axis(a, r) for a in perm.value] if perm.is_const \
+            and isinstance(perm.value, (list, tuple)) and len(perm.value) == r else None
+        assert order is not None and sorted(order) == list(range(r)), \
+            "the permutation of the key is not one of its axes"
+        inner = order[:-2] + [order[-1], order[-2]]  # perm then swap == inner
+        kk = k if inner == list(range(r)) else Permute(k, inner)
+        return kk, ([k.shape[i] for i in inner] if k.shape is not None else None)
+    axes = {_axis(ta.value, r), _axis(tb.value, r)} if ta.is_const and tb.is_const \
+        else None
+    assert axes == {r - 2, r - 1}, \
+        "the key is transposed on other axes than its last two"
+    return k, k.shape
+
+
 @pm.rule(Attention)
 def sdpa(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4, vs4, m0,
          m1, m2, bm, bk, fill, ma, x, sdt, up, sdim, tref, cast, ref, sm, p, pd, dtrain, xv, p3,
@@ -579,21 +608,7 @@ def sdpa(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
     assert r in (3, 4) and v.rank == r and k.rank == r  # SDPA's (batch..., L, E) operands
     assert q.dtype in _FLOATS  # SDPA computes in floating point
     assert q.dtype == k.dtype and q.dtype == v.dtype
-    # ---- the key: kT's axes are the last two of k (k' below un-transposes it)
-    if perm is not None:
-        order = [_axis(a, r) for a in perm.value] if perm.is_const \
-            and isinstance(perm.value, (list, tuple)) and len(perm.value) == r else None
-        assert order is not None and sorted(order) == list(range(r)), \
-            "the permutation of the key is not one of its axes"
-        inner = order[:-2] + [order[-1], order[-2]]  # perm then swap == inner
-        kk = k if inner == list(range(r)) else Permute(k, inner)
-        kshape = [k.shape[i] for i in inner] if k.shape is not None else None
-    else:
-        axes = {_axis(ta.value, r), _axis(tb.value, r)} if ta.is_const and tb.is_const \
-            else None
-        assert axes == {r - 2, r - 1}, \
-            "the key is transposed on other axes than its last two"
-        kk, kshape = k, k.shape
+    kk, kshape = _key(k, perm, ta, tb, r)
     for c in (kmul, kdiv):
         if c is not None:  # (k^T) * c == (k * c)^T: a number or a 0-d tensor
             assert _number(c) is not None or (not c.is_const and c.rank == 0), \
@@ -729,4 +744,144 @@ def sdpa(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
     return Where(any_kept, out, Mean(v, [-2], True, None))
 
 
-PATTERNS = [Attention]
+# ----------------------------------------------- SDPA's math, decomposed
+# ``F.scaled_dot_product_attention`` under ``ep.run_decompositions()`` (core
+# ATen: ``permute``, the safe softmax written out) or traced to ATen
+# (``make_fx``, AOTAutograd: ``transpose``, ``_safe_softmax``,
+# ``_unsafe_view``): a pattern of its own, the family's fuel bound having no
+# room for its steps
+
+@pm.pattern
+def CoreBmm(a, b, ea, eb, va, vb, vo):
+    """``matmul(a, b)`` as SDPA's math decomposes it: both operands expanded
+    to the batch, viewed to 3-D, ``bmm``, the product viewed back."""
+    return View(Bmm(View(Expand(a, ea, False), va), View(Expand(b, eb, False), vb)), vo)
+
+
+@pm.pattern
+def CoreBmm(a, b, ea, eb, va, vb, vo):  # noqa: F811
+    return UnsafeView(Bmm(View(Expand(a, ea, False), va), View(Expand(b, eb, False), vb)), vo)
+
+
+@pm.pattern
+def CoreKeyT(k, ta, tb, perm, kmul):
+    """``mul.Scalar(kT, kmul)``, ``kT`` by ``permute`` (core ATen) or
+    ``transpose`` (ATen)."""
+    return MulScalar(Permute(k, perm), kmul)
+
+
+@pm.pattern
+def CoreKeyT(k, ta, tb, perm, kmul):  # noqa: F811
+    return MulScalar(Transpose(k, ta, tb), kmul)
+
+
+@pm.pattern
+def CoreLogits(q, k, ta, tb, perm, kmul, am, e0, e1, v0, v1, v2):
+    """``q`` (the scaled query) times the scaled ``kT``, maybe plus an
+    additive mask ``am``."""
+    kt = pm.var()
+    kt <= CoreKeyT(k, ta, tb, perm, kmul)
+    return CoreBmm(q, kt, e0, e1, v0, v1, v2)
+
+
+@pm.pattern
+def CoreLogits(q, k, ta, tb, perm, kmul, am, e0, e1, v0, v1, v2):  # noqa: F811
+    kt = pm.var()
+    kt <= CoreKeyT(k, ta, tb, perm, kmul)
+    return Add(CoreBmm(q, kt, e0, e1, v0, v1, v2), am, 1)
+
+
+@pm.pattern
+def CoreSafeSoftmax(x, sm, sdim, half, ninf, adim, zero, zdt):
+    """``_safe_softmax(x, sdim, zdt)``, or written out (core ATen):
+    ``where(!any(x != -inf, adim), full_like(sm, zero, zdt), sm)``, ``sm =
+    _softmax(x, sdim, half)``."""
+    return SafeSoftmax(x, sdim, zdt)
+
+
+@pm.pattern
+def CoreSafeSoftmax(x, sm, sdim, half, ninf, adim, zero, zdt):  # noqa: F811
+    layout, device, pin, fmt = pm.var(), pm.var(), pm.var(), pm.var()
+    sm <= SoftmaxImpl(x, sdim, half)
+    return Where(LogicalNot(AnyDim(LogicalNot(EqScalar(x, ninf)), adim, True)),
+                 FullLike(sm, zero, zdt, layout, device, pin, fmt), sm)
+
+
+@pm.pattern
+def CoreAttention(q, k, v, ta, tb, perm, kmul, am, x, sm, sdim, half, ninf, adim, zero, zdt,
+                  w, e0, e1, v0, v1, v2, e2, e3, v3, v4, v5):
+    """SDPA's math decomposed: ``CoreBmm(safe_softmax(CoreLogits), v)``."""
+    assert q.rank >= 3 and q.rank <= 4 and v.rank == q.rank
+    w <= CoreSafeSoftmax(x, sm, sdim, half, ninf, adim, zero, zdt)
+    x <= CoreLogits(q, k, ta, tb, perm, kmul, am, e0, e1, v0, v1, v2)
+    return CoreBmm(w, v, e2, e3, v3, v4, v5)
+
+
+def _sizes(c):
+    """A constant list of sizes as a list (None if it is not one)."""
+    return list(c.value) if c is not None and c.is_const \
+        and isinstance(c.value, (list, tuple)) else None
+
+
+def _core_matmul(sa, sb, ea, eb, va, vb, vo):
+    """Assert that ``view(bmm(view(expand(a, ea), va), view(expand(b, eb),
+    vb)), vo)``, ``a`` and ``b`` of shapes ``sa`` and ``sb``, is ``matmul(a,
+    b)``: the expands keep the shapes, the views flatten the (equal) batch
+    axes and unflatten them (row-major: the same entries)."""
+    sa, sb = list(sa), list(sb)
+    batch = sa[:-2]
+    n = math.prod(batch)
+    kept = lambda e, s: e is not None and len(e) == len(s) and all(  # noqa: E731
+        d == -1 or d == t for d, t in zip(e, s))  # expand's -1 keeps the size
+    assert kept(_sizes(ea), sa) and kept(_sizes(eb), sb) and sb[:-2] == batch \
+        and _sizes(va) == [n] + sa[-2:] and _sizes(vb) == [n] + sb[-2:] \
+        and _sizes(vo) == batch + [sa[-2], sb[-1]], \
+        ("the expand/view/bmm chain is not a batched matmul (operands broadcast, or the "
+         "views are not a flattening of the batch axes)")
+
+
+@pm.rule(CoreAttention)
+def sdpa_core(q, k, v, ta, tb, perm, kmul, am, x, sm, sdim, half, ninf, adim, zero, zdt,
+              w, e0, e1, v0, v1, v2, e2, e3, v3, v4, v5, ctx):
+    """-> aten.scaled_dot_product_attention(q, mul.Scalar(k', c), v, am,
+    scale=1): the factors stay on ``q`` and ``k`` -- the original's products,
+    exactly (folding ``c * c`` into ``scale`` would be exact only up to
+    rounding: ``fl(c)^2`` is not the scale)."""
+    r = q.rank
+    assert r in (3, 4) and v.rank == r and k.rank == r  # SDPA's (batch..., L, E) operands
+    assert q.dtype in _FLOATS and q.dtype == k.dtype and q.dtype == v.dtype
+    kk, kshape = _key(k, perm, ta, tb, r)
+    c = _number(kmul)
+    assert c is not None, "the factor on the transposed key is not a finite number"
+    assert kshape is not None and q.shape[-1] == kshape[-1] and kshape[-2] == v.shape[-2]
+    scores = list(q.shape[:-1]) + [kshape[-2]]
+    kt = list(kshape[:-2]) + [kshape[-1], kshape[-2]]
+    _core_matmul(q.shape, kt, e0, e1, v0, v1, v2)
+    _core_matmul(scores, v.shape, e2, e3, v3, v4, v5)
+    # the safe softmax over the last axis, in q's dtype
+    last = lambda d: d.is_const and _axis(d.value, r) == r - 1  # noqa: E731
+    assert last(sdim) and zdt.is_const and zdt.value in (None, q.torch_dtype), \
+        "the softmax is not over the keys (the last axis) in q's dtype"
+    if sm is not None:  # written out: where(!any(x != -inf), 0, _softmax(x))
+        assert last(adim) and half.is_const and half.value is False and ninf.is_const \
+            and ninf.value == -math.inf and _number(zero) == 0.0, \
+            ("the softmax is not SDPA's safe softmax (0 on rows of -inf) over the keys in "
+             "q's dtype")
+        assert sm.dtype == q.dtype
+    assert x.dtype == q.dtype and w.dtype == q.dtype
+    mask = None
+    if am is not None:
+        assert not am.is_const and _widens_to(am.torch_dtype, q.torch_dtype) \
+            and am.rank is not None and am.rank >= 2 and _broadcasts(am.shape, scores), \
+            ("the additive mask is not a tensor of q's dtype (or one converting to it "
+             "exactly) broadcasting to the scores")
+        mask = _as_dtype(am, q.torch_dtype)
+    if ctx.target == "cpu":
+        assert q.device is not None and q.device.type == "cpu"
+    assert ctx.profitable(  # the attention family's measured table
+        "attention", dtype=q.torch_dtype, variant="mask", seq=kshape[-2])
+    # a row of -inf logits: 0 in the safe softmax and in SDPA
+    return SDPA(q, MulScalar(kk, c), v, mask, 0.0, False, 1.0, False)
+
+
+PATTERNS = [Attention, CoreAttention]

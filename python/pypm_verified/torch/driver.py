@@ -261,6 +261,15 @@ class _Builder:
         return self.driver.value(kept)
 
 
+def _output_nodes(g: fx.Graph) -> List[fx.Node]:
+    """The nodes ``g`` outputs, in order (constants in the output left out)."""
+    nodes: List[fx.Node] = []
+    for n in g.nodes:
+        if n.op == "output":
+            fx.node.map_arg(n.args, nodes.append)
+    return nodes
+
+
 def count_calls(g: fx.Graph) -> int:
     """Number of call nodes (what node counts report)."""
     return sum(1 for n in g.nodes if n.op.startswith("call"))
@@ -316,6 +325,12 @@ class Driver:
             self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
         self.report = RewriteReport(engine=engine, target=target)
         self.renamed: Dict[str, fx.Node] = {}  # replaced root's name -> its replacement
+        # the graph's outputs by name -> position: an output may also vanish by
+        # hash-consing (the term graph merges equal pure nodes, at import and
+        # after a rewrite), which ``renamed`` does not record
+        self._output_at: Dict[str, int] = {}
+        for i, n in enumerate(_output_nodes(gm.graph)):
+            self._output_at.setdefault(n.name, i)
         self._stale: set = set()  # FX nodes whose arguments' terms changed
         self._match_labels: set = set()  # operators some pattern matched at (_look_ahead)
         self._meta_cache: Dict[tuple, tuple] = {}  # meta_val: argument metadata -> result's
@@ -323,7 +338,14 @@ class Driver:
         self.shape_env = dynamic.shape_env_of(gm, graph_mode)
 
     def replacement_name(self, name: str) -> str:
-        """The current name of what the node once called ``name`` became."""
+        """The current name of what the node once called ``name`` became: for
+        an output of the graph, the node now at its place in the output (two
+        outputs rewritten, or merged, into one node both name it)."""
+        i = self._output_at.get(name)
+        if i is not None:
+            now = _output_nodes(self.gm.graph)
+            if i < len(now):
+                return now[i].name
         seen = set()
         while name in self.renamed and name not in seen:
             seen.add(name)

@@ -163,5 +163,8 @@ ConstantPadNd = declare("ConstantPadNd", aten.constant_pad_nd.default)
 # attention as other code bases write it (library/attention.py)
 MulScalar = declare("MulScalar", aten.mul.Scalar)
 MaskedFillTensor = declare("MaskedFillTensor", aten.masked_fill.Tensor)
+# SDPA's core-ATen decomposition (its safe softmax written out)
+SoftmaxImpl = declare("SoftmaxImpl", aten._softmax.default)
+EqScalar = declare("EqScalar", aten.eq.Scalar)
 
 __all__ = ["BY_NAME", "declare"] + sorted(BY_NAME)
