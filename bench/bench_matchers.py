@@ -79,14 +79,18 @@ def run_pypm(ep, engine: str):
     """
     # The driver rewrites ep's graph module in place (ep is a private copy).
     from pypm_verified.library import default_patterns  # noqa: WPS433 (lazy on purpose)
-    from pypm_verified.torch.driver import rewrite_graph_module
+    from pypm_verified.torch.driver import Driver
     # no final recompile: like the Inductor passes, the time is the rewriting
     # (the equivalence check recompiles before running the graph)
-    report = rewrite_graph_module(ep.graph_module, default_patterns(), engine=engine,
-                                  target="cpu", recompile=False, check_profitability=False)
+    driver = Driver(ep.graph_module, default_patterns(), engine=engine, target="cpu",
+                    recompile=False, check_profitability=False)
+    report = driver.run()
+    # the rewrite validation of every pass (rewriting/validate.py), inside total_s
+    validation = getattr(driver, "validation", None)
     return ep.graph_module, {"firings": dict(report.firings), "iterations": report.iterations,
                              "match_s": report.match_s, "total_s": report.total_s,
-                             "attempts": report.attempts}
+                             "attempts": report.attempts,
+                             "validate_s": validation.seconds if validation else None}
 
 
 def run_pypm_match(gm, engine: str) -> int:
@@ -198,14 +202,19 @@ def bench_one(model, layers, systems, repeats, log, profile_at=None):
                     f"max |diff| {entry['max_abs_diff']:.2e}")
         row["systems"][name] = entry
     times = {n: [] for n in names}
+    validate_s = {n: [] for n in names}  # the pypm drivers' rewrite validation, per run
     for rep in range(repeats):
         order = names[rep % len(names):] + names[:rep % len(names)]
         for name in order:
             kind, fn, _ = systems[name]
             arg = _fresh(kind, ep)
-            dt, _, _ = timed(functools.partial(fn, arg), gc_off=True, collect=True)
+            dt, _, out = timed(functools.partial(fn, arg), gc_off=True, collect=True)
             times[name].append(dt)
+            if kind == "ep" and isinstance(out, tuple) and isinstance(out[1], dict) \
+                    and out[1].get("validate_s") is not None:
+                validate_s[name].append(out[1]["validate_s"])
             del arg
+            del out
     if profile_at == (model, layers):
         # where the time goes, by phase (bench/profile_fixpoint.py), after the timed runs
         import profile_fixpoint
@@ -221,8 +230,15 @@ def bench_one(model, layers, systems, repeats, log, profile_at=None):
         e = row["systems"][name]
         e.update(ms=ms, runs_ms=[t * 1e3 for t in times[name]],
                  ratio_to_walk=(ms / walk_ms) if walk_ms else None)
+        val = ""
+        if validate_s[name]:
+            # share of the same runs' fixpoint (median of the per-run shares)
+            e["validate_ms"] = statistics.median(validate_s[name]) * 1e3
+            e["validate_pct"] = statistics.median(
+                100 * v / t for v, t in zip(validate_s[name], times[name]))
+            val = f"  validate {e['validate_ms']:.2f} ms ({e['validate_pct']:.1f}%)"
         log(f"  {name:22s} {ms:10.3f} ms  x{e['ratio_to_walk'] or 0:9.1f}  "
-            f"{e.get('rewrites', '')}")
+            f"{e.get('rewrites', '')}{val}")
     del ep, base_gm, flat, ref
     gc.collect()
     return row
@@ -258,7 +274,10 @@ def write_markdown(res, path):
          "LLaMA 4 KV heads), random weights, exported with `torch.export.export(...)"
          ".run_decompositions({})`.", "",
          "Cell: median ms (× bare walk) [rewrites: attention/gelu_tanh/rms_norm/linear_act]; "
-         "✗ marks a wrong rewrite count or a numerical mismatch.", ""]
+         "✗ marks a wrong rewrite count or a numerical mismatch. Column validate: the "
+         "pypm_verified fixpoint's rewrite validation (every pass checked by the verified "
+         "validator, python/pypm_verified/rewriting/validate.py), median ms and its median "
+         "share of the same runs' fixpoint time (included in it).", ""]
     left = [s for s in SYSTEMS if s not in res["systems"]]
     full = [1, 2, 4, 8, 12, 16, 32]
     if not res["quick"] and (left or res["layers"] != full):
@@ -270,8 +289,8 @@ def write_markdown(res, path):
         L.append(f"> {n}")
     if res["notes"] or (not res["quick"] and (left or res["layers"] != full)):
         L.append("")
-    L.append("| model | layers | nodes | " + " | ".join(systems) + " |")
-    L.append("|---|---:|---:|" + "---:|" * len(systems))
+    L.append("| model | layers | nodes | " + " | ".join(systems) + " | validate |")
+    L.append("|---|---:|---:|" + "---:|" * (len(systems) + 1))
     for row in res["rows"]:
         cells = []
         for s in systems:
@@ -290,6 +309,9 @@ def write_markdown(res, path):
                 if not (e["rewrites_ok"] and e["equivalent"]):
                     c += " ✗"
             cells.append(c)
+        v = row["systems"].get("pypm_verified", {})
+        cells.append(f"{v['validate_ms']:.3g} ms ({v['validate_pct']:.1f}%)"
+                     if v.get("validate_ms") is not None else "—")
         L.append(f"| {row['model']} | {row['layers']} | {row['nodes']} | " + " | ".join(cells) + " |")
     L += headline(res)
     L += ["", "Expected rewrites per model with L layers: BERT L attention + L linear_act "

@@ -14,7 +14,7 @@ from ..dsl.rules import short_path
 from ..engines.dominates import graph_users
 from ..engines.matching import check_engine, match_all
 from ..errors import PatternError
-from . import interior
+from . import interior, validate
 from .report import RewriteReport
 from ..core.graph import Graph, Node
 
@@ -39,8 +39,11 @@ def rewrite(graph, patterns: Sequence[Pattern], engine: str = "verified",
     first whose assertions pass fires: its replacement is substituted for the
     root (a rule returning the root itself changes nothing and does not
     count). Passes repeat until one fires nothing, at most
-    ``max_iterations`` times. A graph without designated outputs gets its
-    current sinks (nodes no node uses) as outputs. Raises OutOfFuel like
+    ``max_iterations`` times. Each firing is checked by the verified
+    rewrite validator (:mod:`.validate`; a rejection raises
+    :class:`~.validate.RewriteRejected`). A graph without designated
+    outputs gets its current sinks (nodes no node uses) as outputs. Raises
+    OutOfFuel like
     :func:`match_all`. For each match where no rule fired, the report
     records why each rule declined (:attr:`RewriteReport.declines`).
 
@@ -79,9 +82,12 @@ def rewrite(graph, patterns: Sequence[Pattern], engine: str = "verified",
     if not active or not graph.nodes:
         report.iterations = 1
         return report
+    checker = validate.term_checker(graph)  # each firing validated (None: turned off)
     while report.iterations < max_iterations:
         report.iterations += 1
         fired = False
+        if checker is not None:
+            checker.begin()
         live = {n.id for n in graph.live()}
         uses = None  # graph_users(graph), computed when a policy needs it
         for pattern, root, m in match_all(active, graph, engine=engine, fuel=fuel):
@@ -116,6 +122,8 @@ def rewrite(graph, patterns: Sequence[Pattern], engine: str = "verified",
                     break
                 graph.replace(root, new)
                 report.record_firing(rule.name, root, new)
+                if checker is not None:
+                    checker.fired(report.iterations, rule.name, root, new)
                 fired = True
                 live = {n.id for n in graph.live()}
                 uses = None

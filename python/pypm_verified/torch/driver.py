@@ -325,6 +325,8 @@ class Driver:
             self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
         self.report = RewriteReport(engine=engine, target=target)
         self.renamed: Dict[str, fx.Node] = {}  # replaced root's name -> its replacement
+        # (rule, root, replacement) of every firing, for the rewrite validation
+        self.firings: List[Tuple[str, fx.Node, fx.Node]] = []
         # the graph's outputs by name -> position: an output may also vanish by
         # hash-consing (the term graph merges equal pure nodes, at import and
         # after a rewrite), which ``renamed`` does not record
@@ -644,6 +646,7 @@ class Driver:
                 continue
             root.replace_all_uses_with(v.fx, delete_user_cb=lambda u: u not in created)
             self.renamed[root.name] = v.fx
+            self.firings.append((rule.name, root, v.fx))
         self.report.record_firing(rule.name, roots[0].name, out[0].fx.name)
         done = [n for n in b.created if n.graph is self.gm.graph and n in self.tg.term]
         self._dce(roots)
@@ -760,6 +763,7 @@ class Driver:
                 f"({_desc(old_val)}) with a value of {_desc(new_val)}")
         root.replace_all_uses_with(new, delete_user_cb=lambda u: u is not new)
         self.renamed[root.name] = new
+        self.firings.append((rule.name, root, new))
         self.report.record_firing(rule.name, root.name, new.name)
         created = [n for n in b.created if n.graph is self.gm.graph and n in self.tg.term]
         self._dce([root])
@@ -846,8 +850,13 @@ class Driver:
         self.prepare()
         work = [n for n in g.nodes if n.op == "call_function"]
         term = self.tg.term
+        from ..rewriting import validate
+        # each pass validated (None: turned off); its time in .validation.seconds
+        self.validation = checker = validate.fx_checker(self)
         while work and self.report.iterations < self.max_iterations:
             self.report.iterations += 1
+            if checker is not None:
+                checker.begin()
             dirty: List[fx.Node] = []
             pending = set(work)
             for node in list(g.nodes):
@@ -878,6 +887,8 @@ class Driver:
             if self._stale:  # users of nodes created after the walk passed
                 dirty.extend(self.tg.refresh(list(self._stale)))
                 self._stale.clear()
+            if checker is not None:
+                checker.end(self.report.iterations)
             work = sorted({n for n in dirty if n in term})
         # the cap cut the rewrite short only if another pass had something to
         # do: a pattern matches at a node it would try (matching only)
