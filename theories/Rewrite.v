@@ -26,7 +26,10 @@
     [fs] fired, up to the renaming [map] (after node -> before node, [None]
     for a new node); the conditions and reason codes are those of the C
     entry point [pypm_validate_rewrite] (docs/internals/format.md). It reads
-    the node tables through AVL maps built once, O(n log n) in all. *)
+    the node tables through AVL maps built once, O(n log n) in all.
+    [validate_sound]: an accepted pass preserves the outputs' denotation
+    when each replacement denotes what its root did; [validate_renaming]:
+    what acceptance says about the two graphs, as a renaming relation. *)
 
 From Coq Require Import List Bool Arith Lia.
 From PyPM Require Import Subst.
@@ -675,3 +678,200 @@ Section ValidateSound.
     intros ah ag Hin Hok. apply (Hpair (length (tnodes A)) ah ag (HoA ah Hin)); auto.
   Qed.
 End ValidateSound.
+
+(** *** What acceptance says about the graphs: [after] is [before] with the
+    firings applied, up to the renaming [mp] *)
+
+(** After argument (or output) [ah] stands for before node [ag]: it is [ag]'s
+    replacement, or [ag] is no fired root and [ah] is mapped to it. *)
+Definition corr (fs : list (nat * nat)) (mp : list (option nat)) (ah ag : nat) : Prop :=
+  In (ag, ah) fs \/ (~ In ag (map fst fs) /\ nth_error mp ah = Some (Some ag)).
+
+(** The nodes of [g] its outputs reach. *)
+Inductive reach (g : tgraph) : nat -> Prop :=
+| reach_out : forall o, In o (touts g) -> reach g o
+| reach_arg : forall k a, reach g k -> k < length (tnodes g) -> In a (targs (tnode_at g k)) -> reach g a.
+
+Lemma fold_add_notin : forall (fs : list (nat * nat)) r (m : VarMap.t nat), ~ In r (map fst fs) ->
+  VarMap.find r (fold_left (fun m rp => VarMap.add (fst rp) (snd rp) m) fs m) = VarMap.find r m.
+Proof.
+  induction fs as [|[a b] fs IH]; intros r m Hn; simpl in *; auto.
+  rewrite IH by tauto. rewrite VarMapF.add_neq_o; auto.
+Qed.
+
+Lemma fire_table_none : forall fs r, VarMap.find r (fire_table fs) = None -> ~ In r (map fst fs).
+Proof.
+  unfold fire_table. intros fs.
+  assert (G : forall m r, VarMap.find r (fold_left (fun m rp => VarMap.add (fst rp) (snd rp) m) fs m) = None ->
+                          ~ In r (map fst fs)).
+  { induction fs as [|[a b] fs IH]; intros m r H; simpl in *; [tauto|].
+    intros [<-|Hin]; [|exact (IH _ _ H Hin)].
+    destruct (in_dec Nat.eq_dec a (map fst fs)) as [Hin|Hn]; [exact (IH _ _ H Hin)|].
+    rewrite fold_add_notin in H by exact Hn. rewrite VarMapF.add_eq_o in H; congruence. }
+  intros r H. exact (G _ _ H).
+Qed.
+
+Lemma bad_firing_spec : forall nb na fs f seen, bad_firing nb na f fs seen = None ->
+  (forall r p, In (r, p) fs -> r < nb /\ p < na) /\ NoDup (map fst fs) /\
+  (forall r, In r (map fst fs) -> VarMap.mem r seen = false).
+Proof.
+  intros nb na. induction fs as [|[r p] fs IH]; intros f seen H; simpl in *.
+  - repeat split; try tauto. constructor.
+  - destruct (Nat.ltb r nb && Nat.ltb p na && negb (VarMap.mem r seen)) eqn:E; [|discriminate].
+    apply andb_true_iff in E as [E E3]. apply andb_true_iff in E as [E1 E2].
+    apply Nat.ltb_lt in E1. apply Nat.ltb_lt in E2. apply negb_true_iff in E3.
+    destruct (IH _ _ H) as (H1 & H2 & H3). split; [|split].
+    + intros r' p' [Heq|Hin]; [inversion Heq; subst; auto | apply (H1 r' p' Hin)].
+    + constructor; [|exact H2]. intro Hin. specialize (H3 r Hin).
+      rewrite VarMapF.add_eq_b in H3 by reflexivity. discriminate.
+    + intros r' [<-|Hin]; [exact E3|]. specialize (H3 r' Hin).
+      rewrite VarMapF.add_b in H3. apply orb_false_iff in H3. tauto.
+Qed.
+
+Lemma fire_table_nodup : forall fs r p, NoDup (map fst fs) -> In (r, p) fs ->
+  VarMap.find r (fire_table fs) = Some p.
+Proof.
+  unfold fire_table. intros fs. generalize (VarMap.empty nat).
+  induction fs as [|[a b] fs IH]; intros m r p Hd Hin; simpl in *; [contradiction|].
+  inversion Hd as [|? ? Hn Hd']; subst. destruct Hin as [Heq|Hin].
+  - inversion Heq; subst. rewrite fold_add_notin by exact Hn. apply VarMapF.add_eq_o. reflexivity.
+  - exact (IH _ _ _ Hd' Hin).
+Qed.
+
+Lemma bad_map_spec : forall nb F mp h0 seen, bad_map nb F h0 mp seen = None ->
+  forall k g, nth_error mp k = Some (Some g) ->
+  g < nb /\ VarMap.mem g F = false /\ VarMap.mem g seen = false /\
+  (forall k', nth_error mp k' = Some (Some g) -> k' = k).
+Proof.
+  intros nb F. induction mp as [|o mp IH]; intros h0 seen H k g Hk; [destruct k; discriminate|].
+  simpl in H. destruct o as [g'|].
+  - destruct (Nat.ltb g' nb && negb (VarMap.mem g' seen) && negb (VarMap.mem g' F)) eqn:E;
+      [|discriminate].
+    apply andb_true_iff in E as [E E3]. apply andb_true_iff in E as [E1 E2].
+    apply Nat.ltb_lt in E1. apply negb_true_iff in E2. apply negb_true_iff in E3.
+    pose proof (IH _ _ H) as IH'.
+    assert (Hnot : forall j, nth_error mp j <> Some (Some g')).
+    { intros j Hj. destruct (IH' j g' Hj) as (_ & _ & Hs & _).
+      rewrite VarMapF.add_eq_b in Hs by reflexivity. discriminate. }
+    destruct k as [|k]; simpl in Hk.
+    + inversion Hk; subst. repeat split; auto.
+      intros [|k'] Hk'; [reflexivity|]. simpl in Hk'. exfalso. exact (Hnot k' Hk').
+    + destruct (IH' k g Hk) as (H1 & H2 & H3 & H4).
+      rewrite VarMapF.add_b in H3. apply orb_false_iff in H3 as [Hne H3].
+      repeat split; auto.
+      intros [|k'] Hk'; simpl in Hk'.
+      * inversion Hk'; subst. unfold VarMapF.eqb in Hne.
+        destruct (VarMapF.eq_dec g g); [discriminate | contradiction].
+      * f_equal. exact (H4 k' Hk').
+  - destruct k as [|k]; simpl in Hk; [discriminate|].
+    destruct (IH _ _ H k g Hk) as (H1 & H2 & H3 & H4). repeat split; auto.
+    intros [|k'] Hk'; simpl in Hk'; [discriminate|]. f_equal. exact (H4 k' Hk').
+Qed.
+
+Lemma bad_pair_forall2 : forall F MT ahs ags j, bad_pair F MT j ahs ags = None ->
+  Forall2 (fun ah ag => arg_ok F MT ah ag = true) ahs ags.
+Proof.
+  intros F MT. induction ahs as [|ah ahs IH]; intros [|ag ags] j H; simpl in *;
+    try discriminate; constructor.
+  - destruct (arg_ok F MT ah ag); [reflexivity | discriminate].
+  - destruct (arg_ok F MT ah ag); [exact (IH _ _ H) | discriminate].
+Qed.
+
+Lemma Forall2_weaken : forall (R S : nat -> nat -> Prop) l1 l2,
+  (forall x y, R x y -> S x y) -> Forall2 R l1 l2 -> Forall2 S l1 l2.
+Proof. intros R S l1 l2 H F. induction F; constructor; auto. Qed.
+
+Lemma arg_ok_corr : forall fs mp ah ag,
+  arg_ok (fire_table fs) (table_from 0 mp (VarMap.empty (option nat))) ah ag = true ->
+  corr fs mp ah ag.
+Proof.
+  intros fs mp ah ag H. unfold arg_ok, corr in *.
+  destruct (VarMap.find ag (fire_table fs)) as [p|] eqn:Ef.
+  - apply Nat.eqb_eq in H. subst. left. exact (fire_table_in _ _ _ Ef).
+  - right. split; [exact (fire_table_none _ _ Ef)|]. rewrite table_find in H.
+    destruct (nth_error mp ah) as [[g|]|]; try discriminate. apply Nat.eqb_eq in H. congruence.
+Qed.
+
+Lemma mem_fold_add : forall l m a,
+  VarMap.mem a (fold_left (fun m a => VarMap.add a tt m) l m) = true -> In a l \/ VarMap.mem a m = true.
+Proof.
+  induction l as [|x l IH]; intros m a H; simpl in *; auto.
+  destruct (IH _ _ H) as [H'|H']; auto. rewrite VarMapF.add_b in H'.
+  apply orb_true_iff in H' as [E|E]; auto. left. left.
+  unfold VarMapF.eqb in E. destruct (VarMapF.eq_dec x a); [auto | discriminate].
+Qed.
+
+Lemma firstn_S_last : forall A (l : list A) i d, i < length l ->
+  firstn (S i) l = firstn i l ++ [nth i l d].
+Proof.
+  intros A l. induction l as [|x l IH]; intros [|i] d Hi; simpl in *; try lia; auto.
+  rewrite (IH i d) by lia. reflexivity.
+Qed.
+
+Lemma mark_reach : forall g i m, i <= length (tnodes g) ->
+  (forall a, VarMap.mem a m = true -> reach g a) ->
+  forall a, VarMap.mem a (mark i (rev (firstn i (tnodes g))) m) = true -> reach g a.
+Proof.
+  intros g i. induction i as [|i IH]; intros m Hi Hm; [simpl; exact Hm|].
+  rewrite (firstn_S_last _ _ i tnode0) by lia. rewrite rev_app_distr. simpl app. cbn [mark pred].
+  apply IH; [lia|]. intros a Ha.
+  destruct (VarMap.mem i m) eqn:Em; [|exact (Hm a Ha)].
+  destruct (mem_fold_add _ _ _ Ha) as [Hin|Hin]; [|exact (Hm a Hin)].
+  apply (reach_arg g i a (Hm i Em)); [lia | exact Hin].
+Qed.
+
+Lemma first_unmarked_spec : forall m k h, first_unmarked m h k = None ->
+  forall x, h <= x < h + k -> VarMap.mem x m = true.
+Proof.
+  intros m k. induction k as [|k IH]; intros h H x Hx; simpl in *; [lia|].
+  destruct (VarMap.mem h m) eqn:E; [|discriminate].
+  destruct (Nat.eq_dec x h) as [->|]; [exact E|]. apply (IH (S h) H). lia.
+Qed.
+
+Theorem validate_renaming : forall before after fs mp,
+  validate before after fs mp = None ->
+  wf_tgraph before /\ wf_tgraph after /\
+  (forall r p, In (r, p) fs -> r < length (tnodes before) /\ p < length (tnodes after)) /\
+  NoDup (map fst fs) /\
+  length mp = length (tnodes after) /\
+  (forall h g, nth_error mp h = Some (Some g) ->
+     g < length (tnodes before) /\ ~ In g (map fst fs) /\
+     (forall h', nth_error mp h' = Some (Some g) -> h' = h) /\
+     tlabel (tnode_at after h) = tlabel (tnode_at before g) /\
+     Forall2 (corr fs mp) (targs (tnode_at after h)) (targs (tnode_at before g))) /\
+  Forall2 (corr fs mp) (touts after) (touts before) /\
+  (forall h, h < length (tnodes after) -> reach after h).
+Proof.
+  intros B A fs mp Hv. unfold validate in Hv.
+  destruct (check_wf R_BEFORE B) eqn:E1; [discriminate|].
+  destruct (check_wf R_AFTER A) eqn:E2; [discriminate|].
+  destruct (bad_firing _ _ 0 fs _) eqn:E3; [discriminate|].
+  destruct (negb (Nat.eqb (length mp) (length (tnodes A)))) eqn:E4; [discriminate|].
+  destruct (bad_map _ _ 0 mp _) eqn:E5; [discriminate|].
+  destruct (bad_mapped _ _ _ 0 (tnodes A) mp) eqn:E6; [discriminate|].
+  destruct (negb (Nat.eqb (length (touts A)) (length (touts B)))) eqn:E7; [discriminate|].
+  destruct (bad_pair _ _ 0 (touts A) (touts B)) eqn:E8; [discriminate|].
+  destruct (first_unmarked _ 0 (length (tnodes A))) eqn:E9; [discriminate|].
+  clear Hv.
+  pose proof (check_wf_spec _ _ E1) as HwB. pose proof (check_wf_spec _ _ E2) as HwA.
+  destruct (bad_firing_spec _ _ _ _ _ E3) as (Hf1 & Hf2 & _).
+  apply negb_false_iff, Nat.eqb_eq in E4.
+  split; [exact HwB|]. split; [exact HwA|]. split; [exact Hf1|]. split; [exact Hf2|].
+  split; [exact E4|]. split.
+  - intros h g Hm. destruct (bad_map_spec _ _ _ _ _ E5 h g Hm) as (Hg & HF & _ & Hinj).
+    assert (Hh : h < length (tnodes A)) by (rewrite <- E4; apply nth_error_Some; congruence).
+    destruct (bad_mapped_spec _ _ _ _ _ _ E6 h g Hh Hm) as (m & Hbt & Hl & Hp).
+    rewrite table_find in Hbt. apply nth_error_nth with (d := tnode0) in Hbt.
+    unfold tnode_at. rewrite Hbt. repeat split; auto.
+    + intro Hin. apply in_map_iff in Hin as [[r p] [Hr Hin]]. simpl in Hr. subst r.
+      rewrite VarMapF.mem_find_b, (fire_table_nodup _ _ _ Hf2 Hin) in HF. discriminate.
+    + eapply Forall2_weaken; [|exact (bad_pair_forall2 _ _ _ _ _ Hp)]. apply arg_ok_corr.
+  - split.
+    + eapply Forall2_weaken; [|exact (bad_pair_forall2 _ _ _ _ _ E8)]. apply arg_ok_corr.
+    + intros h Hh. pose proof (first_unmarked_spec _ _ _ E9 h ltac:(lia)) as Hmem.
+      rewrite rev_append_rev, app_nil_r in Hmem.
+      rewrite <- (firstn_all (tnodes A)) in Hmem at 2.
+      refine (mark_reach A _ _ (le_n _) _ h Hmem).
+      intros a Ha. destruct (mem_fold_add _ _ _ Ha) as [Hin|Hin]; [exact (reach_out A a Hin)|].
+      rewrite VarMapF.empty_a in Hin. discriminate.
+Qed.

@@ -536,3 +536,27 @@ Lemma spec_rewrite_denote : S_rewrite_denote.
 Proof. intros V interp dflt. exact (replace_denote V interp dflt). Qed.
 Lemma spec_validate_rewrite_sound : S_validate_rewrite_sound.
 Proof. intros V interp dflt. exact (validate_sound V interp dflt). Qed.
+
+(** What acceptance says about the graphs: both well formed, the firings'
+    roots distinct, the map an injective renaming avoiding fired roots under
+    which each mapped after node is its before node with every argument
+    the replacement of a fired root or the image of the before argument
+    ([corr]), the outputs likewise, and every after node reached from the
+    outputs: [after] is [before] with the firings applied, up to [mp]. *)
+Definition S_validate_rewrite_renaming : Prop :=
+  forall before after fs mp,
+  validate before after fs mp = None ->
+  wf_tgraph before /\ wf_tgraph after /\
+  (forall r p, In (r, p) fs -> r < length (tnodes before) /\ p < length (tnodes after)) /\
+  NoDup (map fst fs) /\
+  length mp = length (tnodes after) /\
+  (forall h g, nth_error mp h = Some (Some g) ->
+     g < length (tnodes before) /\ ~ In g (map fst fs) /\
+     (forall h', nth_error mp h' = Some (Some g) -> h' = h) /\
+     tlabel (tnode_at after h) = tlabel (tnode_at before g) /\
+     Forall2 (corr fs mp) (targs (tnode_at after h)) (targs (tnode_at before g))) /\
+  Forall2 (corr fs mp) (touts after) (touts before) /\
+  (forall h, h < length (tnodes after) -> reach after h).
+
+Lemma spec_validate_rewrite_renaming : S_validate_rewrite_renaming.
+Proof. exact validate_renaming. Qed.

@@ -119,3 +119,4 @@ Print Assumptions dom_all_correct.
 Print Assumptions spec_rewrite_wf.
 Print Assumptions spec_rewrite_denote.
 Print Assumptions spec_validate_rewrite_sound.
+Print Assumptions spec_validate_rewrite_renaming.
