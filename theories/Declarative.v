@@ -347,7 +347,8 @@ Section Declarative.
     - rewrite HP. destruct IH as [IH1 IH2].
       unfold wf_defs in Hd. rewrite forallb_forall in Hd.
       assert (Hwd : wf_def D d = true) by (apply Hd; eapply nth_error_In; exact HP).
-      unfold wf_def in Hwd. apply andb_true_iff in Hwd. destruct Hwd as [Hwd Hf].
+      unfold wf_def in Hwd. apply andb_true_iff in Hwd. destruct Hwd as [Hwd _].
+      apply andb_true_iff in Hwd. destruct Hwd as [Hwd Hf].
       apply andb_true_iff in Hwd. destruct Hwd as [_ Hb].
       split.
       + intros y Hy. apply In_args_of in Hy. destruct Hy as [i [Hi Hn]].
@@ -359,5 +360,127 @@ Section Declarative.
     - split; intros _ [].
     - destruct IH as [IH1 IH2]. destruct IHms as [IH3 IH4].
       split; intros y Hy; apply in_app_or in Hy; destruct Hy as [Hy|Hy]; auto.
+  Qed.
+  (** ** Scope: a match needs only the variables in scope *)
+
+  (** [σ] restricted to the variables [sv] admits. *)
+  Definition restrict {A} (sv : nat -> bool) (σ : nat -> option A) : nat -> option A :=
+    fun x => if sv x then σ x else None.
+
+  Lemma eval_expr_agree : forall σ σ' ψ ψ' e,
+    (forall x, In x (expr_vars e) -> σ x = σ' x) ->
+    (forall F, In F (expr_fvars e) -> ψ F = ψ' F) ->
+    eval_expr σ ψ e = eval_expr σ' ψ' e.
+  Proof.
+    intros σ σ' ψ ψ' e.
+    induction e as [z|x a|F a|e1 IH1 e2 IH2|e1 IH1 e2 IH2|e1 IH1 e2 IH2];
+      intros Hs Hf; simpl in *.
+    - reflexivity.
+    - rewrite (Hs x (or_introl eq_refl)). reflexivity.
+    - rewrite (Hf F (or_introl eq_refl)). reflexivity.
+    - rewrite IH1, IH2; auto; intros y Hy; first [apply Hs | apply Hf]; apply in_or_app; auto.
+    - rewrite IH1, IH2; auto; intros y Hy; first [apply Hs | apply Hf]; apply in_or_app; auto.
+    - rewrite IH1, IH2; auto; intros y Hy; first [apply Hs | apply Hf]; apply in_or_app; auto.
+  Qed.
+
+  Lemma eval_guard_agree : forall σ σ' ψ ψ' g,
+    (forall x, In x (guard_vars g) -> σ x = σ' x) ->
+    (forall F, In F (guard_fvars g) -> ψ F = ψ' F) ->
+    eval_guard σ ψ g = eval_guard σ' ψ' g.
+  Proof.
+    intros σ σ' ψ ψ' g.
+    induction g as [|e1 e2|e1 e2|g1 IH1 g2 IH2|g1 IH1 g2 IH2|g IH]; intros Hs Hf; simpl in *.
+    - reflexivity.
+    - rewrite !(eval_expr_agree σ σ' ψ ψ'); auto;
+        intros y Hy; first [apply Hs | apply Hf]; apply in_or_app; auto.
+    - rewrite !(eval_expr_agree σ σ' ψ ψ'); auto;
+        intros y Hy; first [apply Hs | apply Hf]; apply in_or_app; auto.
+    - rewrite IH1, IH2; auto; intros y Hy; first [apply Hs | apply Hf]; apply in_or_app; auto.
+    - rewrite IH1, IH2; auto; intros y Hy; first [apply Hs | apply Hf]; apply in_or_app; auto.
+    - rewrite IH; auto.
+  Qed.
+
+  (** A scoped pattern matches under its substitutions restricted to the
+      variables in scope: the others are never read. *)
+  Lemma matches_restrict : forall σ ψ p t,
+    matches σ ψ p t -> forall sv sf, scoped sv sf p = true ->
+    matches (restrict sv σ) (restrict sf ψ) p t.
+  Proof.
+    intros σ0 ψ0 p0 t0 H.
+    induction H as
+      [ ? ? x t Hx
+      | ? ? f ps t Hlabel Hps IHps
+      | ? ? p1 p2 t Hm IH
+      | ? ? p1 p2 t Hm IH
+      | ? ? p g t Hm IH Hg
+      | ? ? x p t t' Hm IH
+      | ? ? F p t f Hm IH
+      | ? ? p p' x t t' Hm IH Hx Hm' IH'
+      | ? ? F ps t HF Hps IHps
+      | ? ? P xs Fs d t HP Hxs HFs Hm IH
+      | ? ?
+      | ? ? p ps t ts Hm IH Hms IHms ]
+      using matches_mut with
+      (P0 := fun σ ψ ps ts _ => forall sv sf, forallb (scoped sv sf) ps = true ->
+               matches_list (restrict sv σ) (restrict sf ψ) ps ts);
+      intros sv sf Hsc; simpl in Hsc; unfold restrict.
+    - apply P_Var. unfold restrict. rewrite Hsc. exact Hx.
+    - apply P_Fun; [exact Hlabel | apply IHps; exact Hsc].
+    - apply andb_true_iff in Hsc. apply P_Alt1. apply IH. apply Hsc.
+    - apply andb_true_iff in Hsc. apply P_Alt2. apply IH. apply Hsc.
+    - apply andb_true_iff in Hsc. destruct Hsc as [Hsc Hgf].
+      apply andb_true_iff in Hsc. destruct Hsc as [Hsc Hgv].
+      rewrite forallb_forall in Hgv, Hgf.
+      apply P_Guard; [apply IH; exact Hsc|]. rewrite <- Hg. apply eval_guard_agree.
+      + intros y Hy. unfold restrict. rewrite (Hgv y Hy). reflexivity.
+      + intros y Hy. unfold restrict. rewrite (Hgf y Hy). reflexivity.
+    - apply P_Exists with (t' := t'). specialize (IH _ _ Hsc).
+      eapply matches_ext; [| | exact IH]; intros y; unfold restrict, upd;
+        [|reflexivity].
+      destruct (Nat.eqb x y) eqn:E.
+      + apply Nat.eqb_eq in E. subst. rewrite Nat.eqb_refl. reflexivity.
+      + rewrite Nat.eqb_sym, E. reflexivity.
+    - apply P_ExistsF with (f := f). specialize (IH _ _ Hsc).
+      eapply matches_ext; [| | exact IH]; intros y; unfold restrict, upd;
+        [reflexivity|].
+      destruct (Nat.eqb F y) eqn:E.
+      + apply Nat.eqb_eq in E. subst. rewrite Nat.eqb_refl. reflexivity.
+      + rewrite Nat.eqb_sym, E. reflexivity.
+    - apply andb_true_iff in Hsc. destruct Hsc as [Hsc Hsx].
+      apply andb_true_iff in Hsc. destruct Hsc as [Hsc Hsc'].
+      eapply P_MatchConstr; [apply IH; exact Hsc | | apply IH'; exact Hsc'].
+      unfold restrict. rewrite Hsx. exact Hx.
+    - apply andb_true_iff in Hsc. destruct Hsc as [HsF Hsc].
+      apply P_FunVar; [unfold restrict; rewrite HsF; exact HF | apply IHps; exact Hsc].
+    - apply andb_true_iff in Hsc. destruct Hsc as [Hsx HsF].
+      rewrite forallb_forall in Hsx, HsF.
+      eapply P_Mu; [exact HP | exact Hxs | exact HFs |].
+      eapply matches_ext; [| | exact Hm]; intros i; unfold call_sub, restrict;
+        destruct (nth_error _ i) eqn:E; try reflexivity;
+        [rewrite (Hsx _ (nth_error_In _ _ E)) | rewrite (HsF _ (nth_error_In _ _ E))];
+        reflexivity.
+    - apply ML_Nil.
+    - apply andb_true_iff in Hsc. destruct Hsc as [Hsc Hscs].
+      apply ML_Cons; [apply IH | apply IHms]; assumption.
+  Qed.
+
+  (** The body of a definition of a well-formed table matches under its
+      substitutions restricted to the parameters. *)
+  Corollary matches_params : wf_defs D = true -> forall P d σ ψ t,
+    nth_error D P = Some d -> matches σ ψ (body d) t ->
+    matches (restrict (fun x => Nat.ltb x (nparams d)) σ)
+            (restrict (fun F => Nat.ltb F (nfparams d)) ψ) (body d) t.
+  Proof.
+    intros Hd P d σ ψ t HP Hm. apply matches_restrict; [exact Hm|].
+    unfold wf_defs in Hd. rewrite forallb_forall in Hd.
+    assert (Hw : wf_def D d = true) by (apply Hd; eapply nth_error_In; exact HP).
+    unfold wf_def in Hw. apply andb_true_iff in Hw. apply Hw.
+  Qed.
+
+  Lemma restrict_below : forall A (σ : nat -> option A) n x,
+    n <= x -> restrict (fun y => Nat.ltb y n) σ x = None.
+  Proof.
+    intros A σ n x H. unfold restrict. destruct (Nat.ltb x n) eqn:E; [|reflexivity].
+    apply Nat.ltb_lt in E. lia.
   Qed.
 End Declarative.

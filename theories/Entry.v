@@ -237,8 +237,24 @@ Section Entry.
       unfold wf_defs in Hwf. rewrite forallb_forall in Hwf.
       assert (Hw : wf_def D d = true) by (apply Hwf; eapply nth_error_In; eauto).
       unfold wf_def in Hw. apply andb_true_iff in Hw. destruct Hw as [Hw _].
+      apply andb_true_iff in Hw. destruct Hw as [Hw _].
       apply andb_true_iff in Hw. destruct Hw as [Hw _]. exact Hw.
     - eapply root_index_no_match; eauto.
+  Qed.
+
+  (** Scope is part of [wf_defs]: "no match" holds of every substitution,
+      not only of those binding the parameters alone ([matches_params]). *)
+  Theorem match_root_fail_sound_any : forall fuel r t d,
+    wf_defs D = true -> nth_error D r = Some d ->
+    match_root fuel r t = RNoMatch ->
+    forall σ ψ, ~ matches G D σ ψ (body d) t.
+  Proof.
+    intros fuel r t d Hwf Hd H σ ψ Hm.
+    apply (match_root_fail_sound fuel r t d Hwf Hd H
+             (restrict (fun x => Nat.ltb x (nparams d)) σ)
+             (restrict (fun F => Nat.ltb F (nfparams d)) ψ));
+      [intros; apply restrict_below; assumption | intros; apply restrict_below; assumption |].
+    eapply matches_params; eauto.
   Qed.
 
   (** Out of fuel: the machine ran out of fuel ([run_out_of_fuel] says

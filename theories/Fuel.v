@@ -540,3 +540,20 @@ Proof.
   - exfalso. exact (match_root_fail_sound G D fuel r t d HD Hr Ha σ ψ Hσ Hψ Hm).
   - exfalso. exact (match_root_fuel G D N fuel r t d HD Hdesc Hr Ht Hle Ha).
 Qed.
+
+(** The same for any substitution: [wf_defs] checks scope, so a match under
+    any substitution is one under its restriction to the parameters
+    ([matches_params]). *)
+Corollary match_root_fuel_complete_any : forall G D N fuel r t d σ ψ,
+  wf_defs D = true -> descending D = true -> nth_error D r = Some d ->
+  depth_le G N t -> fuel_bound D N (body d) <= fuel ->
+  matches G D σ ψ (body d) t ->
+  exists bs fbs, match_root G D fuel r t = RMatch bs fbs.
+Proof.
+  intros G D N fuel r t d σ ψ HD Hdesc Hr Ht Hle Hm.
+  apply (match_root_fuel_complete G D N fuel r t d
+           (restrict (fun x => Nat.ltb x (nparams d)) σ)
+           (restrict (fun F => Nat.ltb F (nfparams d)) ψ) HD Hdesc Hr Ht Hle);
+    [intros; apply restrict_below; assumption | intros; apply restrict_below; assumption |].
+  eapply matches_params; eauto.
+Qed.

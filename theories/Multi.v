@@ -88,6 +88,46 @@ Qed.
 Lemma same_set_sym : forall a b, same_set a b = same_set b a.
 Proof. intros. unfold same_set. apply andb_comm. Qed.
 
+(** ** Lists over every node, in constant stack
+
+    The extracted code builds these over every node of the graph. Coq's
+    [seq], [filter] and [rev] extract to recursions as deep as the list
+    ([rev] in quadratic time): a stack overflow on large graphs. The
+    versions here use an accumulator (tail calls, constant stack) and are
+    proved equal to the standard ones, so the theorems stated with those
+    hold of them. *)
+Fixpoint seq_acc (s k : nat) (acc : list nat) : list nat :=
+  match k with 0 => acc | S k' => seq_acc s k' (s + k' :: acc) end.
+
+(** [seq s k], built from the top down. *)
+Definition seq_tr (s k : nat) : list nat := seq_acc s k [].
+
+Lemma seq_acc_app : forall s k acc, seq_acc s k acc = seq s k ++ acc.
+Proof.
+  intros s k. induction k as [|k IH]; intros acc; [reflexivity|].
+  cbn [seq_acc]. rewrite IH, seq_S, <- app_assoc. reflexivity.
+Qed.
+
+Lemma seq_tr_eq : forall s k, seq_tr s k = seq s k.
+Proof. intros s k. unfold seq_tr. rewrite seq_acc_app. apply app_nil_r. Qed.
+
+Fixpoint filter_upto_acc (f : nat -> bool) (k : nat) (acc : list nat) : list nat :=
+  match k with 0 => acc | S k' => filter_upto_acc f k' (if f k' then k' :: acc else acc) end.
+
+(** [filter f (seq 0 k)], built from the top down. *)
+Definition filter_upto (f : nat -> bool) (k : nat) : list nat := filter_upto_acc f k [].
+
+Lemma filter_upto_acc_app : forall f k acc,
+  filter_upto_acc f k acc = filter f (seq 0 k) ++ acc.
+Proof.
+  intros f k. induction k as [|k IH]; intros acc; [reflexivity|].
+  cbn [filter_upto_acc]. rewrite IH, seq_S, filter_app. simpl.
+  destruct (f k); simpl; rewrite <- app_assoc; reflexivity.
+Qed.
+
+Lemma filter_upto_eq : forall f k, filter_upto f k = filter f (seq 0 k).
+Proof. intros f k. unfold filter_upto. rewrite filter_upto_acc_app. apply app_nil_r. Qed.
+
 Section Multi.
   Variable G : graph.
   Variable D : list pdef.
@@ -395,6 +435,73 @@ Section Multi.
       + discriminate.
   Qed.
 
+  (** *** Which tuple the search finds *)
+
+  (** The candidate tuples extending [ts] through [rest], in the order the
+      search tries them: depth first, each root's candidates in the order
+      of its candidate list, a node already chosen skipped. *)
+  Fixpoint ctuples (ts : list node) (rest : list (list node -> list node)) : list (list node) :=
+    match rest with
+    | [] => [ts]
+    | f :: rest' =>
+        flat_map (fun c => if memb c ts then [] else ctuples (ts ++ [c]) rest') (f ts)
+    end.
+
+  Lemma ctuples_incands : forall rest ts u,
+    In u (ctuples ts rest) -> exists suf, u = ts ++ suf /\ incands ts suf rest.
+  Proof.
+    induction rest as [|f rest IH]; intros ts u H; simpl in H.
+    - destruct H as [<-|[]]. exists []. split; [rewrite app_nil_r; reflexivity | exact I].
+    - apply in_flat_map in H as [c [Hc H]]. destruct (memb c ts); [destruct H|].
+      destruct (IH _ _ H) as [suf [-> Hs]]. exists (c :: suf).
+      split; [rewrite <- app_assoc; reflexivity | split; assumption].
+  Qed.
+
+  Lemma first_of_split : forall h cs ts Θ Φ,
+    first_of h cs = MFound ts Θ Φ ->
+    exists cs1 c cs2, cs = cs1 ++ c :: cs2 /\ first_of h cs1 = MNone /\ h c = MFound ts Θ Φ.
+  Proof.
+    intros h cs. induction cs as [|c cs IH]; intros ts Θ Φ H; simpl in H; [discriminate|].
+    destruct (h c) eqn:E.
+    - inversion H; subst. exists [], c, cs. auto.
+    - destruct (IH _ _ _ H) as (cs1 & c' & cs2 & -> & H1 & H2).
+      exists (c :: cs1), c', cs2. simpl. rewrite E. auto.
+    - discriminate.
+  Qed.
+
+  (** The search's answer is the first candidate tuple, in the order of
+      [ctuples], that matches: every tuple before it matches under no
+      substitution of the variables. *)
+  Lemma search_first : forall fuel n m ps g rest ts ts' Θ Φ,
+    wf_defs D = true -> wf_multi ps g = true ->
+    search fuel n m ps g ts rest = MFound ts' Θ Φ ->
+    exists pre post, ctuples ts rest = pre ++ ts' :: post /\
+      forall u σ ψ, In u pre ->
+        (forall x, n <= x -> σ x = None) -> (forall F, m <= F -> ψ F = None) ->
+        ~ mmatches G D σ ψ ps g u.
+  Proof.
+    intros fuel n m ps g rest. induction rest as [|f rest IH]; intros ts ts' Θ Φ Hd Hw H;
+      cbn [search] in H.
+    - destruct (run_full fuel n m ps g ts); inversion H; subst.
+      exists [], []. split; [reflexivity | intros u σ ψ []].
+    - apply first_of_split in H as (cs1 & c & cs2 & Hcs & Hnone & Hc).
+      destruct (memb c ts) eqn:Hm; [discriminate|].
+      destruct (run_prefix _ _ _ _ _) eqn:E; try discriminate.
+      destruct (IH _ _ _ _ Hd Hw Hc) as (pre & post & Hct & Hpre).
+      set (K := fun c => if memb c ts then [] else ctuples (ts ++ [c]) rest).
+      exists (flat_map K cs1 ++ pre), (post ++ flat_map K cs2). split.
+      + cbn [ctuples]. fold K. rewrite Hcs, flat_map_app. simpl.
+        replace (K c) with (pre ++ ts' :: post) by (unfold K; rewrite Hm; exact (eq_sym Hct)).
+        rewrite <- !app_assoc. reflexivity.
+      + intros u σ ψ Hu Hσ Hψ. apply in_app_or in Hu as [Hu|Hu]; [|eapply Hpre; eauto].
+        apply in_flat_map in Hu as [c' [Hc' Hu]]. unfold K in Hu.
+        destruct (memb c' ts) eqn:Hm'; [destruct Hu|].
+        destruct (ctuples_incands _ _ _ Hu) as [suf [-> Hs]].
+        rewrite <- app_assoc. simpl.
+        apply (search_none fuel n m ps g ((fun _ => cs1) :: rest) ts Hd Hw Hnone (c' :: suf));
+          auto. split; assumption.
+  Qed.
+
   (** ** The entry points *)
 
   (** The bodies of the roots. *)
@@ -411,7 +518,7 @@ Section Multi.
   (** Candidates of each later root by the index alone: the nodes
       [0..N-1] its index admits. *)
   Definition mcands (R : rindex) (N : nat) (rs : list nat) : list (list node) :=
-    map (fun r => filter (fun c => rs_mem (label G c) (ri_find R r)) (seq 0 N)) rs.
+    map (fun r => filter_upto (fun c => rs_mem (label G c) (ri_find R r)) N) rs.
 
   (** *** Upward traversal: the users of a bound node *)
 
@@ -438,8 +545,22 @@ Section Multi.
   Definition add_users (UM : VarMap.t (list node)) (u : node) : VarMap.t (list node) :=
     fold_left (add_user u) (dedup (children G u)) UM.
 
+  (** [add_users] of the nodes [k-1], ..., [0], in that order. *)
+  Fixpoint users_down (k : nat) (UM : VarMap.t (list node)) : VarMap.t (list node) :=
+    match k with 0 => UM | S k' => users_down k' (add_users UM k') end.
+
   Definition users_map (N : nat) : VarMap.t (list node) :=
-    fold_left add_users (rev (seq 0 N)) (VarMap.empty (list node)).
+    users_down N (VarMap.empty (list node)).
+
+  (** The definition by a fold over the nodes in decreasing order (the
+      tail-recursive [users_down] computes it in constant stack). *)
+  Lemma users_map_fold : forall N,
+    users_map N = fold_left add_users (rev (seq 0 N)) (VarMap.empty (list node)).
+  Proof.
+    intros N. unfold users_map. generalize (VarMap.empty (list node)).
+    induction N as [|k IH]; intros UM; [reflexivity|].
+    cbn [users_down]. rewrite IH, seq_S, rev_app_distr. reflexivity.
+  Qed.
 
   Lemma ufind_add_user : forall u UM c c',
     ufind c' (add_user u UM c) = if Nat.eqb c c' then u :: ufind c' UM else ufind c' UM.
@@ -482,7 +603,7 @@ Section Multi.
   Theorem users_map_complete : forall N u c,
     u < N -> In c (children G u) -> In u (ufind c (users_map N)).
   Proof.
-    intros N u c Hu Hc. apply add_users_fold; [|exact Hc].
+    intros N u c Hu Hc. rewrite users_map_fold. apply add_users_fold; [|exact Hc].
     apply in_rev. rewrite rev_involutive. apply in_seq. lia.
   Qed.
 
@@ -673,7 +794,7 @@ Section Multi.
         | None => []
         end
     | None =>
-        let cs := filter (fun c => rs_mem (label G c) (ri_find R r)) (seq 0 N) in fun _ => cs
+        let cs := filter_upto (fun c => rs_mem (label G c) (ri_find R r)) N in fun _ => cs
     end.
 
   Fixpoint ucands (ad : nat) (UM : VarMap.t (list node)) (R : rindex) (N : nat)
@@ -715,7 +836,7 @@ Section Multi.
     - destruct (nth_error ts j); [|destruct H]. destruct (follow _ π); [|destruct H].
       apply filter_In in H as [_ H]. apply andb_true_iff in H as [H _].
       apply andb_true_iff in H as [H _]. apply Nat.ltb_lt. exact H.
-    - apply filter_In in H as [H _]. apply in_seq in H. lia.
+    - rewrite filter_upto_eq in H. apply filter_In in H as [H _]. apply in_seq in H. lia.
   Qed.
 
   (** Every node [c < N] matching the later root, under a substitution
@@ -740,7 +861,7 @@ Section Multi.
       + apply users_map_complete; [exact HN|]. eapply nth_error_In. exact Hl.
       + rewrite Hadm. unfold child_is. rewrite Hl, Nat.eqb_refl.
         apply Nat.ltb_lt in HN. rewrite HN. reflexivity.
-    - apply filter_In. split; [apply in_seq; lia | exact Hadm].
+    - rewrite filter_upto_eq. apply filter_In. split; [apply in_seq; lia | exact Hadm].
   Qed.
 
   Lemma matches_list_app : forall σ ψ a b ta tb,
@@ -852,7 +973,7 @@ Section Multi.
     - destruct (nth_error D r) as [d|] eqn:Hd; [|discriminate].
       destruct (bodies rs) eqn:E; [|discriminate]. inversion Hb; subst.
       inversion Hm; subst. inversion Hlt; subst. simpl. constructor; [|eapply IH; eauto].
-      apply filter_In. split; [apply in_seq; lia|]. eapply root_index_sound; eauto.
+      rewrite filter_upto_eq. apply filter_In. split; [apply in_seq; lia|]. eapply root_index_sound; eauto.
   Qed.
 
   Lemma idx_incands : forall R N rs ts suf,
@@ -870,8 +991,8 @@ Section Multi.
   Proof.
     intros R N rs. induction rs as [|r rs IH]; intros suf H; inversion H; subst; [constructor|].
     constructor; [|apply IH; assumption].
-    match goal with Hx : In _ (filter _ _) |- _ =>
-      apply filter_In in Hx as [Hx' _]; apply in_seq in Hx'; lia end.
+    match goal with Hx : In _ (filter_upto _ _) |- _ =>
+      rewrite filter_upto_eq in Hx; apply filter_In in Hx as [Hx' _]; apply in_seq in Hx'; lia end.
   Qed.
 
   (** What the theorems need of candidate functions: as many as later
@@ -1034,6 +1155,39 @@ Section Multi.
     match_multi fuel N mp t = MNoMatch -> mfail N mp t ps.
   Proof. intros. eapply match_multi_c_fail_sound; eauto. apply up_cands_complete. Qed.
 
+  (** Which tuple [match_multi] gives: the first, in the order of
+      [ctuples [t] cands] (depth first over the roots, each root's
+      candidates in list order: for a root reached by upward traversal, the
+      users of its anchor node in increasing order), that matches under
+      some substitution of the variables. *)
+  Lemma match_multi_c_first : forall fuel mp cands t ps ts bs fbs,
+    wf_defs D = true -> bodies (mp_roots mp) = Some ps -> wf_multi ps (mp_guard mp) = true ->
+    match_multi_c (root_index D) fuel mp cands t = MMatch ts bs fbs ->
+    exists pre post, ctuples [t] cands = pre ++ ts :: post /\
+      forall u σ ψ, In u pre ->
+        (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
+        ~ mmatches G D σ ψ ps (mp_guard mp) u.
+  Proof.
+    intros fuel mp cands t ps ts bs fbs Hd Hb Hw H.
+    unfold match_multi_c in H. rewrite Hb in H.
+    destruct (mp_roots mp) as [|r1 rs]; [discriminate|].
+    destruct ps as [|p1 ps']; [discriminate|].
+    destruct (rs_mem _ _); [|discriminate].
+    destruct (run_prefix _ _ _ _ _); try discriminate.
+    destruct (search _ _ _ _ _ _ _) as [ts' Θ1 Φ1| |] eqn:Hs; try discriminate.
+    inversion H; subst ts'. eapply search_first; eauto.
+  Qed.
+
+  Theorem match_multi_first : forall fuel N mp t ps ts bs fbs,
+    wf_defs D = true -> bodies (mp_roots mp) = Some ps -> wf_multi ps (mp_guard mp) = true ->
+    match_multi fuel N mp t = MMatch ts bs fbs ->
+    exists pre post,
+      ctuples [t] (up_cands anchor_depth (users_map N) (root_index D) N mp) = pre ++ ts :: post /\
+      forall u σ ψ, In u pre ->
+        (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
+        ~ mmatches G D σ ψ ps (mp_guard mp) u.
+  Proof. intros. eapply match_multi_c_first; eauto. Qed.
+
   Theorem match_multi_idx_sound : forall fuel N mp t ts bs fbs,
     match_multi_idx fuel N mp t = MMatch ts bs fbs -> msound N mp t ts bs fbs.
   Proof. intros. eapply match_multi_c_sound; [apply idx_cands_ok | exact H]. Qed.
@@ -1114,14 +1268,21 @@ Section Multi.
 
   Definition mall (R : rindex) (fuel : nat) (mp : mpat) (cands : list (list node -> list node))
       (nodes : list node) : list (node * manswer) :=
+    rev_append (ms_out (fold_left (visit R fuel mp cands) nodes (mkMstate [] [] false))) [].
+
+  (** [mall] reverses with [rev_append] (constant stack, linear time): it is
+      [rev] of the entries. *)
+  Lemma mall_rev : forall R fuel mp cands nodes,
+    mall R fuel mp cands nodes =
     rev (ms_out (fold_left (visit R fuel mp cands) nodes (mkMstate [] [] false))).
+  Proof. intros. unfold mall. symmetry. apply rev_alt. Qed.
 
   (** [pypm_match_all_multi]: the visited nodes [0..N-1] in increasing
       order, the candidate functions built once ([UM]: the users table
       [users_map N], which the library computes once per graph). *)
   Definition match_all_multi_u (UM : VarMap.t (list node)) (fuel N : nat) (mp : mpat)
       : list (node * manswer) :=
-    let R := root_index D in mall R fuel mp (up_cands anchor_depth UM R N mp) (seq 0 N).
+    let R := root_index D in mall R fuel mp (up_cands anchor_depth UM R N mp) (seq_tr 0 N).
 
   Definition match_all_multi (fuel N : nat) (mp : mpat) : list (node * manswer) :=
     match_all_multi_u (users_map N) fuel N mp.
@@ -1129,7 +1290,7 @@ Section Multi.
   (** The same with the index's candidates only (benchmark of the
       traversal). *)
   Definition match_all_multi_idx (fuel N : nat) (mp : mpat) : list (node * manswer) :=
-    let R := root_index D in mall R fuel mp (idx_cands R N mp) (seq 0 N).
+    let R := root_index D in mall R fuel mp (idx_cands R N mp) (seq_tr 0 N).
 
   (** *** Folds *)
 
@@ -1218,7 +1379,7 @@ Section Multi.
   Proof.
     intros R N mp f Hf ts c Hc. unfold idx_cands, mcands in Hf.
     apply in_map_iff in Hf as (l & <- & Hl). apply in_map_iff in Hl as (r & <- & _).
-    apply filter_In in Hc as [Hc _]. apply in_seq in Hc. lia.
+    rewrite filter_upto_eq in Hc. apply filter_In in Hc as [Hc _]. apply in_seq in Hc. lia.
   Qed.
 
   (** Two entries with the same set of nodes. *)
@@ -1381,7 +1542,7 @@ Section Multi.
              | MOutOfFuel => True
              end.
   Proof.
-    intros R fuel N mp cands nodes t a Hok Hcb Hn H. unfold mall in H. apply in_rev in H.
+    intros R fuel N mp cands nodes t a Hok Hcb Hn H. rewrite mall_rev in H. apply in_rev in H.
     destruct (mall_inv R fuel N mp cands nodes Hok Hcb Hn) as (H1 & _).
     destruct (H1 t a H) as [Ht Ha]. split; [exact Ht|]. destruct a; tauto.
   Qed.
@@ -1390,7 +1551,7 @@ Section Multi.
     cands_ok N mp cands -> cands_below N cands -> (forall t, In t nodes -> t < N) ->
     ForallOrdPairs (fun e1 e2 => ~ same_entry e1 e2) (mall R fuel mp cands nodes).
   Proof.
-    intros R fuel N mp cands nodes Hok Hcb Hn. unfold mall. apply ForallOrdPairs_rev.
+    intros R fuel N mp cands nodes Hok Hcb Hn. rewrite mall_rev. apply ForallOrdPairs_rev.
     - intros x y. apply same_entry_sym.
     - apply (mall_inv R fuel N mp cands nodes Hok Hcb Hn).
   Qed.
@@ -1517,14 +1678,17 @@ Section Multi.
     assert (Hdone : done sf (t :: suf)).
     { apply (done_grows _ _ _ Hg). eapply visit_complete; eauto. inversion Hlt; assumption. }
     destruct Hdone as [Ho|(x & Hx & Hxs)].
-    - destruct (H4 Ho) as [t' Ht']. exfalso. apply (Hoof t'). unfold mall. apply in_rev.
+    - destruct (H4 Ho) as [t' Ht']. exfalso. apply (Hoof t'). rewrite mall_rev. apply in_rev.
       rewrite rev_involutive. exact Ht'.
     - destruct (H3 x Hx) as (t' & bs & fbs & E). exists t', x, bs, fbs. split; [|exact Hxs].
-      unfold mall. apply in_rev. rewrite rev_involutive. exact E.
+      rewrite mall_rev. apply in_rev. rewrite rev_involutive. exact E.
   Qed.
 
   Lemma seq_lt : forall N t, In t (seq 0 N) -> t < N.
   Proof. intros N t H. apply in_seq in H. lia. Qed.
+
+  Lemma seq_tr_lt : forall N t, In t (seq_tr 0 N) -> t < N.
+  Proof. intros N t. rewrite seq_tr_eq. apply seq_lt. Qed.
 
   (** An entry of [match_all_multi] is a match of distinct nodes, the first
       at the entry's node, bindings sorted and only of the shared
@@ -1538,7 +1702,7 @@ Section Multi.
              end.
   Proof.
     intros fuel N mp t a H. eapply mall_sound; [apply up_cands_ok | apply up_cands_below | |exact H].
-    apply seq_lt.
+    apply seq_tr_lt.
   Qed.
 
   (** Every set once: no two entries of [match_all_multi] have the same
@@ -1547,7 +1711,7 @@ Section Multi.
   Theorem match_all_multi_once : forall fuel N mp,
     ForallOrdPairs (fun e1 e2 => ~ same_entry e1 e2) (match_all_multi fuel N mp).
   Proof.
-    intros fuel N mp. apply mall_once with (N := N); [apply up_cands_ok | apply up_cands_below | apply seq_lt].
+    intros fuel N mp. apply mall_once with (N := N); [apply up_cands_ok | apply up_cands_below | apply seq_tr_lt].
   Qed.
 
   (** ... and every set: with no entry out of fuel, every tuple of nodes
@@ -1563,8 +1727,8 @@ Section Multi.
       forall x, In x ts <-> In x ts'.
   Proof.
     intros fuel N mp ps ts σ ψ Hd Hb Hw Hoof Hσ Hψ Hne Hlt Hmm.
-    eapply mall_sets; eauto using up_cands_ok, up_cands_below, up_cands_complete, seq_lt.
-    intros c Hc. apply in_seq. rewrite Forall_forall in Hlt. specialize (Hlt c Hc). lia.
+    eapply mall_sets; eauto using up_cands_ok, up_cands_below, up_cands_complete, seq_tr_lt.
+    intros c Hc. rewrite seq_tr_eq. apply in_seq. rewrite Forall_forall in Hlt. specialize (Hlt c Hc). lia.
   Qed.
 
   (** The index-only candidates: the same three. *)
@@ -1577,13 +1741,13 @@ Section Multi.
              end.
   Proof.
     intros fuel N mp t a H. eapply mall_sound; [apply idx_cands_ok | apply idx_cands_below | |exact H].
-    apply seq_lt.
+    apply seq_tr_lt.
   Qed.
 
   Theorem match_all_multi_idx_once : forall fuel N mp,
     ForallOrdPairs (fun e1 e2 => ~ same_entry e1 e2) (match_all_multi_idx fuel N mp).
   Proof.
-    intros fuel N mp. apply mall_once with (N := N); [apply idx_cands_ok | apply idx_cands_below | apply seq_lt].
+    intros fuel N mp. apply mall_once with (N := N); [apply idx_cands_ok | apply idx_cands_below | apply seq_tr_lt].
   Qed.
 
   Theorem match_all_multi_idx_sets : forall fuel N mp ps ts σ ψ,
@@ -1596,8 +1760,8 @@ Section Multi.
       forall x, In x ts <-> In x ts'.
   Proof.
     intros fuel N mp ps ts σ ψ Hd Hb Hw Hoof Hσ Hψ Hne Hlt Hmm.
-    eapply mall_sets; eauto using idx_cands_ok, idx_cands_below, idx_cands_complete, seq_lt.
-    intros c Hc. apply in_seq. rewrite Forall_forall in Hlt. specialize (Hlt c Hc). lia.
+    eapply mall_sets; eauto using idx_cands_ok, idx_cands_below, idx_cands_complete, seq_tr_lt.
+    intros c Hc. rewrite seq_tr_eq. apply in_seq. rewrite Forall_forall in Hlt. specialize (Hlt c Hc). lia.
   Qed.
 
 
@@ -1711,8 +1875,8 @@ Section Multi.
     set (s0 := mkMstate [] [] false).
     assert (HtN : t < N) by (apply (match_all_multi_sound fuel N mp t _ Hin)).
     destruct (seq_split N t' t Hgt HtN) as (l1 & l2 & Hseq & Hl1 & Hl2).
-    unfold match_all_multi, match_all_multi_u, mall in Hin. fold R UM cands s0 in Hin.
-    rewrite Hseq, fold_left_app in Hin. simpl in Hin. apply in_rev in Hin.
+    unfold match_all_multi, match_all_multi_u in Hin. rewrite mall_rev in Hin.
+    fold R UM cands s0 in Hin. rewrite seq_tr_eq, Hseq, fold_left_app in Hin. simpl in Hin. apply in_rev in Hin.
     set (s1 := fold_left (visit R fuel mp cands) l1 s0) in Hin.
     set (s2 := visit R fuel mp cands s1 t') in Hin.
     (* the entries of s2 are of nodes <= t' *)

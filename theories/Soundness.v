@@ -686,7 +686,8 @@ Section Soundness.
   Proof.
     intros Hd P d HP. unfold wf_defs in Hd. rewrite forallb_forall in Hd.
     assert (Hw : wf_def D d = true) by (apply Hd; eapply nth_error_In; eauto).
-    unfold wf_def in Hw. apply andb_true_iff in Hw. destruct Hw as [Hw Hf].
+    unfold wf_def in Hw. apply andb_true_iff in Hw. destruct Hw as [Hw _].
+    apply andb_true_iff in Hw. destruct Hw as [Hw Hf].
     apply andb_true_iff in Hw. destruct Hw as [Hw Hb].
     repeat split; auto; apply subset_In; auto.
   Qed.

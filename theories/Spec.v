@@ -8,7 +8,8 @@
     1. the definitions these statements use (all in the files named below,
        each short and commented with the paper's rule names):
        - [Syntax.v]: [graph], [expr], [guard], [pattern] (Figure 15),
-         [pdef], and well-formedness [wfb] / [wf_defs];
+         [pdef], and well-formedness [wfb] / [wf_defs] (with scope:
+         [scoped] / [scoped_def]);
        - [Declarative.v]: [eval_expr], [eval_guard] (Figure 8) and the
          declarative relation [matches] (Figure 16), restated below;
        - [Env.v] / [Soundness.v]: [tsub], [fsub], [root_env]: how a result
@@ -198,13 +199,13 @@ Definition S_match_root_sound : Prop :=
       StronglySorted (fun a b => fst a < fst b) bs /\
       StronglySorted (fun a b => fst a < fst b) fbs.
 
+(** "No match": under no substitution at all ([wf_defs] checks scope, so
+    the variables beyond the parameters are never read: [S_matches_params]). *)
 Definition S_match_root_fail_sound : Prop :=
   forall G D fuel r t d,
     wf_defs D = true -> nth_error D r = Some d ->
     match_root G D fuel r t = RNoMatch ->
-    forall σ ψ, (forall x, nparams d <= x -> σ x = None) ->
-                (forall F, nfparams d <= F -> ψ F = None) ->
-    ~ matches G D σ ψ (body d) t.
+    forall σ ψ, ~ matches G D σ ψ (body d) t.
 
 (** The root-operator index is a proved "no". *)
 Definition S_root_index_no_match : Prop :=
@@ -281,13 +282,11 @@ Definition S_match_root_fuel : Prop :=
     match_root G D fuel r t <> ROutOfFuel.
 
 (** Completeness: with that fuel, a root that matches declaratively (under
-    a substitution of its parameters only) gets a match, neither "no match"
-    nor "out of fuel". *)
+    any substitution) gets a match, neither "no match" nor "out of fuel". *)
 Definition S_match_root_complete : Prop :=
   forall G D N fuel r t d σ ψ,
     wf_defs D = true -> descending D = true -> nth_error D r = Some d ->
     depth_le G N t -> fuel_bound D N (body d) <= fuel ->
-    (forall x, nparams d <= x -> σ x = None) -> (forall F, nfparams d <= F -> ψ F = None) ->
     matches G D σ ψ (body d) t ->
     exists bs fbs, match_root G D fuel r t = RMatch bs fbs.
 
@@ -418,7 +417,7 @@ Proof. exact first_solution_complete. Qed.
 Lemma spec_match_root_sound : S_match_root_sound.
 Proof. exact match_root_sound. Qed.
 Lemma spec_match_root_fail_sound : S_match_root_fail_sound.
-Proof. exact match_root_fail_sound. Qed.
+Proof. exact match_root_fail_sound_any. Qed.
 Lemma spec_root_index_no_match : S_root_index_no_match.
 Proof. exact root_index_no_match. Qed.
 Lemma spec_match_all_In : S_match_all_In.
@@ -460,7 +459,7 @@ Proof. intros G D N fuel n m p t HD Hdesc. exact (match_pattern_fuel G D HD Hdes
 Lemma spec_match_root_fuel : S_match_root_fuel.
 Proof. exact match_root_fuel. Qed.
 Lemma spec_match_root_complete : S_match_root_complete.
-Proof. exact match_root_fuel_complete. Qed.
+Proof. exact match_root_fuel_complete_any. Qed.
 Lemma spec_match_multi_sound : S_match_multi_sound.
 Proof. exact match_multi_sound. Qed.
 Lemma spec_match_multi_fail_sound : S_match_multi_fail_sound.
@@ -493,6 +492,62 @@ Proof.
 Qed.
 Lemma spec_match_multi_idx_fail_sound : S_match_multi_idx_fail_sound.
 Proof. exact match_multi_idx_fail_sound. Qed.
+
+(** ** Scope, constant stack, and which multi-root tuple *)
+
+(** Scope ([Syntax.scoped_def], part of [wf_defs]): a body reads only its
+    parameters and the variables of its own [∃]s, so a match under any
+    substitution is one under its restriction to the parameters. *)
+Definition S_matches_params : Prop :=
+  forall G D P d σ ψ t,
+    wf_defs D = true -> nth_error D P = Some d -> matches G D σ ψ (body d) t ->
+    matches G D (restrict (fun x => Nat.ltb x (nparams d)) σ)
+                (restrict (fun F => Nat.ltb F (nfparams d)) ψ) (body d) t.
+
+(** The lists over every node of the graph that the extracted code builds
+    ([Multi.v]: the users table, the visited nodes, the index's candidates,
+    the entries of [match_all_multi]) are built with accumulators (constant
+    stack, linear time) and are the standard ones. *)
+Definition S_users_map_fold : Prop :=
+  forall G N, users_map G N = fold_left (add_users G) (rev (seq 0 N)) (VarMap.empty (list node)).
+
+Definition S_seq_tr : Prop := forall s k, seq_tr s k = seq s k.
+
+Definition S_filter_upto : Prop := forall f k, filter_upto f k = filter f (seq 0 k).
+
+Definition S_mall_rev : Prop :=
+  forall G D R fuel mp cands nodes,
+    mall G D R fuel mp cands nodes =
+    rev (ms_out (fold_left (visit G D R fuel mp cands) nodes (mkMstate [] [] false))).
+
+(** Which tuple [pypm_match_multi] gives: the first tuple, in the search
+    order [ctuples] (depth first over the roots; each root's candidates in
+    the order of its candidate list: the users of its anchor node in
+    increasing order, or the nodes its index admits in increasing order),
+    that matches under some substitution of the shared variables. *)
+Definition S_match_multi_first : Prop :=
+  forall G D fuel N mp t ps ts bs fbs,
+    wf_defs D = true -> bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+    match_multi G D fuel N mp t = MMatch ts bs fbs ->
+    exists pre post,
+      ctuples [t] (up_cands G D anchor_depth (users_map G N) (root_index D) N mp)
+        = pre ++ ts :: post /\
+      forall u σ ψ, In u pre ->
+        (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
+        ~ mmatches G D σ ψ ps (mp_guard mp) u.
+
+Lemma spec_matches_params : S_matches_params.
+Proof. intros G D P d σ ψ t HD. exact (matches_params G D HD P d σ ψ t). Qed.
+Lemma spec_users_map_fold : S_users_map_fold.
+Proof. exact users_map_fold. Qed.
+Lemma spec_seq_tr : S_seq_tr.
+Proof. exact seq_tr_eq. Qed.
+Lemma spec_filter_upto : S_filter_upto.
+Proof. exact filter_upto_eq. Qed.
+Lemma spec_mall_rev : S_mall_rev.
+Proof. exact mall_rev. Qed.
+Lemma spec_match_multi_first : S_match_multi_first.
+Proof. exact match_multi_first. Qed.
 
 (** ** The rewrite step ([Rewrite.v])
 

@@ -187,6 +187,30 @@ Section Binds.
 
   Definition subset (l1 l2 : list nat) : bool := forallb (fun x => memb x l2) l1.
 
+  (** Scope: every variable a pattern reads ([PVar], a guard, a match
+      constraint, the arguments of a call, an operator [F(..)]) is in scope:
+      [sv x] / [sf F] (the parameters), or bound by an enclosing [∃]. A
+      body reading a variable out of scope could only match under a
+      substitution binding more than the parameters. *)
+  Fixpoint scoped (sv : var -> bool) (sf : fvar -> bool) (p : pattern) : bool :=
+    match p with
+    | PVar x => sv x
+    | PApp _ ps => forallb (scoped sv sf) ps
+    | PFunVar F ps => sf F && forallb (scoped sv sf) ps
+    | PAlt p1 p2 => scoped sv sf p1 && scoped sv sf p2
+    | PGuard p g =>
+        scoped sv sf p && forallb sv (guard_vars g) && forallb sf (guard_fvars g)
+    | PExists x p => scoped (fun y => Nat.eqb y x || sv y) sf p
+    | PExistsF F p => scoped sv (fun F' => Nat.eqb F' F || sf F') p
+    | PConstr p p' x => scoped sv sf p && scoped sv sf p' && sv x
+    | PCall _ xs Fs => forallb sv xs && forallb sf Fs
+    end.
+
+  (** A definition's body reads its parameters [0..nparams-1] (term) and
+      [0..nfparams-1] (operator) and its own [∃] variables only. *)
+  Definition scoped_def (d : pdef) : bool :=
+    scoped (fun x => Nat.ltb x (nparams d)) (fun F => Nat.ltb F (nfparams d)) (body d).
+
   (** Well-formedness: a guard reads only variables its pattern binds; an
       [∃x.p] binds [x] in [p] (else Figure 17's [checkName(x)] would fail
       where the declarative rule P-EXISTS invents a witness); a match
@@ -194,7 +218,8 @@ Section Binds.
       algorithm of Figures 7, 17 and 18 could backtrack on a guard, name or
       constraint that the final substitution satisfies, and failure
       soundness would not hold. The frontend reports a violation as a
-      [PatternError]; the decoder rejects it. *)
+      [PatternError]; the decoder rejects it (and a definition that is not
+      [scoped_def], see [wf_def]). *)
   Fixpoint wfb (p : pattern) : bool :=
     match p with
     | PVar _ | PCall _ _ _ => true
@@ -207,10 +232,11 @@ Section Binds.
     | PConstr p p' x => wfb p && wfb p' && memb x (binds p)
     end.
 
-  (** Every definition is well formed and binds the parameters it claims. *)
+  (** Every definition is well formed, binds the parameters it claims, and
+      is scoped ([scoped_def]). *)
   Definition wf_def (d : pdef) : bool :=
     wfb (body d) && subset (pbinds d) (binds (body d))
-    && subset (pfbinds d) (fbinds (body d)).
+    && subset (pfbinds d) (fbinds (body d)) && scoped_def d.
 
   Definition wf_defs : bool := forallb wf_def D.
 End Binds.

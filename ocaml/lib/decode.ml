@@ -13,7 +13,7 @@
    [0, n_defs), pbinds/pfbinds entries in [0, n_params)/[0, n_fparams), no
    trailing words, nesting depth <= max_depth, and well-formedness
    ([Matcher.wf_defs], the extracted Coq check, which covers every body and
-   so every root).
+   so every root, scope included: [Syntax.scoped_def]).
 
    Limits (docs/internals/format.md, "Limits"), which bound the stack the extracted
    (non-tail-recursive) matcher can use and the time of the checks on any

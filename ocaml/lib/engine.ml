@@ -12,8 +12,12 @@
    [pypm_match_all] is [Matcher.set_match_all_fold] over the graph's nodes
    (the entries of [Matcher.set_match_all], handed over one by one),
    [pypm_candidates] is [Matcher.set_candidates], and the fuel is
-   [Matcher.effective_fuel] of the caller's.  This module only checks
-   handles and ranges (errors, not answers) and copies lists into words. *)
+   [Matcher.effective_fuel] of the caller's.  This module checks handles
+   and ranges (errors, not answers) and copies lists into words; the rest
+   (merging a graph extension, caching the users table, the users table
+   and memoised node tests of [dominates]) is trusted glue, listed with the
+   test covering each in docs/guarantees/correspondence.md ("Trusted glue
+   in ocaml/lib/engine.ml"). *)
 
 open Codes
 

@@ -62,9 +62,34 @@ let rec first_problem (defs : Matcher.pdef list) (p : Matcher.pattern) : string 
                   on every match"
                  x))
 
+(* The first variable (in prefix order) a body reads out of scope
+   ([Matcher.scoped]): [`Term x] or [`Op f], neither a parameter ([x < n],
+   [f < m]) nor bound by an enclosing exists. *)
+let rec out_of_scope n m (bv : int list) (bf : int list) (p : Matcher.pattern) =
+  let sub = out_of_scope n m bv bf in
+  let tv x = if x < n || List.mem x bv then None else Some (`Term x) in
+  let fv f = if f < m || List.mem f bf then None else Some (`Op f) in
+  let first l = List.find_map (fun x -> x) l in
+  match p with
+  | Matcher.PVar x -> tv x
+  | Matcher.PApp (_, ps) -> List.find_map sub ps
+  | Matcher.PFunVar (f, ps) -> first [ fv f; List.find_map sub ps ]
+  | Matcher.PAlt (p1, p2) -> first [ sub p1; sub p2 ]
+  | Matcher.PGuard (p0, g) ->
+      first
+        [
+          sub p0;
+          List.find_map tv (Matcher.guard_vars g);
+          List.find_map fv (Matcher.guard_fvars g);
+        ]
+  | Matcher.PExists (x, p0) -> out_of_scope n m (x :: bv) bf p0
+  | Matcher.PExistsF (f, p0) -> out_of_scope n m bv (f :: bf) p0
+  | Matcher.PConstr (p0, p', x) -> first [ sub p0; sub p'; tv x ]
+  | Matcher.PCall (_, xs, fs) -> first [ List.find_map tv xs; List.find_map fv fs ]
+
 (* The message for a table that [Matcher.wf_defs] rejects: the first
-   definition [Matcher.wf_def] rejects, and its first offending construct or
-   pbinds/pfbinds claim. *)
+   definition [Matcher.wf_def] rejects, and its first offending construct,
+   pbinds/pfbinds claim or variable out of scope. *)
 let explain (defs : Matcher.pdef list) : string =
   let rec go i = function
     | [] -> "patterns: the definitions are not well-formed"
@@ -89,7 +114,21 @@ let explain (defs : Matcher.pdef list) : string =
                         "patterns: definition %d: pfbinds claims operator parameter %d, which the \
                          body does not bind on every match"
                         i f
-                  | None -> Printf.sprintf "patterns: definition %d: not well-formed" i))
+                  | None -> (
+                      let n = d.Matcher.nparams and m = d.Matcher.nfparams in
+                      match out_of_scope n m [] [] d.Matcher.body with
+                      | Some (`Term x) ->
+                          Printf.sprintf
+                            "patterns: definition %d: variable %d is out of scope (the definition \
+                             has %d parameters, and no enclosing exists binds it)"
+                            i x n
+                      | Some (`Op f) ->
+                          Printf.sprintf
+                            "patterns: definition %d: operator variable %d is out of scope (the \
+                             definition has %d operator parameters, and no enclosing exists binds \
+                             it)"
+                            i f m
+                      | None -> Printf.sprintf "patterns: definition %d: not well-formed" i)))
         end
   in
   go 0 defs

@@ -383,7 +383,7 @@ let full_defs =
     (* 4: the loop *)
     loop_def;
     (* 5: call with arities that do not match the callee (allowed, fails) *)
-    { M.nparams = 0; nfparams = 0; body = M.PCall (0, [], [ 0; 1; 2 ]); pbinds = []; pfbinds = [] };
+    { M.nparams = 0; nfparams = 3; body = M.PCall (0, [], [ 0; 1; 2 ]); pbinds = []; pfbinds = [] };
   ]
 
 let test_patterns_valid () =
@@ -520,8 +520,9 @@ let test_patterns_malformed () =
   mal "unknown pattern tag 10" "unknown pattern tag 10" (one [ 10L; 1L ]);
   mal "negative variable" "definition 0: word 9: variable -1 out of range" (one [ 1L; -1L ]);
   mal "variable 2^62" "variable 4611686018427387904 out of range" (one [ 1L; 0x4000000000000000L ]);
+  (* (bound by an exists: a variable must be in scope) *)
   check "variable 2^62 - 1"
-    (Result.is_ok (dp (with_def ~n:0 ~m:0 [ 1L; 0x3FFFFFFFFFFFFFFFL ])));
+    (Result.is_ok (dp (with_def ~n:0 ~m:0 [ 5L; 0x3FFFFFFFFFFFFFFFL; 1L; 0x3FFFFFFFFFFFFFFFL ])));
   mal "negative symbol" "symbol -7 out of range" (one [ 2L; -7L; 0L ]);
   mal "negative arity" "negative arity -1" (one [ 2L; 1L; -1L ]);
   mal "arity too large" "arity 3 impossible with 4 words left" (one [ 2L; 1L; 3L; 1L; 0L; 1L; 1L ]);
@@ -576,7 +577,7 @@ let test_patterns_malformed () =
   (* a call target is checked against the whole table, also forward *)
   check "forward call"
     (Result.is_ok
-       (dp (buf (set_words_raw [ def_words_raw ~n:0 ~m:0 [ 9L; 1L; 0L; 0L ]; def_words_raw ~n:0 ~m:0 [ 1L; 0L ] ] [ 0 ]))));
+       (dp (buf (set_words_raw [ def_words_raw ~n:0 ~m:0 [ 9L; 1L; 0L; 0L ]; def_words_raw ~n:1 ~m:0 [ 1L; 0L ] ] [ 0 ]))));
   mal "call target in the second definition" "definition 1: word"
     (buf (set_words_raw [ def_words_raw ~n:0 ~m:0 [ 1L; 0L ]; def_words_raw ~n:0 ~m:0 [ 9L; 2L; 0L; 0L ] ] [ 0 ]));
   (* every proper prefix of valid pattern sets is malformed *)
@@ -723,6 +724,23 @@ let test_ill_formed () =
   check "constraint on a bound variable" (Result.is_ok (dp [ M.PConstr (M.PApp (1, [ M.PVar 0; M.PVar 1 ]), M.PVar 2, 1) ]));
   ill "problem inside p'" "reads variable 7"
     [ M.PConstr (M.PVar 0, M.PGuard (M.PVar 1, M.GEq (M.EAttr (7, 0), M.EConst 0)), 0) ];
+  (* scope: every variable read is a parameter or bound by an enclosing exists *)
+  let def n m body = { M.nparams = n; nfparams = m; body; pbinds = []; pfbinds = [] } in
+  ill_set "variable beyond the parameters"
+    "definition 0: variable 5 is out of scope (the definition has 1 parameters"
+    [ def 1 0 (M.PVar 5) ] [ 0 ];
+  ill_set "call argument out of scope" "definition 1: variable 7 is out of scope"
+    [ def 1 0 (M.PVar 0); def 1 0 (M.PApp (2, [ M.PVar 0; M.PCall (0, [ 7 ], []) ])) ] [ 1 ];
+  ill_set "operator variable out of scope"
+    "definition 0: operator variable 4 is out of scope (the definition has 1 operator parameters"
+    [ def 1 1 (M.PFunVar (4, [ M.PVar 0 ])) ] [ 0 ];
+  ill_set "constraint variable out of scope" "definition 0: variable 3 is out of scope"
+    [ def 1 0 (M.PConstr (M.PApp (2, [ M.PVar 0; M.PVar 3 ]), M.PVar 0, 3)) ] [ 0 ];
+  check "exists variables are in scope"
+    (Result.is_ok
+       (Decode.decode_patterns
+          (buf (set_words [ def 1 0 (M.PApp (2, [ M.PVar 0; M.PExists (5, M.PVar 5);
+                                                  M.PExistsF (4, M.PFunVar (4, [])) ])) ] [ 0 ]))));
   (* wrong pbinds / pfbinds claims *)
   ill_set "pbinds claims a parameter bound on one alternate only"
     "definition 0: pbinds claims parameter 1, which the body does not bind on every match"

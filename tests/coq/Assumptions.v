@@ -107,6 +107,17 @@ Print Assumptions spec_users_map_complete.
 Print Assumptions spec_up_cands_complete.
 Print Assumptions spec_match_multi_idx_sound.
 Print Assumptions spec_match_multi_idx_fail_sound.
+(* scope, constant-stack lists, which multi-root tuple *)
+Print Assumptions matches_restrict.
+Print Assumptions match_root_fail_sound_any.
+Print Assumptions match_root_fuel_complete_any.
+Print Assumptions search_first.
+Print Assumptions spec_matches_params.
+Print Assumptions spec_users_map_fold.
+Print Assumptions spec_seq_tr.
+Print Assumptions spec_filter_upto.
+Print Assumptions spec_mall_rev.
+Print Assumptions spec_match_multi_first.
 (* Relay's dominator pattern (Dominates.v) *)
 Print Assumptions dom_check_correct.
 Print Assumptions region_correct.

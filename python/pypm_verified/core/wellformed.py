@@ -286,7 +286,8 @@ wf = wfb
 
 
 def check_def(d: PDef, defs: Sequence[PDef]) -> None:
-    """Raise :class:`IllFormed` unless ``wf_def defs d``."""
+    """Raise :class:`IllFormed` unless ``wf_def defs d`` (which includes
+    ``Syntax.scoped_def``: every variable in scope)."""
     check_wfb(d.body, defs)
     missing = set(d.pbinds) - binds(d.body, defs)
     if missing:
@@ -296,6 +297,10 @@ def check_def(d: PDef, defs: Sequence[PDef]) -> None:
     if missing:
         raise IllFormed(f"claims to bind operator parameters {sorted(missing)} its body may "
                         "not bind", missing)
+
+    def fail(msg, missing=()):
+        raise IllFormed(msg, frozenset(missing))
+    _check_scope(d, defs, fail, calls=False)
 
 
 def check_defs(defs: Sequence[PDef]) -> None:
@@ -329,35 +334,44 @@ def check_scoped(defs: Sequence[PDef]) -> None:
         if any(not 0 <= x < d.nparams for x in d.pbinds) or \
                 any(not 0 <= F < d.nfparams for F in d.pfbinds):
             fail("pbinds/pfbinds name non-parameters")
-        stack = [(d.body, frozenset(range(d.nparams)), frozenset(range(d.nfparams)))]
-        while stack:
-            q, tv, fv = stack.pop()
-            if isinstance(q, PVar) or isinstance(q, PConstr):
-                if q.x not in tv:
-                    fail(f"variable {q.x} is not in scope", {q.x})
-            elif isinstance(q, PFunVar):
-                if q.F not in fv:
-                    fail(f"operator variable {q.F} is not in scope", {q.F})
-            elif isinstance(q, PGuard):
-                out = (guard_vars(q.g) - tv) | (guard_fvars(q.g) - fv)
-                if out:
-                    fail(f"guard reads variables {sorted(out)} not in scope", out)
-            elif isinstance(q, PCall):
+        _check_scope(d, defs, fail, calls=True)
+
+
+def _check_scope(d: PDef, defs: Sequence[PDef], fail, calls: bool) -> None:
+    """Call ``fail(message, missing)`` at the first variable of ``d``'s body
+    that is neither a parameter nor bound by an enclosing ∃
+    (``Syntax.scoped_def``); with ``calls``, also at a call of a missing
+    definition or with the wrong number of arguments."""
+    stack = [(d.body, frozenset(range(d.nparams)), frozenset(range(d.nfparams)))]
+    while stack:
+        q, tv, fv = stack.pop()
+        if isinstance(q, PVar) or isinstance(q, PConstr):
+            if q.x not in tv:
+                fail(f"variable {q.x} is not in scope", {q.x})
+        elif isinstance(q, PFunVar):
+            if q.F not in fv:
+                fail(f"operator variable {q.F} is not in scope", {q.F})
+        elif isinstance(q, PGuard):
+            out = (guard_vars(q.g) - tv) | (guard_fvars(q.g) - fv)
+            if out:
+                fail(f"guard reads variables {sorted(out)} not in scope", out)
+        elif isinstance(q, PCall):
+            if calls:
                 callee = _lookup(defs, q.P)
                 if callee is None:
                     fail(f"call of definition {q.P}, which does not exist")
                 if len(q.xs) != callee.nparams or len(q.Fs) != callee.nfparams:
                     fail(f"call of definition {q.P} with {len(q.xs)};{len(q.Fs)} arguments, "
                          f"it takes {callee.nparams};{callee.nfparams}")
-                out = (set(q.xs) - tv) | (set(q.Fs) - fv)
-                if out:
-                    fail(f"call passes variables {sorted(out)} not in scope", out)
-            if isinstance(q, PExists):
-                stack.append((q.p, tv | {q.x}, fv))
-            elif isinstance(q, PExistsF):
-                stack.append((q.p, tv, fv | {q.F}))
-            else:
-                stack.extend((c, tv, fv) for c in children(q))
+            out = (set(q.xs) - tv) | (set(q.Fs) - fv)
+            if out:
+                fail(f"call passes variables {sorted(out)} not in scope", out)
+        if isinstance(q, PExists):
+            stack.append((q.p, tv | {q.x}, fv))
+        elif isinstance(q, PExistsF):
+            stack.append((q.p, tv, fv | {q.F}))
+        else:
+            stack.extend((c, tv, fv) for c in children(q))
 
 
 def infer_binds(defs: Sequence[PDef]) -> Tuple[PDef, ...]:
