@@ -36,6 +36,7 @@
     bounded by [S root], which [sweep_inv] shows is enough.  [dom_all]
     checks [topo] and [U] once and answers for every node. *)
 From Coq Require Import List Bool Arith Lia.
+From PyPM Require Multi.
 Import ListNotations.
 
 Section Dominates.
@@ -76,7 +77,11 @@ Section Dominates.
 
   (** ** The checker *)
 
-  Definition topob : bool := forallb (fun n => forallb (fun c => c <? n) (ch n)) (seq 0 N).
+  (** The lists over every node are built by [Multi.seq_tr] (an
+      accumulator, constant stack when extracted; [Multi.seq_tr_eq]: it is
+      [seq]). *)
+  Definition topob : bool :=
+    forallb (fun n => forallb (fun c => c <? n) (ch n)) (Multi.seq_tr 0 N).
 
   Definition users (x : nat) : list nat :=
     filter (fun u => live u && existsb (Nat.eqb x) (ch u)) (seq 0 N).
@@ -85,8 +90,9 @@ Section Dominates.
 
   (** [U] is exactly the live users, on nodes [0 .. N-1]. *)
   Definition users_okb : bool :=
-    forallb (fun x => forallb (fun u => (u <? N) && live u && memb x (ch u)) (U x)) (seq 0 N) &&
-    forallb (fun u => negb (live u) || forallb (fun c => memb u (U c)) (ch u)) (seq 0 N).
+    forallb (fun x => forallb (fun u => (u <? N) && live u && memb x (ch u)) (U x))
+      (Multi.seq_tr 0 N) &&
+    forallb (fun u => negb (live u) || forallb (fun c => memb u (U c)) (ch u)) (Multi.seq_tr 0 N).
 
   Definition users_ok : Prop := forall x u, x < N -> (In u (U x) <-> user u x).
 
@@ -149,7 +155,7 @@ Section Dominates.
 
   Lemma topob_topo : topob = true <-> topo.
   Proof.
-    unfold topob, topo; rewrite forallb_forall; split.
+    unfold topob, topo; rewrite Multi.seq_tr_eq, forallb_forall; split.
     - intros H n c Hn Hc. specialize (H n). rewrite in_seq in H.
       assert (Hf : forallb (fun c => c <? n) (ch n) = true) by (apply H; lia).
       rewrite forallb_forall in Hf. apply Nat.ltb_lt, Hf, Hc.
@@ -262,7 +268,7 @@ Section Dominates.
 
   Lemma users_okb_ok : users_okb = true -> users_ok.
   Proof.
-    unfold users_okb, users_ok, user; rewrite andb_true_iff, !forallb_forall.
+    unfold users_okb, users_ok, user; rewrite !Multi.seq_tr_eq, andb_true_iff, !forallb_forall.
     intros [H1 H2] x u Hx; split.
     - intros Hu. assert (Hx' : In x (seq 0 N)) by (apply in_seq; lia).
       specialize (H1 x Hx'). rewrite forallb_forall in H1. specialize (H1 u Hu).
@@ -274,7 +280,7 @@ Section Dominates.
 
   Lemma users_ok_okb : topo -> users_ok -> users_okb = true.
   Proof.
-    intros Ht Hu. unfold users_okb; rewrite andb_true_iff, !forallb_forall; split.
+    intros Ht Hu. unfold users_okb; rewrite !Multi.seq_tr_eq, andb_true_iff, !forallb_forall; split.
     - intros x Hx. apply in_seq in Hx. apply forallb_forall. intros u Hin.
       apply (Hu x u) in Hin; [|lia]. destruct Hin as [Hn [Hl Hc]].
       rewrite (proj2 (Nat.ltb_lt _ _) Hn), Hl; simpl. apply memb_In; auto.
@@ -386,14 +392,38 @@ End Dominates.
 
 (** Every node at once, for [pm.match_all]: [topo] and the users table are
     checked once ([None] if either fails), then each node where the child
-    pattern matches ([isC]) gets [dom_core]'s answer, its parent and region. *)
+    pattern matches ([isC]) gets [dom_core]'s answer, its parent and region.
+    The list is built in constant stack ([Multi.filter_upto], then a
+    [fold_left] and a [rev_append]); [dom_all_map]: it is the [map] over
+    [filter isC (seq 0 N)]. *)
+Definition dom_entry (N : nat) (ch : nat -> list nat) (konst isOut isP isI : nat -> bool)
+    (U : nat -> list nat) (r : nat) : nat * bool * option nat * list nat :=
+  (r, dom_core N ch konst isOut isP isI U r, dom_parent ch konst isP r, region ch konst isP r).
+
 Definition dom_all (N : nat) (ch : nat -> list nat) (konst live isOut isP isI isC : nat -> bool)
     (U : nat -> list nat) : option (list (nat * bool * option nat * list nat)) :=
   if topob N ch && users_okb N ch live U then
-    Some (map (fun r => (r, dom_core N ch konst isOut isP isI U r, dom_parent ch konst isP r,
-                         region ch konst isP r))
-              (filter isC (seq 0 N)))
+    Some (rev_append (fold_left (fun acc r => dom_entry N ch konst isOut isP isI U r :: acc)
+                                (Multi.filter_upto isC N) []) [])
   else None.
+
+Lemma fold_left_cons_rev : forall {A B} (f : A -> B) l acc,
+  fold_left (fun acc r => f r :: acc) l acc = rev (map f l) ++ acc.
+Proof.
+  intros A B f l; induction l as [|x l IH]; intros acc; simpl; auto.
+  rewrite IH, <- app_assoc; reflexivity.
+Qed.
+
+Lemma dom_all_map : forall N ch konst live isOut isP isI isC U,
+  dom_all N ch konst live isOut isP isI isC U =
+  if topob N ch && users_okb N ch live U then
+    Some (map (dom_entry N ch konst isOut isP isI U) (filter isC (seq 0 N)))
+  else None.
+Proof.
+  intros. unfold dom_all. destruct (_ && _); auto.
+  rewrite fold_left_cons_rev, app_nil_r, <- rev_alt, rev_involutive, Multi.filter_upto_eq.
+  reflexivity.
+Qed.
 
 Theorem dom_all_correct : forall N ch konst live isOut isP isI isC U l,
   dom_all N ch konst live isOut isP isI isC U = Some l ->
@@ -403,13 +433,13 @@ Theorem dom_all_correct : forall N ch konst live isOut isP isI isC U l,
      p = dom_parent ch konst isP r /\ R = region ch konst isP r) /\
   (forall r, r < N -> isC r = true -> exists b p R, In (r, b, p, R) l).
 Proof.
-  intros N ch konst live isOut isP isI isC U l H. unfold dom_all in H.
+  intros N ch konst live isOut isP isI isC U l H. rewrite dom_all_map in H.
   destruct (topob N ch && users_okb N ch live U) eqn:Hc; [|discriminate].
   injection H as <-. apply andb_true_iff in Hc. destruct Hc as [Ht Hu].
   apply topob_topo in Ht. apply (users_okb_ok N ch konst live isOut isP isI U) in Hu.
   split; [auto|split].
   - intros r b p R Hin. apply in_map_iff in Hin. destruct Hin as [r' [Heq Hin]].
-    injection Heq as <- <- <- <-. apply filter_In in Hin. destruct Hin as [_ HC].
+    unfold dom_entry in Heq. injection Heq as <- <- <- <-. apply filter_In in Hin. destruct Hin as [_ HC].
     split; [auto|split; [|split; auto]].
     apply dom_core_correct; auto.
   - intros r Hr HC. do 3 eexists. apply in_map_iff. eexists; split; [reflexivity|].
