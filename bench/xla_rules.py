@@ -137,8 +137,8 @@ def main(argv=None) -> int:
         f"equivalents, with `{opts}` (30% of the instances with NaN, +-inf, +-0.0 and +-100 "
         "among their inputs, signed zeros told apart; half in a dtype the rule names). "
         "\"proved\" is over the reals (integers: unbounded; booleans: 0/1), for every size, "
-        "for the structures generated, *and* no counterexample in the instances (README, "
-        "section `check-rules`); TensorRight's \"verified\" is for every rank and size, "
+        "for the structures generated, *and* no counterexample in the instances "
+        "(docs/guides/check-rules.md); TensorRight's \"verified\" is for every rank and size, "
         "over its real-valued semantics.", "", *rows, "",
         "Why the tested ones are not proved:", "", *why, "",
         "XLA's forms that are wrong in IEEE arithmetic (the module ships narrowed forms; "

@@ -212,8 +212,8 @@ def check_rules_main(args, state: dict) -> int:
                f"mode: {examples} instances per rule, {per_guard} per guard; seed "
                f"{args.seed}, engine {engine}; {seconds:.0f} s). Summary: "
                + ", ".join(f"{v} {k}" for k, v in counts.items() if v) + ". What the "
-               "statuses mean and what \"tested\" does not guarantee: README, section "
-               "`check-rules`.")
+               "statuses mean and what \"tested\" does not guarantee: "
+               "docs/guides/check-rules.md.")
         try:
             write_text_atomic(markdown(results, "Rule checks (check-rules)", pre),
                               args.markdown)
