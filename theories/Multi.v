@@ -47,6 +47,10 @@
     ran out of fuel, every tuple of nodes that matches has its set among
     the entries ([match_all_multi_sets]), each at the smallest node that
     is the first root of a match with that set ([match_all_multi_first]).
+    With [multi_fuel_bound] steps (descending tables, [Fuel.v]'s bound
+    chained over the roots) no run is out of fuel ([match_multi_fuel],
+    [match_all_multi_fuel]), so a tuple that matches gets a match
+    ([match_multi_fuel_complete]).
     [mmatches_one]: with one root and the guard [true], [mmatches] is the single-root relation (the
     single-root theorems are the one-root case). [mmatches_perm]: the
     relation does not depend on the order of the roots (any root order
@@ -55,6 +59,7 @@
 From Coq Require Import List Bool Arith Lia Sorted Permutation.
 From PyPM Require Import Syntax Subst Declarative Env Algorithmic Interpreter Soundness
   RootIndex Entry.
+From PyPM Require Fuel.
 Import ListNotations.
 
 (** ** The declarative relation *)
@@ -1915,3 +1920,260 @@ Section Multi.
   Qed.
 
 End Multi.
+
+(** ** Fuel that suffices for a multi-root search
+
+    [match_multi] runs the machine once per candidate prefix
+    ([run_prefix] on [match(p1, t1) … match(pᵢ, tᵢ)]) and once per
+    complete tuple ([run_full]: all roots, then the cross-root guard), each
+    run with the whole [fuel]. [Fuel.cost_sound] bounds the steps of one
+    pattern followed by a continuation that takes at most [B] steps;
+    chaining it over the roots ([mchain], each root at a node of depth at
+    most [dp]) bounds every such run, the guard and the final ST-SUCCESS
+    being the last [2] steps. [mstep] takes the [max] with [B] so that the
+    chain over a prefix of the roots is at most the chain over all of them.
+    So for a descending table ([Fuel.descending]) and a graph where every
+    downward path has at most [dp] edges, [multi_fuel_bound D dp ps] never
+    runs out ([match_multi_fuel]); with [match_multi_fail_sound], a match
+    of distinct nodes, the first at the visited node, gets an answer
+    [MMatch] ([match_multi_fuel_complete]). *)
+
+Definition mstep (D : list pdef) (dp : nat) (p : pattern) (B : nat) : nat :=
+  max B (fst (Fuel.cost D dp (Fuel.LMAX D) p) + snd (Fuel.cost D dp (Fuel.LMAX D) p) * B).
+
+Definition mchain (D : list pdef) (dp : nat) (ps : list pattern) (B : nat) : nat :=
+  fold_right (mstep D dp) B ps.
+
+(** The fuel for the roots' bodies [ps] on a graph of depth at most [dp]. *)
+Definition multi_fuel_bound (D : list pdef) (dp : nat) (ps : list pattern) : nat :=
+  mchain D dp ps 2.
+
+Lemma mchain_ge : forall D dp ps B, B <= mchain D dp ps B.
+Proof.
+  intros D dp ps B. induction ps as [|p ps IH]; simpl; [lia|].
+  unfold mstep at 1. lia.
+Qed.
+
+Lemma mchain_mono : forall D dp ps B1 B2, B1 <= B2 -> mchain D dp ps B1 <= mchain D dp ps B2.
+Proof.
+  intros D dp ps B1 B2 H. induction ps as [|p ps IH]; simpl; [exact H|].
+  unfold mstep. apply Nat.max_le_compat; [exact IH|].
+  apply Nat.add_le_mono_l, Nat.mul_le_mono_l, IH.
+Qed.
+
+Lemma mchain_firstn : forall D dp j ps B, mchain D dp (firstn j ps) B <= mchain D dp ps B.
+Proof.
+  intros D dp j. induction j as [|j IH]; intros ps B; simpl; [apply mchain_ge|].
+  destruct ps as [|p ps]; simpl; [lia|].
+  unfold mstep. apply Nat.max_le_compat; [apply IH|].
+  apply Nat.add_le_mono_l, Nat.mul_le_mono_l, IH.
+Qed.
+
+Section MultiFuel.
+  Variable G : graph.
+  Variable D : list pdef.
+  Variable HD : wf_defs D = true.
+  Variable Hdesc : Fuel.descending D = true.
+  Variable dp : nat.
+  Variable Hdepth : forall t, Fuel.depth_le G dp t.
+
+  (** What [Fuel.cost_sound] needs of a root's body. *)
+  Definition fuel_ok (p : pattern) : Prop :=
+    Fuel.ug D (Fuel.LMAX D) p = true /\ Fuel.args_ok D p = true /\ wfb D p = true.
+
+  Lemma bodies_fuel_ok : forall rs ps, bodies D rs = Some ps -> Forall fuel_ok ps.
+  Proof.
+    induction rs as [|r rs IH]; intros ps H; simpl in H; [inversion H; constructor|].
+    destruct (nth_error D r) as [d|] eqn:Hd; [|discriminate].
+    destruct (bodies D rs) as [ps'|] eqn:E; [|discriminate]. inversion H; subst.
+    constructor; [|apply IH; reflexivity].
+    destruct (Fuel.desc_body D Hdesc r d Hd) as [Hug Hargs].
+    destruct (wf_defs_body D HD r d Hd) as (Hwf & _ & _). repeat split; assumption.
+  Qed.
+
+  (** The matches of [ps] at [ts], then a continuation [k] that gives up
+      or succeeds within [B] steps: within [mchain D dp ps B] steps. *)
+  Lemma push_reach : forall ps ts ρ k B Θ Φ nf stk,
+    Forall fuel_ok ps ->
+    (forall Θ' Φ' nf' stk', Fuel.reach G D B stk' (Running Θ' Φ' nf' stk' k)) ->
+    Fuel.reach G D (mchain D dp ps B) stk (Running Θ Φ nf stk (push_matches ps ts ρ k)).
+  Proof.
+    induction ps as [|p ps IH]; intros ts ρ k B Θ Φ nf stk Hok Hk.
+    - simpl. apply Hk.
+    - inversion Hok as [|p' ps' [Hug [Hargs Hwf]] Hok']; subst.
+      destruct ts as [|t ts].
+      + simpl. eapply Fuel.reach_mono; [|apply Hk].
+        apply (mchain_ge D dp (p :: ps)).
+      + simpl. eapply Fuel.reach_mono; [apply Nat.le_max_r|].
+        apply (Fuel.cost_sound G D HD Hdesc dp (Fuel.LMAX D) p Hug Hargs Hwf t ρ); [apply Hdepth|].
+        intros Θ' Φ' nf' stk' _ _. apply IH; assumption.
+  Qed.
+
+  Lemma reach_run : forall B st fuel,
+    Fuel.reach G D B [] st -> B <= fuel -> run G D fuel st <> OOutOfFuel.
+  Proof.
+    intros B st fuel (j & Hj & [HS|(nf & HF)]) Hle.
+    - apply (Fuel.exec_run G D j); [lia | left; exact HS].
+    - apply (Fuel.exec_run G D j); [lia | right; exact HF].
+  Qed.
+
+  Lemma end_reach : forall Θ' Φ' nf' stk', Fuel.reach G D 2 stk' (Running Θ' Φ' nf' stk' []).
+  Proof. intros. exists 1. split; [lia|]. left. simpl. eauto. Qed.
+
+  Lemma guard_reach : forall g ρ Θ' Φ' nf' stk',
+    Fuel.reach G D 2 stk' (Running Θ' Φ' nf' stk' [AGuard g ρ]).
+  Proof.
+    intros. cbv delta [Fuel.reach]. simpl.
+    destruct (eval_guard G (tsub Θ' ρ) (fsub Φ' ρ) g) as [[|]|] eqn:E.
+    - exists 2. split; [lia|]. left. simpl. rewrite E. simpl. eauto.
+    - exists 1. split; [lia|]. right. exists nf'. simpl. rewrite E. reflexivity.
+    - exists 1. split; [lia|]. right. exists nf'. simpl. rewrite E. reflexivity.
+  Qed.
+
+  Variable fuel : nat.
+  Variables n m : nat.
+  Variable ps : list pattern.
+  Variable Hok : Forall fuel_ok ps.
+  Variable Hle : multi_fuel_bound D dp ps <= fuel.
+
+  Lemma run_prefix_fuel : forall j ts, run_prefix G D fuel n m (firstn j ps) ts <> OOutOfFuel.
+  Proof.
+    intros j ts. unfold run_prefix, mstart. eapply reach_run; [apply push_reach|].
+    - rewrite <- (firstn_skipn j ps) in Hok. apply Forall_app in Hok as [H _]. exact H.
+    - apply end_reach.
+    - eapply Nat.le_trans; [apply mchain_firstn | exact Hle].
+  Qed.
+
+  Lemma run_full_fuel : forall g ts, run_full G D fuel n m ps g ts <> OOutOfFuel.
+  Proof.
+    intros g ts. unfold run_full, mstart. eapply reach_run; [apply push_reach|].
+    - exact Hok.
+    - apply guard_reach.
+    - exact Hle.
+  Qed.
+
+  Lemma first_of_out : forall f cs,
+    (forall c, In c cs -> f c <> MOut) -> first_of f cs <> MOut.
+  Proof.
+    intros f cs. induction cs as [|c cs IH]; intros H; simpl; [discriminate|].
+    specialize (H c (or_introl eq_refl)) as Hc. destruct (f c); try discriminate.
+    - apply IH. intros c' Hc'. apply H. right. exact Hc'.
+    - contradiction.
+  Qed.
+
+  Lemma search_fuel : forall g rest ts, search G D fuel n m ps g ts rest <> MOut.
+  Proof.
+    intros g rest. induction rest as [|f rest IH]; intros ts; cbn [search].
+    - pose proof (run_full_fuel g ts) as H. destruct (run_full _ _ _ _ _ _ _ _); congruence.
+    - apply first_of_out. intros c _. destruct (memb c ts); [discriminate|].
+      pose proof (run_prefix_fuel (S (length ts)) (ts ++ [c])) as H.
+      destruct (run_prefix _ _ _ _ _ _ _); [apply IH | discriminate | congruence].
+  Qed.
+
+  (** No run out of fuel, no entry out of fuel. *)
+  Definition no_oof (s : mstate) : Prop :=
+    ms_oof s = false /\ forall t, ~ In (t, MOutOfFuel) (ms_out s).
+
+  Lemma enum_fuel : forall g t rest ts s, no_oof s -> no_oof (enum G D fuel n m ps g t ts rest s).
+  Proof.
+    intros g t rest. induction rest as [|f rest IH]; intros ts s Hs; cbn [enum];
+      rewrite (proj1 Hs).
+    - destruct (existsb _ _); [exact Hs|].
+      pose proof (run_full_fuel g ts) as H. destruct (run_full _ _ _ _ _ _ _ _); [|exact Hs|congruence].
+      split; [reflexivity|]. intros t' [E|E]; [discriminate | exact (proj2 Hs t' E)].
+    - apply fold_inv; [|exact Hs]. intros s' c _ Hs'. rewrite (proj1 Hs'). simpl.
+      destruct (memb c ts); [exact Hs'|].
+      pose proof (run_prefix_fuel (S (length ts)) (ts ++ [c])) as H.
+      destruct (run_prefix _ _ _ _ _ _ _); [apply IH; exact Hs' | exact Hs' | congruence].
+  Qed.
+End MultiFuel.
+
+(** With [multi_fuel_bound] of the roots' bodies, a descending table and a
+    graph of depth at most [dp], the multi-root search never answers out of
+    fuel, whatever its candidate functions. *)
+Theorem match_multi_c_fuel : forall G D dp fuel R mp cands t ps,
+  wf_defs D = true -> Fuel.descending D = true -> (forall t, Fuel.depth_le G dp t) ->
+  bodies D (mp_roots mp) = Some ps -> multi_fuel_bound D dp ps <= fuel ->
+  match_multi_c G D R fuel mp cands t <> MOutOfFuel.
+Proof.
+  intros G D dp fuel R mp cands t ps HD Hdesc Hdepth Hb Hle. unfold match_multi_c.
+  pose proof (bodies_fuel_ok D HD Hdesc _ _ Hb) as Hok. rewrite Hb.
+  destruct (mp_roots mp) as [|r1 rs]; [discriminate|].
+  destruct ps as [|p1 ps']; [discriminate|].
+  destruct (rs_mem _ _); [|discriminate].
+  pose proof (run_prefix_fuel G D HD Hdesc dp Hdepth fuel (mp_n mp) (mp_m mp) (p1 :: ps') Hok Hle 1 [t])
+    as Hp. simpl in Hp.
+  destruct (run_prefix _ _ _ _ _ _ _); [|discriminate|congruence].
+  pose proof (search_fuel G D HD Hdesc dp Hdepth fuel (mp_n mp) (mp_m mp) (p1 :: ps') Hok Hle
+                (mp_guard mp) cands [t]) as Hs.
+  destruct (search _ _ _ _ _ _ _ _ _); congruence.
+Qed.
+
+Theorem match_multi_fuel : forall G D dp fuel N mp t ps,
+  wf_defs D = true -> Fuel.descending D = true -> (forall t, Fuel.depth_le G dp t) ->
+  bodies D (mp_roots mp) = Some ps -> multi_fuel_bound D dp ps <= fuel ->
+  match_multi G D fuel N mp t <> MOutOfFuel.
+Proof. intros. eapply match_multi_c_fuel; eauto. Qed.
+
+(** Completeness for descending tables: when some tuple of distinct nodes,
+    the first the visited node [t] and the others nodes of the graph,
+    matches (under a substitution of the shared variables),
+    [match_multi] with [multi_fuel_bound] finds a match, neither
+    [MNoMatch] ([match_multi_fail_sound]) nor [MOutOfFuel]
+    ([match_multi_fuel]). *)
+Corollary match_multi_fuel_complete : forall G D dp fuel N mp t ps ts σ ψ,
+  wf_defs D = true -> Fuel.descending D = true -> (forall t, Fuel.depth_le G dp t) ->
+  bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+  multi_fuel_bound D dp ps <= fuel ->
+  hd_error ts = Some t -> Forall (fun c => c < N) (tl ts) ->
+  (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
+  mmatches G D σ ψ ps (mp_guard mp) ts ->
+  exists ts' bs fbs, match_multi G D fuel N mp t = MMatch ts' bs fbs.
+Proof.
+  intros G D dp fuel N mp t ps ts σ ψ HD Hdesc Hdepth Hb Hw Hle Ht Hlt Hσ Hψ Hm.
+  destruct (match_multi G D fuel N mp t) as [ts' bs fbs| |] eqn:E.
+  - eauto.
+  - exfalso. exact (match_multi_fail_sound G D fuel N mp t ps HD Hb Hw E ts σ ψ Ht Hlt Hσ Hψ Hm).
+  - exfalso. exact (match_multi_fuel G D dp fuel N mp t ps HD Hdesc Hdepth Hb Hle E).
+Qed.
+
+(** [match_all_multi] with [multi_fuel_bound]: no entry is out of fuel, so
+    every set of nodes of the graph that matches is an entry's set
+    ([match_all_multi_sets] without its premise on fuel). *)
+Theorem match_all_multi_fuel : forall G D dp fuel N mp ps,
+  wf_defs D = true -> Fuel.descending D = true -> (forall t, Fuel.depth_le G dp t) ->
+  bodies D (mp_roots mp) = Some ps -> multi_fuel_bound D dp ps <= fuel ->
+  forall t, ~ In (t, MOutOfFuel) (match_all_multi G D fuel N mp).
+Proof.
+  intros G D dp fuel N mp ps HD Hdesc Hdepth Hb Hle.
+  pose proof (bodies_fuel_ok D HD Hdesc _ _ Hb) as Hok.
+  assert (H : no_oof (fold_left (visit G D (root_index D) fuel mp
+                        (up_cands G D anchor_depth (users_map G N) (root_index D) N mp))
+                        (seq_tr 0 N) (mkMstate [] [] false))).
+  { apply fold_inv; [|split; [reflexivity | intros t []]].
+    intros s c _ Hs. unfold visit. rewrite (proj1 Hs), Hb.
+    destruct (mp_roots mp) as [|r1 rs]; [exact Hs|].
+    destruct ps as [|p1 ps']; [exact Hs|].
+    destruct (rs_mem _ _); [|exact Hs].
+    pose proof (run_prefix_fuel G D HD Hdesc dp Hdepth fuel (mp_n mp) (mp_m mp) (p1 :: ps') Hok Hle
+                  1 [c]) as Hp. simpl in Hp.
+    destruct (run_prefix _ _ _ _ _ _ _); [|exact Hs|congruence].
+    eapply enum_fuel with (dp := dp); eassumption. }
+  intros t Ht. unfold match_all_multi, match_all_multi_u in Ht. rewrite mall_rev in Ht.
+  apply in_rev in Ht. exact (proj2 H t Ht).
+Qed.
+
+Corollary match_all_multi_fuel_sets : forall G D dp fuel N mp ps ts σ ψ,
+  wf_defs D = true -> Fuel.descending D = true -> (forall t, Fuel.depth_le G dp t) ->
+  bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+  multi_fuel_bound D dp ps <= fuel ->
+  (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
+  ts <> [] -> Forall (fun c => c < N) ts ->
+  mmatches G D σ ψ ps (mp_guard mp) ts ->
+  exists t ts' bs fbs, In (t, MMatch ts' bs fbs) (match_all_multi G D fuel N mp) /\
+    forall x, In x ts <-> In x ts'.
+Proof.
+  intros G D dp fuel N mp ps ts σ ψ HD Hdesc Hdepth Hb Hw Hle Hσ Hψ Hne Hlt Hm.
+  eapply match_all_multi_sets; eauto.
+  exact (match_all_multi_fuel G D dp fuel N mp ps HD Hdesc Hdepth Hb Hle).
+Qed.

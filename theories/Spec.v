@@ -25,7 +25,9 @@
          [load_set], [set_match], [set_match_all] the library runs;
        - [Multi.v]: [mmatches] (a multi-root pattern matches a tuple of
          distinct nodes under one substitution), [mpat], [bodies],
-         [wf_multi], [match_multi], [match_all_multi], [same_entry];
+         [wf_multi], [match_multi], [match_all_multi], [same_entry], and
+         the multi-root fuel bound [multi_fuel_bound] ([mchain] of
+         [mstep] over the roots' bodies, from [Fuel.v]'s [cost]);
        - [Fuel.v]: [depth_le] (every downward path has at most [n]
          edges), the class [descending] / [ug] / [args_ok] (every cycle of
          calls passes under an operator application) and the bound
@@ -398,6 +400,40 @@ Definition S_match_all_multi_first : Prop :=
     (forall x, In x ts <-> In x ts') ->
     forall t', hd_error ts' = Some t' -> t <= t'.
 
+(** Fuel that suffices for a multi-root search: for a descending table
+    and a graph where every downward path has at most [dp] edges,
+    [multi_fuel_bound D dp ps] of the roots' bodies (every machine run of
+    the search, a prefix of the roots or all of them and the cross-root
+    guard, takes at most that many steps) never gives "out of fuel". *)
+Definition S_match_multi_fuel : Prop :=
+  forall G D dp fuel N mp t ps,
+    wf_defs D = true -> descending D = true -> (forall t, depth_le G dp t) ->
+    bodies D (mp_roots mp) = Some ps -> multi_fuel_bound D dp ps <= fuel ->
+    match_multi G D fuel N mp t <> MOutOfFuel.
+
+(** Completeness: with that fuel, when some tuple of distinct nodes, the
+    first at the visited node and the others nodes of the graph, matches,
+    [pypm_match_multi] gives a match, neither "no match" nor "out of
+    fuel". *)
+Definition S_match_multi_complete : Prop :=
+  forall G D dp fuel N mp t ps ts σ ψ,
+    wf_defs D = true -> descending D = true -> (forall t, depth_le G dp t) ->
+    bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+    multi_fuel_bound D dp ps <= fuel ->
+    hd_error ts = Some t -> Forall (fun c => c < N) (tl ts) ->
+    (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
+    mmatches G D σ ψ ps (mp_guard mp) ts ->
+    exists ts' bs fbs, match_multi G D fuel N mp t = MMatch ts' bs fbs.
+
+(** ... and [pypm_match_all_multi] has no entry out of fuel (so, by
+    [S_match_all_multi_sets], every set of nodes that matches is an
+    entry's). *)
+Definition S_match_all_multi_fuel : Prop :=
+  forall G D dp fuel N mp ps,
+    wf_defs D = true -> descending D = true -> (forall t, depth_le G dp t) ->
+    bodies D (mp_roots mp) = Some ps -> multi_fuel_bound D dp ps <= fuel ->
+    forall t, ~ In (t, MOutOfFuel) (match_all_multi G D fuel N mp).
+
 (** ** Each statement is proved by the named theorem *)
 
 Lemma spec_match_weakening : S_match_weakening.
@@ -480,6 +516,13 @@ Lemma spec_match_all_multi_sets : S_match_all_multi_sets.
 Proof. exact match_all_multi_sets. Qed.
 Lemma spec_match_all_multi_first : S_match_all_multi_first.
 Proof. exact match_all_multi_first. Qed.
+Lemma spec_match_multi_fuel : S_match_multi_fuel.
+Proof. exact match_multi_fuel. Qed.
+Lemma spec_match_multi_complete : S_match_multi_complete.
+Proof. exact match_multi_fuel_complete. Qed.
+Lemma spec_match_all_multi_fuel : S_match_all_multi_fuel.
+Proof. exact match_all_multi_fuel. Qed.
+
 Lemma spec_users_map_complete : S_users_map_complete.
 Proof. intros G N u c. exact (users_map_complete G N u c). Qed.
 Lemma spec_up_cands_complete : S_up_cands_complete.

@@ -68,6 +68,10 @@ Print Assumptions match_all_multi_sound.
 Print Assumptions match_all_multi_once.
 Print Assumptions match_all_multi_sets.
 Print Assumptions match_all_multi_first.
+Print Assumptions match_multi_fuel.
+Print Assumptions match_multi_fuel_complete.
+Print Assumptions match_all_multi_fuel.
+Print Assumptions match_all_multi_fuel_sets.
 (* the specification file (Spec.v): each statement is proved *)
 Print Assumptions spec_match_weakening.
 Print Assumptions spec_match_pattern_sound.
@@ -103,6 +107,9 @@ Print Assumptions spec_match_all_multi_sound.
 Print Assumptions spec_match_all_multi_once.
 Print Assumptions spec_match_all_multi_sets.
 Print Assumptions spec_match_all_multi_first.
+Print Assumptions spec_match_multi_fuel.
+Print Assumptions spec_match_multi_complete.
+Print Assumptions spec_match_all_multi_fuel.
 Print Assumptions spec_users_map_complete.
 Print Assumptions spec_up_cands_complete.
 Print Assumptions spec_match_multi_idx_sound.
@@ -126,6 +133,7 @@ Print Assumptions dom_parent_correct.
 Print Assumptions dom_check_sound.
 Print Assumptions dom_core_correct.
 Print Assumptions dom_all_correct.
+Print Assumptions dom_all_map.
 (* the rewrite step and its validator (Rewrite.v) *)
 Print Assumptions spec_rewrite_wf.
 Print Assumptions spec_rewrite_denote.
