@@ -47,11 +47,29 @@ SHIPPED = [(p.name, r.name) for p in default_patterns() for r in p.rules]
 #: shipped rules check-rules refutes (a bug in the library, not in the checker):
 #: strict xfails, so fixing the rule makes the test fail until the entry goes
 KNOWN_REFUTED: dict = {}  # sdpa's mask-broadcast guard was one (fixed: it now checks q kT)
+#: shipped rules the instance generator cannot exercise (a gap of the
+#: generator, not a verdict on the rule): each must be "vacuous" -- not
+#: refuted -- and is checked numerically elsewhere; a generator that learns
+#: to build their instances makes test_known_vacuous_rules fail until the
+#: entry goes
+KNOWN_VACUOUS = {
+    "sdpa_core": "the generator draws no CoreAttention instance whose expand/view/bmm "
+                 "sizes and key rank agree (the rule's asserts decline them all); the "
+                 "rule is tested on exported SDPA decompositions in "
+                 "tests/test_attention_forms.py",
+}
+
+
+def test_known_vacuous_rules(shipped_fast):
+    by = {r.rule: r for r in shipped_fast}
+    for name in KNOWN_VACUOUS:
+        assert by[name].status == "vacuous" and "declined all" in by[name].reason, \
+            (name, by[name].status, by[name].reason)
 
 
 @pytest.mark.parametrize("rule", [
     pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=KNOWN_REFUTED[r]))
-    if r in KNOWN_REFUTED else r for _, r in SHIPPED])
+    if r in KNOWN_REFUTED else r for _, r in SHIPPED if r not in KNOWN_VACUOUS])
 def test_every_shipped_rule_is_tested_in_fast_mode(shipped_fast, rule):
     assert [r.rule for r in shipped_fast] == [r for _, r in SHIPPED]
     (r,) = [r for r in shipped_fast if r.rule == rule]
@@ -88,7 +106,7 @@ def test_symbolic_verdicts_on_the_shipped_rules(shipped_fast):
     assert all("div(" in u for u in sd["unknown"])
     for r in shipped_fast:
         assert set(r.symbolic) >= {"structures", "proved", "ranks"}
-        assert r.symbolic["structures"] >= 1
+        assert r.symbolic["structures"] >= 1 or r.rule in KNOWN_VACUOUS
 
 
 def test_xla_simplifier_port():
