@@ -657,8 +657,8 @@ def markdown(recs: List[dict], meta: dict) -> List[str]:
          f"{meta['wall_s'] / 60:.0f} min of jobs on {meta['machine']}, load "
          f"{[round(x, 1) for x in meta['load'] or []]}; cache keys "
          f"{', '.join(meta['cache_keys'])}). "
-         "How each column is measured: the docstring of bench/bench_zoo.py and the README "
-         "(section \"The zoo\").", ""] + ([meta["note"], ""] if meta.get("note") else [])
+         "How each column is measured: the docstring of bench/bench_zoo.py and "
+         "docs/benchmarks.md (section \"The zoo\").", ""] + ([meta["note"], ""] if meta.get("note") else [])
     by_mode = {m: [r for r in recs if r["mode"] == m] for m in MODES}
     L += ["## Summary", "", "| | static | dynamic |", "|---|---|---|"]
 
