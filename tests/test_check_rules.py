@@ -90,7 +90,7 @@ def test_symbolic_verdicts_on_the_shipped_rules(shipped_fast):
     for the size patterns of the fired instances (its mask guard is Python,
     not translated), or unknown where the replacement's scale is the rounded
     reciprocal of the pattern's divisor; its boolean-mask forms unsupported
-    (-inf is no real)."""
+    (-inf is no real), and its forms with a view (no reshape semantics)."""
     by = {r.rule: r for r in shipped_fast}
     for name in ("linear_nt", "linear_act", "gelu_tanh", "rms_norm"):
         assert by[name].status == "proved", (name, by[name].symbolic)
@@ -101,12 +101,17 @@ def test_symbolic_verdicts_on_the_shipped_rules(shipped_fast):
     sd = by["sdpa"].symbolic
     assert sd["proved"] + sd["proved_like_instances"] >= 1 and not sd["differs"]
     # the boolean-mask forms (masked_fill/where with -inf or the dtype's
-    # minimum) are outside the real semantics: tested, not proved
-    assert all(("where" in u or "masked_fill" in u) for u in sd["unsupported"]), sd
+    # minimum) are outside the real semantics, and so are reshapes (the
+    # symbolic semantics has no view): tested, not proved
+    assert all(("where" in u or "masked_fill" in u or "no semantics for aten.view" in u)
+               for u in sd["unsupported"]), sd
     assert all("div(" in u for u in sd["unknown"])
     for r in shipped_fast:
+        if r.rule in KNOWN_VACUOUS:  # no instance fired: nothing to check symbolically
+            assert not r.symbolic, (r.rule, r.symbolic)
+            continue
         assert set(r.symbolic) >= {"structures", "proved", "ranks"}
-        assert r.symbolic["structures"] >= 1 or r.rule in KNOWN_VACUOUS
+        assert r.symbolic["structures"] >= 1
 
 
 def test_xla_simplifier_port():
