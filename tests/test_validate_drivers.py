@@ -334,8 +334,8 @@ def passes(draw):
 
 def _c_entry():
     if not HAS_C:
-        why = ("the library's binding has no validate_rewrite (the verified validator "
-               "is not built into it yet)")
+        why = ("the engine library is not built, so there is no verified validator "
+               "(validate_rewrite) to compare with: run make lib")
         if os.environ.get("PYPM_REQUIRE_LIB"):
             pytest.fail(f"PYPM_REQUIRE_LIB is set but {why}")
         pytest.skip(why)
