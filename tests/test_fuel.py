@@ -172,3 +172,48 @@ def test_shipped_library_never_runs_out_of_fuel():
         assert t.descending and t.depth_limit is None, str(t)
         deep = fuel.fuel_bound(s.defs, 10_000, s.defs[r].body)
         assert deep == t.fuel_bound(t.nesting) <= fuel.DEFAULT_FUEL
+
+
+# ------------------------------------------------------------ multi-root
+
+
+def test_multi_root_bound_is_the_chain_over_the_roots():
+    """``Multi.multi_fuel_bound``: one run of the machine per candidate
+    prefix, each chaining the roots' costs, then the guard and ST-SUCCESS.
+    On three linears over one input the bound is exactly what both engines
+    need; the first root's own bound (what a multi-root pattern was once
+    told) runs out."""
+    from test_multi import QKV, qkv_graph
+    from pypm_verified.errors import OutOfFuel
+    t = pm.termination(QKV)
+    assert t.descending and t.depth_limit is None and "every depth" in str(t)
+    _, outs = qkv_graph(n_layers=1, extra=False)
+    q = outs[0][0]
+    bound = t.fuel_bound(t.nesting)
+    linked = QKV.linked
+    first = fuel.fuel_bound(linked.defs, t.nesting, linked.defs[linked.multi[QKV].roots[0]].body)
+    assert first < bound == fuel.multi_fuel_bound(
+        linked.defs, 10, [linked.defs[r].body for r in linked.multi[QKV].roots])
+    for engine in pm.ENGINES:
+        assert pm.match(QKV, q, engine=engine, fuel=bound) is not None
+        with pytest.raises(OutOfFuel):
+            pm.match(QKV, q, engine=engine, fuel=bound - 1)
+        with pytest.raises(OutOfFuel):
+            pm.match(QKV, q, engine=engine, fuel=first)
+
+
+@SETTINGS
+@given(st.data())
+def test_multi_fuel_bound_suffices(data):
+    """``Multi.match_multi_fuel`` on random multi-root tables: with
+    ``multi_fuel_bound`` at the graph's depth, no engine runs out of fuel."""
+    from test_multi import multi_problems
+    from pypm_verified.engines import multi
+    g, root, prog = data.draw(multi_problems())
+    if not fuel.descending(prog.defs):
+        event("outside the class")
+        return
+    dp = max(depth(n) for n in g.nodes)
+    bound = fuel.multi_fuel_bound(prog.defs, dp, [prog.defs[r].body for r in prog.roots])
+    for engine in pm.ENGINES:
+        multi.match_multi(prog, root, engine, bound)  # raises OutOfFuel if it runs out

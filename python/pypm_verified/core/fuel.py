@@ -202,6 +202,25 @@ def fuel_bound(defs: Sequence[PDef], n: int, p: CorePattern) -> int:
     return Costs(defs, p).fuel_bound(n)
 
 
+def _chain(costs: Sequence[Costs], n: int) -> int:
+    """``Multi.mchain D n ps 2`` (``mstep p B = max B (c + m * B)``, folded
+    from the last root), each step capped at :data:`SAT`."""
+    B = 2  # the cross-root guard and ST-SUCCESS
+    for c in reversed(costs):
+        k, m = c.cost(n)
+        B = min(max(B, k + m * B), SAT)
+    return B
+
+
+def multi_fuel_bound(defs: Sequence[PDef], n: int, bodies: Sequence[CorePattern]) -> int:
+    """``Multi.multi_fuel_bound defs n bodies``: with a descending table, a
+    multi-root search whose roots' bodies are ``bodies`` never runs out of
+    this many steps on a graph where every downward path has at most ``n``
+    edges (``Multi.match_multi_fuel``; each run of the machine, one per
+    candidate prefix and per complete tuple, gets the whole fuel)."""
+    return _chain([Costs(defs, p) for p in bodies], n)
+
+
 def _nesting(defs: Sequence[PDef], p: CorePattern, seen=()) -> int:
     """Operator applications with arguments nested along one path, calls
     unfolded (only for a table without call cycles)."""
@@ -239,12 +258,15 @@ class Termination:
     nesting: int
     cycle: Tuple[str, ...] = ()
     costs: Optional[Costs] = None
+    roots: Tuple[Costs, ...] = ()
 
     def fuel_bound(self, depth: int) -> int:
-        """Fuel proved to suffice at a node of depth at most ``depth``."""
+        """Fuel proved to suffice at a node of depth at most ``depth`` (a
+        multi-root pattern: on a graph of depth at most ``depth``,
+        ``Multi.multi_fuel_bound``)."""
         if self.costs is None:
             raise ValueError(f"{self.name} is not descending: no fuel bound is proved")
-        return self.costs.fuel_bound(depth)
+        return _chain(self.roots, depth) if self.roots else self.costs.fuel_bound(depth)
 
     def __str__(self) -> str:
         if not self.descending:
@@ -255,8 +277,9 @@ class Termination:
             return (f"{self.name}: terminates; the default fuel suffices at every depth "
                     f"(bound {self.fuel_bound(self.nesting)} steps)")
         more = " or more" if self.depth_limit >= MAX_DEPTH else ""
+        where = "graphs" if self.roots else "nodes"
         return (f"{self.name}: recursion descends into a child; the default fuel "
-                f"({DEFAULT_FUEL} steps) is proved to suffice on nodes of depth "
+                f"({DEFAULT_FUEL} steps) is proved to suffice on {where} of depth "
                 f"<= {self.depth_limit}{more}")
 
 
@@ -265,24 +288,40 @@ def termination(program: Program, name: str = "pattern",
                 fuel: int = DEFAULT_FUEL) -> Termination:
     """Classify the root of ``program`` (its table holds the root and its
     callees, as :func:`pm.match` links them): see :class:`Termination`."""
-    defs, body = program.defs, program.root_def.body
+    return _classify(program.defs, [program.root_def.body], False, name, def_names, fuel)
+
+
+def termination_multi(defs: Sequence[PDef], roots: Sequence[int], name: str = "pattern",
+                      def_names: Optional[Sequence[str]] = None,
+                      fuel: int = DEFAULT_FUEL) -> Termination:
+    """:func:`termination` of a multi-root pattern whose roots are the
+    definitions ``roots`` of ``defs``: its bound is ``Multi.multi_fuel_bound``
+    of the roots' bodies, the depth that of the whole graph."""
+    return _classify(defs, [defs[r].body for r in roots], True, name, def_names, fuel)
+
+
+def _classify(defs: Sequence[PDef], bodies: Sequence[CorePattern], multi: bool, name: str,
+              def_names: Optional[Sequence[str]], fuel: int) -> Termination:
     names = list(def_names) if def_names is not None else [f"#{i}" for i in range(len(defs))]
-    if not (descending(defs) and ug(defs, len(defs), body) and args_ok(defs, body)):
+    if not (descending(defs) and all(ug(defs, len(defs), b) and args_ok(defs, b)
+                                     for b in bodies)):
         cyc = unguarded_cycle(defs) or []
         return Termination(name, False, _call_cycle(defs), None, 0,
                            tuple(names[i] for i in cyc))
-    costs = Costs(defs, body)
+    costs = [Costs(defs, b) for b in bodies]
+    roots = tuple(costs) if multi else ()
+    bound = (lambda n: _chain(costs, n)) if multi else costs[0].fuel_bound
     if not _call_cycle(defs):
-        nest = _nesting(defs, body)
-        limit = None if costs.fuel_bound(nest) <= fuel else _scan(costs, fuel, nest)
-        return Termination(name, True, False, limit, nest, (), costs)
-    return Termination(name, True, True, _scan(costs, fuel, MAX_DEPTH), 0, (), costs)
+        nest = max(_nesting(defs, b) for b in bodies)
+        limit = None if bound(nest) <= fuel else _scan(bound, fuel, nest)
+        return Termination(name, True, False, limit, nest, (), costs[0], roots)
+    return Termination(name, True, True, _scan(bound, fuel, MAX_DEPTH), 0, (), costs[0], roots)
 
 
-def _scan(costs: Costs, fuel: int, upto: int) -> int:
-    """The greatest ``N <= upto`` with ``fuel_bound(N) <= fuel`` (every
-    smaller depth too), or -1 when even depth 0 needs more."""
+def _scan(bound, fuel: int, upto: int) -> int:
+    """The greatest ``N <= upto`` with ``bound(N) <= fuel`` (every smaller
+    depth too), or -1 when even depth 0 needs more."""
     n = -1
-    while n < upto and costs.fuel_bound(n + 1) <= fuel:
+    while n < upto and bound(n + 1) <= fuel:
         n += 1
     return n

@@ -142,8 +142,8 @@ class Pattern:
         return self.definition.body
 
     def termination(self):
-        """Whether the proved fuel bound (``Fuel.match_root_fuel``) covers this
-        pattern, and up to which depth the default fuel suffices: a
+        """Whether the proved fuel bound (``Fuel.match_root_fuel``; a
+        multi-root pattern: ``Multi.match_multi_fuel``) covers this pattern, and up to which depth the default fuel suffices: a
         :class:`~pypm_verified.core.fuel.Termination` (``str()`` says it in
         a sentence)."""
         from ..core import fuel
@@ -151,6 +151,9 @@ class Pattern:
         names = [""] * len(linked.defs)
         for P, i in linked.index.items():
             names[i] = P.name
+        if self.is_multi:  # Multi.multi_fuel_bound of the roots' bodies
+            return fuel.termination_multi(linked.defs, linked.multi[self].roots, self.name,
+                                          names)
         return fuel.termination(self.program, self.name, names)
 
     @property
