@@ -29,7 +29,9 @@
     the node tables through AVL maps built once, O(n log n) in all.
     [validate_sound]: an accepted pass preserves the outputs' denotation
     when each replacement denotes what its root did; [validate_renaming]:
-    what acceptance says about the two graphs, as a renaming relation. *)
+    what acceptance says about the two graphs, as a renaming relation;
+    [validate_replace]: the equation form, [after] is [replace] of [before]
+    with the new nodes inserted, up to a bijective renaming ([tiso]). *)
 
 From Coq Require Import List Bool Arith Lia.
 From PyPM Require Import Subst.
@@ -623,6 +625,41 @@ Proof.
   - destruct k as [|k]; [discriminate|]. apply (IH mp (S h) H k g ltac:(lia) Hm).
 Qed.
 
+(** The conditions [validate] checks, one by one: acceptance unfolded. *)
+Lemma validate_ok : forall before after fs mp,
+  validate before after fs mp = None <->
+  let nb := length (tnodes before) in
+  let na := length (tnodes after) in
+  let F := fire_table fs in
+  let MT := table_from 0 mp (VarMap.empty (option nat)) in
+  let BT := table_from 0 (tnodes before) (VarMap.empty tnode) in
+  check_wf R_BEFORE before = None /\ check_wf R_AFTER after = None /\
+  bad_firing nb na 0 fs (VarMap.empty unit) = None /\ length mp = na /\
+  bad_map nb F 0 mp (VarMap.empty unit) = None /\
+  bad_mapped BT F MT 0 (tnodes after) mp = None /\
+  length (touts after) = length (touts before) /\
+  bad_pair F MT 0 (touts after) (touts before) = None /\
+  first_unmarked (mark na (rev_append (tnodes after) [])
+                    (fold_left (fun m a => VarMap.add a tt m) (touts after) (VarMap.empty unit)))
+                 0 na = None.
+Proof.
+  intros B A fs mp. unfold validate. cbv zeta. split.
+  - intro Hv.
+    destruct (check_wf R_BEFORE B) eqn:E1; [discriminate|].
+    destruct (check_wf R_AFTER A) eqn:E2; [discriminate|].
+    destruct (bad_firing _ _ 0 fs _) eqn:E3; [discriminate|].
+    destruct (negb (Nat.eqb (length mp) (length (tnodes A)))) eqn:E4; [discriminate|].
+    destruct (bad_map _ _ 0 mp _) eqn:E5; [discriminate|].
+    destruct (bad_mapped _ _ _ 0 (tnodes A) mp) eqn:E6; [discriminate|].
+    destruct (negb (Nat.eqb (length (touts A)) (length (touts B)))) eqn:E7; [discriminate|].
+    destruct (bad_pair _ _ 0 (touts A) (touts B)) eqn:E8; [discriminate|].
+    destruct (first_unmarked _ 0 (length (tnodes A))) eqn:E9; [discriminate|].
+    apply negb_false_iff, Nat.eqb_eq in E4. apply negb_false_iff, Nat.eqb_eq in E7.
+    repeat split; assumption.
+  - intros (E1 & E2 & E3 & E4 & E5 & E6 & E7 & E8 & E9).
+    rewrite E1, E2, E3, E4, Nat.eqb_refl, E5, E6, E7, Nat.eqb_refl, E8, E9. reflexivity.
+Qed.
+
 Section ValidateSound.
   Variable V : Type.
   Variable interp : nat -> list V -> V.
@@ -634,16 +671,8 @@ Section ValidateSound.
     (forall r p, In (r, p) fs -> dn after p = dn before r) ->
     denote V interp dflt after = denote V interp dflt before.
   Proof.
-    intros B A fs mp Hv Hrep. unfold validate in Hv.
-    destruct (check_wf R_BEFORE B) eqn:E1; [discriminate|].
-    destruct (check_wf R_AFTER A) eqn:E2; [discriminate|].
-    destruct (bad_firing _ _ 0 fs _) eqn:E3; [discriminate|].
-    destruct (negb (Nat.eqb (length mp) (length (tnodes A)))) eqn:E4; [discriminate|].
-    destruct (bad_map _ _ 0 mp _) eqn:E5; [discriminate|].
-    destruct (bad_mapped _ _ _ 0 (tnodes A) mp) eqn:E6; [discriminate|].
-    destruct (negb (Nat.eqb (length (touts A)) (length (touts B)))) eqn:E7; [discriminate|].
-    destruct (bad_pair _ _ 0 (touts A) (touts B)) eqn:E8; [discriminate|].
-    clear Hv E3 E4 E5 E7.
+    intros B A fs mp Hv Hrep.
+    apply validate_ok in Hv as (E1 & E2 & _ & _ & _ & E6 & _ & E8 & _).
     pose proof (check_wf_spec _ _ E1) as [HnB HoB].
     pose proof (check_wf_spec _ _ E2) as [HnA HoA].
     set (F := fire_table fs) in *.
@@ -842,20 +871,10 @@ Theorem validate_renaming : forall before after fs mp,
   Forall2 (corr fs mp) (touts after) (touts before) /\
   (forall h, h < length (tnodes after) -> reach after h).
 Proof.
-  intros B A fs mp Hv. unfold validate in Hv.
-  destruct (check_wf R_BEFORE B) eqn:E1; [discriminate|].
-  destruct (check_wf R_AFTER A) eqn:E2; [discriminate|].
-  destruct (bad_firing _ _ 0 fs _) eqn:E3; [discriminate|].
-  destruct (negb (Nat.eqb (length mp) (length (tnodes A)))) eqn:E4; [discriminate|].
-  destruct (bad_map _ _ 0 mp _) eqn:E5; [discriminate|].
-  destruct (bad_mapped _ _ _ 0 (tnodes A) mp) eqn:E6; [discriminate|].
-  destruct (negb (Nat.eqb (length (touts A)) (length (touts B)))) eqn:E7; [discriminate|].
-  destruct (bad_pair _ _ 0 (touts A) (touts B)) eqn:E8; [discriminate|].
-  destruct (first_unmarked _ 0 (length (tnodes A))) eqn:E9; [discriminate|].
-  clear Hv.
+  intros B A fs mp Hv.
+  apply validate_ok in Hv as (E1 & E2 & E3 & E4 & E5 & E6 & _ & E8 & E9).
   pose proof (check_wf_spec _ _ E1) as HwB. pose proof (check_wf_spec _ _ E2) as HwA.
   destruct (bad_firing_spec _ _ _ _ _ E3) as (Hf1 & Hf2 & _).
-  apply negb_false_iff, Nat.eqb_eq in E4.
   split; [exact HwB|]. split; [exact HwA|]. split; [exact Hf1|]. split; [exact Hf2|].
   split; [exact E4|]. split.
   - intros h g Hm. destruct (bad_map_spec _ _ _ _ _ E5 h g Hm) as (Hg & HF & _ & Hinj).
@@ -874,4 +893,271 @@ Proof.
       refine (mark_reach A _ _ (le_n _) _ h Hmem).
       intros a Ha. destruct (mem_fold_add _ _ _ Ha) as [Hin|Hin]; [exact (reach_out A a Hin)|].
       rewrite VarMapF.empty_a in Hin. discriminate.
+Qed.
+
+(** *** The equation form: [after] is [replace] of [before] with the new
+    nodes inserted, up to a bijective renaming of nodes
+
+    The validator's before graph does not hold the replacement nodes (they
+    are new nodes of [after], [map = None]), while [replace] takes them as
+    nodes of its graph placed before their roots. [extension before after
+    mp eB eN g]: [g] is [before] with the new nodes of [after] added, in any
+    order; [eB] places before's nodes in [g] and [eN] places the new nodes,
+    whose arguments are placed by [embed] (a mapped after node goes where
+    its before node does). [validate_replace]: when the validator accepts
+    and [g] is well formed with each replacement before its root, firing
+    the translated firings on [g] gives [after], up to a renaming [tiso]. *)
+
+(** [σ] renames the nodes of [g] to those of [h], one to one and onto,
+    keeping labels, arguments and outputs. *)
+Definition tiso (σ : nat -> nat) (g h : tgraph) : Prop :=
+  (forall i, i < length (tnodes g) -> σ i < length (tnodes h) /\
+     tnode_at h (σ i) = mkTNode (tlabel (tnode_at g i)) (map σ (targs (tnode_at g i)))) /\
+  (forall i j, i < length (tnodes g) -> j < length (tnodes g) -> σ i = σ j -> i = j) /\
+  (forall j, j < length (tnodes h) -> exists i, i < length (tnodes g) /\ σ i = j) /\
+  touts h = map σ (touts g).
+
+(** Where an after node goes in the extended graph: its before node's place
+    if it is mapped, else its own. *)
+Definition embed (mp : list (option nat)) (eB eN : nat -> nat) (h : nat) : nat :=
+  match nth_error mp h with Some (Some g) => eB g | _ => eN h end.
+
+(** The firings in the extended graph's indices. *)
+Definition embed_firings (mp : list (option nat)) (eB eN : nat -> nat) (fs : list (nat * nat))
+    : list (nat * nat) :=
+  map (fun rp => (eB (fst rp), embed mp eB eN (snd rp))) fs.
+
+(** [g] is [before] (renamed by [eB]) with the new nodes of [after] (renamed
+    by [eN]) added: the places are distinct, and [g]'s outputs are before's. *)
+Definition extension (before after : tgraph) (mp : list (option nat)) (eB eN : nat -> nat)
+    (g : tgraph) : Prop :=
+  (forall i, i < length (tnodes before) -> eB i < length (tnodes g) /\
+     tnode_at g (eB i) = mkTNode (tlabel (tnode_at before i)) (map eB (targs (tnode_at before i)))) /\
+  (forall h, nth_error mp h = Some None -> eN h < length (tnodes g) /\
+     tnode_at g (eN h) = mkTNode (tlabel (tnode_at after h)) (map (embed mp eB eN) (targs (tnode_at after h)))) /\
+  (forall i j, i < length (tnodes before) -> j < length (tnodes before) -> eB i = eB j -> i = j) /\
+  (forall h k, nth_error mp h = Some None -> nth_error mp k = Some None -> eN h = eN k -> h = k) /\
+  (forall i h, i < length (tnodes before) -> nth_error mp h = Some None -> eB i <> eN h) /\
+  touts g = map eB (touts before).
+
+(** The live nodes are reached from the outputs. *)
+Lemma sweep_sound : forall (P : nat -> Prop) ns k m,
+  (forall j a, P j -> In a (targs (nth j ns tnode0)) -> P a) ->
+  (forall i, m i = true -> P i) -> forall i, sweep ns k m i = true -> P i.
+Proof.
+  intros P ns k. induction k as [|k IH]; intros m Hc Hm i Hi; simpl in *; [exact (Hm i Hi)|].
+  refine (IH _ Hc _ i Hi).
+  intros j Hj. destruct (m k) eqn:Mk; [|exact (Hm j Hj)].
+  apply orb_true_iff in Hj as [Hj|Hj]; [exact (Hm j Hj)|].
+  apply existsb_exists in Hj as [a [Ha E]]. apply Nat.eqb_eq in E. subst a.
+  exact (Hc k j (Hm k Mk) Ha).
+Qed.
+
+Lemma live_reach : forall g i, live g i = true -> reach g i.
+Proof.
+  intros g i H. unfold live in H. apply (sweep_sound (reach g)) in H; [exact H|..].
+  - intros j a Hj Ha. destruct (Nat.lt_ge_cases j (length (tnodes g))) as [Hl|Hl].
+    + exact (reach_arg g j a Hj Hl Ha).
+    + rewrite nth_overflow in Ha by exact Hl. contradiction.
+  - intros o Ho. apply existsb_exists in Ho as [a [Ha E]]. apply Nat.eqb_eq in E. subst.
+    exact (reach_out g a Ha).
+Qed.
+
+Lemma reach_live : forall g, wf_tgraph g -> forall i, reach g i -> live g i = true.
+Proof.
+  intros g Hw i H. induction H as [o Ho|k a _ IH Hk Ha].
+  - exact (live_out g o Ho).
+  - exact (live_closed g Hw k a Hk IH Ha).
+Qed.
+
+(** A graph [R] holding a copy of [a] ([E] places it, one to one, outputs
+    included), with every node of [a] reached from its outputs, prunes to
+    [a] up to a renaming. *)
+Lemma prune_copy : forall (a R : tgraph) (E : nat -> nat), wf_tgraph a -> wf_tgraph R ->
+  (forall h, h < length (tnodes a) -> E h < length (tnodes R) /\
+     tnode_at R (E h) = mkTNode (tlabel (tnode_at a h)) (map E (targs (tnode_at a h)))) ->
+  (forall h k, h < length (tnodes a) -> k < length (tnodes a) -> E h = E k -> h = k) ->
+  touts R = map E (touts a) ->
+  (forall h, h < length (tnodes a) -> reach a h) ->
+  tiso (fun h => renum (live R) (E h)) a (prune R).
+Proof.
+  intros a R E [Hna Hoa] HwR Hn Hinj Ho Hr.
+  (* the copy is live *)
+  assert (Hl : forall h, reach a h -> live R (E h) = true).
+  { intros h H. induction H as [o Hoo|k x _ IH Hk Hx].
+    - apply live_out. rewrite Ho. apply in_map. exact Hoo.
+    - destruct (Hn k Hk) as [HkR Hat].
+      apply (live_closed R HwR (E k) (E x) HkR IH). rewrite Hat. simpl. apply in_map. exact Hx. }
+  (* and nothing else is *)
+  assert (Hc : forall i, reach R i -> exists h, h < length (tnodes a) /\ E h = i).
+  { intros i H. induction H as [o Hoo|k x _ IH Hk Hx].
+    - rewrite Ho in Hoo. apply in_map_iff in Hoo as [h [<- Hh]]. exists h. split; auto.
+    - destruct IH as [h [Hh <-]]. rewrite (proj2 (Hn h Hh)) in Hx. simpl in Hx.
+      apply in_map_iff in Hx as [y [<- Hy]]. exists y. split; auto.
+      specialize (Hna h y Hh Hy). lia. }
+  split; [|split; [|split]].
+  - intros h Hh. destruct (Hn h Hh) as [HR Hat].
+    destruct (renum_nth (live R) _ _ HR (Hl h (Hr h Hh))) as [Hnth Hlt].
+    rewrite <- prune_length in Hlt. split; [exact Hlt|].
+    rewrite (prune_at R _ Hlt). cbv zeta. rewrite Hnth, Hat. simpl. rewrite map_map. reflexivity.
+  - intros h k Hh Hk Heq. apply Hinj; auto.
+    pose proof (Hl h (Hr h Hh)) as Lh. pose proof (Hl k (Hr k Hk)) as Lk.
+    destruct (Nat.lt_total (E h) (E k)) as [Hlt|[Hlt|Hlt]]; auto.
+    + pose proof (renum_lt (live R) _ _ Hlt Lh). lia.
+    + pose proof (renum_lt (live R) _ _ Hlt Lk). lia.
+  - intros j Hj. rewrite prune_length in Hj.
+    destruct (filter_seq_nth (live R) _ j Hj) as (_ & Lk & Rk).
+    destruct (Hc _ (live_reach R _ Lk)) as [h [Hh He]].
+    exists h. split; [exact Hh|]. rewrite He. exact Rk.
+  - simpl. rewrite Ho, map_map. reflexivity.
+Qed.
+
+Lemma rep_of_in : forall fs a b,
+  (forall r p p', In (r, p) fs -> In (r, p') fs -> p = p') -> In (a, b) fs -> rep_of fs a = b.
+Proof.
+  intros fs a b Hu Hin. unfold rep_of.
+  destruct (find (fun p => Nat.eqb (fst p) a) fs) as [[x y]|] eqn:Ef.
+  - apply find_some in Ef as [Hxy Heq]. simpl in Heq. apply Nat.eqb_eq in Heq. subst x.
+    exact (Hu a y b Hxy Hin).
+  - apply (find_none _ _ Ef) in Hin. simpl in Hin. rewrite Nat.eqb_refl in Hin. discriminate.
+Qed.
+
+Lemma rep_of_notin : forall fs a, ~ In a (map fst fs) -> rep_of fs a = a.
+Proof.
+  intros fs a Hn. destruct (rep_of_cases fs a) as [E|E]; [exact E|].
+  exfalso. apply Hn. apply in_map_iff. exists (a, rep_of fs a). auto.
+Qed.
+
+Lemma nodup_fst_fun : forall (l : list (nat * nat)) r p p',
+  NoDup (map fst l) -> In (r, p) l -> In (r, p') l -> p = p'.
+Proof.
+  induction l as [|[x y] l IH]; intros r p p' Hd H1 H2; simpl in *; [contradiction|].
+  inversion Hd as [|? ? Hn Hd']; subst.
+  destruct H1 as [H1|H1]; destruct H2 as [H2|H2].
+  - congruence.
+  - inversion H1; subst. exfalso. apply Hn. apply in_map_iff. exists (r, p'). auto.
+  - inversion H2; subst. exfalso. apply Hn. apply in_map_iff. exists (r, p). auto.
+  - exact (IH _ _ _ Hd' H1 H2).
+Qed.
+
+Theorem validate_replace : forall before after fs mp eB eN g,
+  validate before after fs mp = None ->
+  extension before after mp eB eN g -> wf_tgraph g -> firings_ok g (embed_firings mp eB eN fs) ->
+  exists σ, tiso σ after (replace g (embed_firings mp eB eN fs)).
+Proof.
+  intros B A fs mp eB eN g Hv Hx Hwg Hf.
+  destruct (validate_renaming _ _ _ _ Hv) as (HwB & HwA & Hf1 & Hnd & Hlen & Hm & Hout & Hreach).
+  destruct Hx as (HxB & HxN & HiB & HiN & Hdis & Hxo).
+  set (E := embed mp eB eN). set (fs' := embed_firings mp eB eN fs).
+  set (nb := length (tnodes B)) in *.
+  (* every after node is mapped or new *)
+  assert (Hsome : forall h, h < length (tnodes A) -> exists o, nth_error mp h = Some o).
+  { intros h Hh. destruct (nth_error mp h) as [o|] eqn:Eh; [eauto|].
+    apply nth_error_None in Eh. lia. }
+  (* a before node that is no fired root is no root of [fs'] *)
+  assert (Hroot : forall x, x < nb -> ~ In x (map fst fs) -> ~ In (eB x) (map fst fs')).
+  { intros x Hx Hn Hin. apply Hn. unfold fs', embed_firings in Hin. rewrite map_map in Hin.
+    apply in_map_iff in Hin as [[r p] [Hr Hin]]. simpl in Hr.
+    destruct (Hf1 r p Hin) as [Hrb _]. rewrite <- (HiB r x Hrb Hx Hr).
+    apply in_map_iff. exists (r, p). auto. }
+  (* a before argument or output read through the firings is its after counterpart *)
+  assert (Hcorr : forall ah ag, ag < nb -> corr fs mp ah ag -> rep_of fs' (eB ag) = E ah).
+  { intros ah ag Hag [Hin|[Hn Hmp]].
+    - apply rep_of_in; [|apply (in_map (fun rp => (eB (fst rp), E (snd rp))) fs (ag, ah) Hin)].
+      intros r p p' H1 H2. unfold fs', embed_firings in H1, H2.
+      apply in_map_iff in H1 as [[r1 p1] [H1 Hi1]]. apply in_map_iff in H2 as [[r2 p2] [H2 Hi2]].
+      simpl in H1, H2. inversion H1. inversion H2. subst.
+      destruct (Hf1 _ _ Hi1) as [Hr1 _]. destruct (Hf1 _ _ Hi2) as [Hr2 _].
+      pose proof (HiB r1 r2 Hr1 Hr2 ltac:(congruence)) as <-.
+      rewrite (nodup_fst_fun fs r1 p1 p2 Hnd Hi1 Hi2). reflexivity.
+    - unfold E, embed. rewrite Hmp. exact (rep_of_notin fs' _ (Hroot ag Hag Hn)). }
+  assert (Hmaps : forall l1 l2, Forall2 (corr fs mp) l1 l2 -> (forall x, In x l2 -> x < nb) ->
+                  map (rep_of fs') (map eB l2) = map E l1).
+  { intros l1 l2 H. induction H as [|x y l1 l2 Hxy _ IH]; intros Hl; simpl; [reflexivity|].
+    rewrite (Hcorr x y (Hl y (or_introl eq_refl)) Hxy). f_equal.
+    apply IH. intros z Hz. apply Hl. right. exact Hz. }
+  (* the place of an after node is no root of [fs'] *)
+  assert (Hnot : forall h, h < length (tnodes A) -> ~ In (E h) (map fst fs')).
+  { intros h Hh. destruct (Hsome h Hh) as [[g0|] Eh]; unfold E, embed; rewrite Eh.
+    - destruct (Hm h g0 Eh) as (Hg0 & Hn & _). exact (Hroot g0 Hg0 Hn).
+    - intro Hin. unfold fs', embed_firings in Hin. rewrite map_map in Hin.
+      apply in_map_iff in Hin as [[r p] [Hr Hin]]. simpl in Hr.
+      exact (Hdis r h (proj1 (Hf1 r p Hin)) Eh Hr). }
+  assert (HwR := redirect_wf g fs' Hwg Hf).
+  exists (fun h => renum (live (redirect fs' g)) (E h)). unfold replace.
+  apply prune_copy; [exact HwA | exact HwR | | | | exact Hreach].
+  - intros h Hh. rewrite redirect_length. destruct (Hsome h Hh) as [[g0|] Eh].
+    + destruct (Hm h g0 Eh) as (Hg0 & _ & _ & Hl & Ha).
+      destruct (HxB g0 Hg0) as [Hlt Hat].
+      assert (He : E h = eB g0) by (unfold E, embed; rewrite Eh; reflexivity).
+      rewrite He. split; [exact Hlt|]. rewrite (redirect_at fs' g _ Hlt), Hat. simpl.
+      rewrite Hl. f_equal. apply Hmaps; [exact Ha|].
+      intros x Hx. destruct HwB as [HnB _]. specialize (HnB g0 x Hg0 Hx). unfold nb. lia.
+    + destruct (HxN h Eh) as [Hlt Hat].
+      assert (He : E h = eN h) by (unfold E, embed; rewrite Eh; reflexivity).
+      rewrite He. split; [exact Hlt|]. rewrite (redirect_at fs' g _ Hlt), Hat. simpl.
+      f_equal. rewrite map_map. apply map_ext_in. intros x Hx. apply rep_of_notin, Hnot.
+      destruct HwA as [HnA _]. specialize (HnA h x Hh Hx). lia.
+  - intros h k Hh Hk. destruct (Hsome h Hh) as [[g1|] E1]; destruct (Hsome k Hk) as [[g2|] E2];
+      unfold E, embed; rewrite E1, E2; intro Heq.
+    + destruct (Hm h g1 E1) as (Hg1 & _ & Hu & _). destruct (Hm k g2 E2) as (Hg2 & _).
+      pose proof (HiB g1 g2 Hg1 Hg2 Heq) as <-. symmetry. exact (Hu k E2).
+    + exfalso. exact (Hdis g1 k (proj1 (Hm h g1 E1)) E2 Heq).
+    + exfalso. exact (Hdis g2 h (proj1 (Hm k g2 E2)) E1 (eq_sym Heq)).
+    + exact (HiN h k E1 E2 Heq).
+  - simpl. rewrite Hxo. apply Hmaps; [exact Hout|]. destruct HwB as [_ HoB]. exact HoB.
+Qed.
+
+(** Examples. A single firing ([x; r = f x; o = h r] to [x; p = k x; o = h p],
+    [r] replaced by the new node [p]): the validator accepts, the graph
+    with [p] inserted before [r] is an [extension], and [replace] on it
+    gives the after graph exactly. *)
+Definition ex_before := mkTGraph [mkTNode 1 []; mkTNode 2 [0]; mkTNode 3 [1]] [2].
+Definition ex_after := mkTGraph [mkTNode 1 []; mkTNode 4 [0]; mkTNode 3 [1]] [2].
+Definition ex_map := [Some 0; None; Some 2].
+Definition ex_eB (i : nat) := match i with 0 => 0 | 1 => 2 | _ => 3 end.
+Definition ex_eN (h : nat) := 1.
+Definition ex_ext := mkTGraph [mkTNode 1 []; mkTNode 4 [0]; mkTNode 2 [0]; mkTNode 3 [2]] [3].
+
+Example ex_ok : validate ex_before ex_after [(1, 1)] ex_map = None.
+Proof. reflexivity. Qed.
+Example ex_replace : replace ex_ext (embed_firings ex_map ex_eB ex_eN [(1, 1)]) = ex_after.
+Proof. reflexivity. Qed.
+Example ex_extension : extension ex_before ex_after ex_map ex_eB ex_eN ex_ext.
+Proof.
+  unfold ex_eN.
+  split; [|split; [|split; [|split; [|split]]]].
+  - intros [|[|[|i]]] Hi; simpl in *; try lia; split; try reflexivity; lia.
+  - intros [|[|[|h]]] Hh; simpl in *; try (destruct h; discriminate); try discriminate;
+      split; try reflexivity; lia.
+  - intros [|[|[|i]]] [|[|[|j]]] Hi Hj; simpl in *; try lia; discriminate.
+  - intros [|[|[|h]]] [|[|[|k]]] Hh Hk; simpl in *; try (destruct h; discriminate);
+      try (destruct k; discriminate); try discriminate; reflexivity.
+  - intros [|[|[|i]]] [|[|[|h]]] Hi Hh; simpl in *; try lia; try (destruct h; discriminate);
+      discriminate.
+  - reflexivity.
+Qed.
+
+(** A pass the validator accepts but no extension fits: two firings
+    ([r -> p], [r2 -> p2]) whose replacement [p] uses [y], a user of [r2],
+    itself a user of [r]; in any extension [r < r2 < y < p], and the firing
+    wants [p < r]. Such a pass is not one [replace] of [before], which is
+    why [validate_replace] takes the extension as a hypothesis. *)
+Definition cyc_before := mkTGraph [mkTNode 1 []; mkTNode 2 [0]; mkTNode 3 [1]; mkTNode 4 [2]] [3; 1].
+Definition cyc_after := mkTGraph [mkTNode 1 []; mkTNode 5 [0]; mkTNode 4 [1]; mkTNode 6 [2]] [2; 3].
+Definition cyc_firings := [(1, 3); (2, 1)].
+Definition cyc_map := [Some 0; None; Some 3; None].
+Example cyc_ok : validate cyc_before cyc_after cyc_firings cyc_map = None.
+Proof. reflexivity. Qed.
+Example cyc_no_extension : forall eB eN g,
+  extension cyc_before cyc_after cyc_map eB eN g -> wf_tgraph g ->
+  ~ firings_ok g (embed_firings cyc_map eB eN cyc_firings).
+Proof.
+  intros eB eN g (HxB & HxN & _) [Hn _] Hf.
+  destruct (HxB 2 ltac:(simpl; lia)) as [L2 A2]. destruct (HxB 3 ltac:(simpl; lia)) as [L3 A3].
+  destruct (HxN 3 eq_refl) as [Lp Ap].
+  pose proof (Hn (eB 2) (eB 1) L2 ltac:(rewrite A2; simpl; auto)).
+  pose proof (Hn (eB 3) (eB 2) L3 ltac:(rewrite A3; simpl; auto)).
+  pose proof (Hn (eN 3) (eB 3) Lp ltac:(rewrite Ap; simpl; auto)).
+  destruct (Hf (eB 1) (eN 3) ltac:(simpl; auto)). lia.
 Qed.

@@ -658,3 +658,22 @@ Definition S_validate_rewrite_renaming : Prop :=
 
 Lemma spec_validate_rewrite_renaming : S_validate_rewrite_renaming.
 Proof. exact validate_renaming. Qed.
+
+(** The equation form: when the validator accepts, firing the firings on
+    [before] extended with the new nodes of [after] gives [after], up to a
+    bijective renaming of nodes ([tiso]: labels, arguments and outputs
+    kept). [extension before after mp eB eN g]: [g] holds [before]'s nodes
+    (placed by [eB]) and [after]'s new nodes (placed by [eN], arguments
+    placed by [embed]: a mapped after node where its before node is), at
+    distinct places, with [before]'s outputs; any order, provided [g] is
+    well formed and each replacement precedes its root ([firings_ok]).
+    Such a [g] need not exist for several firings whose replacements and
+    roots depend on each other in a cycle ([Rewrite.cyc_no_extension]). *)
+Definition S_validate_rewrite_replace : Prop :=
+  forall before after fs mp eB eN g,
+  validate before after fs mp = None ->
+  extension before after mp eB eN g -> wf_tgraph g -> firings_ok g (embed_firings mp eB eN fs) ->
+  exists σ, tiso σ after (replace g (embed_firings mp eB eN fs)).
+
+Lemma spec_validate_rewrite_replace : S_validate_rewrite_replace.
+Proof. exact validate_replace. Qed.

@@ -139,3 +139,4 @@ Print Assumptions spec_rewrite_wf.
 Print Assumptions spec_rewrite_denote.
 Print Assumptions spec_validate_rewrite_sound.
 Print Assumptions spec_validate_rewrite_renaming.
+Print Assumptions spec_validate_rewrite_replace.
