@@ -53,7 +53,7 @@ __all__ = [
     "RewriteReport", "rewrite",
     "EngineError", "EngineUnavailable", "GraphError", "OutOfFuel", "PatternError",
     "Graph", "Node", "TensorShape", "load",
-    "explain", "explain_all", "Explanation", "termination", "backend",
+    "explain", "explain_all", "Explanation", "termination", "backend", "inductor_pass",
     "wildcard", "is_constant", "is_input", "optional", "commute", "has_attr", "getitem",
     "is_tuple", "tuple_op", "GetItem", "dominates", "Dominates", "partition",
     "load_partitioned",
@@ -96,6 +96,23 @@ def backend(rules=None, then="inductor", **kwargs):
     called."""
     from .torch.backend import Backend
     return Backend(rules, then, **kwargs)
+
+
+def inductor_pass(rules=None, target="cpu", **kwargs):
+    """The rule library as an Inductor custom graph pass, for
+    ``torch.compile(backend="inductor")`` in inference and in training::
+
+        p = pm.inductor_pass()
+        with torch._inductor.config.patch(pre_grad_custom_pass=p):
+            out = torch.compile(model)(x)
+
+    It rewrites each captured graph in place before autograd (so a
+    replacement's own backward is derived), fires only differentiable rules in
+    training graphs, keeps its reports in ``p.reports`` and gives Inductor's
+    cache a ``uuid()``: :class:`pypm_verified.torch.inductor.InductorPass`.
+    Imports torch only when called."""
+    from .torch.inductor import InductorPass
+    return InductorPass(rules, target, **kwargs)
 
 
 def load(path, imports=(), allow_pickle=False):

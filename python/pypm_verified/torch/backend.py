@@ -39,7 +39,10 @@ Graphs that are not rewritten, with a note (``Backend.records``, and a
 * *training graphs*: grad mode on and an input requiring grad (with
   ``inline_inbuilt_nn_modules``, Dynamo passes the parameters as inputs):
   ``pypm::linear_act`` has no autograd formula. Run under
-  ``torch.no_grad()`` or ``torch.inference_mode()`` to rewrite;
+  ``torch.no_grad()`` or ``torch.inference_mode()`` to rewrite, or train
+  with Inductor and :func:`pypm_verified.inductor_pass` (a pre-grad custom
+  pass: the differentiable rules fire and AOTAutograd derives their
+  backward, :mod:`.inductor`);
 * *dynamic shapes* (a symbolic size in the captured graph, e.g. after a
   recompile with ``dynamic=None``, or ``dynamic=True``): the re-export would
   need the shape constraints Dynamo inferred; pass ``dynamic=False`` to
@@ -191,17 +194,19 @@ def _resolve_then(then) -> Tuple[str, Callable]:
 
 
 class _SkippingDriver(Driver):
-    """The driver, declining the rules named in ``skip``."""
+    """The driver, declining the rules named in ``skip`` (with the reason
+    ``why``; or ``skip`` maps each rule name to its own reason)."""
 
     def __init__(self, *args, skip=(), why="", **kwargs):
         super().__init__(*args, **kwargs)
-        self.skip_rules = frozenset(skip)  # (Driver.skip is the search's hook)
+        # (Driver.skip is the search's hook)
+        self.skip_rules = dict(skip) if isinstance(skip, dict) else dict.fromkeys(skip, why)
         self.why = why
 
     def fire_at(self, rule, values, root, declined=None):
         if rule.name in self.skip_rules:
             if declined is not None:
-                declined.append((rule.name, self.why))
+                declined.append((rule.name, self.skip_rules[rule.name]))
             return None
         return super().fire_at(rule, values, root, declined)
 
@@ -361,7 +366,8 @@ class Backend:
                                            for x in example_inputs):
             rec.note = ("training graph (grad enabled and inputs requiring grad): the fused "
                         "kernels have no autograd formulas; run under torch.no_grad() or "
-                        "torch.inference_mode() to rewrite")
+                        "torch.inference_mode() to rewrite, or compile with Inductor and "
+                        "pypm_verified.inductor_pass() to train through the rewrite")
             return None, rec
         if rec.nodes == 0:
             rec.status = "unchanged"
