@@ -41,6 +41,8 @@ PHASES = (
     ("graph surgery (replace uses)", "torch.fx.node", "Node.replace_all_uses_with"),
     ("dead-code elimination", "pypm_verified.torch.driver", "Driver._dce"),
     ("pattern set preparation", "pypm_verified.engines.matching", "PatternSet.__init__"),
+    ("rewrite validation: snapshot", "pypm_verified.rewriting.validate", "FxChecker.begin"),
+    ("rewrite validation: encode + check", "pypm_verified.rewriting.validate", "FxChecker.end"),
 )
 OTHER = "driver walk and the rest"
 

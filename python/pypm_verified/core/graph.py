@@ -67,6 +67,14 @@ def _attrs(shape, dtype) -> Tuple[Tuple[int, int], ...]:
     return out
 
 
+def attrs_of(shape: Optional[Tuple[Optional[int], ...]], dtype
+             ) -> Tuple[Tuple[int, int], ...]:
+    """The sorted ``(attribute id, value)`` pairs a node of ``shape`` (a tuple
+    of ints / None, already checked, or None) and ``dtype`` (a DType or None)
+    carries (memoized)."""
+    return _attrs(shape, dtype)
+
+
 def _compute_attrs(shape, dtype) -> Tuple[Tuple[int, int], ...]:
     out: List[Tuple[int, int]] = []
     if shape is not None:
@@ -161,6 +169,7 @@ class Graph:
         self._outputs: List[Node] = []
         self._encoded = None  # (n_nodes, words) cache for encode()
         self._sym_cache: Dict[int, Optional[int]] = {}  # sym_attrs: symbol -> class code
+        self._label_counts = None  # label_counts(): (n_nodes, Counter)
         self.engine_handle = None  # the verified engine's copy of this graph (engines.binding)
 
     def __len__(self) -> int:
@@ -197,6 +206,16 @@ class Graph:
         """The nodes from id ``base`` on as three columns: labels, child ids
         and sorted ``(attribute, value)`` pairs (what the encoding carries)."""
         return self._labels[base:], self._children[base:], self._attrs[base:]
+
+    def label_counts(self) -> Dict[int, int]:
+        """How many nodes carry each label (operator or leaf symbol): a
+        :class:`collections.Counter`, label -> count (0 for an absent label).
+        Computed once per size of the graph (it only grows); do not mutate."""
+        hit = self._label_counts
+        if hit is None or hit[0] != len(self._labels):
+            import collections
+            hit = self._label_counts = (len(self._labels), collections.Counter(self._labels))
+        return hit[1]
 
     def sinks(self) -> List[Node]:
         """The nodes no node uses, in id order."""
@@ -281,6 +300,23 @@ class Graph:
         label = op.symbol
         ids = tuple([c.id for c in children])
         key = ("distinct", len(self.nodes)) if distinct else (label, ids, attrs)
+        return self._add(key, label, "op", op, children, shape, dtype, attrs, ids=ids)
+
+    def apply_ids(self, op, label: int, children: Tuple["Node", ...], ids: Tuple[int, ...],
+                  shape: Optional[TensorShape], dtype, attrs: Tuple[Tuple[int, int], ...],
+                  distinct: bool = False) -> Node:
+        """:meth:`apply_nodes` with everything precomputed by a caller that
+        guarantees it (the FX importer's per-shape table): ``label`` is
+        ``op.symbol``, ``ids`` the children's ids, ``shape`` a
+        :class:`TensorShape` or None and ``attrs`` what :func:`_attrs` gives
+        for ``(shape, dtype)``. Only the arity is checked."""
+        if len(ids) != op.arity:
+            raise GraphError(f"operator {op.name} takes {op.arity} argument(s), "
+                             f"got {len(ids)}")
+        key = ("distinct", len(self.nodes)) if distinct else (label, ids, attrs)
+        node = self._index.get(key)
+        if node is not None:
+            return node
         return self._add(key, label, "op", op, children, shape, dtype, attrs, ids=ids)
 
     # --------------------------------------------------------- symbol attributes

@@ -372,9 +372,8 @@ def root_order(prog: MultiProgram, graph: Graph, first: Optional[int] = None) ->
     if k > 6:
         return tuple(range(k))
     bodies = [prog.defs[r].body for r in prog.written]
-    import collections
     counts: Dict[int, int] = {}
-    labels = collections.Counter(graph._labels)
+    labels = graph.label_counts()
     anchors: Dict[tuple, bool] = {}
     syms = core.root_symbols(prog.defs)
     for i, r in enumerate(prog.written):

@@ -38,6 +38,7 @@ passes are not checked.
 """
 from __future__ import annotations
 
+import operator
 import os
 import time
 from array import array
@@ -436,12 +437,16 @@ class FxChecker:
         import torch.fx as fx
 
         from ..torch.importer import is_pure, positional_args
+        self.op_overload = torch._ops.OpOverload
         self.node_type = fx.Node
         self.map_arg = fx.node.map_arg
         self.is_pure, self.positional_args = is_pure, positional_args
         self.driver = driver
         self.labels = Labels()
         self.cache: Dict[object, tuple] = {}  # fx node -> (args, kwargs, label, arg nodes)
+        # id(target) -> (target, its stand-in in label keys): an overload's
+        # __hash__ is Python code, so keys carry a small int per target
+        self._targets: Dict[int, tuple] = {}
         self.assert_target = torch.ops.aten._assert_tensor_metadata.default
         self.before: Optional[Encoding] = None
         self.known: set = set()  # every FX node of the graph at the start of the pass
@@ -464,14 +469,38 @@ class FxChecker:
         else:
             args = None
             if n.op == "call_function":
+                call_args = getattr(getattr(self.driver, "tg", None), "call_args", None)
                 try:
-                    args = self.positional_args(n)
+                    # the import's positional form when it has it (same
+                    # argument objects), else computed here
+                    args = call_args(n) if call_args is not None and (
+                        n.target is operator.getitem or isinstance(n.target, self.op_overload)) \
+                        else self.positional_args(n)
                 except (TypeError, AttributeError, RuntimeError):
                     args = None
+            t = n.target
+            tk = self._targets.get(id(t))
+            if tk is None or tk[0] is not t:
+                # a string target (call_method, call_module) stands for itself:
+                # equal strings need not be one object
+                tk = self._targets[id(t)] = (t, t if type(t) is str
+                                             else ("target", len(self._targets)))
             if args is not None:
-                key = (n.op, n.target, normalize(args, nodes, is_node))
+                # normalize(args) with the common arguments (nodes, ints,
+                # strings, None) handled inline
+                parts = []
+                for a in args:
+                    ta = type(a)
+                    if ta is is_node:
+                        nodes.append(a)
+                        parts.append(_NODE)
+                    elif ta is int or ta is str or a is None:
+                        parts.append(a)
+                    else:
+                        parts.append(normalize(a, nodes, is_node))
+                key = (n.op, tk[1], ("seq", tuple(parts)))
             else:
-                key = (n.op, n.target, normalize(list(n.args), nodes, is_node),
+                key = (n.op, tk[1], normalize(list(n.args), nodes, is_node),
                        normalize(dict(n.kwargs), nodes, is_node))
         out = (self.labels(key), nodes, leaf or self.is_pure(n))
         self.cache[n] = (n.args, n.kwargs, out)
@@ -485,14 +514,20 @@ class FxChecker:
         replacements)."""
         g = self.driver.gm.graph
         nodes, info, outputs, impure = [], {}, [], []
-        assert_target, node_info = self.assert_target, self._node
+        assert_target, node_info, cache = self.assert_target, self._node, self.cache
         for n in g.nodes:
-            if n.op == "output":
+            op = n.op
+            if op == "output":
                 self.map_arg(n.args, outputs.append)
                 continue
-            if n.target is assert_target and n.op == "call_function":
+            if op == "call_function" and n.target is assert_target:
                 continue
-            info[n] = i = node_info(n)
+            hit = cache.get(n)  # _node's cache, looked up inline (once per node per pass)
+            if hit is not None and hit[0] is n.args and hit[1] is n.kwargs:
+                i = hit[2]
+            else:
+                i = node_info(n)
+            info[n] = i
             nodes.append(n)
             if not i[2]:
                 impure.append(n)
@@ -515,15 +550,22 @@ class FxChecker:
                     keep.update(info[n][1])
         enc = Encoding()
         index = enc.index
+        labels, args_of, names, keys, mergeable = (enc.labels, enc.args, enc.names, enc.keys,
+                                                   enc.mergeable)
+        i = 0
         for n in nodes:
             if n not in keep:
                 continue
             label, kids, pure = info[n]
             # an argument not listed before its user (a cycle, a use before
             # the definition): its own index, which the validator refuses
-            i = len(enc)
-            enc.add(n, label, tuple([index.get(k, i) for k in kids]), n.name,
-                    pure and n.op == "call_function")
+            labels.append(label)
+            args_of.append(tuple([index.get(k, i) for k in kids]))
+            names.append(n.name)
+            keys.append(n)
+            mergeable.append(pure and n.op == "call_function")
+            index[n] = i
+            i += 1
         enc.outputs = [index[o] for o in outputs if o in index]
         n_real = len(enc.outputs)
         if before is None:

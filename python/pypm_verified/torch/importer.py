@@ -35,7 +35,7 @@ import torch
 import torch.fx as fx
 
 from .. import core
-from ..core.graph import Graph, Node
+from ..core.graph import Graph, Node, TensorShape, attrs_of
 from ..dsl.operators import Op
 from .targets import label_for, make_fn
 # the declared ATen operators (MatMul, Softmax, ...) are bound before any graph
@@ -205,6 +205,14 @@ class TermGraph:
         # re-imported after a rewrite upstream (its arguments' terms changed,
         # its own metadata did not) skips tensor_info and the operator lookup
         self._recipe: Dict[fx.Node, tuple] = {}
+        # the per-overload table, filled once per target: id(target) ->
+        # (target, label op, its symbol, pure); call_function nodes only
+        self._targets: Dict[int, tuple] = {}
+        # (sizes, torch dtype) of a meta["val"] with static sizes -> (shape,
+        # dtype, attributes): every layer of a model repeats its tensor types
+        self._types: Dict[tuple, tuple] = {}
+        # call_args: FX node -> (args object, kwargs object, positional form)
+        self._calls: Dict[fx.Node, tuple] = {}
 
     # ------------------------------------------------------------- constants
 
@@ -254,6 +262,61 @@ class TermGraph:
 
     # ----------------------------------------------------------------- nodes
 
+    def call_args(self, node: fx.Node) -> Optional[List[Any]]:
+        """:func:`positional_args` of a call_function ``node`` (None when the
+        call does not fit its schema), kept while ``node.args`` and
+        ``node.kwargs`` are the same objects (FX replaces them on every
+        change), so the rewrite validator reads what the import computed.
+        Do not mutate the returned list."""
+        args, kwargs = node.args, node.kwargs
+        hit = self._calls.get(node)
+        if hit is not None and hit[0] is args and hit[1] is kwargs:
+            return hit[2]
+        try:
+            pos = positional_args(node)
+        except TypeError:
+            pos = None
+        self._calls[node] = (args, kwargs, pos)
+        return pos
+
+    def _type(self, val) -> tuple:
+        """``(shape, dtype, attributes)`` of the term of a node whose
+        ``meta["val"]`` is ``val`` (:func:`tensor_info`), from the table of
+        tensor types when its sizes are static."""
+        if not isinstance(val, torch.Tensor):
+            return _NO_TYPE
+        sizes = val.shape
+        key = None
+        if all([type(d) is int for d in sizes]):
+            key = (sizes, val.dtype)
+            hit = self._types.get(key)
+            if hit is not None:
+                return hit
+        shape, dtype = tensor_info(val, self.size_hints)
+        if shape is not None:
+            shape = TensorShape(shape)
+        hit = (shape, dtype, attrs_of(shape, dtype))
+        if key is not None:
+            self._types[key] = hit
+        return hit
+
+    def _target(self, node: fx.Node) -> tuple:
+        """``(target, label op, symbol, pure)`` of a call_function node whose
+        target is an op overload or ``operator.getitem`` (the per-overload
+        table: purity depends on the overload only, :func:`is_pure`)."""
+        t = node.target
+        hit = self._targets.get(id(t))
+        if hit is None or hit[0] is not t:
+            op = op_for(t)
+            hit = self._targets[id(t)] = (t, op, op.symbol, is_pure(node))
+        return hit
+
+    def _kids(self, args) -> Tuple[Tuple[Node, ...], Tuple[int, ...]]:
+        """The term nodes of call arguments, and their ids."""
+        term, arg, node_type = self.term, self.arg, fx.Node
+        kids = tuple([term[a] if type(a) is node_type else arg(a) for a in args])
+        return kids, tuple([k.id for k in kids])
+
     def import_node(self, node: fx.Node) -> Node:
         """(Re-)import ``node`` from its current arguments; returns its term."""
         g = self.graph
@@ -262,36 +325,35 @@ class TermGraph:
         if rec is not None and rec[0] is val and rec[1] is node.target:
             # re-import of a call already imported with this metadata: only
             # the arguments are read again (the common case after a rewrite)
-            try:
-                args = positional_args(node)
-            except TypeError:
-                args = None
+            args = self.call_args(node)
             if args is not None:
-                t = g.apply_nodes(rec[2], tuple([self.arg(a) for a in args]), rec[3], rec[4],
-                                  distinct=rec[5])
+                kids, ids = self._kids(args)
+                typ = rec[4]
+                t = g.apply_ids(rec[2], rec[3], kids, ids, typ[0], typ[1], typ[2],
+                                distinct=rec[5])
+                self.term[node] = t
+                self.fx_of.setdefault(t.id, node)
+                return t
+        if node.op == "call_function" and (node.target is operator.getitem or isinstance(
+                node.target, torch._ops.OpOverload)):
+            # the common case, in one pass: the overload's table entry, the
+            # tensor type's, the arguments' terms, one append to the graph
+            args = self.call_args(node)
+            if args is not None:
+                target, op, label, pure = self._target(node)
+                typ = self._type(val)
+                kids, ids = self._kids(args)
+                t = g.apply_ids(op, label, kids, ids, typ[0], typ[1], typ[2],
+                                distinct=not pure)
+                self._recipe[node] = (val, target, op, label, typ, not pure)
                 self.term[node] = t
                 self.fx_of.setdefault(t.id, node)
                 return t
         shape, dtype = tensor_info(val, self.size_hints)
         if node.op in ("placeholder", "get_attr"):
             t = g.input(f"{node.op}:{node.name}", shape=shape, dtype=dtype)
-        elif node.op == "call_function" and (node.target is operator.getitem or isinstance(
-                node.target, torch._ops.OpOverload)):
-            try:
-                args = positional_args(node)
-            except TypeError:
-                args = None
-            if args is None:
-                kids = [self.arg(a) for a in node.args] + [self.arg(v) for v in
-                                                          node.kwargs.values()]
-                t = g.apply(_opaque_op(node.target, len(kids)), *kids, shape=shape,
-                            dtype=dtype, distinct=True)
-            else:
-                kids = tuple([self.arg(a) for a in args])
-                op, distinct = op_for(node.target), not is_pure(node)
-                t = g.apply_nodes(op, kids, shape, dtype, distinct=distinct)
-                self._recipe[node] = (val, node.target, op, shape, dtype, distinct)
         elif node.op in ("call_function", "call_method", "call_module"):
+            # a call that fits no schema, or not an operator: opaque, never shared
             kids = [self.arg(a) for a in node.args] + [self.arg(v) for v in
                                                       node.kwargs.values()]
             t = g.apply(_opaque_op(node.target, len(kids)), *kids, shape=shape, dtype=dtype,
@@ -307,6 +369,7 @@ class TermGraph:
         """Erase ``node`` from the FX graph and forget its term."""
         t = self.term.pop(node, None)
         self._recipe.pop(node, None)
+        self._calls.pop(node, None)
         if t is not None and self.fx_of.get(t.id) is node:
             del self.fx_of[t.id]
         self.fx_graph.erase_node(node)
@@ -402,6 +465,8 @@ class TermGraph:
                 heapq.heappush(heap, (u._sort_key, k, u))
         return changed
 
+
+_NO_TYPE = (None, None, attrs_of(None, None))  # the term type of a non-tensor value
 
 _CONST_SCALARS = (bool, int, float, str, type(None), torch.dtype, torch.device, torch.layout,
                   torch.memory_format)

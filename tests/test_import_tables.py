@@ -1,0 +1,135 @@
+"""The import's shared tables: per-overload and per-tensor-type entries, the
+positional form of a call kept for the rewrite validator, and the graph's
+public label counts (what the multi-root planner reads).
+
+* nodes of one static tensor type share one ``(shape, dtype, attributes)``
+  entry, and a node whose metadata changed gets its new type;
+* ``TermGraph.call_args`` is the positional form of the call, reused while
+  the node's argument objects are the same and recomputed when they change;
+  the FX rewrite validator labels nodes from it;
+* the validator's label of a call stands for its target: equal for equal
+  targets (equal strings that are distinct objects included), different
+  for different ones;
+* ``Graph.label_counts`` counts each label's nodes and follows the graph's
+  growth.
+"""
+import collections
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import pypm_verified as pm  # noqa: E402
+from pypm_verified.rewriting import validate  # noqa: E402
+from pypm_verified.torch.importer import TermGraph, positional_args  # noqa: E402
+
+aten = torch.ops.aten
+
+
+def _fake(shape, dtype=torch.float32):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        return torch.empty(shape, dtype=dtype)
+
+
+def _graph():
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    x.meta["val"] = _fake((2, 3))
+    a = g.call_function(aten.relu.default, (x,))
+    a.meta["val"] = _fake((2, 3))
+    b = g.call_function(aten.neg.default, (a,))
+    b.meta["val"] = _fake((2, 3))
+    c = g.call_function(aten.softmax.int, (b, -1))
+    c.meta["val"] = _fake((2, 3))
+    g.output((c,))
+    return g, x, a, b, c
+
+
+def test_nodes_of_one_tensor_type_share_its_entry_and_a_new_type_is_read():
+    g, x, a, b, c = _graph()
+    tg = TermGraph(g).build()
+    ta, tb, tc = tg.term[a], tg.term[b], tg.term[c]
+    assert ta.shape == tb.shape == tc.shape == (2, 3) and ta.dtype == pm.f32
+    assert ta.shape.rank == 2  # a TensorShape, as rule bodies read it
+    assert ta.shape is tb.shape  # one entry per (sizes, dtype)
+    assert tg.graph.attr_map(ta.id) == tg.graph.attr_map(tc.id)
+    b.meta["val"] = _fake((2, 3), torch.float16)  # another type: read again
+    tg.import_node(b)
+    assert tg.term[b].dtype == pm.f16 and tg.term[b].shape == (2, 3)
+    assert tg.term[b] is not tb
+
+
+def test_call_args_are_kept_while_the_arguments_are_the_same_objects():
+    g, x, a, b, c = _graph()
+    tg = TermGraph(g).build()
+    first = tg.call_args(c)
+    assert first == [b, -1, None] == positional_args(c)
+    assert tg.call_args(c) is first  # same argument objects: the import's list
+    c.args = (a, 0)  # FX gives the node new argument objects
+    again = tg.call_args(c)
+    assert again == [a, 0, None] and again is not first
+    bad = g.call_function(aten.softmax.int, (b, -1), {"bogus": 1})
+    assert tg.call_args(bad) is None  # does not fit the schema
+
+
+def test_the_validator_reads_the_positional_form_the_import_computed(monkeypatch):
+    g, x, a, b, c = _graph()
+    tg = TermGraph(g).build()
+
+    class Driver:
+        pass
+
+    d = Driver()
+    d.gm, d.tg, d.firings = torch.fx.GraphModule(torch.nn.Module(), g), tg, []
+    d.gm.graph._owning_module = d.gm
+    seen = []
+    real = tg.call_args
+    monkeypatch.setattr(tg, "call_args", lambda n: seen.append(n) or real(n))
+    checker = validate.FxChecker(d)
+    enc = checker.encode()
+    assert set(seen) == {a, b, c}
+    # softmax(b, -1) and softmax(b, -1, None) are one call, one label
+    with g.inserting_before(list(g.nodes)[-1]):
+        c2 = g.call_function(aten.softmax.int, (b, -1, None))
+    assert checker._node(c2)[0] == enc.labels[enc.index[c]]
+
+
+def test_validator_labels_stand_for_targets():
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    m1 = g.call_method("view", (x, 6))
+    m2 = g.call_method("".join(["vi", "ew"]), (x, 6))  # an equal string, another object
+    assert m1.target == m2.target and m1.target is not m2.target
+    r = g.call_function(aten.relu.default, (x,))
+    n = g.call_function(aten.neg.default, (x,))
+    r2 = g.call_function(aten.relu.default, (x,))
+    g.output((m1, m2, r, n, r2))
+
+    class Driver:
+        pass
+
+    d = Driver()
+    d.gm, d.firings = torch.fx.GraphModule(torch.nn.Module(), g), []
+    checker = validate.FxChecker(d)
+    label = {v: checker._node(v)[0] for v in (m1, m2, r, n, r2)}
+    assert label[m1] == label[m2]
+    assert label[r] == label[r2] != label[n]
+
+
+def test_label_counts_follow_the_graph():
+    G = pm.Graph()
+    a = G.input("a", shape=(2,), dtype=pm.f32)
+    b = G.input("b", shape=(2,), dtype=pm.f32)
+
+    @pm.op
+    def Add(x, y):
+        return 1
+
+    G.apply(Add, a, b)
+    G.apply(Add, b, a)
+    counts = G.label_counts()
+    assert counts == collections.Counter(n.label for n in G)
+    assert counts[Add.symbol] == 2 and counts[-1] == 0
+    G.apply(Add, a, a)
+    assert G.label_counts()[Add.symbol] == 3
