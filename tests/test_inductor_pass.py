@@ -224,6 +224,25 @@ def test_graph_without_firing_is_left_as_captured():
     assert p.records[0].status == "unchanged"
 
 
+def test_failure_passes_the_graph_through_with_a_warning(monkeypatch):
+    from pypm_verified.torch import inductor
+    from pypm_verified.torch.backend import PassThroughWarning
+
+    def broken(gm, vals):
+        raise RuntimeError("cannot trace this")
+    monkeypatch.setattr(inductor, "_trace_aten", broken)
+    p = pm.inductor_pass(check_profitability=False)
+    x = torch.randn(2, 4, 16)
+    model = Attention().eval()
+    with torch.no_grad(), pytest.warns(PassThroughWarning, match="cannot trace this"):
+        got = torch.compile(model, backend=_aot_eager(p), dynamic=False)(x)
+        want = model(x)
+    assert p.records[0].status == "passed through"
+    assert p.records[0].note == "rewrite failed (RuntimeError: cannot trace this)"
+    assert p.firings == {} and p.reports == []
+    assert _close(got, want)
+
+
 def test_uuid_keys_on_rules_table_and_options():
     a = pm.inductor_pass()
     assert isinstance(a.uuid(), str) and a.uuid() == pm.inductor_pass().uuid()

@@ -337,11 +337,20 @@ def _replace_graph(gm: fx.GraphModule, new: fx.GraphModule) -> None:
                 name = f"_pypm_{n.target}_{i}"
             setattr(gm, name, getattr(new, n.target))
             n.target = name
-    for n in reversed(list(graph.nodes)):
-        if n.op != "placeholder":
+    old_body = [n for n in graph.nodes if n.op != "placeholder"]
+    (old_out,) = [n for n in old_body if n.op == "output"]
+    val_map = dict(zip(new_ph, old_ph))
+    try:
+        with graph.inserting_before(old_out):
+            out = graph.graph_copy(new.graph, val_map)
+    except Exception:  # leave the captured graph as it was
+        for n in reversed([v for k, v in val_map.items() if k not in new_ph]):
             graph.erase_node(n)
-    out = graph.graph_copy(new.graph, dict(zip(new_ph, old_ph)))
-    graph.output(out)
+        raise
+    old_out.args = (out,)
+    for n in reversed(old_body):
+        if n is not old_out:
+            graph.erase_node(n)
     graph.lint()
     gm.recompile()
 

@@ -32,7 +32,9 @@ Implementations, chosen per call:
   activation.
 
 A fake (meta) implementation makes the op traceable by ``torch.export``. The op
-has no autograd formula: it is an inference kernel.
+has no autograd formula: it is an inference kernel (``DIFFERENTIABLE`` in
+:mod:`.inductor` says so: ``pm.inductor_pass()`` declines ``linear_act`` in
+training graphs, and ``pm.backend`` passes training graphs through).
 
 Saving and loading: an ``ExportedProgram`` containing ``pypm.linear_act``
 saves with ``torch.export.save`` as usual, but ``torch.export.load`` needs the
