@@ -20,7 +20,7 @@
     [match_all_multi_u] with the graph's users table [users_map], computed
     once per graph, which are [match_multi] / [match_all_multi];
     [match_multi_idx] / [match_all_multi_idx], the index-only candidates;
-    the check [wf_multi]) and
+    the checks [wf_multi] and [mp_scoped]) and
     the checks [wf_defs] and [value_ok]; [match_root], [match_all],
     [candidates], [root_index], [set_match_all] and [match_pattern] are
     extracted for the
@@ -59,7 +59,7 @@ Extraction "ocaml/extracted/matcher.ml"
   wfb wf_defs value_ok
   match_root match_all candidates root_index ri_find match_pattern
   lookup VarMap.elements mkGraph mkDef
-  mkMpat bodies wf_multi mcands match_multi_c match_multi match_all_multi
+  mkMpat bodies wf_multi mp_scoped mcands match_multi_c match_multi match_all_multi
   users_map anchor_depth up_cands idx_cands match_multi_u match_all_multi_u
   match_multi_idx match_all_multi_idx
   dom_result dom_all

@@ -335,6 +335,58 @@ def test_spec_candidates_mode_word():
             binding.match_multi(g, prog.defs, prog.roots, list(prog.spec) + bad, r.id)
 
 
+def test_spec_with_fewer_shared_variables_than_a_root_is_ill_formed(lib):
+    """A root reads the shared variables as its parameters, so a spec with
+    fewer shared term (operator) variables than a root's definition has
+    parameters is ill formed (``Multi.mp_scoped``, what makes the
+    multi-root theorems hold under any substitution); the error names the
+    root and both counts."""
+    from pypm_verified.engines import binding, serialize
+    from pypm_verified.errors import EngineError
+
+    F = 0
+    defs = core.infer_binds([
+        core.PDef(2, 0, core.PApp(Lin.symbol, (PVar(0), PVar(1), PVar(1)))),
+        core.PDef(1, 1, core.PFunVar(F, (PVar(0),))),
+    ])
+    g = pm.Graph()
+    x, w = g.input("x"), g.input("w")
+    lin, r = g.apply(Lin, x, w, w), g.apply(Relu, x)
+    good = serialize.encode_multi_spec(2, 1, (0, 1), core.GTrue())
+    entries = binding.match_multi(g, defs, (0, 1), good, lin.id)
+    assert entries[0][2] == [lin.id, r.id]
+    for n, m, msg in ((1, 1, r"root 0 \(definition 0\) has 2 term and 0 operator parameters, "
+                              r"more than the spec's 1 term and 1 operator variables"),
+                      (2, 0, r"root 1 \(definition 1\) has 1 term and 1 operator parameters, "
+                              r"more than the spec's 2 term and 0 operator variables")):
+        bad = serialize.encode_multi_spec(n, m, (0, 1), core.GTrue())
+        with pytest.raises(EngineError, match=msg) as e:
+            binding.match_multi(g, defs, (0, 1), bad, lin.id)
+        assert e.value.code == lib.PYPM_E_ILL_FORMED
+
+
+def test_dsl_multi_root_specs_share_every_root_parameter():
+    """The DSL's multi-root patterns (the shipped QKV and GateUp fusions
+    and this file's) give every root at most the shared variables as
+    parameters, so the library accepts their specs; the fusions match."""
+    pytest.importorskip("torch", reason="the shipped fusions declare torch operators")
+    from pypm_verified.library import fusion
+
+    for pat in (fusion.QKV, fusion.GateUp, QKV, GateUp):
+        prog = multi.program(pat)
+        for r in prog.roots:
+            assert prog.defs[r].nparams <= prog.n and prog.defs[r].nfparams <= prog.m
+    g = pm.Graph()
+    x = g.input("x", shape=(4, 8), dtype=pm.f32)
+    lins = [g.apply(fusion.Linear, x, g.input(f"w{i}", shape=(8, 8), dtype=pm.f32),
+                    g.input(f"b{i}", shape=(8,), dtype=pm.f32), shape=(4, 8), dtype=pm.f32)
+            for i in range(3)]
+    m = pm.match(fusion.QKV, lins[0], engine="verified")
+    assert m is not None and m.roots == tuple(lins)
+    m = pm.match(fusion.GateUp, lins[0], engine="verified")
+    assert m is not None and m.roots == tuple(lins[:2])
+
+
 # ------------------------------ every set (match_all once per set of nodes)
 
 

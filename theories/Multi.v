@@ -51,6 +51,10 @@
     chained over the roots) no run is out of fuel ([match_multi_fuel],
     [match_all_multi_fuel]), so a tuple that matches gets a match
     ([match_multi_fuel_complete]).
+    These hold for substitutions of the shared variables; with [mp_scoped]
+    (every root's definition has at most the shared variables as
+    parameters) they hold for any substitution ([mmatches_scope] and the
+    [_any] forms, which [Spec.v] states).
     [mmatches_one]: with one root and the guard [true], [mmatches] is the single-root relation (the
     single-root theorems are the one-root case). [mmatches_perm]: the
     relation does not depend on the order of the roots (any root order
@@ -2176,4 +2180,198 @@ Proof.
   intros G D dp fuel N mp ps ts σ ψ HD Hdesc Hdepth Hb Hw Hle Hσ Hψ Hne Hlt Hm.
   eapply match_all_multi_sets; eauto.
   exact (match_all_multi_fuel G D dp fuel N mp ps HD Hdesc Hdepth Hb Hle).
+Qed.
+
+(** ** Scope of a multi-root pattern: any substitution
+
+    The roots' bodies read the shared variables as their parameters
+    ([wf_defs] checks each body's scope against its definition's
+    parameters, [Syntax.scoped_def]). [mp_scoped] checks that every root's
+    definition has at most [mp_n] term and [mp_m] operator parameters, so
+    every variable a root reads is a shared one; the library checks it
+    after [wf_multi] (the decoder rejects a spec that fails it). Then a match under any substitution is one under its
+    restriction to the shared variables ([mmatches_scope]), and the
+    theorems above hold for every substitution, not only those binding the
+    shared variables alone (the [_any] forms). *)
+
+Definition mp_scoped (D : list pdef) (mp : mpat) : bool :=
+  forallb (fun r => match nth_error D r with
+                    | Some d => Nat.leb (nparams d) (mp_n mp) && Nat.leb (nfparams d) (mp_m mp)
+                    | None => false
+                    end) (mp_roots mp).
+
+Lemma bodies_scoped : forall D mp ps,
+  bodies D (mp_roots mp) = Some ps -> mp_scoped D mp = true ->
+  Forall (fun p => exists P d, nth_error D P = Some d /\ body d = p /\
+                     nparams d <= mp_n mp /\ nfparams d <= mp_m mp) ps.
+Proof.
+  intros D mp ps Hb Hs. unfold mp_scoped in Hs. revert ps Hb Hs.
+  generalize (mp_roots mp) as rs. induction rs as [|r rs IH]; intros ps Hb Hs; simpl in *.
+  - inversion Hb. constructor.
+  - destruct (nth_error D r) as [d|] eqn:Hd; [|discriminate].
+    destruct (bodies D rs) as [ps'|] eqn:Hbs; [|discriminate].
+    inversion Hb; subst ps. apply andb_true_iff in Hs as [Hs1 Hs2].
+    apply andb_true_iff in Hs1 as [Hn Hm]. apply Nat.leb_le in Hn, Hm.
+    constructor; [exists r, d; auto | apply IH; auto].
+Qed.
+
+Lemma matches_list_In : forall G D σ ψ ps ts p,
+  matches_list G D σ ψ ps ts -> In p ps -> exists t, matches G D σ ψ p t.
+Proof.
+  intros G D σ ψ ps ts p H. induction H as [|σ' ψ' q qs t ts Hq Hqs IH]; intros Hp; [destruct Hp|].
+  destruct Hp as [<-|Hp]; eauto.
+Qed.
+
+(** A match under any substitution is one under its restriction to the
+    shared variables [0..mp_n-1] / [0..mp_m-1]. *)
+Lemma mmatches_scope : forall G D mp ps σ ψ ts,
+  wf_defs D = true -> bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+  mp_scoped D mp = true ->
+  mmatches G D σ ψ ps (mp_guard mp) ts ->
+  mmatches G D (restrict (fun x => Nat.ltb x (mp_n mp)) σ)
+               (restrict (fun F => Nat.ltb F (mp_m mp)) ψ) ps (mp_guard mp) ts.
+Proof.
+  intros G D mp ps σ ψ ts HD Hb Hw Hs [Hm [Hg Hn]].
+  set (σ' := restrict (fun x => Nat.ltb x (mp_n mp)) σ).
+  set (ψ' := restrict (fun F => Nat.ltb F (mp_m mp)) ψ).
+  pose proof (bodies_scoped D mp ps Hb Hs) as Hps. rewrite Forall_forall in Hps.
+  (* each root matches under the restriction and binds shared variables only *)
+  assert (Hr : forall p t, In p ps -> matches G D σ ψ p t ->
+            matches G D σ' ψ' p t /\
+            (forall x, In x (binds D p) -> x < mp_n mp) /\
+            (forall F, In F (fbinds D p) -> F < mp_m mp)).
+  { intros p t Hp Hpt. destruct (Hps p Hp) as (P & d & HP & <- & Hn1 & Hm1).
+    pose proof (matches_params G D HD P d σ ψ t HP Hpt) as Hr.
+    destruct (matches_binds G D HD _ _ _ _ Hr) as [B1 B2].
+    split; [|split].
+    - eapply match_weakening; [exact Hr| |]; intros y v; subst σ' ψ'; unfold restrict;
+        destruct (Nat.ltb y _) eqn:E; try discriminate; apply Nat.ltb_lt in E;
+        (replace (Nat.ltb y _) with true by (symmetry; apply Nat.ltb_lt; lia)); auto.
+    - intros x Hx. specialize (B1 x Hx). unfold restrict in B1.
+      destruct (Nat.ltb x (nparams d)) eqn:E; [apply Nat.ltb_lt in E; lia | congruence].
+    - intros F HF. specialize (B2 F HF). unfold restrict in B2.
+      destruct (Nat.ltb F (nfparams d)) eqn:E; [apply Nat.ltb_lt in E; lia | congruence]. }
+  unfold wf_multi in Hw. apply andb_true_iff in Hw as [Hw HF]. apply andb_true_iff in Hw as [_ HV].
+  split; [|split; [|exact Hn]].
+  - assert (Hall : Forall (fun p => forall t, matches G D σ ψ p t -> matches G D σ' ψ' p t) ps).
+    { apply Forall_forall. intros p Hp t Hpt. exact (proj1 (Hr p t Hp Hpt)). }
+    clear - Hm Hall. induction Hm; inversion Hall; subst; constructor; auto.
+  - rewrite <- Hg. apply eval_guard_agree; subst σ' ψ'; intros y Hy; unfold restrict.
+    + apply (subset_In _ _ HV), in_flat_map in Hy as (p & Hp & Hy).
+      destruct (matches_list_In G D σ ψ ps ts p Hm Hp) as [t Ht].
+      pose proof (proj1 (proj2 (Hr p t Hp Ht)) y Hy) as Hlt.
+      apply Nat.ltb_lt in Hlt. rewrite Hlt. reflexivity.
+    + apply (subset_In _ _ HF), in_flat_map in Hy as (p & Hp & Hy).
+      destruct (matches_list_In G D σ ψ ps ts p Hm Hp) as [t Ht].
+      pose proof (proj2 (proj2 (Hr p t Hp Ht)) y Hy) as Hlt.
+      apply Nat.ltb_lt in Hlt. rewrite Hlt. reflexivity.
+Qed.
+
+(** The restrictions bind the shared variables only. *)
+Lemma restrict_shared : forall A (σ : nat -> option A) n,
+  forall x, n <= x -> restrict (fun y => Nat.ltb y n) σ x = None.
+Proof. intros A σ n x H. apply restrict_below. exact H. Qed.
+
+(** "No match", under any substitution. *)
+Theorem match_multi_fail_sound_any : forall G D fuel N mp t ps,
+  wf_defs D = true -> bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+  mp_scoped D mp = true ->
+  match_multi G D fuel N mp t = MNoMatch ->
+  forall ts σ ψ, hd_error ts = Some t -> Forall (fun c => c < N) (tl ts) ->
+    ~ mmatches G D σ ψ ps (mp_guard mp) ts.
+Proof.
+  intros G D fuel N mp t ps HD Hb Hw Hs H ts σ ψ Ht Hlt Hm.
+  exact (match_multi_fail_sound G D fuel N mp t ps HD Hb Hw H ts _ _ Ht Hlt
+           (restrict_shared _ σ _) (restrict_shared _ ψ _) (mmatches_scope G D mp ps σ ψ ts HD Hb Hw Hs Hm)).
+Qed.
+
+Theorem match_multi_idx_fail_sound_any : forall G D fuel N mp t ps,
+  wf_defs D = true -> bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+  mp_scoped D mp = true ->
+  match_multi_idx G D fuel N mp t = MNoMatch ->
+  forall ts σ ψ, hd_error ts = Some t -> Forall (fun c => c < N) (tl ts) ->
+    ~ mmatches G D σ ψ ps (mp_guard mp) ts.
+Proof.
+  intros G D fuel N mp t ps HD Hb Hw Hs H ts σ ψ Ht Hlt Hm.
+  exact (match_multi_idx_fail_sound G D fuel N mp t ps HD Hb Hw H ts _ _ Ht Hlt
+           (restrict_shared _ σ _) (restrict_shared _ ψ _) (mmatches_scope G D mp ps σ ψ ts HD Hb Hw Hs Hm)).
+Qed.
+
+(** Which tuple: no tuple before it in the search order matches, under any
+    substitution. *)
+Theorem match_multi_first_any : forall G D fuel N mp t ps ts bs fbs,
+  wf_defs D = true -> bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+  mp_scoped D mp = true ->
+  match_multi G D fuel N mp t = MMatch ts bs fbs ->
+  exists pre post,
+    ctuples [t] (up_cands G D anchor_depth (users_map G N) (root_index D) N mp) = pre ++ ts :: post /\
+    forall u σ ψ, In u pre -> ~ mmatches G D σ ψ ps (mp_guard mp) u.
+Proof.
+  intros G D fuel N mp t ps ts bs fbs HD Hb Hw Hs H.
+  destruct (match_multi_first G D fuel N mp t ps ts bs fbs HD Hb Hw H) as (pre & post & Heq & Hno).
+  exists pre, post. split; [exact Heq|]. intros u σ ψ Hu Hm.
+  exact (Hno u _ _ Hu (restrict_shared _ σ _) (restrict_shared _ ψ _)
+           (mmatches_scope G D mp ps σ ψ u HD Hb Hw Hs Hm)).
+Qed.
+
+(** Every set, under any substitution. *)
+Theorem match_all_multi_sets_any : forall G D fuel N mp ps ts σ ψ,
+  wf_defs D = true -> bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+  mp_scoped D mp = true ->
+  (forall t, ~ In (t, MOutOfFuel) (match_all_multi G D fuel N mp)) ->
+  ts <> [] -> Forall (fun c => c < N) ts ->
+  mmatches G D σ ψ ps (mp_guard mp) ts ->
+  exists t ts' bs fbs, In (t, MMatch ts' bs fbs) (match_all_multi G D fuel N mp) /\
+    forall x, In x ts <-> In x ts'.
+Proof.
+  intros G D fuel N mp ps ts σ ψ HD Hb Hw Hs Hoof Hne Hlt Hm.
+  exact (match_all_multi_sets G D fuel N mp ps ts _ _ HD Hb Hw Hoof
+           (restrict_shared _ σ _) (restrict_shared _ ψ _) Hne Hlt
+           (mmatches_scope G D mp ps σ ψ ts HD Hb Hw Hs Hm)).
+Qed.
+
+Theorem match_all_multi_first_any : forall G D fuel N mp ps t ts bs fbs ts' σ ψ,
+  wf_defs D = true -> bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+  mp_scoped D mp = true ->
+  In (t, MMatch ts bs fbs) (match_all_multi G D fuel N mp) ->
+  Forall (fun c => c < N) ts' -> mmatches G D σ ψ ps (mp_guard mp) ts' ->
+  (forall x, In x ts <-> In x ts') ->
+  forall t', hd_error ts' = Some t' -> t <= t'.
+Proof.
+  intros G D fuel N mp ps t ts bs fbs ts' σ ψ HD Hb Hw Hs Hin Hlt Hm.
+  exact (match_all_multi_first G D fuel N mp ps t ts bs fbs ts' _ _ HD Hb Hw Hin
+           (restrict_shared _ σ _) (restrict_shared _ ψ _) Hlt
+           (mmatches_scope G D mp ps σ ψ ts' HD Hb Hw Hs Hm)).
+Qed.
+
+(** Completeness with [multi_fuel_bound], under any substitution. *)
+Corollary match_multi_fuel_complete_any : forall G D dp fuel N mp t ps ts σ ψ,
+  wf_defs D = true -> Fuel.descending D = true -> (forall t, Fuel.depth_le G dp t) ->
+  bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+  mp_scoped D mp = true ->
+  multi_fuel_bound D dp ps <= fuel ->
+  hd_error ts = Some t -> Forall (fun c => c < N) (tl ts) ->
+  mmatches G D σ ψ ps (mp_guard mp) ts ->
+  exists ts' bs fbs, match_multi G D fuel N mp t = MMatch ts' bs fbs.
+Proof.
+  intros G D dp fuel N mp t ps ts σ ψ HD Hdesc Hdepth Hb Hw Hs Hle Ht Hlt Hm.
+  exact (match_multi_fuel_complete G D dp fuel N mp t ps ts _ _ HD Hdesc Hdepth Hb Hw Hle Ht Hlt
+           (restrict_shared _ σ _) (restrict_shared _ ψ _)
+           (mmatches_scope G D mp ps σ ψ ts HD Hb Hw Hs Hm)).
+Qed.
+
+Corollary match_all_multi_fuel_sets_any : forall G D dp fuel N mp ps ts σ ψ,
+  wf_defs D = true -> Fuel.descending D = true -> (forall t, Fuel.depth_le G dp t) ->
+  bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+  mp_scoped D mp = true ->
+  multi_fuel_bound D dp ps <= fuel ->
+  ts <> [] -> Forall (fun c => c < N) ts ->
+  mmatches G D σ ψ ps (mp_guard mp) ts ->
+  exists t ts' bs fbs, In (t, MMatch ts' bs fbs) (match_all_multi G D fuel N mp) /\
+    forall x, In x ts <-> In x ts'.
+Proof.
+  intros G D dp fuel N mp ps ts σ ψ HD Hdesc Hdepth Hb Hw Hs Hle Hne Hlt Hm.
+  exact (match_all_multi_fuel_sets G D dp fuel N mp ps ts _ _ HD Hdesc Hdepth Hb Hw Hle
+           (restrict_shared _ σ _) (restrict_shared _ ψ _) Hne Hlt
+           (mmatches_scope G D mp ps σ ψ ts HD Hb Hw Hs Hm)).
 Qed.

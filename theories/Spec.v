@@ -25,7 +25,9 @@
          [load_set], [set_match], [set_match_all] the library runs;
        - [Multi.v]: [mmatches] (a multi-root pattern matches a tuple of
          distinct nodes under one substitution), [mpat], [bodies],
-         [wf_multi], [match_multi], [match_all_multi], [same_entry], and
+         [wf_multi], [mp_scoped] (each root's definition has at most the
+         shared variables as parameters), [match_multi], [match_all_multi],
+         [same_entry], and
          the multi-root fuel bound [multi_fuel_bound] ([mchain] of
          [mstep] over the roots' bodies, from [Fuel.v]'s [cost]);
        - [Fuel.v]: [depth_le] (every downward path has at most [n]
@@ -309,13 +311,15 @@ Definition S_match_multi_sound : Prop :=
       StronglySorted (fun a b => fst a < fst b) fbs.
 
 (** "No match": no tuple of nodes with the first at the visited node
-    matches, under any substitution of the shared variables. *)
+    matches, under any substitution ([mp_scoped], which the library checks
+    after [wf_multi], makes the roots read the shared variables only:
+    [S_mmatches_scope]). *)
 Definition S_match_multi_fail_sound : Prop :=
   forall G D fuel N mp t ps,
     wf_defs D = true -> bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+    mp_scoped D mp = true ->
     match_multi G D fuel N mp t = MNoMatch ->
     forall ts σ ψ, hd_error ts = Some t -> Forall (fun c => c < N) (tl ts) ->
-    (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
     ~ mmatches G D σ ψ ps (mp_guard mp) ts.
 
 (** One root and no cross-root guard: the single-root relation. *)
@@ -356,9 +360,9 @@ Definition S_match_multi_idx_sound : Prop :=
 Definition S_match_multi_idx_fail_sound : Prop :=
   forall G D fuel N mp t ps,
     wf_defs D = true -> bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+    mp_scoped D mp = true ->
     match_multi_idx G D fuel N mp t = MNoMatch ->
     forall ts σ ψ, hd_error ts = Some t -> Forall (fun c => c < N) (tl ts) ->
-    (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
     ~ mmatches G D σ ψ ps (mp_guard mp) ts.
 
 (** [pypm_match_all_multi]: every entry is a match of distinct nodes, the
@@ -376,13 +380,13 @@ Definition S_match_all_multi_once : Prop :=
     ForallOrdPairs (fun e1 e2 => ~ same_entry e1 e2) (match_all_multi G D fuel N mp).
 
 (** ... and every set: unless an entry says fuel ran out, every tuple of
-    nodes of the graph that matches, under any substitution of the shared
-    variables, has its set of nodes among the entries. *)
+    nodes of the graph that matches, under any substitution, has its set
+    of nodes among the entries. *)
 Definition S_match_all_multi_sets : Prop :=
   forall G D fuel N mp ps ts σ ψ,
     wf_defs D = true -> bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+    mp_scoped D mp = true ->
     (forall t, ~ In (t, MOutOfFuel) (match_all_multi G D fuel N mp)) ->
-    (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
     ts <> [] -> Forall (fun c => c < N) ts ->
     mmatches G D σ ψ ps (mp_guard mp) ts ->
     exists t ts' bs fbs, In (t, MMatch ts' bs fbs) (match_all_multi G D fuel N mp) /\
@@ -394,8 +398,8 @@ Definition S_match_all_multi_sets : Prop :=
 Definition S_match_all_multi_first : Prop :=
   forall G D fuel N mp ps t ts bs fbs ts' σ ψ,
     wf_defs D = true -> bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+    mp_scoped D mp = true ->
     In (t, MMatch ts bs fbs) (match_all_multi G D fuel N mp) ->
-    (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
     Forall (fun c => c < N) ts' -> mmatches G D σ ψ ps (mp_guard mp) ts' ->
     (forall x, In x ts <-> In x ts') ->
     forall t', hd_error ts' = Some t' -> t <= t'.
@@ -419,9 +423,9 @@ Definition S_match_multi_complete : Prop :=
   forall G D dp fuel N mp t ps ts σ ψ,
     wf_defs D = true -> descending D = true -> (forall t, depth_le G dp t) ->
     bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+    mp_scoped D mp = true ->
     multi_fuel_bound D dp ps <= fuel ->
     hd_error ts = Some t -> Forall (fun c => c < N) (tl ts) ->
-    (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
     mmatches G D σ ψ ps (mp_guard mp) ts ->
     exists ts' bs fbs, match_multi G D fuel N mp t = MMatch ts' bs fbs.
 
@@ -499,7 +503,7 @@ Proof. exact match_root_fuel_complete_any. Qed.
 Lemma spec_match_multi_sound : S_match_multi_sound.
 Proof. exact match_multi_sound. Qed.
 Lemma spec_match_multi_fail_sound : S_match_multi_fail_sound.
-Proof. exact match_multi_fail_sound. Qed.
+Proof. exact match_multi_fail_sound_any. Qed.
 Lemma spec_mmatches_one : S_mmatches_one.
 Proof. exact mmatches_one. Qed.
 Lemma spec_mmatches_perm : S_mmatches_perm.
@@ -513,13 +517,13 @@ Qed.
 Lemma spec_match_all_multi_once : S_match_all_multi_once.
 Proof. exact match_all_multi_once. Qed.
 Lemma spec_match_all_multi_sets : S_match_all_multi_sets.
-Proof. exact match_all_multi_sets. Qed.
+Proof. exact match_all_multi_sets_any. Qed.
 Lemma spec_match_all_multi_first : S_match_all_multi_first.
-Proof. exact match_all_multi_first. Qed.
+Proof. exact match_all_multi_first_any. Qed.
 Lemma spec_match_multi_fuel : S_match_multi_fuel.
 Proof. exact match_multi_fuel. Qed.
 Lemma spec_match_multi_complete : S_match_multi_complete.
-Proof. exact match_multi_fuel_complete. Qed.
+Proof. exact match_multi_fuel_complete_any. Qed.
 Lemma spec_match_all_multi_fuel : S_match_all_multi_fuel.
 Proof. exact match_all_multi_fuel. Qed.
 
@@ -534,7 +538,7 @@ Proof.
   exists ps. auto.
 Qed.
 Lemma spec_match_multi_idx_fail_sound : S_match_multi_idx_fail_sound.
-Proof. exact match_multi_idx_fail_sound. Qed.
+Proof. exact match_multi_idx_fail_sound_any. Qed.
 
 (** ** Scope, constant stack, and which multi-root tuple *)
 
@@ -546,6 +550,17 @@ Definition S_matches_params : Prop :=
     wf_defs D = true -> nth_error D P = Some d -> matches G D σ ψ (body d) t ->
     matches G D (restrict (fun x => Nat.ltb x (nparams d)) σ)
                 (restrict (fun F => Nat.ltb F (nfparams d)) ψ) (body d) t.
+
+(** The same for multi-root patterns ([Multi.mp_scoped]: each root's
+    definition has at most [mp_n] / [mp_m] parameters): a match under any
+    substitution is one under its restriction to the shared variables. *)
+Definition S_mmatches_scope : Prop :=
+  forall G D mp ps σ ψ ts,
+    wf_defs D = true -> bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+    mp_scoped D mp = true ->
+    mmatches G D σ ψ ps (mp_guard mp) ts ->
+    mmatches G D (restrict (fun x => Nat.ltb x (mp_n mp)) σ)
+                 (restrict (fun F => Nat.ltb F (mp_m mp)) ψ) ps (mp_guard mp) ts.
 
 (** The lists over every node of the graph that the extracted code builds
     ([Multi.v]: the users table, the visited nodes, the index's candidates,
@@ -567,20 +582,21 @@ Definition S_mall_rev : Prop :=
     order [ctuples] (depth first over the roots; each root's candidates in
     the order of its candidate list: the users of its anchor node in
     increasing order, or the nodes its index admits in increasing order),
-    that matches under some substitution of the shared variables. *)
+    that matches under some substitution. *)
 Definition S_match_multi_first : Prop :=
   forall G D fuel N mp t ps ts bs fbs,
     wf_defs D = true -> bodies D (mp_roots mp) = Some ps -> wf_multi D ps (mp_guard mp) = true ->
+    mp_scoped D mp = true ->
     match_multi G D fuel N mp t = MMatch ts bs fbs ->
     exists pre post,
       ctuples [t] (up_cands G D anchor_depth (users_map G N) (root_index D) N mp)
         = pre ++ ts :: post /\
-      forall u σ ψ, In u pre ->
-        (forall x, mp_n mp <= x -> σ x = None) -> (forall F, mp_m mp <= F -> ψ F = None) ->
-        ~ mmatches G D σ ψ ps (mp_guard mp) u.
+      forall u σ ψ, In u pre -> ~ mmatches G D σ ψ ps (mp_guard mp) u.
 
 Lemma spec_matches_params : S_matches_params.
 Proof. intros G D P d σ ψ t HD. exact (matches_params G D HD P d σ ψ t). Qed.
+Lemma spec_mmatches_scope : S_mmatches_scope.
+Proof. exact mmatches_scope. Qed.
 Lemma spec_users_map_fold : S_users_map_fold.
 Proof. exact users_map_fold. Qed.
 Lemma spec_seq_tr : S_seq_tr.
@@ -590,7 +606,7 @@ Proof. exact filter_upto_eq. Qed.
 Lemma spec_mall_rev : S_mall_rev.
 Proof. exact mall_rev. Qed.
 Lemma spec_match_multi_first : S_match_multi_first.
-Proof. exact match_multi_first. Qed.
+Proof. exact match_multi_first_any. Qed.
 
 (** ** The rewrite step ([Rewrite.v])
 

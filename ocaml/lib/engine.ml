@@ -320,8 +320,31 @@ let result h = get_result h
 
 (* A multi-root pattern (docs/internals/format.md, "Multi-root patterns") over a loaded
    pattern set: the roots are root indices of the set, mapped to their
-   definitions; checked with the extracted [Matcher.wf_multi] (the premise
-   of [Multi.match_multi_fail_sound]). *)
+   definitions; checked with the extracted [Matcher.wf_multi] and
+   [Matcher.mp_scoped] (the premises of [Multi.match_multi_fail_sound_any]). *)
+
+(* Why [Matcher.mp_scoped] fails: the first root whose definition has more
+   parameters than the spec's shared variables.  For the message only. *)
+let explain_scope (defs : Matcher.pdef list) (mp : Matcher.mpat) : string =
+  let bad =
+    List.find_map
+      (fun (i, r) ->
+        match List.nth_opt defs r with
+        | Some d when d.Matcher.nparams > mp.Matcher.mp_n || d.Matcher.nfparams > mp.Matcher.mp_m
+          ->
+            Some (i, r, d)
+        | _ -> None)
+      (List.mapi (fun i r -> (i, r)) mp.Matcher.mp_roots)
+  in
+  match bad with
+  | Some (i, r, d) ->
+      Printf.sprintf
+        "multi-root spec: ill-formed: root %d (definition %d) has %d term and %d operator \
+         parameters, more than the spec's %d term and %d operator variables (a root reads \
+         the shared variables as its parameters)"
+        i r d.Matcher.nparams d.Matcher.nfparams mp.Matcher.mp_n mp.Matcher.mp_m
+  | None -> "multi-root spec: ill-formed (a root has more parameters than the shared variables)"
+
 let multi_of ps (b : Decode.buf) : Matcher.mpat * bool =
   let n, m, roots, g, index_only = of_decoded (Decode.decode_multi b ~n_roots:ps.n_roots) in
   let defs = List.map (fun i -> ps.set.Repr.roots.(i)) roots in
@@ -330,7 +353,9 @@ let multi_of ps (b : Decode.buf) : Matcher.mpat * bool =
   | Some bodies ->
       if not (Matcher.wf_multi ps.set.Repr.defs bodies g) then
         error e_ill_formed
-          "multi-root spec: ill-formed (a root is not well formed, or the cross-root guard reads a variable no root binds)"
+          "multi-root spec: ill-formed (a root is not well formed, or the cross-root guard reads a variable no root binds)";
+      if not (Matcher.mp_scoped ps.set.Repr.defs mp) then
+        error e_ill_formed "%s" (explain_scope ps.set.Repr.defs mp)
   | None -> error e_malformed "multi-root spec: a root names no definition");
   (mp, index_only)
 

@@ -1194,6 +1194,13 @@ let test_multi () =
         List.filter_map
           (function _, M.MMatch (ts, _, _) -> Some (List.sort compare ts) | _ -> None) es
       in
+      (* Multi.mp_scoped: every root's parameters are shared variables *)
+      check "mp_scoped: two parameters, two shared variables" (M.mp_scoped defs (mp [ 0; 1 ]));
+      check "mp_scoped: two parameters, one shared variable"
+        (not (M.mp_scoped defs { (mp [ 0; 1 ]) with M.mp_n = 1 }));
+      check "mp_scoped: an operator parameter, no shared operator variable"
+        (not (M.mp_scoped ({ (d (M.PVar 0)) with M.nfparams = 1 } :: defs) (mp [ 1; 0 ])));
+      check "mp_scoped: a root naming no definition" (not (M.mp_scoped defs (mp [ 0; 9 ])));
       let fuel = M.effective_fuel 0 in
       List.iter
         (fun (name, roots, expected) ->

@@ -125,6 +125,16 @@ Print Assumptions spec_seq_tr.
 Print Assumptions spec_filter_upto.
 Print Assumptions spec_mall_rev.
 Print Assumptions spec_match_multi_first.
+(* multi-root theorems under any substitution (Multi.mp_scoped) *)
+Print Assumptions mmatches_scope.
+Print Assumptions match_multi_fail_sound_any.
+Print Assumptions match_multi_idx_fail_sound_any.
+Print Assumptions match_multi_first_any.
+Print Assumptions match_all_multi_sets_any.
+Print Assumptions match_all_multi_first_any.
+Print Assumptions match_multi_fuel_complete_any.
+Print Assumptions match_all_multi_fuel_sets_any.
+Print Assumptions spec_mmatches_scope.
 (* Relay's dominator pattern (Dominates.v) *)
 Print Assumptions dom_check_correct.
 Print Assumptions region_correct.
