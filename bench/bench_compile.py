@@ -35,6 +35,15 @@ of the per-repetition paired ratios.
 Writes bench/results/compile.json and compile.md (``--quick``:
 compile_quick.*: the ``bench`` width (hidden 256), 1 layer, sequence 128,
 fewer repetitions; a few minutes).
+
+``--pass``: the Inductor custom pass instead (``pypm_verified.inductor_pass()``
+as ``pre_grad_custom_pass``), three programs -- ``eager``, ``compile``,
+``compile + pass`` -- each measured for inference (``torch.no_grad()``) and
+for a training step (forward, ``logits.sum()``, backward; dropout off, so
+that both compiled programs compute the same function). Default: the
+``bench`` width, 2 layers, sequence 128. Writes compile_pass.json and the
+section of compile.md after its ``<!-- inductor pass -->`` line (the rest
+of compile.md is kept; a run without ``--pass`` keeps that section).
 """
 from __future__ import annotations
 
@@ -325,7 +334,187 @@ def write_markdown(res, path):
         for r in res["rows"] if not r["error"]) + ".", ""]
     if res.get("conclusion"):
         L += ["## Reading", ""] + res["conclusion"] + [""]
-    common.write_md(path, L)
+    common.write_md(path, L + _pass_section(path))
+
+
+PASS_MARK = "<!-- inductor pass -->"
+PASS_PROGRAMS = ("eager", "compile", "compile_pass")
+PASS_LABELS = {"eager": "eager", "compile": "compile", "compile_pass": "compile + pass"}
+
+
+def _pass_section(path) -> list:
+    """The ``--pass`` section of the Markdown at ``path`` (from its mark on), if any."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return []
+    i = text.find(PASS_MARK)
+    return text[i:].rstrip("\n").split("\n") if i >= 0 else []
+
+
+def _loss(out):
+    import torch
+    if hasattr(out, "logits"):
+        out = out.logits
+    elif not isinstance(out, torch.Tensor):
+        out = _tensors(out)[0]
+    return out.float().sum()
+
+
+def bench_pass(model, batch, seq, args, size_key):
+    """eager / compile / compile + pass, for inference and a training step."""
+    import torch
+    import pypm_verified as pm
+    from examples import models as M
+    row = {"model": model, "batch": batch, "seq": seq, "error": None, "modes": {}}
+    tag = f"{model} b{batch} s{seq}"
+    try:
+        m, inputs = M.build(model, size_key)
+        m.eval()  # dropout off: the training step computes the same function in each program
+        kwargs = M.input_kwargs(inputs)
+    except Exception as e:
+        row["error"] = f"build: {_err(e)}"
+        return row
+    cache_root = os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR",
+                                       str(common.ROOT / "build" / "inductor"))
+    for mode in ("inference", "training"):
+        torch._dynamo.reset()
+        progs = row["modes"][mode] = {n: {} for n in PASS_PROGRAMS}
+        models = {n: copy.deepcopy(m) for n in PASS_PROGRAMS}
+
+        def step(n, f):
+            if mode == "inference":
+                with torch.no_grad():
+                    return f(**kwargs)
+            models[n].zero_grad(set_to_none=True)
+            out = f(**kwargs)
+            _loss(out).backward()
+            # an unused parameter: no grad in eager, zeros from a compiled backward
+            return [torch.zeros_like(p) if p.grad is None else p.grad
+                    for p in models[n].parameters()]
+        fns = {"eager": models["eager"]}
+        for n in PASS_PROGRAMS[1:]:
+            e = progs[n]
+            try:
+                opts = {}
+                if n == "compile_pass":
+                    p = pm.inductor_pass(target="cpu")
+                    opts = {"pre_grad_custom_pass": p}
+                c = torch.compile(models[n], dynamic=False, options=opts)
+                with FreshCache(cache_root), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    t0 = time.perf_counter()
+                    step(n, c)
+                    e["compile_s"] = round(time.perf_counter() - t0, 2)
+                if n == "compile_pass":
+                    e["firings"] = p.firings
+                    e["graphs"] = [{"status": r.status, "note": r.note,
+                                    "trace_s": round(r.export_s, 2),
+                                    "rewrite_s": round(r.rewrite_s, 2)} for r in p.records]
+                    e["declines"] = sorted({why for r in p.reports
+                                            for rules in r.declines.values()
+                                            for whys in rules.values() for why in whys})
+                fns[n] = c
+            except Exception as ex:
+                e["error"] = _err(ex)
+                log(f"{tag} {mode}: ! {n} {_err(ex)}")
+        ref = step("eager", fns["eager"])
+        names = [n for n in PASS_PROGRAMS if n in fns]
+        times = {n: [] for n in names}
+        for n in names:
+            progs[n]["max_abs_diff"] = max_abs_diff(ref, step(n, fns[n]))
+            for _ in range(args.warmup):
+                step(n, fns[n])
+        for r in range(args.repeats):
+            order = names[r % len(names):] + names[:r % len(names)]
+            for n in order:
+                t0 = time.perf_counter()
+                step(n, fns[n])
+                times[n].append(time.perf_counter() - t0)
+        for n in names:
+            ts = times[n]
+            progs[n].update(median_ms=statistics.median(ts) * 1e3,
+                            runs_ms=[round(t * 1e3, 3) for t in ts])
+        ratios = row.setdefault("ratios", {})
+        for a, b in (("eager", "compile"), ("compile", "compile_pass"), ("eager", "compile_pass")):
+            if a in times and b in times:
+                ratios[f"{mode}:{a}/{b}"] = statistics.median(
+                    x / y for x, y in zip(times[a], times[b]))
+        log(f"{tag} {mode}: " + "  ".join(f"{n} {progs[n]['median_ms']:.1f}ms"
+                                          for n in names)
+            + f"  compile/pass x{ratios.get(f'{mode}:compile/compile_pass') or 0:.3f}")
+        del fns, models
+        gc.collect()
+    return row
+
+
+def write_pass_markdown(res, path):
+    """The ``--pass`` section (replacing the old one) after the rest of ``path``."""
+    env = res["env"]
+    try:
+        text = path.read_text()
+        i = text.find(PASS_MARK)
+        head = (text[:i] if i >= 0 else text).rstrip("\n").split("\n") + [""]
+    except OSError:
+        head = []
+    L = [PASS_MARK, "## The Inductor custom pass (`--pass`)", "",
+         f"Generated by `{('python bench/bench_compile.py ' + ' '.join(res['argv'])).strip()}`"
+         f" ({env['cpus']} CPUs, torch {env['torch']}, **{env['threads']} intra-op "
+         f"thread(s)**), {env['when']}; 1-minute load average {env['loadavg_start']:.1f} at "
+         f"the start, {env['loadavg_end']:.1f} at the end; {res['wall_s']:.0f} s. Models: "
+         f"`{res['size']}` width (hidden {res['dims']['hidden']}), **{res['layers']} "
+         "layer(s)**, dropout off (`eval()`), float32. **compile**: `torch.compile(model, "
+         "dynamic=False)`; **compile + pass**: the same with `options={\"pre_grad_custom_pass\":"
+         " pm.inductor_pass()}` (shipped rules, CPU profitability table, `COMPILED_SKIP`). "
+         "Inference under `torch.no_grad()`; a training step is forward, `logits.sum()`, "
+         f"backward. {res['repeats']} interleaved repetitions after {res['warmup']} warm-up "
+         "call(s); medians in ms; ratios are medians of paired ratios (> 1: the second "
+         "program is faster). Compile time: the first call (forward and backward for "
+         "training), in a fresh Inductor cache.", ""]
+    if env["loadavg_start"] > env["cpus"] * 0.5 or env["loadavg_end"] > env["cpus"] * 0.5:
+        L += ["> Caveat: the machine was shared with other CPU-bound jobs during the run; "
+              "ratios within about ±10% of 1 are noise.", ""]
+    L += ["| model | b×s | mode | eager | compile | compile + pass | **compile / (compile + "
+          "pass)** | compile s: compile / + pass | fired (pass) | max abs diff vs eager |",
+          "|---|---|---|---:|---:|---:|---:|---:|---|---|"]
+    for r in res["rows"]:
+        if r["error"]:
+            L.append(f"| {r['model']} | {r['batch']}×{r['seq']} | error: {r['error']} |"
+                     + " |" * 7)
+            continue
+        for mode, progs in r["modes"].items():
+            def lat(n):
+                e = progs.get(n) or {}
+                return f"{e['median_ms']:.1f}" if "median_ms" in e else \
+                    ("error" if e.get("error") else "—")
+            pe = progs.get("compile_pass") or {}
+            fired = ", ".join(f"{k}×{v}" for k, v in sorted((pe.get("firings") or {}).items())) \
+                or ("error" if pe.get("error") else "none")
+            cs = " / ".join(_f((progs.get(n) or {}).get("compile_s"), "{:.1f}")
+                            for n in PASS_PROGRAMS[1:])
+            diff = ", ".join(f"{PASS_LABELS[n]} {progs[n]['max_abs_diff']:.1e}"
+                             for n in PASS_PROGRAMS[1:] if "max_abs_diff" in progs.get(n, {}))
+            L.append(f"| {r['model']} | {r['batch']}×{r['seq']} | {mode} | {lat('eager')} | "
+                     f"{lat('compile')} | {lat('compile_pass')} | "
+                     f"**{_f(r['ratios'].get(f'{mode}:compile/compile_pass'))}** | {cs} | "
+                     f"{fired} | {diff} |")
+    L += [""]
+    for mode in ("inference", "training"):
+        rs = [r["ratios"][f"{mode}:compile/compile_pass"] for r in res["rows"]
+              if not r["error"] and r["ratios"].get(f"{mode}:compile/compile_pass")]
+        fired = sum(1 for r in res["rows"] if not r["error"]
+                    and ((r["modes"].get(mode) or {}).get("compile_pass") or {}).get("firings"))
+        if rs:
+            L.append(f"- {mode}: the pass fired in {fired} of {len(res['rows'])} model(s); "
+                     f"compile / (compile + pass) {min(rs):.3f} to {max(rs):.3f} (geomean "
+                     f"{common_geomean(rs):.3f}).")
+    declines = sorted({(r["model"], mode, d) for r in res["rows"] if not r["error"]
+                       for mode, progs in r["modes"].items()
+                       for d in (progs.get("compile_pass") or {}).get("declines", [])})
+    if declines:
+        L += ["", "Declined by the pass:", ""]
+        L += [f"- {m} ({mode}): {d}" for m, mode, d in declines]
+    common.write_md(path, head + L + [""])
 
 
 def conclusion(res):
@@ -370,12 +559,15 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, help="timed repetitions (default 15; quick 5)")
     ap.add_argument("--out", default=str(RESULTS), help="results directory")
     ap.add_argument("--results-name", help="file stem (default compile; quick compile_quick)")
+    ap.add_argument("--pass", dest="inductor_pass", action="store_true",
+                    help="eager / compile / compile + pypm_verified.inductor_pass(), inference "
+                         "and a training step (bench width, 2 layers, seq 128 by default)")
     args = ap.parse_args(argv)
     q = args.quick
-    args.size = args.size or ("bench" if q else "base")
+    args.size = args.size or ("bench" if q or args.inductor_pass else "base")
     args.layers = args.layers or (1 if q else 2)
-    args.repeats = args.repeats or (5 if q else 15)
-    seqs = _ints(args.seqs or ("128" if q else "512"))
+    args.repeats = args.repeats or (5 if q or args.inductor_pass else 15)
+    seqs = _ints(args.seqs or ("128" if q or args.inductor_pass else "512"))
     models_ = (args.models or ",".join(MODELS)).split(",")
     name = args.results_name or common.stem("compile", q)
     try:
@@ -414,7 +606,8 @@ def main(argv=None) -> int:
             key = f"_bench_compile_b{args.batch}_s{s}_l{args.layers}_{args.size}"
             M.SIZES[key] = (hidden, args.layers, heads, kv, inter, s, args.batch)
             torch._dynamo.reset()
-            rows.append(bench_one(m, args.batch, s, args, key))
+            rows.append((bench_pass if args.inductor_pass else bench_one)(
+                m, args.batch, s, args, key))
     env = {"torch": torch.__version__, "transformers": transformers.__version__,
            "threads": torch.get_num_threads(), "platform": platform.platform(),
            "cpus": os.cpu_count(), "loadavg_start": load0,
@@ -429,8 +622,15 @@ def main(argv=None) -> int:
            "warmup_compile_s": round(warm_s, 2),
            "programs": LABELS, "env": env, "rows": rows}
     res["wall_s"] = round(time.perf_counter() - t_start, 1)
-    res["conclusion"] = conclusion(res)
     out = common.results_dir(args.out)
+    if args.inductor_pass:
+        res["benchmark"] = "compile_pass"
+        pass_name = args.results_name or common.stem("compile_pass", q)
+        common.write_json(out / f"{pass_name}.json", res, indent=1)
+        write_pass_markdown(res, out / f"{name}.md")
+        log(f"wrote {out / (pass_name + '.json')}, {out / (name + '.md')} ({res['wall_s']} s)")
+        return 0
+    res["conclusion"] = conclusion(res)
     common.write_json(out / f"{name}.json", res, indent=1)
     write_markdown(res, out / f"{name}.md")
     for line in res["conclusion"]:
