@@ -47,29 +47,11 @@ SHIPPED = [(p.name, r.name) for p in default_patterns() for r in p.rules]
 #: shipped rules check-rules refutes (a bug in the library, not in the checker):
 #: strict xfails, so fixing the rule makes the test fail until the entry goes
 KNOWN_REFUTED: dict = {}  # sdpa's mask-broadcast guard was one (fixed: it now checks q kT)
-#: shipped rules the instance generator cannot exercise (a gap of the
-#: generator, not a verdict on the rule): each must be "vacuous" -- not
-#: refuted -- and is checked numerically elsewhere; a generator that learns
-#: to build their instances makes test_known_vacuous_rules fail until the
-#: entry goes
-KNOWN_VACUOUS = {
-    "sdpa_core": "the generator draws no CoreAttention instance whose expand/view/bmm "
-                 "sizes and key rank agree (the rule's asserts decline them all); the "
-                 "rule is tested on exported SDPA decompositions in "
-                 "tests/test_attention_forms.py",
-}
-
-
-def test_known_vacuous_rules(shipped_fast):
-    by = {r.rule: r for r in shipped_fast}
-    for name in KNOWN_VACUOUS:
-        assert by[name].status == "vacuous" and "declined all" in by[name].reason, \
-            (name, by[name].status, by[name].reason)
 
 
 @pytest.mark.parametrize("rule", [
     pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=KNOWN_REFUTED[r]))
-    if r in KNOWN_REFUTED else r for _, r in SHIPPED if r not in KNOWN_VACUOUS])
+    if r in KNOWN_REFUTED else r for _, r in SHIPPED])
 def test_every_shipped_rule_is_tested_in_fast_mode(shipped_fast, rule):
     assert [r.rule for r in shipped_fast] == [r for _, r in SHIPPED]
     (r,) = [r for r in shipped_fast if r.rule == rule]
@@ -90,7 +72,8 @@ def test_symbolic_verdicts_on_the_shipped_rules(shipped_fast):
     for the size patterns of the fired instances (its mask guard is Python,
     not translated), or unknown where the replacement's scale is the rounded
     reciprocal of the pattern's divisor; its boolean-mask forms unsupported
-    (-inf is no real), and its forms with a view (no reshape semantics)."""
+    (-inf is no real), and its forms with a view (no reshape semantics);
+    sdpa_core's structures all reshape (SDPA's math decomposed): unsupported."""
     by = {r.rule: r for r in shipped_fast}
     for name in ("linear_nt", "linear_act", "gelu_tanh", "rms_norm"):
         assert by[name].status == "proved", (name, by[name].symbolic)
@@ -106,10 +89,12 @@ def test_symbolic_verdicts_on_the_shipped_rules(shipped_fast):
     assert all(("where" in u or "masked_fill" in u or "no semantics for aten.view" in u)
                for u in sd["unsupported"]), sd
     assert all("div(" in u for u in sd["unknown"])
+    # SDPA's decomposed math reshapes (view/_unsafe_view): tested, not proved
+    core = by["sdpa_core"].symbolic
+    assert core["unsupported"] and not core["differs"] and all(
+        "no semantics for aten.view" in u or "no semantics for aten._unsafe_view" in u
+        for u in core["unsupported"]), core
     for r in shipped_fast:
-        if r.rule in KNOWN_VACUOUS:  # no instance fired: nothing to check symbolically
-            assert not r.symbolic, (r.rule, r.symbolic)
-            continue
         assert set(r.symbolic) >= {"structures", "proved", "ranks"}
         assert r.symbolic["structures"] >= 1
 
@@ -198,6 +183,43 @@ def test_wrong_variants_are_refuted_with_a_counterexample(name, check):
     check(r)
     lines = counterexample_lines(c)
     assert lines[0].startswith("instance: ") and lines[-1].startswith("result: ")
+
+
+# ----------------------------------------- SDPA's math decomposed (sdpa_core)
+
+def test_sdpa_core_is_tested_on_every_form():
+    """The generator builds CoreAttention instances the rule accepts: the
+    expand/view/bmm/view chains consistent (ranks 3 and 4), with and without
+    the additive mask, both safe softmaxes, permute and transpose keys."""
+    from pypm_verified.library import attention as A
+    r = check_rule(A.CoreAttention, A.sdpa_core, examples=24, guards=False, symbolic=False)
+    assert r.status == "tested", (r.status, r.reason, r.counterexample and
+                                  counterexample_lines(r.counterexample))
+    assert r.examples == 24 and r.counts["fired"] == 24 and r.counterexample is None
+    assert r.space["alternates"]["never_fired"] == [], r.space["alternates"]
+    assert r.space["ranks"]["q"] == [3, 4] and r.space["ranks"]["k"] == [3, 4]
+
+
+def test_sdpa_core_without_the_key_factor_is_refuted():
+    """A wrong sdpa_core that drops the factor on the transposed key (takes
+    it as 1): refuted with a counterexample whose factor is not 1."""
+    import types
+
+    from pypm_verified.dsl.rules import Rule
+    from pypm_verified.library import attention as A
+
+    def sdpa_core_unscaled_key(ctx, **b):
+        if A._number(b.get("kmul")) is not None:
+            b["kmul"] = types.SimpleNamespace(is_const=True, value=1.0)
+        return A.sdpa_core.fn(ctx=ctx, **{p: b.get(p) for p in A.sdpa_core.params})
+
+    wrong = Rule(A.CoreAttention, sdpa_core_unscaled_key)
+    r = check_rule(A.CoreAttention, wrong, examples=24, guards=False, symbolic=False)
+    assert r.status == "refuted", (r.status, r.reason)
+    c = r.counterexample
+    assert c.kind == "disagree" and "bmm(" in c.expression and "mul.Scalar(" in c.expression
+    ins = _inputs(c)
+    assert ins["kmul"]["value"] != 1 and ins["q"]["shape"] and ins["k"]["shape"]
 
 
 # ------------------------------------------------------------ vacuity

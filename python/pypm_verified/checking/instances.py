@@ -23,15 +23,17 @@ An :class:`Instance` is generated from a pattern's lowered core table
    matmul/mm/bmm/linear/addmm/SDPA contract a fresh axis and broadcast batch
    axes, transpose/t/permute move axes, reductions insert reduced axes,
    pointwise ops broadcast (an operand may get size-1 axes or fewer leading
-   axes -- *either* operand, so a mask may also be the larger one), other ops
-   keep the shape. Then every free size is drawn, different sizes for
+   axes -- *either* operand, so a mask may also be the larger one), views
+   merge or split the leading axes (those around one ``bmm`` agree, as in a
+   decomposed matmul, whose expands then keep their operands' shapes), other
+   ops keep the shape. Then every free size is drawn, different sizes for
    different symbols where possible (so an axis swap changes shapes), with
    size 1 as an edge case.
 3. **Types and constants.** A dtype for the instance (float32, float64,
    float16, bfloat16, and now and then int64), a different float one for
    an input now and then (mixed dtypes), bool for ``mask``/``condition`` operands; constants from the
    rule's literals (:mod:`.hints`) most of the time, else from edge values
-   (0, 1, -1, 0.5, 2, inf, nan, random).
+   (0, 1, -1, 0.5, 2, inf, nan, random; an axis ``dim`` is -1 half the time).
 
 Unless told otherwise, a generated instance is kept only if the guards of
 the alternates it was unfolded from hold on its shapes (rank, sizes; dtypes
@@ -265,13 +267,13 @@ class Instance:
 
     def inputs(self) -> List[Tuple[str, Optional[Tuple[int, ...]], object]]:
         """(name, shape, dtype) of each tensor leaf, (name, None, value) of
-        each constant."""
+        each constant (a list of sizes as this instance's numbers)."""
         out = []
         for lf in self.leaves:
             if lf.kind == "tensor":
                 out.append((lf.name, self.shape(lf), self.dtypes[lf]))
             else:
-                out.append((lf.name, None, self.values.get(lf)))
+                out.append((lf.name, None, self.value(lf) if lf in self.values else None))
         return out
 
 
@@ -591,6 +593,9 @@ class InstanceGenerator:
         self._leaves: List[Leaf] = []
         self._nvars = 0
         self._view_bh = None  # the batch and head sizes of this draw's views
+        #: id(App) -> how a shape rule above asks it to shape its operand
+        #: (see _view, _bmm, _expand)
+        self._plan: Dict[int, str] = {}
         pat = self.pattern
         # a multi-root pattern (theories/Multi.v): every root definition is
         # unfolded over the same variables (the shared ones), so the roots
@@ -843,6 +848,8 @@ class InstanceGenerator:
                 pool += [2, 3, 1, 0, -1]
             return rng.choice(pool)
         if base == "int":
+            if any(n == "dim" for _, n in lf.arg_kinds) and rng.random() < 0.5:
+                return -1  # an axis: softmax and reductions mostly take the last
             return rng.choice((-1, -2, 0, 1, 2, 3))
         if base == "bool":
             return rng.random() < 0.5
@@ -1093,6 +1100,11 @@ def _mm(gen, a: App, spec) -> None:
 def _bmm(gen, a: App, spec) -> None:
     if len(spec) != 3:
         raise GenerationFailed("bmm is 3-D")
+    plan = gen._plan.get(id(a))
+    if plan is not None:  # its operands' views mirror the view of its product
+        for t in a.args[:2]:
+            if isinstance(t, App):
+                gen._plan[id(t)] = plan
     K = Dim()
     gen._assign(a.args[0], [spec[0], spec[1], K])
     gen._assign(a.args[1], [spec[0], K, spec[2]])
@@ -1133,11 +1145,22 @@ def _view(gen, a: App, spec) -> None:
     ``(B, H, ...)``: the views around batched attention), or the same shape;
     a size list that is a pattern variable is set to ``spec``'s sizes. The
     views of one instance share their batch and head sizes (the views around
-    one batched matmul agree), and a view of a ``bmm`` reads a 3-D tensor."""
+    one batched matmul agree), and a view of a ``bmm`` reads a 3-D tensor.
+
+    ``matmul`` decomposed (``view(bmm(view(expand(a)), view(expand(b))))``):
+    most of the time the views of the ``bmm``'s operands flatten the batch
+    axes the view of its product unflattens (or all keep their shapes), and
+    the expands under them keep their operands' shapes."""
     rng, r = gen.rng, len(spec)
     x = rng.random()
+    plan = gen._plan.get(id(a))
     if getattr(a.args[0], "target", None) in _BMMS:
         x = 0.0 if r == 4 else 0.9
+        gen._plan[id(a.args[0])] = "split" if x < 0.4 else "same"
+    elif plan in ("split", "same") and rng.random() < 0.9:
+        x = 0.6 if plan == "split" else 0.9
+        if isinstance(a.args[0], App):
+            gen._plan[id(a.args[0])] = "keep"
     if getattr(gen, "_view_bh", None) is None:
         gen._view_bh = (rng.choice((1, 2, 3)), rng.choice((2, 3)))
     b, h = gen._view_bh
@@ -1295,9 +1318,12 @@ def _squeeze(gen, a: App, spec) -> None:
 
 
 def _expand(gen, a: App, spec) -> None:
+    """An operand that broadcasts to ``spec``; its own shape where a view
+    of a decomposed matmul asks for it (see :func:`_view`), most of the time."""
     sizes = a.args[1]
     rng = gen.rng
-    x = gen._reduced(spec)
+    keep = gen._plan.get(id(a)) == "keep" and rng.random() < 0.9
+    x = list(spec) if keep else gen._reduced(spec)
     off = len(spec) - len(x)
     if isinstance(sizes, Leaf) and sizes.kind == "const":
         vals = _DimList(spec)

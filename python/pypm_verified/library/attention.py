@@ -69,7 +69,8 @@ fuel bound: 737 steps), is SDPA's math decomposed: core ATen's
 ``transpose``, ``_unsafe_view``, ``_safe_softmax``). It becomes
 ``SDPA(q, mul.Scalar(k', c), v, mask, scale=1)``: the factors stay on the
 operands (the decomposition's products; ``c * c`` as the scale would differ
-from them by a rounding).
+from them by a rounding). ``check-rules`` tests it on consistent
+decompositions (ranks 3 and 4; z3 has no semantics for the views).
 
 The rule (:func:`sdpa`) computes SDPA's arguments: ``k`` (un-transposed),
 the scale (the product of the number factors), the mask (the sum of the
