@@ -363,6 +363,10 @@ def test_spec_with_fewer_shared_variables_than_a_root_is_ill_formed(lib):
         with pytest.raises(EngineError, match=msg) as e:
             binding.match_multi(g, defs, (0, 1), bad, lin.id)
         assert e.value.code == lib.PYPM_E_ILL_FORMED
+        # the same program is refused before either engine runs it
+        with pytest.raises(ValueError, match=msg.replace("the spec's", "the").replace(
+                r"operator variables", r"operator variables the roots share")):
+            multi.MultiProgram(defs=defs, roots=(0, 1), n=n, m=m, guard=core.GTrue())
 
 
 def test_dsl_multi_root_specs_share_every_root_parameter():

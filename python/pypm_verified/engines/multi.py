@@ -120,6 +120,13 @@ class MultiProgram:
             raise ValueError(f"root order {self.order} is not a permutation of {len(roots)} roots")
         self.written: Tuple[int, ...] = tuple(roots)
         self.roots: Tuple[int, ...] = tuple(self.written[i] for i in self.order)
+        for i, r in enumerate(self.written):  # Multi.mp_scoped, as the C API checks it
+            d = self.defs[r] if 0 <= r < len(self.defs) else None
+            if d is not None and (d.nparams > n or d.nfparams > m):
+                raise ValueError(
+                    f"root {i} (definition {r}) has {d.nparams} term and {d.nfparams} operator "
+                    f"parameters, more than the {n} term and {m} operator variables the roots "
+                    "share")
         self.n, self.m = n, m
         self.guard = guard
         self.index_only = index_only
