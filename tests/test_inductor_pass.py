@@ -28,8 +28,11 @@ SDPA_FWD = "aten._scaled_dot_product_flash_attention_for_cpu.default"
 
 
 @pytest.fixture(autouse=True)
-def _fresh(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "ind"))
+def _fresh(tmp_path, monkeypatch):
+    """Each test in an Inductor cache of its own (a hit would skip the pass)."""
+    from torch._inductor.utils import clear_inductor_caches
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    clear_inductor_caches()
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
@@ -154,6 +157,21 @@ def test_replacement_inductor_decomposes_compiles():
         got = torch.compile(SiluModel(), dynamic=False)(x)
     assert p.firings == {"silu": 1}
     assert _close(got, want)
+
+
+def test_inductor_cache_keys_on_the_pass():
+    """A second compile with an equal pass is served by Inductor's cache
+    without running the pass (it runs after the lookup); with
+    ``pre_grad_pass_timing="early"`` it runs on every compile."""
+    x = torch.randn(8, 16)
+    passes = [pm.inductor_pass([SiluWritten], check_profitability=False) for _ in range(3)]
+    assert len({p.uuid() for p in passes}) == 1
+    for p, timing in zip(passes, ("default", "default", "early")):
+        torch._dynamo.reset()
+        with torch.no_grad():
+            torch.compile(SiluModel(), dynamic=False, options={
+                "pre_grad_custom_pass": p, "pre_grad_pass_timing": timing})(x)
+    assert [p.firings for p in passes] == [{"silu": 1}, {}, {"silu": 1}]
 
 
 def test_inference_fires_inference_only_rules():
