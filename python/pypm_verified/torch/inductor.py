@@ -44,7 +44,9 @@ are rewritten with their symbols (the driver decides each match for every
 admissible size).
 
 ``uuid()`` hashes the rules' sources, the profitability table and the
-options, so Inductor's FX graph cache keys on them.
+options, so Inductor's caches key on them. With a uuid Inductor runs the
+pass after its cache lookup: a compile served by the cache does not run it
+(no record); the config ``pre_grad_pass_timing="early"`` runs it always.
 """
 from __future__ import annotations
 
