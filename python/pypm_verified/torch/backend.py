@@ -264,7 +264,30 @@ def _symbolic(gm: fx.GraphModule, example_inputs) -> bool:
     return False
 
 
-class Backend:
+class Recorded:
+    """What a compiled path keeps of each graph it saw: ``records`` (a
+    :class:`GraphRecord` each), the firings summed and a summary."""
+
+    records: List[GraphRecord]
+    _what, _nothing = "pypm_verified.backend", "no graph compiled yet"
+
+    @property
+    def firings(self) -> Dict[str, int]:
+        """Rule -> firings, summed over every graph seen so far."""
+        out: Dict[str, int] = {}
+        for r in self.records:
+            for k, n in r.firings.items():
+                out[k] = out.get(k, 0) + n
+        return out
+
+    def summary(self) -> str:
+        """One line per graph seen so far."""
+        if not self.records:
+            return f"{self._what}: {self._nothing}"
+        return "\n".join(r.line() for r in self.records)
+
+
+class Backend(Recorded):
     """A Dynamo backend (``torch.compile(model, backend=Backend(...))``) that
     rewrites each captured graph with ``rules`` and compiles the result with
     ``then``; see the module docstring. Made by :func:`pypm_verified.backend`.
@@ -323,21 +346,6 @@ class Backend:
         self.records: List[GraphRecord] = []
 
     # ------------------------------------------------------------------ reporting
-
-    @property
-    def firings(self) -> Dict[str, int]:
-        """Rule -> firings, summed over every graph compiled so far."""
-        out: Dict[str, int] = {}
-        for r in self.records:
-            for k, n in r.firings.items():
-                out[k] = out.get(k, 0) + n
-        return out
-
-    def summary(self) -> str:
-        """One line per graph compiled so far."""
-        if not self.records:
-            return "pypm_verified.backend: no graph compiled yet"
-        return "\n".join(r.line() for r in self.records)
 
     def __repr__(self):
         return (f"pypm_verified.backend(then={self.then_name!r}, target={self.target!r}, "

@@ -65,8 +65,8 @@ from torch._inductor.custom_graph_pass import CustomGraphPass
 from ..engines.matching import check_engine
 from ..rewriting.report import RewriteReport
 from . import profitability
-from .backend import (COMPILED_SKIP, GraphRecord, PassThroughWarning, _first_line, _patterns,
-                      _SkippingDriver)
+from .backend import (COMPILED_SKIP, GraphRecord, PassThroughWarning, Recorded, _first_line,
+                      _patterns, _SkippingDriver)
 from .driver import TARGETS, count_calls
 
 __all__ = ["InductorPass", "DIFFERENTIABLE", "inductor_pass"]
@@ -105,7 +105,7 @@ def _file_text(module_name: str) -> str:
         return ""
 
 
-class InductorPass(CustomGraphPass):
+class InductorPass(CustomGraphPass, Recorded):
     """The rule library as an Inductor ``pre_grad_custom_pass`` (see the
     module docstring for why that hook). Made by :func:`pypm_verified.inductor_pass`.
 
@@ -121,6 +121,8 @@ class InductorPass(CustomGraphPass):
     rewrote or tried), :attr:`firings` and :meth:`summary` say what happened.
     Register it with ``torch._inductor.config.patch(pre_grad_custom_pass=p)``
     or :meth:`install`."""
+
+    _what, _nothing = "pypm_verified.inductor_pass", "no graph seen yet"
 
     def __init__(self, rules=None, target: str = "cpu", *, engine: str = "verified",
                  check_profitability: bool = True, skip: Union[str, Sequence[str]] = "auto",
@@ -166,21 +168,6 @@ class InductorPass(CustomGraphPass):
     def reports(self) -> List[RewriteReport]:
         """The driver's report of every graph it ran on, in order."""
         return [r.report for r in self.records if r.report is not None]
-
-    @property
-    def firings(self) -> Dict[str, int]:
-        """Rule -> firings, summed over the graphs rewritten so far."""
-        out: Dict[str, int] = {}
-        for r in self.records:
-            for k, n in r.firings.items():
-                out[k] = out.get(k, 0) + n
-        return out
-
-    def summary(self) -> str:
-        """One line per graph seen so far."""
-        if not self.records:
-            return "pypm_verified.inductor_pass: no graph seen yet"
-        return "\n".join(r.line() for r in self.records)
 
     def __repr__(self):
         return (f"pypm_verified.inductor_pass(target={self.target!r}, "
