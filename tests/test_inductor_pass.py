@@ -300,3 +300,19 @@ def test_import_stays_torch_free():
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
     assert isinstance(pm.inductor_pass(), InductorPass)
+
+
+def test_config_snapshot_shares_the_pass():
+    """torch.compile deep-copies Inductor's config: the pass is shared, even
+    when its patterns hold the engine's cffi handles (cached on a pattern
+    once it was matched in the process, which no deep copy can copy), and
+    the records it keeps are the user's."""
+    import copy
+    p = pm.inductor_pass(check_profitability=False)
+    g = pm.Graph()
+    pm.match(p.patterns[0], g.input("x"), engine="verified")  # caches the handle
+    with pytest.raises(TypeError, match="cannot pickle"):
+        copy.deepcopy(p.patterns[0])
+    assert copy.deepcopy(p) is p
+    with p.install():
+        torch.compile(Attention().eval(), dynamic=False)  # snapshots the config

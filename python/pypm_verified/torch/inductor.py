@@ -173,6 +173,12 @@ class InductorPass(CustomGraphPass, Recorded):
         return (f"pypm_verified.inductor_pass(target={self.target!r}, "
                 f"{len(self.patterns)} patterns, skip={list(self.skip)})")
 
+    def __deepcopy__(self, memo):
+        # torch.compile snapshots Inductor's config with copy.deepcopy; the
+        # pass is shared, not copied (its patterns may hold the engine's
+        # handles, and its records belong to the one pass the user reads)
+        return self
+
     def install(self):
         """A context manager registering this pass as Inductor's
         ``pre_grad_custom_pass`` (``torch._inductor.config.patch``)."""
