@@ -287,6 +287,40 @@ class Recorded:
         return "\n".join(r.line() for r in self.records)
 
 
+    def _configure(self, rules, target: str, engine: str, check_profitability: bool,
+                   max_iterations: int, skip, auto_skip: Sequence[str], auto_reason: str,
+                   given_reason: str) -> None:
+        """Check and set the options both compiled paths take: ``patterns``,
+        ``target``, ``engine``, ``check_profitability``, ``max_iterations``,
+        ``skip`` (``"auto"``: those of ``auto_skip`` among the rules, with
+        ``auto_reason``; else rule names, each checked, with ``given_reason``)
+        and ``skip_reason``. Raises ``ValueError`` naming a bad option."""
+        self.patterns = _patterns(rules)
+        if target not in TARGETS:
+            raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
+        self.target = target
+        self.engine = check_engine(engine)
+        if not isinstance(max_iterations, int) or isinstance(max_iterations, bool) \
+                or max_iterations < 1:
+            raise ValueError(f"max_iterations must be a positive int, got {max_iterations!r}")
+        self.max_iterations = max_iterations
+        self.check_profitability = bool(check_profitability)
+        known = sorted({r.name for p in self.patterns for r in p.rules})
+        if isinstance(skip, str):
+            if skip != "auto":
+                raise ValueError(f"skip={skip!r}: expected 'auto' or a list of rule names "
+                                 f"(of {', '.join(known)})")
+            self.skip = tuple(s for s in auto_skip if s in known)
+            self.skip_reason = auto_reason
+        else:
+            self.skip = tuple(skip)
+            unknown = [s for s in self.skip if s not in known]
+            if unknown:
+                raise ValueError(f"skip: unknown rule name(s) {', '.join(map(repr, unknown))}; "
+                                 f"the rules are {', '.join(known)}")
+            self.skip_reason = given_reason
+
+
 class Backend(Recorded):
     """A Dynamo backend (``torch.compile(model, backend=Backend(...))``) that
     rewrites each captured graph with ``rules`` and compiles the result with
@@ -312,35 +346,13 @@ class Backend(Recorded):
                  target: str = "cpu", engine: str = "verified",
                  check_profitability: bool = True, skip: Union[str, Sequence[str]] = "auto",
                  check: bool = True, max_iterations: int = 20, verbose: bool = False):
-        self.patterns = _patterns(rules)
         self.then_name, self._then = _resolve_then(then)
-        if target not in TARGETS:
-            raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
-        self.target = target
-        self.engine = check_engine(engine)
-        if not isinstance(max_iterations, int) or isinstance(max_iterations, bool) \
-                or max_iterations < 1:
-            raise ValueError(f"max_iterations must be a positive int, got {max_iterations!r}")
-        self.max_iterations = max_iterations
-        self.check_profitability = bool(check_profitability)
-        known = sorted({r.name for p in self.patterns for r in p.rules})
-        if isinstance(skip, str):
-            if skip != "auto":
-                raise ValueError(f"skip={skip!r}: expected 'auto' or a list of rule names "
-                                 f"(of {', '.join(known)})")
-            skip = COMPILED_SKIP.get(self.then_name, ()) if isinstance(then, str) else ()
-            skip = tuple(s for s in skip if s in known)
-            self.skip_reason = (f"skipped under torch.compile(then={self.then_name!r}): "
-                                "it generates the same kernel from the original "
-                                "(COMPILED_SKIP; skip=() fires it)")
-        else:
-            skip = tuple(skip)
-            unknown = [s for s in skip if s not in known]
-            if unknown:
-                raise ValueError(f"skip: unknown rule name(s) {', '.join(map(repr, unknown))}; "
-                                 f"the rules are {', '.join(known)}")
-            self.skip_reason = "skipped under torch.compile (skip=...)"
-        self.skip = skip
+        self._configure(
+            rules, target, engine, check_profitability, max_iterations, skip,
+            COMPILED_SKIP.get(self.then_name, ()) if isinstance(then, str) else (),
+            f"skipped under torch.compile(then={self.then_name!r}): it generates the same "
+            "kernel from the original (COMPILED_SKIP; skip=() fires it)",
+            "skipped under torch.compile (skip=...)")
         self.check = bool(check)
         self.verbose = bool(verbose)
         self.records: List[GraphRecord] = []

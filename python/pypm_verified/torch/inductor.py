@@ -62,12 +62,11 @@ import torch
 import torch.fx as fx
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
-from ..engines.matching import check_engine
 from ..rewriting.report import RewriteReport
 from . import profitability
 from .backend import (COMPILED_SKIP, GraphRecord, PassThroughWarning, Recorded, _first_line,
-                      _patterns, _SkippingDriver)
-from .driver import TARGETS, count_calls
+                      _SkippingDriver)
+from .driver import count_calls
 
 __all__ = ["InductorPass", "DIFFERENTIABLE", "inductor_pass"]
 
@@ -128,31 +127,12 @@ class InductorPass(CustomGraphPass, Recorded):
                  check_profitability: bool = True, skip: Union[str, Sequence[str]] = "auto",
                  differentiable: Optional[Mapping[str, bool]] = None,
                  max_iterations: int = 20, verbose: bool = False):
-        self.patterns = _patterns(rules)
-        if target not in TARGETS:
-            raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
-        self.target = target
-        self.engine = check_engine(engine)
-        if not isinstance(max_iterations, int) or isinstance(max_iterations, bool) \
-                or max_iterations < 1:
-            raise ValueError(f"max_iterations must be a positive int, got {max_iterations!r}")
-        self.max_iterations = max_iterations
-        self.check_profitability = bool(check_profitability)
-        known = sorted({r.name for p in self.patterns for r in p.rules})
-        if isinstance(skip, str):
-            if skip != "auto":
-                raise ValueError(f"skip={skip!r}: expected 'auto' or a list of rule names "
-                                 f"(of {', '.join(known)})")
-            self.skip = tuple(s for s in COMPILED_SKIP["inductor"] if s in known)
-            self.skip_reason = ("skipped under Inductor: it generates the same kernel from "
-                                "the original (COMPILED_SKIP; skip=() fires it)")
-        else:
-            self.skip = tuple(skip)
-            unknown = [s for s in self.skip if s not in known]
-            if unknown:
-                raise ValueError(f"skip: unknown rule name(s) {', '.join(map(repr, unknown))}; "
-                                 f"the rules are {', '.join(known)}")
-            self.skip_reason = "skipped under Inductor (skip=...)"
+        self._configure(
+            rules, target, engine, check_profitability, max_iterations, skip,
+            COMPILED_SKIP["inductor"],
+            "skipped under Inductor: it generates the same kernel from the original "
+            "(COMPILED_SKIP; skip=() fires it)",
+            "skipped under Inductor (skip=...)")
         self.differentiable = dict(DIFFERENTIABLE)
         for name, flag in (differentiable or {}).items():
             if not isinstance(flag, bool):
