@@ -356,8 +356,17 @@ def write_markdown(res, path):
               "linear_act replacement is a placeholder custom op `pypm_bench::linear_act` "
               "(F.linear + activation, same schema): the rewrite and the matching are real, "
               "the kernel fuses nothing.", ""]
+    if path.exists():  # the before/after sections of earlier changes stay
+        old = path.read_text()
+        i = old.find(KEPT)
+        if i >= 0:
+            L += ["", old[i:].rstrip("\n")]
     common.write_md(path, L)
 
+
+#: the line from which a results file's hand-written before/after sections
+#: follow; a new run keeps them
+KEPT = "<!-- before/after sections: kept by new runs -->"
 
 HEADLINE_VS = (("pypm_reference", "reference engine"), ("inductor_pattern", "Inductor hand-built"),
                ("inductor_replacement", "Inductor register_replacement"),
