@@ -189,10 +189,16 @@ class Graph:
         node = self._index.get(key)
         if node is not None:
             return node
-        node = Node(self, len(self.nodes), label, kind, op, args, shape, dtype, name, value)
-        self.nodes.append(node)
+        return self._new(key, label, kind, op, args, shape, dtype, attrs, name, value,
+                         ids if ids is not None else tuple([a.id for a in args]))
+
+    def _new(self, key, label, kind, op, args, shape, dtype, attrs, name, value, ids) -> Node:
+        """Append a node that ``key`` does not index yet."""
+        nodes = self.nodes
+        node = Node(self, len(nodes), label, kind, op, args, shape, dtype, name, value)
+        nodes.append(node)
         self._labels.append(label)
-        self._children.append(ids if ids is not None else tuple([a.id for a in args]))
+        self._children.append(ids)
         self._attrs.append(attrs)
         self._index[key] = node
         return node
@@ -238,6 +244,24 @@ class Graph:
         attrs = _attrs(shape, dtype)
         node = self._add(("input", name), label, "input", None, (), shape, dtype, attrs,
                          name=name)
+        self._inputs[name] = node
+        return node
+
+    def input_typed(self, name: str, shape: Optional[TensorShape], dtype,
+                    attrs: Tuple[Tuple[int, int], ...]) -> Node:
+        """:meth:`input` for a caller that guarantees its types (the FX
+        importer's per-type table): ``name`` a str, ``shape`` a
+        :class:`TensorShape` of checked dimensions or None, ``dtype`` a DType
+        or None and ``attrs`` what :func:`attrs_of` gives for them. The same
+        node as :meth:`input` would give; a re-declaration with another type
+        raises GraphError."""
+        old = self._inputs.get(name)
+        if old is not None:
+            if old.shape != shape or old.dtype != dtype:
+                raise GraphError(f"input {name!r} already declared as {old!r}")
+            return old
+        node = self._add(("input", name), symbols.intern(("input", name)), "input", None, (),
+                         shape, dtype, attrs, name=name)
         self._inputs[name] = node
         return node
 
@@ -317,7 +341,7 @@ class Graph:
         node = self._index.get(key)
         if node is not None:
             return node
-        return self._add(key, label, "op", op, children, shape, dtype, attrs, ids=ids)
+        return self._new(key, label, "op", op, children, shape, dtype, attrs, None, None, ids)
 
     # --------------------------------------------------------- symbol attributes
 

@@ -59,14 +59,21 @@ def encode_graph_extension(graph, base: int) -> array:
 def _encode_nodes(graph, words: List[int], base: int) -> array:
     app, ext = words.append, words.extend
     labels, kids, attrs_of = graph.columns(base)
+    # a node's attributes as words, once per attribute tuple: nodes of one
+    # tensor type share one tuple object (id -> (tuple, words), the tuple
+    # kept so that its id is not reused while the table lives)
+    flat = {}
     for label, children, attrs in zip(labels, kids, attrs_of):
         app(label)
         app(len(children))
         ext(children)
-        app(len(attrs))
-        for a, v in attrs:
-            app(a)
-            app(v)
+        hit = flat.get(id(attrs))
+        if hit is None:
+            w = [len(attrs)]
+            for a, v in attrs:
+                w += (a, v)
+            hit = flat[id(attrs)] = (attrs, w)
+        ext(hit[1])
     sym = graph.sym_attrs(labels)
     app(len(sym))
     for s, a, v in sym:

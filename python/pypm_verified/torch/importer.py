@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 import torch.fx as fx
+from torch._subclasses.fake_tensor import FakeTensor
 
 from .. import core
 from ..core.graph import Graph, Node, TensorShape, attrs_of
@@ -91,7 +92,9 @@ _schema_specs: Dict[int, tuple] = {}
 
 def _schema_spec(target) -> tuple:
     """``(schema, ((kwarg_only, name, has_default, default), ...), n_pos,
-    target)`` of an op overload, computed once per target."""
+    target, tails)`` of an op overload, computed once per target; ``tails``
+    (filled by :func:`positional_args`): number of positional arguments ->
+    the defaults that complete a call given without kwargs."""
     spec = _schema_specs.get(id(target))
     if spec is None:
         schema = target._schema
@@ -99,23 +102,31 @@ def _schema_spec(target) -> tuple:
                       a.default_value if a.has_default_value() else None)
                      for a in schema.arguments)
         spec = _schema_specs[id(target)] = (
-            schema, args, sum(1 for a in schema.arguments if not a.kwarg_only), target)
+            schema, args, sum(1 for a in schema.arguments if not a.kwarg_only), target, {})
     return spec
 
 
 def positional_args(node: fx.Node) -> List[Any]:
     """The call's arguments in full positional form (schema order, defaults
     filled in). Raises TypeError for a call that does not fit the schema."""
-    target = node.target
+    return _positional(node, node.target, node.args, node.kwargs)
+
+
+def _positional(node: fx.Node, target, args, kwargs) -> List[Any]:
+    """:func:`positional_args` of ``node`` with its target, args and kwargs."""
     if target is operator.getitem:
-        return list(node.args)
-    schema, spec, n_pos, _ = _schema_spec(target)
-    args, kwargs = node.args, node.kwargs
+        return list(args)
+    schema, spec, n_pos, _, tails = _schema_specs.get(id(target)) or _schema_spec(target)
     if len(args) > n_pos:
         raise TypeError(f"{node.name}: arguments {list(args[n_pos:])} do not fit {schema}")
     out = list(args)
-    if len(out) == len(spec) and not kwargs:
-        return out  # the common case: every argument given positionally
+    if not kwargs:
+        if len(out) == len(spec):
+            return out  # the common case: every argument given positionally
+        tail = tails.get(len(out))
+        if tail is not None:  # the next most common: the defaults of the rest
+            out.extend(tail)
+            return out
     used = 0
     for i in range(len(out), len(spec)):
         kwarg_only, name, has_default, default = spec[i]
@@ -129,6 +140,8 @@ def positional_args(node: fx.Node) -> List[Any]:
     if used != len(kwargs):
         extra = sorted(k for k in kwargs if k not in {a[1] for a in spec[len(args):]})
         raise TypeError(f"{node.name}: arguments {extra} do not fit {schema}")
+    if not kwargs:
+        tails[len(args)] = tuple(out[len(args):])
     return out
 
 
@@ -206,11 +219,13 @@ class TermGraph:
         # its own metadata did not) skips tensor_info and the operator lookup
         self._recipe: Dict[fx.Node, tuple] = {}
         # the per-overload table, filled once per target: id(target) ->
-        # (target, label op, its symbol, pure); call_function nodes only
+        # (target, label op, its symbol, pure), op None for a target that is
+        # neither an op overload nor operator.getitem; call_function nodes only
         self._targets: Dict[int, tuple] = {}
         # (sizes, torch dtype) of a meta["val"] with static sizes -> (shape,
         # dtype, attributes): every layer of a model repeats its tensor types
-        self._types: Dict[tuple, tuple] = {}
+        # (shared by all term graphs: the entry depends on the key alone)
+        self._types: Dict[tuple, tuple] = _static_types
         # call_args: FX node -> (args object, kwargs object, positional form)
         self._calls: Dict[fx.Node, tuple] = {}
 
@@ -268,12 +283,13 @@ class TermGraph:
         ``node.kwargs`` are the same objects (FX replaces them on every
         change), so the rewrite validator reads what the import computed.
         Do not mutate the returned list."""
-        args, kwargs = node.args, node.kwargs
+        # the fields behind the args and kwargs properties (cheaper to read)
+        args, kwargs = node._args, node._kwargs
         hit = self._calls.get(node)
         if hit is not None and hit[0] is args and hit[1] is kwargs:
             return hit[2]
         try:
-            pos = positional_args(node)
+            pos = _positional(node, node.target, args, kwargs)
         except TypeError:
             pos = None
         self._calls[node] = (args, kwargs, pos)
@@ -283,46 +299,66 @@ class TermGraph:
         """``(shape, dtype, attributes)`` of the term of a node whose
         ``meta["val"]`` is ``val`` (:func:`tensor_info`), from the table of
         tensor types when its sizes are static."""
-        if not isinstance(val, torch.Tensor):
+        if type(val) is not _FakeTensor and not isinstance(val, torch.Tensor):
             return _NO_TYPE
-        sizes = val.shape
-        key = None
-        if all([type(d) is int for d in sizes]):
-            key = (sizes, val.dtype)
+        key = (val.shape, val.dtype)
+        try:
             hit = self._types.get(key)
-            if hit is not None:
-                return hit
+        except TypeError:  # a symbolic size is unhashable
+            hit = None
+        if hit is not None:  # the table holds static sizes only
+            return hit
+        if not all([type(d) is int for d in key[0]]):
+            key = None
         shape, dtype = tensor_info(val, self.size_hints)
         if shape is not None:
             shape = TensorShape(shape)
         hit = (shape, dtype, attrs_of(shape, dtype))
         if key is not None:
+            if len(self._types) > 4096:
+                self._types.clear()
             self._types[key] = hit
         return hit
 
     def _target(self, node: fx.Node) -> tuple:
-        """``(target, label op, symbol, pure)`` of a call_function node whose
-        target is an op overload or ``operator.getitem`` (the per-overload
-        table: purity depends on the overload only, :func:`is_pure`)."""
+        """``(target, label op, symbol, pure)`` of a call_function node (the
+        per-overload table: purity depends on the overload only,
+        :func:`is_pure`); op, symbol and pure None when the target is neither
+        an op overload nor ``operator.getitem``."""
         t = node.target
         hit = self._targets.get(id(t))
         if hit is None or hit[0] is not t:
-            op = op_for(t)
-            hit = self._targets[id(t)] = (t, op, op.symbol, is_pure(node))
+            if t is operator.getitem or isinstance(t, torch._ops.OpOverload):
+                op = op_for(t)
+                hit = (t, op, op.symbol, is_pure(node))
+            else:
+                hit = (t, None, None, None)
+            self._targets[id(t)] = hit
         return hit
 
     def _kids(self, args) -> Tuple[Tuple[Node, ...], Tuple[int, ...]]:
         """The term nodes of call arguments, and their ids."""
-        term, arg, node_type = self.term, self.arg, fx.Node
-        kids = tuple([term[a] if type(a) is node_type else arg(a) for a in args])
-        return kids, tuple([k.id for k in kids])
+        term, consts, node_type, scalars = self.term, self._consts, fx.Node, _SCALAR_TYPES
+        kids = []
+        app = kids.append
+        for a in args:
+            t = type(a)
+            if t is node_type:
+                app(term[a])
+            elif t in scalars:  # arg()'s table of constants, read directly
+                k = consts.get((t, a))
+                app(k if k is not None else self.arg(a))
+            else:
+                app(self.arg(a))
+        return tuple(kids), tuple([k.id for k in kids])
 
     def import_node(self, node: fx.Node) -> Node:
         """(Re-)import ``node`` from its current arguments; returns its term."""
         g = self.graph
         val = node.meta.get("val")
+        target = node.target
         rec = self._recipe.get(node)
-        if rec is not None and rec[0] is val and rec[1] is node.target:
+        if rec is not None and rec[0] is val and rec[1] is target:
             # re-import of a call already imported with this metadata: only
             # the arguments are read again (the common case after a rewrite)
             args = self.call_args(node)
@@ -334,13 +370,17 @@ class TermGraph:
                 self.term[node] = t
                 self.fx_of.setdefault(t.id, node)
                 return t
-        if node.op == "call_function" and (node.target is operator.getitem or isinstance(
-                node.target, torch._ops.OpOverload)):
+        kind = node.op
+        if kind == "call_function":
+            hit = self._targets.get(id(target))
+            if hit is None or hit[0] is not target:
+                hit = self._target(node)
+            op = hit[1]
             # the common case, in one pass: the overload's table entry, the
             # tensor type's, the arguments' terms, one append to the graph
-            args = self.call_args(node)
+            args = self.call_args(node) if op is not None else None
             if args is not None:
-                target, op, label, pure = self._target(node)
+                label, pure = hit[2], hit[3]
                 typ = self._type(val)
                 kids, ids = self._kids(args)
                 t = g.apply_ids(op, label, kids, ids, typ[0], typ[1], typ[2],
@@ -349,14 +389,18 @@ class TermGraph:
                 self.term[node] = t
                 self.fx_of.setdefault(t.id, node)
                 return t
+        if kind == "placeholder" or kind == "get_attr":
+            typ = self._type(val)
+            t = g.input_typed(f"{kind}:{node.name}", typ[0], typ[1], typ[2])
+            self.term[node] = t
+            self.fx_of.setdefault(t.id, node)
+            return t
         shape, dtype = tensor_info(val, self.size_hints)
-        if node.op in ("placeholder", "get_attr"):
-            t = g.input(f"{node.op}:{node.name}", shape=shape, dtype=dtype)
-        elif node.op in ("call_function", "call_method", "call_module"):
+        if node.op in ("call_function", "call_method", "call_module"):
             # a call that fits no schema, or not an operator: opaque, never shared
             kids = [self.arg(a) for a in node.args] + [self.arg(v) for v in
                                                       node.kwargs.values()]
-            t = g.apply(_opaque_op(node.target, len(kids)), *kids, shape=shape, dtype=dtype,
+            t = g.apply(_opaque_op(target, len(kids)), *kids, shape=shape, dtype=dtype,
                         distinct=True)
         else:  # output
             kids = [self.arg(a) for a in _flatten(node.args)]
@@ -467,9 +511,12 @@ class TermGraph:
 
 
 _NO_TYPE = (None, None, attrs_of(None, None))  # the term type of a non-tensor value
+_static_types: Dict[tuple, tuple] = {}  # TermGraph._type's table
+_FakeTensor = FakeTensor  # the usual meta["val"] type
 
 _CONST_SCALARS = (bool, int, float, str, type(None), torch.dtype, torch.device, torch.layout,
                   torch.memory_format)
+_SCALAR_TYPES = frozenset(_CONST_SCALARS)
 
 
 def _const_cache_key(a) -> Optional[tuple]:
@@ -477,10 +524,13 @@ def _const_cache_key(a) -> Optional[tuple]:
     ``[1]`` and ``(1,)`` differ: the first seen is the one kept as the
     original value), None for what is not a plain constant."""
     t = type(a)
-    if t in _CONST_SCALARS:
+    if t in _SCALAR_TYPES:
         return (t, a)
     # FX gives list arguments as its immutable_list (a list subclass): a list
     if isinstance(a, (list, tuple)):
+        ts = tuple(map(type, a))
+        if _SCALAR_TYPES.issuperset(ts):  # flat (sizes, dims): the same key, at once
+            return (tuple if isinstance(a, tuple) else list, tuple(zip(ts, a)))
         ks = []
         for e in a:
             k = _const_cache_key(e)
