@@ -1,12 +1,14 @@
-"""``check-rules --jobs N`` and ``--ray``: the rules run as tasks of
-:mod:`pypm_verified.parallel` (local worker processes, or a Ray cluster) and
-the report is the serial run's; a worker that dies mid-task is replaced, the
-task run again and the retry counted in the report.
+"""``check-rules --jobs N`` and ``--ray``: the checks run as tasks of
+:mod:`pypm_verified.parallel` (local worker processes, or a Ray cluster): one
+per rule (the instance search), then one per structure to prove; the report
+is the serial run's; a worker that dies mid-task is replaced, the task run
+again and the retry counted in the report.
 
-Two cheap rules (quick mode): the library's ``linear_nt`` and a rule of a
-file written here whose body ends its process (``os._exit``) the first time
-it runs without a marker file, creating the marker: the serial run has the
-marker, the parallel runs do not, so one worker dies in each.
+Three cheap rules (quick mode): the library's ``linear_nt`` and two of a
+file written here: one whose body ends its process (``os._exit``) the first
+time it runs without a marker file, creating the marker (the serial run has
+the marker, the parallel runs do not, so one worker dies in each), and one
+over an operator the file declares.
 """
 import json
 import re
@@ -22,8 +24,10 @@ from pypm_verified.cli import main  # noqa: E402
 CRASH_ONCE = """\
     import os
 
+    import torch
+
     import pypm_verified as pm
-    from pypm_verified.torch.ops import Relu
+    from pypm_verified.torch.ops import Neg, Relu
 
     MARKER = {marker!r}
 
@@ -37,6 +41,20 @@ CRASH_ONCE = """\
             open(MARKER, "w").close()
             os._exit(3)
         return Relu(x)
+
+    # an operator of this file: a proof task loads the instances found by
+    # the rule's task, naming it by its name and place
+    @pm.op(torch=[torch.ops.aten.hardswish.default])
+    def Hardswish(x):
+        return 1
+
+    @pm.pattern
+    def NegNegHardswish(x):
+        return Neg(Neg(Hardswish(x)))
+
+    @pm.rule(NegNegHardswish)
+    def hardswish_negneg(x):
+        return Hardswish(x)
     """
 
 
@@ -69,13 +87,30 @@ def _rules(doc):
     return out
 
 
+def _run(doc):
+    """The executor entry but the task times."""
+    run = dict(doc["executor"])
+    run["tasks"] = {k: v for k, v in run["tasks"].items() if k != "seconds"}
+    return run
+
+
+def _tasks(doc):
+    """One task per rule, then one per structure a tested rule fired on."""
+    return {"rules": len(doc["rules"]),
+            "structures": sum(r["symbolic"].get("structures", 0) for r in doc["rules"])}
+
+
 @pytest.fixture(scope="module")
 def serial(setup):
     setup[1].write_text("")  # no crash in this process
     doc = _check_rules(setup)
-    assert doc["executor"] == {"kind": "serial", "workers": 1, "retries": 0}
-    assert [r["rule"] for r in doc["rules"]] == ["linear_nt", "relu_once"]
+    assert [r["rule"] for r in doc["rules"]] == ["linear_nt", "relu_once", "hardswish_negneg"]
     assert all(r["status"] in ("proved", "tested") for r in doc["rules"])
+    assert all(r["symbolic"]["structures"] >= 1 for r in doc["rules"])
+    assert _run(doc) == {"kind": "serial", "workers": 1, "retries": 0, "tasks": _tasks(doc)}
+    times = doc["executor"]["tasks"]["seconds"]
+    assert set(times) == {"rules", "structures"}
+    assert all(0 < t["median"] <= t["max"] <= t["total"] for t in times.values())
     return doc
 
 
@@ -85,6 +120,7 @@ def test_local_workers_same_report_and_a_dead_worker_retried(setup, serial, caps
     assert setup[1].exists()  # the rule did end a worker
     assert _rules(doc) == _rules(serial)
     assert doc["executor"]["kind"] == "local" and doc["executor"]["workers"] == 2
+    assert _run(doc)["tasks"] == _tasks(serial)
     # the broken pool's unfinished tasks are all submitted again: the dead one at least
     assert doc["executor"]["retries"] >= 1
     assert "retried after a worker died" in capsys.readouterr().out
@@ -100,7 +136,7 @@ def test_ray_same_report_and_a_dead_worker_retried(setup, serial, capsys):
         ray.shutdown()
     assert setup[1].exists()
     assert _rules(doc) == _rules(serial)
-    assert doc["executor"] == {"kind": "ray", "workers": 2, "retries": 1}
+    assert _run(doc) == {"kind": "ray", "workers": 2, "retries": 1, "tasks": _tasks(serial)}
 
 
 def test_ray_not_installed_is_exit_2_naming_the_extra(monkeypatch, capsys):

@@ -28,17 +28,21 @@ ones did not change any result.
 One module per concept: :mod:`.instances` (instance generation from the
 lowered pattern), :mod:`.hints` (constants read from the rule's source),
 :mod:`.evaluate` (build, match, fire, compare), :mod:`.symbolic` (proofs), :mod:`.guards` (guard
-necessity), :mod:`.checker` (the search per rule), :mod:`.report` (result
-types, JSON, Markdown).
+necessity), :mod:`.checker` (the search per rule, and its split into units
+of work: the instance search, one proof per structure, the merge),
+:mod:`.report` (result types, JSON, Markdown).
 
     from pypm_verified.checking import check_rules
     from pypm_verified.library import default_patterns
     for r in check_rules(default_patterns(), examples=50):
         print(r.rule, r.status, r.examples)
 """
-from .checker import FAST, FULL, check_rule, check_rules, default_engine
+from .checker import (FAST, FULL, InstancePhase, Structure, check_rule, check_rule_instances,
+                      check_rules, default_engine, finish_rule, prove_structure)
 from .report import (STATUSES, Counterexample, GuardResult, RuleResult, markdown,
                      summary_lines)
 
 __all__ = ["check_rules", "check_rule", "default_engine", "RuleResult", "GuardResult",
-           "Counterexample", "STATUSES", "FAST", "FULL", "markdown", "summary_lines"]
+           "Counterexample", "STATUSES", "FAST", "FULL", "markdown", "summary_lines",
+           "check_rule_instances", "prove_structure", "finish_rule", "Structure",
+           "InstancePhase"]

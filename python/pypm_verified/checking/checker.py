@@ -1,7 +1,22 @@
 """The check of a rule: draw instances of its pattern, run the rule on each,
 stop at the first counterexample (shrunk) or after ``examples`` instances
 the rule fired on; then, for a rule found correct, the necessity of each of
-its guards (:mod:`.guards`). See :func:`check_rule`."""
+its guards (:mod:`.guards`) and the symbolic proof of each structure it
+fired on. See :func:`check_rule`.
+
+The check runs in three steps, each a unit of work of its own (check-rules
+runs the first two as tasks of :mod:`pypm_verified.parallel`):
+
+1. :func:`check_rule_instances`: the instance search (sequential: each run
+   steers the next draws, and the first counterexample ends it) and the
+   guards; the structures to prove come back as :class:`Structure`\\ s;
+2. :func:`prove_structure`, one per structure: its instances run again and
+   the structure proved (z3, capped per proof as :mod:`.symbolic` says);
+3. :func:`finish_rule`: the proofs merged into the rule's result.
+
+Each step depends only on its inputs (the instances are seeded by the run's
+seed and the rule's name, every proof starts from a fresh z3 context), so
+the result is the same whatever ran where and in which order."""
 from __future__ import annotations
 
 import math
@@ -9,18 +24,22 @@ import os
 import random
 import time
 from collections import Counter
-from typing import Callable, Dict, List, Optional, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from ..engines import binding
-from .evaluate import Outcome, RuleRunner, shrink
+from .evaluate import Outcome, RuleRunner, StructureProof, shrink
 from .guards import check_guards
 from .hints import rule_hints
-from .instances import GenerationFailed, Instance, InstanceGenerator, Unbuildable, render
+from .instances import (GenerationFailed, Instance, InstanceGenerator, Unbuildable,
+                        load_instance, render)
 from .report import Counterexample, RuleResult
 
-__all__ = ["check_rule", "check_rules", "symbolic_summary", "FAST", "FULL", "default_engine"]
+__all__ = ["check_rule", "check_rules", "symbolic_summary", "FAST", "FULL", "default_engine",
+           "check_rule_instances", "prove_structure", "finish_rule", "Structure",
+           "InstancePhase"]
 
 #: (examples, guard instances per guard) of the two modes
 FULL = {"examples": 200, "per_guard": 24}
@@ -144,14 +163,62 @@ def check_rule(pattern, rule, examples: int = FULL["examples"], seed: int = 0,
     +-0.0 and +-100 (integers: their type's extremes) among normal values,
     compared with signed zeros told apart; ``dtype_hints``: half the
     instances take a dtype the rule's source names (an integer-only rule
-    fires on integers)."""
+    fires on integers).
+
+    The three steps of the module docstring, one after the other in this
+    process."""
+    phase = check_rule_instances(
+        pattern, rule, examples=examples, seed=seed, engine=engine, guards=guards,
+        per_guard=per_guard, max_attempts=max_attempts, max_depth=max_depth,
+        pattern_guards=pattern_guards, dtypes=dtypes, symbolic=symbolic,
+        special_values=special_values, dtype_hints=dtype_hints)
+    return finish_rule(phase, [prove_structure(pattern, rule, phase.result.engine, s)
+                               for s in phase.structures])
+
+
+@dataclass
+class Structure:
+    """A symbolic obligation of a rule: the structure ``key`` (the matched
+    subgraph, its replacement, the input ranks) and ``instances``, those it
+    was met on (the first, then the first of each new size pattern, in the
+    order drawn), each pickled by :func:`.instances.dump_instance`."""
+    key: tuple
+    instances: Tuple[bytes, ...]
+
+    def label(self) -> str:
+        """The structure in one line (the task's name in errors)."""
+        return f"{self.key[0]} -> {self.key[1]}"
+
+
+@dataclass
+class InstancePhase:
+    """What :func:`check_rule_instances` found: ``result`` (the rule's
+    result but its symbolic summary: "proved" is decided by
+    :func:`finish_rule`), ``structures`` to prove, and ``symbolic`` (whether
+    the result gets a symbolic summary: the check asked for it and the rule
+    is tested)."""
+    result: RuleResult
+    structures: List[Structure] = field(default_factory=list)
+    symbolic: bool = False
+
+
+def check_rule_instances(pattern, rule, examples: int = FULL["examples"], seed: int = 0,
+                         engine: Optional[str] = None, guards: bool = True,
+                         per_guard: int = FULL["per_guard"],
+                         max_attempts: Optional[int] = None, max_depth: int = 3,
+                         pattern_guards: bool = True,
+                         dtypes: Optional[Sequence[torch.dtype]] = None,
+                         symbolic: bool = True, special_values: float = 0.0,
+                         dtype_hints: bool = False) -> InstancePhase:
+    """The first step of :func:`check_rule` (same arguments): the instance
+    search and the guards, the structures to prove collected, not proved."""
     t0 = time.perf_counter()
     engine = engine or default_engine()
     hints = rule_hints(rule)
     gen = InstanceGenerator(pattern, hints, seed=f"{seed}:{rule.name}", max_depth=max_depth,
                             special_values=special_values, dtype_hints=dtype_hints,
                             **({"dtypes": tuple(dtypes)} if dtypes else {}))
-    runner = RuleRunner(pattern, rule, engine, symbolic=symbolic)
+    runner = RuleRunner(pattern, rule, engine, symbolic=symbolic, defer=True)
     rng = random.Random(f"{seed}:{rule.name}:filter")
     max_attempts = max_attempts or max(1000, examples * 40)
     counts = Counter()
@@ -214,9 +281,9 @@ def check_rule(pattern, rule, examples: int = FULL["examples"], seed: int = 0,
         if fired < examples:
             reason = (f"only {fired} of the {examples} wanted instances fired within "
                       f"{counts['generated']} drawn")
-    sym = symbolic_summary(runner.proofs) if symbolic and status == "tested" else {}
-    if sym and sym["structures"] and sym["proved"] == sym["structures"]:
-        status = "proved"
+    prove = symbolic and status == "tested"
+    structures = [Structure(k, tuple(v.values())) for k, v in runner.pending.items()] \
+        if prove else []
     examples_ok = fired - (1 if cex is not None else 0)
     guard_results = []
     if guards and status in ("tested", "proved") and per_guard > 0:
@@ -225,14 +292,51 @@ def check_rule(pattern, rule, examples: int = FULL["examples"], seed: int = 0,
             max_attempts=per_guard * 20,
             counterexample=lambda i, o: make_counterexample(i, o, gen),
             patterns=pattern_guards and not getattr(pattern, "is_multi", False))
-    return RuleResult(
+    return InstancePhase(RuleResult(
         rule=rule.name, pattern=pattern.name, module=pattern.module,
         where=_short(rule.where), status=status, examples=examples_ok, requested=examples,
         counts={k: counts[k] for k in ("generated", "invalid", "no_match", "declined",
                                         "fired", "more_precise")},
         declined_at=dict(lines.most_common()), space=space.as_dict() if fired else {},
         reason=reason, counterexample=cex, guards=guard_results,
-        seconds=time.perf_counter() - t0, engine=engine, seed=seed, symbolic=sym)
+        seconds=time.perf_counter() - t0, engine=engine, seed=seed), structures, prove)
+
+
+def prove_structure(pattern, rule, engine: str, structure: Structure) -> StructureProof:
+    """The second step of :func:`check_rule`, for one structure: its
+    instances run again (the rule fires on each as it did in the search)
+    and the structure proved as the search would have proved it (for every
+    size; where that fails, for the size pattern of each instance)."""
+    t0 = time.perf_counter()
+    runner = RuleRunner(pattern, rule, engine, symbolic=True, only=structure.key)
+    for data in structure.instances:
+        inst = load_instance(pattern, data)
+        o = runner.run(inst)
+        sp = runner.proofs.get(structure.key)
+        if o.kind != "agree" or sp is None:
+            raise RuntimeError(f"rule {rule.name}: an instance of the structure "
+                               f"{structure.label()} ran again to {o.kind} "
+                               f"{o.detail!r}, not to that structure")
+        if sp.free.status not in ("differs", "unknown"):
+            break  # proved for every size (or unsupported): no size pattern needed
+    sp.seconds = time.perf_counter() - t0
+    return sp
+
+
+def finish_rule(phase: InstancePhase, proofs: Sequence[StructureProof]) -> RuleResult:
+    """The third step of :func:`check_rule`: the rule's result with the
+    proofs of its structures (``proofs[i]`` of ``phase.structures[i]``)
+    summarized; "proved" when all of them are (and there is one)."""
+    if len(proofs) != len(phase.structures):
+        raise ValueError(f"rule {phase.result.rule}: {len(proofs)} proofs for "
+                         f"{len(phase.structures)} structures")
+    if not phase.symbolic:
+        return phase.result
+    sym = symbolic_summary({s.key: p for s, p in zip(phase.structures, proofs)})
+    status = "proved" if sym["structures"] and sym["proved"] == sym["structures"] \
+        else phase.result.status
+    return replace(phase.result, status=status, symbolic=sym,
+                   seconds=phase.result.seconds + sum(p.seconds for p in proofs))
 
 
 def symbolic_summary(proofs) -> dict:

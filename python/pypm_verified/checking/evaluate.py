@@ -49,7 +49,7 @@ from ..errors import OutOfFuel, PatternError
 from ..torch.check import TOLERANCE
 from ..torch.driver import Driver, RewriteError, schema_call
 from . import symbolic
-from .instances import App, Instance, Leaf, render
+from .instances import App, Instance, Leaf, dump_instance, render
 
 __all__ = ["Built", "InvalidInstance", "Outcome", "RuleRunner", "StructureProof", "build",
            "compare_outputs", "closer_to_exact", "shrink", "COUNTEREXAMPLES",
@@ -551,6 +551,9 @@ class StructureProof:
     ranks: Dict[str, int]
     free: "symbolic.Proof"
     like: Dict[tuple, "symbolic.Proof"] = field(default_factory=dict)
+    #: the time its proofs took (and the rerun of its instances, when proved
+    #: apart from the instance search: :func:`.checker.prove_structure`)
+    seconds: float = 0.0
 
 
 def _size_pattern(shapes: Dict[str, tuple]) -> tuple:
@@ -603,16 +606,24 @@ class RuleRunner:
     """Runs ``rule`` of ``pattern`` on instances (:meth:`run`). ``program``:
     a variant of the pattern's table to match with instead (a guard dropped);
     ``body``: a variant of the rule's compiled body; ``engine``: "verified"
-    or "reference"."""
+    or "reference". ``defer``: with ``symbolic``, the structures are not
+    proved but collected (:attr:`pending`), to be proved apart; ``only``:
+    prove that structure (a key of :attr:`proofs`) and no other."""
 
     def __init__(self, pattern, rule, engine: str = "verified", program=None, body=None,
-                 symbolic: bool = False):
+                 symbolic: bool = False, defer: bool = False, only: Optional[tuple] = None):
         self.pattern = pattern
         self.engine = engine
         #: with ``symbolic``, every structure the rule fired and agreed on is
         #: proved (:mod:`.symbolic`): structure key -> :class:`StructureProof`
         self.symbolic = symbolic
         self.proofs: Dict[tuple, "StructureProof"] = {}
+        #: with ``defer``: structure key -> {size pattern -> the first instance
+        #: met with it, pickled (:func:`.instances.dump_instance`)}, in the
+        #: order met (the first: the structure's first instance)
+        self.defer, self.only = defer, only
+        self.pending: Dict[tuple, Dict[tuple, bytes]] = {}
+        self._inst: Optional[Instance] = None
         #: a multi-root pattern (theories/Multi.v): matched with
         #: engines.multi and fired with the driver's fire_multi
         self.multi = bool(getattr(pattern, "is_multi", False))
@@ -650,6 +661,7 @@ class RuleRunner:
         """The :class:`Outcome` of the rule on ``inst``; ``prove``: prove the
         structure of an agreeing instance (off while shrinking a
         counterexample: its candidates are not instances of the run)."""
+        self._inst = inst
         with _quiet_fake_tensors():
             return self._run(inst, built, prove)
 
@@ -810,6 +822,14 @@ class RuleRunner:
                   if n.op == "placeholder" and n.name not in skip}
         key = (_render_fx(original_root), replacement,
                tuple(sorted((k, len(v)) for k, v in shapes.items())))
+        if self.defer:
+            seen = self.pending.setdefault(key, {})
+            pat = _size_pattern(shapes)
+            if pat not in seen:
+                seen[pat] = dump_instance(self._inst)
+            return
+        if self.only is not None and key != self.only:
+            return
         sp = self.proofs.get(key)
         if sp is None:
             free = symbolic.prove(original_root, new_root, shapes,

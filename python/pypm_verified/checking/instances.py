@@ -42,7 +42,10 @@ matches; the real matcher decides in the end (:mod:`.evaluate`).
 """
 from __future__ import annotations
 
+import io
 import math
+import os
+import pickle
 import random
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -58,7 +61,7 @@ from .hints import RuleHints
 
 __all__ = ["Dim", "Leaf", "Lit", "App", "Instance", "InstanceGenerator", "GenerationFailed",
            "Unbuildable", "GuardSite", "guard_atoms", "eval_guard", "render", "FLOAT_DTYPES",
-           "DTYPES"]
+           "DTYPES", "dump_instance", "load_instance"]
 
 FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 #: the instance dtypes drawn, and how often (int64: to exercise dtype guards)
@@ -1497,3 +1500,71 @@ def eval_guard(g, site: GuardSite, inst: Instance, dtype_of=None) -> Optional[bo
     if v is _PENDING:
         return None
     return v is True
+
+
+# ------------------------------------------------- instances between processes
+
+class _Pickler(pickle.Pickler):
+    """Pickles an instance with its operators and torch targets by name:
+    the worker that loads it has its own (the same rule files loaded)."""
+
+    def persistent_id(self, obj):
+        if isinstance(obj, Op):
+            return ("op",) + _op_key(obj)
+        if isinstance(obj, torch._ops.OpOverload):
+            return ("target", obj._schema.name, obj._overloadname)
+        return None
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, f, pattern):
+        super().__init__(f)
+        self.pattern, self.ops = pattern, None
+
+    def persistent_load(self, pid):
+        if pid[0] == "target":
+            ns, name = pid[1].split("::", 1)
+            return getattr(getattr(getattr(torch.ops, ns), name), pid[2])
+        if self.ops is None:
+            self.ops = _op_table(self.pattern)
+        try:
+            return self.ops[pid[1:]]
+        except KeyError:
+            raise RuntimeError(f"operator {pid[1]} ({':'.join(map(str, pid[2]))}) of an "
+                               f"instance of pattern {self.pattern.name} is not defined in "
+                               "this process") from None
+
+
+def _op_key(op) -> tuple:
+    """An operator by name, place of definition (an absolute path: the same
+    in every process, whatever its directory) and torch targets."""
+    code = getattr(op.fn, "__code__", None)
+    place = (os.path.realpath(code.co_filename), code.co_firstlineno) if code is not None \
+        else (op.where,)
+    return (op.name, place, tuple(str(t) for t in getattr(op, "torch_targets", ())))
+
+
+def _op_table(pattern) -> dict:
+    """The operators an instance of ``pattern`` may hold, by :func:`_op_key`:
+    those bound to torch targets and those the pattern applies."""
+    ops = list(TORCH_OPS.values())
+    for d in pattern.program.defs:
+        ops += [symbols.lookup(q.f) for q in core.walk(d.body) if isinstance(q, core.PApp)]
+    table: dict = {}
+    for o in ops:
+        if isinstance(o, Op):
+            table.setdefault(_op_key(o), o)
+    return table
+
+
+def dump_instance(inst: Instance) -> bytes:
+    """``inst`` pickled for :func:`load_instance` (in any process that
+    loaded the same rules): a copy as it is now."""
+    f = io.BytesIO()
+    _Pickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump(inst)
+    return f.getvalue()
+
+
+def load_instance(pattern, data: bytes) -> Instance:
+    """The instance of ``pattern`` that :func:`dump_instance` pickled."""
+    return _Unpickler(io.BytesIO(data), pattern).load()

@@ -93,7 +93,7 @@ example:
     cr.add_argument("--dtype-hints", action="store_true",
                     help="half the instances in a dtype the rule's source names (so "
                     "integer- or bool-only rules fire)")
-    executor_options(cr, "rules (one task each)")
+    executor_options(cr, "checks (one task per rule, then one per structure to prove)")
     _verbosity_options(cr, "no progress: the table and the one-line summary only")
 
 
@@ -115,18 +115,69 @@ def _patterns(specs: Optional[Sequence[str]]) -> list:
 
 def check_rule_task(specs: Optional[Sequence[str]], pattern: int, rule: int, kw: dict,
                     verbosity: int = 0):
-    """One task of check-rules: :func:`~pypm_verified.checking.check_rule`
-    of rule ``rule`` of pattern ``pattern`` of the patterns ``specs`` (the
-    ``--rules`` arguments, files as absolute paths; None: the library).
-    Deterministic: its seed is the run's and the rule's name. ``verbosity``
-    < 0 (``-q``): no progress line (a worker does not share the CLI's log
-    level)."""
-    from ..checking import check_rule
+    """A task of check-rules' first phase:
+    :func:`~pypm_verified.checking.check_rule_instances` of rule ``rule`` of
+    pattern ``pattern`` of the patterns ``specs`` (the ``--rules``
+    arguments, files as absolute paths; None: the library): the instance
+    search and the guards, with the structures to prove. Deterministic: its
+    seed is the run's and the rule's name. ``verbosity`` < 0 (``-q``): no
+    progress line (a worker does not share the CLI's log level)."""
+    from ..checking import check_rule_instances
     p = _patterns(specs)[pattern]
     r = p.rules[rule]
     if verbosity >= 0:
         log.info("checking %s (pattern %s) ...", r.name, p.name)
-    return check_rule(p, r, **kw)
+    return check_rule_instances(p, r, **kw)
+
+
+def prove_structure_task(specs: Optional[Sequence[str]], pattern: int, rule: int,
+                         engine: str, structure):
+    """A task of check-rules' second phase:
+    :func:`~pypm_verified.checking.prove_structure` of one structure of rule
+    ``rule`` of pattern ``pattern`` (as :func:`check_rule_task` names them)."""
+    from ..checking import prove_structure
+    p = _patterns(specs)[pattern]
+    return prove_structure(p, p.rules[rule], engine, structure)
+
+
+def run_check_rules(ex, specs: Optional[Sequence[str]], kw: dict, verbosity: int = 0,
+                    progress: bool = True) -> Tuple[list, dict]:
+    """Check every rule of the patterns ``specs`` on the executor ``ex``
+    (:mod:`pypm_verified.parallel`; the serial run is the one-process
+    executor): one task per rule (:func:`check_rule_task`), then one per
+    structure the tested rules fired on (:func:`prove_structure_task`), then
+    each rule's result merged here in the rules' order
+    (:func:`~pypm_verified.checking.finish_rule`). ``(results, tasks)``:
+    ``tasks`` counts the tasks of each phase and sums up their times.
+    :class:`~pypm_verified.parallel.TaskFailed` names the rule of a failed
+    task."""
+    from ..checking import finish_rule
+    patterns = _patterns(specs)
+    index = [(i, j) for i, p in enumerate(patterns) for j in range(len(p.rules))]
+    names = [patterns[i].rules[j].name for i, j in index]
+    phases = ex.run(check_rule_task, [(specs, i, j, kw, verbosity) for i, j in index],
+                    labels=names, progress=progress, what="check-rules: instances")
+    todo = [(n, s) for n, ph in enumerate(phases) for s in ph.structures]
+    proofs = ex.run(prove_structure_task,
+                    [(specs, *index[n], phases[n].result.engine, s) for n, s in todo],
+                    labels=[names[n] for n, _ in todo], progress=progress and bool(todo),
+                    what="check-rules: proofs")
+    by_rule: Dict[int, list] = {}
+    for (n, _), sp in zip(todo, proofs):
+        by_rule.setdefault(n, []).append(sp)
+    results = [finish_rule(ph, by_rule.get(n, [])) for n, ph in enumerate(phases)]
+    tasks = {"rules": len(phases), "structures": len(todo),
+             "seconds": {"rules": _stats([ph.result.seconds for ph in phases]),
+                         "structures": _stats([sp.seconds for sp in proofs])}}
+    return results, tasks
+
+
+def _stats(xs: Sequence[float]) -> dict:
+    """Median, largest and total of task times (seconds)."""
+    import statistics
+    if not xs:
+        return {"median": 0.0, "max": 0.0, "total": 0.0}
+    return {"median": statistics.median(xs), "max": max(xs), "total": sum(xs)}
 
 
 def _rule_specs(specs):
@@ -168,22 +219,22 @@ def check_rules_main(args, state: dict) -> int:
     kw = dict(examples=examples, seed=args.seed, engine=engine, guards=per_guard > 0,
               per_guard=per_guard, symbolic=not args.no_symbolic,
               special_values=args.special_values, dtype_hints=args.dtype_hints)
-    tasks = [(specs, i, j, kw, args.verbosity) for i, p in enumerate(patterns)
-             for j in range(len(p.rules))]
-    rules = [patterns[t[1]].rules[t[2]] for t in tasks]
+    rules: Dict[str, object] = {}
+    for r in (r for p in patterns for r in p.rules):
+        rules.setdefault(r.name, r)
     try:
         ex = executor(jobs=args.jobs, ray=args.ray)
     except RayUnavailable as e:
         raise UsageError(f"--ray: {e}") from None
     with ex:
         try:
-            results = ex.run(check_rule_task, tasks, labels=[r.name for r in rules],
-                             progress=args.verbosity >= 0, what="check-rules")
+            results, tasks = run_check_rules(ex, specs, kw, args.verbosity,
+                                             progress=args.verbosity >= 0)
         except TaskFailed as e:  # a rule module may break the checker
-            r = next(r for r in rules if r.name == e.label)
+            r = rules[e.label]
             raise RuleFailure(f"checking rule {r.name!r} ({r.where}) failed: "
                               f"{_first_line(e.cause)}") from None
-    run = ex.describe()
+    run = {**ex.describe(), "tasks": tasks}
     out = results_stream(args)
     for line in summary_lines(results):
         print(line, file=out)
