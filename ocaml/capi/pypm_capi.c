@@ -89,7 +89,7 @@ static size_t stack_size;  /* whole mapping */
 static char *stack_top;    /* initial stack pointer, 64-byte aligned */
 
 static int no_trim;                 /* PYPM_NO_STACK_TRIM set (diagnostics) */
-static unsigned long match_calls;   /* for TRIM_EVERY */
+static unsigned long match_calls;   /* pypm_match and pypm_graph_extend, for TRIM_EVERY */
 static int runtime_dead;            /* a fatal error stopped the runtime */
 static char fatal_msg[256];
 static jmp_buf *volatile fatal_jmp; /* where caml_fatal_error_hook returns */
@@ -175,8 +175,9 @@ static int map_stack(void) {
 }
 
 /* Give back the stack pages below the top STACK_KEEP bytes if a call
- * touched them.  Checked (one mincore) after every call except pypm_match,
- * and after every TRIM_EVERY-th pypm_match (the hot, usually shallow call). */
+ * touched them.  Checked (one mincore, ~3-5 us) after every call except
+ * pypm_match and pypm_graph_extend, and after every TRIM_EVERY-th of those
+ * (the hot calls of a rewrite loop; an extension never recurses deeply). */
 static void trim_stack(void) {
   long page = sysconf(_SC_PAGESIZE);
   char *probe = (char *)(((uintptr_t)(stack_top - STACK_KEEP)) & ~(uintptr_t)(page - 1));
@@ -345,7 +346,8 @@ static int run_call(call_t *c) {
                      fatal_msg);
   }
   call_on_stack(stack_top, dispatch, c);
-  if (!no_trim && (c->op != OP_MATCH || ++match_calls % TRIM_EVERY == 0)) trim_stack();
+  int hot = c->op == OP_MATCH || c->op == OP_GRAPH_EXTEND;
+  if (!no_trim && (!hot || ++match_calls % TRIM_EVERY == 0)) trim_stack();
   pthread_mutex_unlock(&big_lock);
   return c->rc;
 }

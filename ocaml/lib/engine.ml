@@ -119,6 +119,78 @@ let grow a ~used ~need fill =
     a'
   end
 
+let sym_conflict s a v1 v2 =
+  error e_malformed
+    "graph extension: symbol %d attribute %d is %d in the loaded graph, the extension says %d" s
+    a v1 v2
+
+(* Whether every symbol attribute of [x] is already in [g] (with the same
+   value: a different one is an error, the one the merge would report
+   first). The common case: an extension repeats the attributes of the
+   operators its nodes use. O(|x| log |g|). *)
+let sym_attrs_known (g : Repr.graph) (x : Repr.graph) : bool =
+  let nx = Array.length x.Repr.sym_syms in
+  let rec go j =
+    j >= nx
+    ||
+    let s = x.Repr.sym_syms.(j) and a = x.Repr.sym_ids.(j) and v = x.Repr.sym_vals.(j) in
+    match Repr.sym_attr g a s with
+    | Some v1 when v1 = v -> go (j + 1)
+    | Some v1 -> sym_conflict s a v1 v
+    | None -> false
+  in
+  go 0
+
+(* The symbol-attribute arrays of [g] and [x] merged (sorted, distinct
+   pairs): [g]'s own arrays when [x] brings no new pair, so that an
+   extension costs O(new nodes), not O(symbol attributes of the graph). *)
+let merge_sym_attrs (g : Repr.graph) (x : Repr.graph) : int array * int array * int array =
+  if sym_attrs_known g x then (g.Repr.sym_syms, g.Repr.sym_ids, g.Repr.sym_vals)
+  else begin
+    let ns = Array.length g.Repr.sym_syms and nx = Array.length x.Repr.sym_syms in
+    let syms = Array.make (ns + nx) 0
+    and ids = Array.make (ns + nx) 0
+    and vals = Array.make (ns + nx) 0 in
+    let i = ref 0 and j = ref 0 and o = ref 0 in
+    let put s a v =
+      syms.(!o) <- s;
+      ids.(!o) <- a;
+      vals.(!o) <- v;
+      incr o
+    in
+    while !i < ns || !j < nx do
+      if !j >= nx then begin
+        put g.Repr.sym_syms.(!i) g.Repr.sym_ids.(!i) g.Repr.sym_vals.(!i);
+        incr i
+      end
+      else if !i >= ns then begin
+        put x.Repr.sym_syms.(!j) x.Repr.sym_ids.(!j) x.Repr.sym_vals.(!j);
+        incr j
+      end
+      else begin
+        let s1 = g.Repr.sym_syms.(!i) and a1 = g.Repr.sym_ids.(!i) in
+        let s2 = x.Repr.sym_syms.(!j) and a2 = x.Repr.sym_ids.(!j) in
+        let c = if s1 = s2 then compare (a1 : int) a2 else compare (s1 : int) s2 in
+        if c < 0 then begin
+          put s1 a1 g.Repr.sym_vals.(!i);
+          incr i
+        end
+        else if c > 0 then begin
+          put s2 a2 x.Repr.sym_vals.(!j);
+          incr j
+        end
+        else begin
+          let v1 = g.Repr.sym_vals.(!i) and v2 = x.Repr.sym_vals.(!j) in
+          if v1 <> v2 then sym_conflict s1 a1 v1 v2;
+          put s1 a1 v1;
+          incr i;
+          incr j
+        end
+      end
+    done;
+    (Array.sub syms 0 !o, Array.sub ids 0 !o, Array.sub vals 0 !o)
+  end
+
 (* Append the nodes of a decoded extension to [g] (the new nodes' ids are
    [g.n_nodes, ...)).  Symbol attributes are merged: a (symbol, attribute)
    pair the graph already has must come with the same value.  The node arrays
@@ -128,51 +200,7 @@ let grow a ~used ~need fill =
 let append_nodes (g : Repr.graph) (x : Repr.graph) : Repr.graph =
   let n = g.Repr.n_nodes and k = x.Repr.n_nodes in
   let total_attrs = g.Repr.attr_off.(n) and x_attrs = x.Repr.attr_off.(k) in
-  (* merge the two sorted symbol-attribute arrays *)
-  let ns = Array.length g.Repr.sym_syms and nx = Array.length x.Repr.sym_syms in
-  let syms = Array.make (ns + nx) 0
-  and ids = Array.make (ns + nx) 0
-  and vals = Array.make (ns + nx) 0 in
-  let i = ref 0 and j = ref 0 and o = ref 0 in
-  let put s a v =
-    syms.(!o) <- s;
-    ids.(!o) <- a;
-    vals.(!o) <- v;
-    incr o
-  in
-  while !i < ns || !j < nx do
-    if !j >= nx then begin
-      put g.Repr.sym_syms.(!i) g.Repr.sym_ids.(!i) g.Repr.sym_vals.(!i);
-      incr i
-    end
-    else if !i >= ns then begin
-      put x.Repr.sym_syms.(!j) x.Repr.sym_ids.(!j) x.Repr.sym_vals.(!j);
-      incr j
-    end
-    else begin
-      let s1 = g.Repr.sym_syms.(!i) and a1 = g.Repr.sym_ids.(!i) in
-      let s2 = x.Repr.sym_syms.(!j) and a2 = x.Repr.sym_ids.(!j) in
-      let c = if s1 = s2 then compare (a1 : int) a2 else compare (s1 : int) s2 in
-      if c < 0 then begin
-        put s1 a1 g.Repr.sym_vals.(!i);
-        incr i
-      end
-      else if c > 0 then begin
-        put s2 a2 x.Repr.sym_vals.(!j);
-        incr j
-      end
-      else begin
-        let v1 = g.Repr.sym_vals.(!i) and v2 = x.Repr.sym_vals.(!j) in
-        if v1 <> v2 then
-          error e_malformed
-            "graph extension: symbol %d attribute %d is %d in the loaded graph, the extension says %d"
-            s1 a1 v1 v2;
-        put s1 a1 v1;
-        incr i;
-        incr j
-      end
-    end
-  done;
+  let sym_syms, sym_ids, sym_vals = merge_sym_attrs g x in
   let labels = grow g.Repr.labels ~used:n ~need:(n + k) 0 in
   Array.blit x.Repr.labels 0 labels n k;
   let children = grow g.Repr.children ~used:n ~need:(n + k) [] in
@@ -193,9 +221,9 @@ let append_nodes (g : Repr.graph) (x : Repr.graph) : Repr.graph =
     attr_off;
     attr_ids;
     attr_vals;
-    sym_syms = Array.sub syms 0 !o;
-    sym_ids = Array.sub ids 0 !o;
-    sym_vals = Array.sub vals 0 !o;
+    sym_syms;
+    sym_ids;
+    sym_vals;
   }
 
 (* Extend the graph of handle [h] in place with the nodes of [b].  Nodes are

@@ -1149,6 +1149,31 @@ let test_extend () =
   check "2000 extensions: chain from the top"
     (Engine.match_one ~graph:big ~patterns:ph ~index:0 ~root:2000 ~fuel:0 = (0, [ (0, 0) ], [ (0, neg) ]));
   Engine.release big;
+  (* the symbol attributes: an extension repeating known pairs keeps the
+     graph's arrays (no copy of the table per extension); a new pair is
+     merged in order; a conflict after a new pair leaves the graph as it was *)
+  let sym_of h =
+    let r = (Engine.get_graph h).Engine.repr in
+    (r.Repr.sym_syms, r.Repr.sym_ids, r.Repr.sym_vals)
+  in
+  let triples (s, a, v) = Array.to_list (Array.mapi (fun k x -> (x, a.(k), v.(k))) s) in
+  let sh = Engine.graph_load (buf (graph_words ~sym:g_sym (take 5 chain_nodes))) in
+  let (s0, a0, v0) as t0 = sym_of sh in
+  Engine.graph_extend sh (buf (ext_words ~sym:[ (neg, op_class, 7); (relu, op_class, 7) ] 5 [ (neg, [ 4 ], []) ]));
+  let s1, a1, v1 = sym_of sh in
+  check "extend: known symbol attributes keep the graph's arrays" (s1 == s0 && a1 == a0 && v1 == v0);
+  Engine.graph_extend sh (buf (ext_words ~sym:[ (neg, op_class, 7); (leaf, op_class, 5) ] 6 [ (leaf, [], []) ]));
+  check "extend: a new symbol attribute is merged in order"
+    (triples (sym_of sh) = List.sort compare ((leaf, op_class, 5) :: triples t0));
+  let before = all sh and t2 = sym_of sh in
+  check "extend error: conflict after a new symbol attribute"
+    (code (fun () ->
+         Engine.graph_extend sh
+           (buf (ext_words ~sym:[ (1, op_class, 1); (trans, op_class, 8) ] 7 [ (neg, [ 6 ], []) ])))
+    = Codes.e_malformed);
+  check "extend error leaves the graph: conflict after a new symbol attribute"
+    (Engine.handle_size sh = 7 && all sh = before && triples (sym_of sh) = triples t2);
+  Engine.release sh;
   Engine.release gh;
   Engine.release whole;
   Engine.release ph

@@ -290,12 +290,13 @@ class SetMatcher:
     ~10x the library's). The library is the one :func:`open_library` gave
     when this object was made."""
 
-    __slots__ = ("lib", "handle", "_call", "_out", "_cap", "_len", "_mutex")
+    __slots__ = ("lib", "handle", "_call", "_pv", "_out", "_cap", "_len", "_mutex")
 
     def __init__(self, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], owner=None):
         self.lib = open_library()
         self.handle = pattern_set_handle(self.lib, defs, roots, owner)
         self._call = self.lib.pypm_match
+        self._pv = self.handle.value
         self._cap = max(self.handle.caps or [1])
         self._out = ffi.new("int64_t[]", self._cap)
         self._len = ffi.new("size_t *")
@@ -303,24 +304,23 @@ class SetMatcher:
 
     def match(self, graph, root: int, index: int, fuel: Optional[int] = None) -> Result:
         """As :func:`match`: ``(status, [(var, node_id)], [(fvar, symbol)])``."""
-        lib = self.lib
         gh = graph.engine_handle
-        if gh is None or gh.lib is not lib or gh.key != len(graph):
-            gh = graph_handle(lib, graph)
+        if gh is None or gh.lib is not self.lib or gh.key != len(graph):
+            gh = graph_handle(self.lib, graph)
         with self._mutex:
-            code = self._call(gh.value, self.handle.value, index, root, fuel or 0, self._out,
-                              self._cap, self._len)
-            n = self._len[0]
-            if code == lib.PYPM_E_BUFFER_TOO_SMALL and n > self._cap:
-                self._cap = n
-                self._out = ffi.new("int64_t[]", n)
-                code = self._call(gh.value, self.handle.value, index, root, fuel or 0,
-                                  self._out, self._cap, self._len)
-                n = self._len[0]
-            check(lib, code, "pypm_match")
             out = self._out
-            if n == 3 and out[0] == serialize.STATUS_NO_MATCH and out[1] == 0 and out[2] == 0:
-                return serialize.STATUS_NO_MATCH, [], []  # the common answer, decoded at once
+            code = self._call(gh.value, self._pv, index, root, fuel or 0, out, self._cap,
+                              self._len)
+            if code == 0 and out[0] == serialize.STATUS_NO_MATCH:
+                return serialize.STATUS_NO_MATCH, [], []  # the common answer (no bindings)
+            n = self._len[0]
+            if code == self.lib.PYPM_E_BUFFER_TOO_SMALL and n > self._cap:
+                self._cap = n
+                self._out = out = ffi.new("int64_t[]", n)
+                code = self._call(gh.value, self._pv, index, root, fuel or 0, out, n,
+                                  self._len)
+                n = self._len[0]
+            check(self.lib, code, "pypm_match")
             words = ffi.unpack(out, n)
         return serialize.decode_match(words)
 

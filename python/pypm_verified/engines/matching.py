@@ -206,6 +206,12 @@ def _match_at(s: PreparedPatterns, i: int, node: Node, engine: str, fuel: Option
     else:
         status, binds, fbinds = binding.match(node.graph, node.id, s.defs, s.roots, i, fuel,
                                               owner or s.owner)
+    return _answer(s, i, node, status, binds, fbinds)
+
+
+def _answer(s: PreparedPatterns, i: int, node: Node, status: int, binds, fbinds) -> Optional[Match]:
+    """The verified engine's answer for root ``i`` of ``s`` at ``node``: a
+    :class:`Match`, None, or :class:`OutOfFuel` raised."""
     if status == binding.serialize.STATUS_OUT_OF_FUEL:
         raise _out_of_fuel(s.items[i], node.id)
     if status != binding.serialize.STATUS_MATCH:
@@ -310,6 +316,9 @@ def _owner_of(s: PreparedPatterns) -> _Owner:
     return owner
 
 
+_NO_MATCH = binding.serialize.STATUS_NO_MATCH
+
+
 class PatternSet:
     """``patterns`` prepared once for many matches with one ``engine`` (what
     the rewrite driver uses): linked, serialized and loaded into the engine
@@ -357,7 +366,9 @@ class PatternSet:
         """Pattern ``i`` at ``node``: a :class:`Match` or None; raises
         :class:`OutOfFuel` as :func:`match` does."""
         m = self._matcher
-        if m is None and self.engine == "verified":
+        if m is None:
+            if self.engine != "verified":
+                return _match_at(self._s, i, node, self.engine, self.fuel, self._owner)
             # the library is looked up once per set (it may have changed since
             # the shared matcher was made: $PYPM_VERIFIED_LIB)
             m = self._owner.matcher
@@ -365,4 +376,7 @@ class PatternSet:
                 m = self._owner.matcher = binding.SetMatcher(self._s.defs, self._s.roots,
                                                              self._owner)
             self._matcher = m
-        return _match_at(self._s, i, node, self.engine, self.fuel, self._owner, m)
+        status, binds, fbinds = m.match(node.graph, node.id, i, self.fuel)
+        if status == _NO_MATCH:  # the common answer, without a call
+            return None
+        return _answer(self._s, i, node, status, binds, fbinds)
