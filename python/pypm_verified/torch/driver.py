@@ -198,27 +198,47 @@ class Value:
 def schema_call(target, vals: Sequence) -> tuple:
     """``(args, kwargs)`` calling ``target`` with ``vals``, its arguments in
     full positional (schema) order: keyword-only ones go to ``kwargs``."""
-    schema = getattr(target, "_schema", None)
-    if schema is None:
-        return list(vals), {}
+    args = _SCHEMA_ARGS.get(target)
+    if args is None:
+        schema = getattr(target, "_schema", None)
+        if schema is None:
+            return list(vals), {}
+        # (name, keyword-only) per argument: reading schema.arguments builds
+        # new objects on every call
+        args = _SCHEMA_ARGS[target] = tuple((a.name, a.kwarg_only) for a in schema.arguments)
     pos, kw = [], {}
-    for a, v in zip(schema.arguments, vals):
-        if a.kwarg_only:
-            kw[a.name] = v
+    for (name, kwarg_only), v in zip(args, vals):
+        if kwarg_only:
+            kw[name] = v
         else:
             pos.append(v)
     return pos, kw
 
 
+_SCHEMA_ARGS: Dict[object, tuple] = {}  # target -> ((argument name, keyword-only), ...)
+
+
 class _Builder:
     """What operator calls in a rule body build on: FX nodes in front of the
-    root (the builder of :meth:`pypm_verified.Rule.fire`)."""
+    root (the builder of :meth:`pypm_verified.Rule.fire`).
 
-    def __init__(self, driver: "Driver", root: fx.Node, rule):
+    With ``take_root_val``, the first node built whose ``meta["val"]`` is
+    exactly the root's (same sizes, strides, offset, dtype, device,
+    requires_grad) takes the root's fake tensor itself instead of a new one
+    (usually the replacement of the root: same output); :meth:`settle` then
+    gives it a fresh one unless it replaced the root and the root is gone. A
+    call that may return a view of that node gives it a fresh one first, so
+    that a view's value always views its argument's."""
+
+    def __init__(self, driver: "Driver", root: fx.Node, rule, take_root_val: bool = False):
         self.driver = driver
         self.root = root
         self.rule = rule
         self.created: List[fx.Node] = []
+        # (root's fake tensor, its metadata) while not lent to a node yet
+        self._lend = _ownable_val(root, driver.fake_mode) if take_root_val else None
+        self._lent_meta = None
+        self.holder: Optional[fx.Node] = None  # the node given the root's fake tensor
 
     def _fx_arg(self, a):
         if isinstance(a, Value):
@@ -241,8 +261,14 @@ class _Builder:
                                "(declare it with @pm.op(torch=[...]))")
         target = targets[0]
         pos, kw = schema_call(target, [self._fx_arg(a) for a in args])
+        if self.holder is not None and not _returns_fresh_tensor(target):
+            read = []
+            fx.node.map_arg((pos, kw), read.append)
+            if self.holder in read:
+                self._take_back()
+        like = self._lend
         try:
-            val = self.driver.meta_val(target, pos, kw)
+            val = self.driver.meta_val(target, pos, kw, like)
         except dynamic.GuardError:
             raise  # needs a size fact not statically known: the rule declines
         except Exception as e:
@@ -252,6 +278,8 @@ class _Builder:
         with g.inserting_before(self.root):
             node = g.call_function(target, tuple(pos), kw)
         node.meta["val"] = val
+        if like is not None and val is like[0]:
+            self.holder, self._lent_meta, self._lend = node, like[1], None
         for k in ("nn_module_stack", "stack_trace", "source_fn_stack"):
             if k in self.root.meta:
                 node.meta[k] = self.root.meta[k]
@@ -259,6 +287,24 @@ class _Builder:
         if kept is node:
             self.created.append(node)
         return self.driver.value(kept)
+
+    def settle(self, replacement: Optional[fx.Node]) -> None:
+        """After the firing (``replacement``: the root's replacement, None if
+        the rule did not fire): the node holding the root's fake tensor keeps
+        it only if it is the replacement and the root left the graph (the
+        root's former users' views then alias the replacement, as they
+        should); otherwise it gets a fresh fake tensor of the same metadata,
+        so that no two live nodes share one."""
+        h = self.holder
+        if h is not None and (h is not replacement or not self.root._erased):
+            self._take_back()
+        self.holder = None
+
+    def _take_back(self) -> None:
+        """The node holding the root's fake tensor gets a fresh one."""
+        if not self.holder._erased:
+            self.holder.meta["val"] = _fake_of(self.driver.fake_mode, self._lent_meta)
+        self.holder = None
 
 
 def _output_nodes(g: fx.Graph) -> List[fx.Node]:
@@ -393,7 +439,7 @@ class Driver:
             created.append(node)
         return kept
 
-    def meta_val(self, target, pos, kw):
+    def meta_val(self, target, pos, kw, like=None):
         """The ``meta["val"]`` of a new call ``target(*pos, **kw)``: the target
         run on the arguments' fake values (raises what it raises).
 
@@ -402,11 +448,16 @@ class Driver:
         gives a result of the same metadata, so for a target returning one
         fresh (non-aliasing) tensor of static sizes, the result's metadata is
         kept under the arguments' (:func:`_meta_key`) and a later call with
-        the same key gets a new fake tensor of that metadata (microseconds)."""
+        the same key gets a new fake tensor of that metadata (~0.1 ms), or
+        ``like[0]`` itself if given (``(fake tensor, its metadata)``, the
+        metadata as the cache keeps it) and the metadata is the same
+        (:class:`_Builder`: the matched root's value, for its replacement)."""
         key = _meta_key(target, pos, kw)
         if key is not None:
             hit = self._meta_cache.get(key)
             if hit is not None:
+                if like is not None and like[1] == hit:
+                    return like[0]
                 return _fake_of(self.fake_mode, hit)
         fake = fx.node.map_arg((tuple(pos), kw), lambda n: n.meta["val"])
         with self.fake_mode, _no_fake_cache(self.fake_mode, self.shape_env):
@@ -443,20 +494,20 @@ class Driver:
     def _dce(self, start: List[fx.Node]) -> None:
         """Remove what became dead from ``start`` on: pure nodes without
         users, and the metadata asserts on them."""
+        g, tg = self.gm.graph, self.tg
+        term, erase = tg.term, tg.erase
         stack = list(start)
         while stack:
             n = stack.pop()
-            if n.graph is not self.gm.graph or n not in self.tg.term:
-                continue
-            if n.op != "call_function" or not is_pure(n):
+            if n.graph is not g or n not in term or n.op != "call_function" or not is_pure(n):
                 continue
             users = list(n.users)
             if any(u.target is not ASSERT_METADATA for u in users):
                 continue
             for u in users:
-                self.tg.erase(u)
-            ins = [a for a in n.all_input_nodes]
-            self.tg.erase(n)
+                erase(u)
+            ins = n.all_input_nodes  # a new list
+            erase(n)
             stack.extend(ins)
 
     # --------------------------------------------------------------- run
@@ -713,7 +764,7 @@ class Driver:
         ``declined`` if given."""
         if declined is None:
             declined = []
-        b = _Builder(self, root, rule)
+        b = _Builder(self, root, rule, take_root_val=True)
         ctx = self.context
         ctx.refusals.clear()
 
@@ -734,6 +785,7 @@ class Driver:
             for n in reversed(b.created):
                 if n.graph is self.gm.graph and not n.users:
                     self.tg.erase(n)
+            b.settle(None)
             raise
         if out is not None and self.shape_env is not None and isinstance(out, Value) \
                 and out.fx is not None and out.fx is not root:
@@ -748,8 +800,10 @@ class Driver:
             for n in reversed(b.created):
                 if not n.users:
                     self.tg.erase(n)
+            b.settle(None)
             return None
         if not isinstance(out, Value) or out.fx is None:
+            b.settle(None)
             raise PatternError(f"rule {rule.name!r} ({rule.where}) returned {out!r}; a torch "
                                "rule returns a tensor built by calling operators")
         new = out.fx
@@ -758,6 +812,7 @@ class Driver:
                 not isinstance(new_val, torch.Tensor)
                 or not _same_sizes(old_val, new_val, self.shape_env is not None)
                 or old_val.dtype != new_val.dtype):
+            b.settle(None)
             raise RewriteError(
                 f"rule {rule.name!r} ({rule.where}) replaced {root.name} "
                 f"({_desc(old_val)}) with a value of {_desc(new_val)}")
@@ -767,6 +822,7 @@ class Driver:
         self.report.record_firing(rule.name, root.name, new.name)
         created = [n for n in b.created if n.graph is self.gm.graph and n in self.tg.term]
         self._dce([root])
+        b.settle(new)
         # the users' terms are stale: re-imported when the walk reaches them
         self._stale.update(new.users)
         return created
@@ -922,6 +978,8 @@ def _same_sizes(a: torch.Tensor, b: torch.Tensor, decided: bool) -> bool:
     equal only if ``decided`` (:meth:`Driver._same_shape` proved them equal
     for every admissible size, or the rule declined); in a static program a
     symbolic size (e.g. data-dependent) never equals a static one."""
+    if not (a._has_symbolic_sizes_strides or b._has_symbolic_sizes_strides):
+        return a.shape == b.shape  # int sizes only (the common case, ~20x faster)
     if a.dim() != b.dim():
         return False
     for x, y in zip(a.shape, b.shape):
@@ -958,13 +1016,12 @@ def _arg_key(a):
     Scalars carry their type (``2`` and ``2.0`` promote differently)."""
     if isinstance(a, fx.Node):
         v = a.meta.get("val")
-        if not isinstance(v, torch.Tensor) or getattr(v, "constant", None) is not None:
+        # one flag for "a size, stride or the offset is symbolic" (cheaper
+        # than testing each); a layout other than strided has no strides
+        if not isinstance(v, torch.Tensor) or v._has_symbolic_sizes_strides \
+                or v.layout is not torch.strided or getattr(v, "constant", None) is not None:
             return None
-        shape, stride = tuple(v.shape), v.stride()
-        if not all(type(d) is int for d in shape) or not all(type(d) is int for d in stride) \
-                or type(v.storage_offset()) is not int:
-            return None
-        return ("T", shape, stride, v.dtype, v.device, v.storage_offset(), v.requires_grad)
+        return ("T", v.shape, v.stride(), v.dtype, v.device, v.storage_offset(), v.requires_grad)
     if isinstance(a, (list, tuple)):
         ks = tuple(_arg_key(e) for e in a)
         return None if any(k is None for k in ks) else (type(a).__name__, ks)
@@ -1016,6 +1073,27 @@ def _tensor_meta(val, fake_mode) -> Optional[tuple]:
             or val.is_conj() or val.is_neg() or val.layout is not torch.strided:
         return None
     return (shape, stride, off, val.dtype, val.device, val.requires_grad)
+
+
+def _ownable_val(node: fx.Node, fake_mode) -> Optional[tuple]:
+    """``(val, metadata)`` of ``node``'s ``meta["val"]`` if a replacement of
+    ``node`` may take that fake tensor as its own: a plain fake tensor of
+    ``fake_mode`` with static metadata (:func:`_tensor_meta`) and its own
+    storage. A tensor shares storage only with what it is a view of (its
+    inputs', directly or through them) or views of it (its users, which
+    then view the replacement); ``_unsafe_view`` shares its input's storage
+    without a view's ``_base``, so the storages are compared. Else None."""
+    val = node.meta.get("val")
+    meta = _tensor_meta(val, fake_mode)
+    if meta is None or val.constant is not None or val._base is not None:
+        return None
+    mine = val.untyped_storage()._cdata
+    for a in node.all_input_nodes:
+        v = a.meta.get("val")
+        if isinstance(v, torch.Tensor) and v.layout is torch.strided and \
+                v.untyped_storage()._cdata == mine:
+            return None
+    return val, meta
 
 
 def _fake_of(fake_mode, meta):
