@@ -189,10 +189,9 @@ def match(pattern: PatternLike, node: Node, engine: str = "verified",
 
 
 def _match_at(s: PreparedPatterns, i: int, node: Node, engine: str, fuel: Optional[int],
-              owner=None, matcher=None) -> Optional[Match]:
+              owner=None) -> Optional[Match]:
     """Root ``i`` of the prepared set ``s`` at ``node``, with ``engine``;
-    ``owner`` caches the engine's handle of the set (default ``s.owner``);
-    ``matcher`` (verified engine): a :class:`binding.SetMatcher` of ``s``."""
+    ``owner`` caches the engine's handle of the set (default ``s.owner``)."""
     if engine == "reference":
         try:
             sol = reference.first_solution(core.Program(s.defs, s.roots[i]), node, fuel)
@@ -201,15 +200,13 @@ def _match_at(s: PreparedPatterns, i: int, node: Node, engine: str, fuel: Option
         except OutOfFuel:
             raise _out_of_fuel(s.items[i], node.id) from None
         return None if sol is None else s.match(i, node, sol)
-    if matcher is not None:
-        status, binds, fbinds = matcher.match(node.graph, node.id, i, fuel)
-    else:
-        status, binds, fbinds = binding.match(node.graph, node.id, s.defs, s.roots, i, fuel,
-                                              owner or s.owner)
+    status, binds, fbinds = binding.match(node.graph, node.id, s.defs, s.roots, i, fuel,
+                                          owner or s.owner)
     return _answer(s, i, node, status, binds, fbinds)
 
 
-def _answer(s: PreparedPatterns, i: int, node: Node, status: int, binds, fbinds) -> Optional[Match]:
+def _answer(s: PreparedPatterns, i: int, node: Node, status: int, binds,
+            fbinds) -> Optional[Match]:
     """The verified engine's answer for root ``i`` of ``s`` at ``node``: a
     :class:`Match`, None, or :class:`OutOfFuel` raised."""
     if status == binding.serialize.STATUS_OUT_OF_FUEL:
