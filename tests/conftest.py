@@ -62,6 +62,17 @@ def engine(request, monkeypatch):
     return request.param
 
 
+@pytest.fixture(scope="module")
+def base_programs():
+    """BERT (3 layers), GPT-2 and LLaMA (2 layers each) at the examples' base
+    size, exported to ATen (examples/models.py); one export per test module."""
+    pytest.importorskip("torch")
+    import models
+    return {"bert": models.export("bert", "base", layers=3),
+            "gpt2": models.export("gpt2", "base", layers=2),
+            "llama": models.export("llama", "base", layers=2)}
+
+
 def line_of(path: str, marker: str) -> int:
     """1-based line of the unique line of ``path`` containing ``marker``."""
     with open(path) as f:

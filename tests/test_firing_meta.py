@@ -14,8 +14,6 @@ root's fake tensor to no node that does not replace the root, nor while the
 root stays in the graph.
 """
 import copy
-import os
-import sys
 
 import pytest
 
@@ -24,18 +22,7 @@ torch = pytest.importorskip("torch")
 from pypm_verified.library import default_patterns  # noqa: E402
 from pypm_verified.torch import driver as D  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "examples"))
-import models  # noqa: E402
-
 aten = torch.ops.aten
-
-
-@pytest.fixture(scope="module")
-def programs():
-    return {"bert": models.export("bert", "base", layers=3),
-            "gpt2": models.export("gpt2", "base", layers=2),
-            "llama": models.export("llama", "base", layers=2)}
 
 
 class _Slow(D.Driver):
@@ -80,10 +67,10 @@ def _meta(v):
 
 @pytest.mark.parametrize("model,grad", [("bert", False), ("gpt2", False), ("llama", False),
                                         ("bert", True), ("gpt2", True)])
-def test_replacement_metadata_is_a_fake_runs(programs, model, grad):
+def test_replacement_metadata_is_a_fake_runs(base_programs, model, grad):
     taken = []
-    fast, d = _rewrite(programs[model], D.Driver, grad, taken)
-    slow, _ = _rewrite(programs[model], _Slow, grad)
+    fast, d = _rewrite(base_programs[model], D.Driver, grad, taken)
+    slow, _ = _rewrite(base_programs[model], _Slow, grad)
     assert d.report.firings, "no rule fired: the comparison would be empty"
     if not grad:  # with grad on, linear_act's value requires grad, the root's not
         assert taken, "no replacement took the root's value: the fast path was not exercised"
@@ -95,8 +82,8 @@ def test_replacement_metadata_is_a_fake_runs(programs, model, grad):
 
 
 @pytest.mark.parametrize("model", ["bert", "gpt2"])
-def test_no_two_live_nodes_share_a_fake_tensor(programs, model):
-    gm, _ = _rewrite(programs[model], D.Driver, grad=False)
+def test_no_two_live_nodes_share_a_fake_tensor(base_programs, model):
+    gm, _ = _rewrite(base_programs[model], D.Driver, grad=False)
     seen = {}
     for n in gm.graph.nodes:
         v = n.meta.get("val")

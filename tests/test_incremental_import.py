@@ -16,8 +16,6 @@ here on multi-layer models:
   never merged into one whose *current* term differs.
 """
 import copy
-import os
-import sys
 
 import pytest
 
@@ -28,18 +26,7 @@ from pypm_verified.library import default_patterns  # noqa: E402
 from pypm_verified.torch import driver as D  # noqa: E402
 from pypm_verified.torch.importer import TermGraph  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "examples"))
-import models  # noqa: E402
-
 aten = torch.ops.aten
-
-
-@pytest.fixture(scope="module")
-def programs():
-    return {"bert": models.export("bert", "base", layers=3),
-            "gpt2": models.export("gpt2", "base", layers=2),
-            "llama": models.export("llama", "base", layers=2)}
 
 
 def _canon(tg):
@@ -67,8 +54,8 @@ def _run(ep, engine, lookahead):
 
 
 @pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
-def test_incremental_terms_equal_a_from_scratch_import(programs, name, lib):
-    gm, d, rep = _run(programs[name], "verified", D.Driver.lookahead)
+def test_incremental_terms_equal_a_from_scratch_import(base_programs, name, lib):
+    gm, d, rep = _run(base_programs[name], "verified", D.Driver.lookahead)
     assert sum(rep.firings.values()) > 0  # the rewrites re-imported something
     incr, _ = _canon(d.tg)
     # the term of every live node, re-derived from the final FX graph alone
@@ -93,14 +80,14 @@ def test_incremental_terms_equal_a_from_scratch_import(programs, name, lib):
 
 
 @pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
-def test_lookahead_gives_the_same_rewrites(programs, name, lib, monkeypatch):
+def test_lookahead_gives_the_same_rewrites(base_programs, name, lib, monkeypatch):
     calls = []
     real = binding.extend_graph
     monkeypatch.setattr(binding, "extend_graph", lambda *a: (calls.append(1), real(*a))[1])
     out = {}
     for engine, k in (("verified", 0), ("verified", 64), ("reference", 64)):
         calls.clear()
-        gm, d, rep = _run(programs[name], engine, k)
+        gm, d, rep = _run(base_programs[name], engine, k)
         out[engine, k] = (str(gm.graph), dict(rep.firings), rep.iterations, len(calls))
     base = out["verified", 0]
     for key, got in out.items():
