@@ -4,7 +4,9 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 import traceback
+import _thread
 from typing import Optional, Sequence
 
 from .exitcodes import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RULE, EXIT_TERMINATED,
@@ -13,8 +15,30 @@ from .logs import log, logging_to_stderr
 from .parsing import COMMANDS, parse, parser
 
 
+#: SIGTERM's state: "seen" once the handler ran, "handled" once main caught it
+_term = {"seen": False, "handled": False}
+
+#: seconds between the repeats of an unhandled SIGTERM
+TERM_REPEAT_S = 2.0
+
+
 def _on_sigterm(signum, frame):
+    if not _term["seen"]:
+        _term["seen"] = True
+        threading.Thread(target=_repeat_sigterm, name="sigterm-repeat", daemon=True).start()
     raise Terminated()
+
+
+def _repeat_sigterm():
+    """Signal the main thread again until it has caught the
+    :class:`Terminated`: Python drops an exception raised while it runs a
+    ``__del__`` or a weakref callback (it prints "Exception ignored"), so
+    the handler's one may be lost when the signal lands there."""
+    import time
+    while not _term["handled"]:
+        time.sleep(TERM_REPEAT_S)
+        if not _term["handled"]:
+            _thread.interrupt_main(signal.SIGTERM)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -42,6 +66,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             _tb(e)
             return EXIT_RULE
         except KeyboardInterrupt as e:
+            _term["handled"] = True
             done = state["written"]
             what = "nothing written" if not done else f"wrote only {', '.join(done)}"
             term = isinstance(e, Terminated)
@@ -49,6 +74,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                       extra={"plain": True})
             return EXIT_TERMINATED if term else EXIT_INTERRUPTED
         finally:
+            _term["handled"] = True
             if old is not None:
                 signal.signal(signal.SIGTERM, old)
 
