@@ -61,17 +61,14 @@ import sysconfig
 import traceback
 import warnings as _warnings
 import zipfile
-import zlib
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import torch
 
+from . import archive as zipcheck
 from . import untrusted
-
-
-class LoadError(ValueError):
-    """The model cannot be loaded or exported; the message says why."""
+from .errors import LoadError
 
 
 @dataclass
@@ -347,19 +344,21 @@ def is_decomposed(ep) -> bool:
 _ZIP_MAGIC = b"PK\x03\x04"
 
 
-def check_archive(path: str) -> List[str]:
-    """The member names of the zip archive ``path`` after reading every
-    member and checking its CRC-32 (PyTorch's own readers do not: a file with
-    damaged weights would load, with wrong weights). LoadError naming the
-    damaged member when one fails, and saying "truncated or corrupt" for an
-    archive whose end (the zip directory) is missing."""
+def check_archive(path: str, limits: Optional["zipcheck.Limits"] = None) -> "zipcheck.Archive":
+    """The zip archive ``path`` checked as torch will read it
+    (:func:`.archive.inspect`: no ambiguous, overlapping or oversized
+    entries, caps from ``limits``), then every member read and its CRC-32
+    checked (PyTorch's own readers do not: a file with damaged weights would
+    load, with wrong weights). LoadError naming the damaged or refused
+    member, and saying "truncated or corrupt" for an archive whose end (the
+    zip directory) is missing."""
     try:
         with open(path, "rb") as f:
             head = f.read(4)
     except OSError as e:
         raise LoadError(f"{path}: cannot read it: {e.strerror or e}") from None
     try:
-        z = zipfile.ZipFile(path)
+        arch = zipcheck.inspect(path, str(path), limits or zipcheck.DEFAULT_LIMITS)
     except zipfile.BadZipFile:
         if head == _ZIP_MAGIC:
             raise LoadError(f"{path}: truncated or corrupt: it begins as a zip archive (as "
@@ -376,35 +375,31 @@ def check_archive(path: str) -> List[str]:
                         "TorchScript archive)") from None
     except OSError as e:
         raise LoadError(f"{path}: cannot read it: {e.strerror or e}") from None
-    with z:
-        for info in z.infolist():
-            try:
-                with z.open(info) as m:
-                    while m.read(1 << 22):
-                        pass
-            except (zipfile.BadZipFile, zlib.error, EOFError, ValueError,
-                    NotImplementedError) as e:
-                why = ("its CRC-32 does not match its contents" if "CRC" in str(e)
-                       else _first_line(e))
-                raise LoadError(f"{path}: the file is corrupt: member {info.filename!r} is "
-                                f"damaged ({why}); re-save or re-copy it") from None
-            except OSError as e:
-                raise LoadError(f"{path}: cannot read it: {e.strerror or e}") from None
-        return z.namelist()
+    try:
+        zipcheck.read_all(path, arch)
+    except OSError as e:
+        raise LoadError(f"{path}: cannot read it: {e.strerror or e}") from None
+    return arch
 
 
-def _kind(path: str) -> str:
-    names = check_archive(path)
-    base = {n.split("/", 1)[1] if "/" in n else n for n in names}
-    if "models/model.json" in base or any(n.startswith("models/") for n in base) \
-            or "archive_format" in base:
+def _kind_of(arch: "zipcheck.Archive") -> str:
+    base = set(arch.rels)
+    if any(n.startswith("models/") for n in base) or "archive_format" in base:
         return "pt2"
     if "constants.pkl" in base or any(n.startswith("code/") for n in base):
         return "torchscript"
     if "data.pkl" in base:
         return "pickle"
-    raise LoadError(f"{path}: a zip archive but not one PyTorch writes (no model.json, "
+    raise LoadError(f"{arch.label}: a zip archive but not one PyTorch writes (no model.json, "
                     "code/ or data.pkl)")
+
+
+def _kind(path: str, limits: Optional["zipcheck.Limits"] = None) -> str:
+    arch = check_archive(path, limits)
+    kind = _kind_of(arch)
+    if kind == "pt2":
+        zipcheck.classify(arch, limits or zipcheck.DEFAULT_LIMITS)
+    return kind
 
 
 def _describe_state_dict(obj) -> Optional[str]:
@@ -431,26 +426,34 @@ def requirements(path) -> Tuple[Set[str], Set[str]]:
 
 def _scan(path, label: Optional[str] = None) -> "untrusted.Scan":
     """:func:`untrusted.check_program` over every program of the archive
-    ``path`` (a path or a binary file), and its payload configs' names.
+    ``path`` (a path or a binary file), and its payload configs' names:
+    every member torch would parse as JSON (:func:`.archive.classify`; a
+    member under ``models/`` that is not a program by name is refused).
     LoadError when a program's JSON is damaged."""
     label = label or str(path)
+    try:
+        arch = zipcheck.classify(zipcheck.inspect(path, label))
+    except zipfile.BadZipFile as e:
+        raise LoadError(f"{label}: not a readable .pt2 archive ({_first_line(e)})") from None
     scan = untrusted.Scan()
     with zipfile.ZipFile(path) as z:
-        for n in z.namelist():
-            model = re.search(r"(^|/)models/[^/]+\.json$", n)
-            config = re.search(r"(^|/)data/(weights|constants)/[^/]*_config\.json$", n)
-            if not (model or config):
+        for m in arch.members:
+            if m.kind not in ("program", "config"):
                 continue
             try:
-                doc = json.loads(z.read(n))
+                doc = json.loads(z.read(m.name))
             except (ValueError, UnicodeDecodeError, RecursionError) as e:
-                raise LoadError(f"{label}: the program ({n}) is damaged: not valid JSON "
-                                f"({_first_line(e)}); re-save or re-copy it") from None
-            where = f" (in {n.split('/', 1)[-1] if '/' in n else n})"
-            if model:
+                what = "a nesting deeper than Python's parser takes" \
+                    if isinstance(e, RecursionError) else _first_line(e)
+                raise LoadError(f"{label}: the program ({m.name}) is damaged: not valid JSON "
+                                f"({what}); re-save or re-copy it") from None
+            where = f" (in {m.rel})"
+            if m.kind == "program":
                 untrusted.check_program(doc, scan, where)
             else:
                 scan.problems += untrusted.check_payload_config(doc, where)
+    if hasattr(path, "seek"):
+        path.seek(0)
     return scan
 
 
@@ -686,8 +689,12 @@ def _load_pt2(path, allow_pickle: bool = False, label: Optional[str] = None):
         path.seek(0)
     with _capture_export_logs() as cap, untrusted.guarded(allow_pickle) as guard:
         try:
-            ep = torch.export.load(path)
+            ep = _load_pt2_archive(path)
             err: Optional[BaseException] = None
+        except RecursionError:
+            raise LoadError(f"{label}: refused: the program is nested too deeply for torch's "
+                            "reader (a tree spec or an expression); it may have been crafted") \
+                from None
         except Exception as e:  # noqa: BLE001 -- torch raises many types
             ep, err = None, e
     if guard.refused:
@@ -714,6 +721,20 @@ def _load_pt2(path, allow_pickle: bool = False, label: Optional[str] = None):
     return ep
 
 
+def _load_pt2_archive(path):
+    """The program ``model`` of the PT2 archive ``path``, read by torch's
+    ``load_pt2`` alone: ``torch.export.load`` falls back, when that raises,
+    to a legacy reader of root-level ``serialized_*`` members that none of
+    the checks here cover."""
+    from torch.export.pt2_archive._package import load_pt2
+    contents = load_pt2(path)
+    programs = contents.exported_programs
+    if "model" not in programs:
+        raise LoadError("the archive holds no program named model (models/model.json), "
+                        "the one torch.export.load returns")
+    return programs["model"]
+
+
 def load_exported(source, allow_pickle: bool = False, imports=(),
                   label: Optional[str] = None) -> Any:
     """The ``ExportedProgram`` in ``source``: a ``.pt2`` path, its bytes or a
@@ -727,12 +748,10 @@ def load_exported(source, allow_pickle: bool = False, imports=(),
         return load_rewritten(source, imports=(), allow_pickle=allow_pickle)
     label = label or "the program"
     try:
-        with zipfile.ZipFile(source) as z:
-            bad = z.testzip()
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error) as e:
+        arch = zipcheck.classify(zipcheck.inspect(source, label))
+        zipcheck.read_all(source, arch)
+    except (zipfile.BadZipFile, OSError, EOFError) as e:
         raise LoadError(f"{label}: not a readable .pt2 archive ({_first_line(e)})") from None
-    if bad is not None:
-        raise LoadError(f"{label}: the archive is corrupt: member {bad!r} is damaged")
     source.seek(0)
     return _load_pt2(source, allow_pickle, label)
 

@@ -226,8 +226,192 @@ def sym_expr_problem(text: str) -> Optional[str]:
             return None
         return f"a {type(node).__name__}"
 
-    why = walk(tree)
+    why = walk(tree) or magnitude_problem(tree)
     return None if why is None else f"it contains {why}"
+
+
+# ------------------------------------------------------------------ magnitudes
+
+#: the largest integer (in bits) a size expression or a guard may compute,
+#: taking each input size as a 64-bit integer; what torch writes stays far
+#: below (sizes, strides and their products), and ``10**10**10`` (or
+#: ``1 << 10**10``, ``math.factorial(10**6)``) is refused instead of computed
+MAX_INT_BITS = 4096
+_SIZE_BITS = 64
+#: functions whose result can outgrow their arguments without bound
+_HUGE_FUNCTIONS = frozenset({"factorial", "factorial2", "comb", "perm", "prod", "lcm",
+                             "binomial", "RisingFactorial", "FallingFactorial", "fibonacci",
+                             "lucas", "subfactorial", "primorial", "bell", "catalan"})
+_POWER_FUNCTIONS = frozenset({"Pow", "pow", "PowByNatural", "FloatPow"})
+_SHIFT_FUNCTIONS = frozenset({"LShift"})
+_SUM_FUNCTIONS = frozenset({"Mul"})
+
+
+def _callee_name(f) -> str:
+    if isinstance(f, ast.Name):
+        return f.id
+    if isinstance(f, ast.Attribute):
+        return f.attr
+    return ""
+
+
+def _number_text_bits(text: str) -> int:
+    """Bits of the integer part of a number's text (``'1e999'``: ~3320)."""
+    import decimal
+    try:
+        d = decimal.Decimal(text.strip().split("/")[0])
+    except (decimal.InvalidOperation, ValueError):
+        return MAX_INT_BITS + 1
+    if not d.is_finite() or d == 0:
+        return 1
+    return max(1, int((d.adjusted() + 1) * 3.33) + 1)
+
+
+def _literal(node) -> Optional[float]:
+    """The value of a number written as a literal (``3``, ``-2``,
+    ``Integer(3)``, ``Rational(1, 2)``, ``Float('0.5')``), else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (bool, int, float)):
+        return float(node.value) if abs(node.value) < 1e300 else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _literal(node.operand)
+        return None if v is None else (-v if isinstance(node.op, ast.USub) else v)
+    if isinstance(node, ast.Name):
+        return {"Half": 0.5, "One": 1.0, "Zero": 0.0, "NegativeOne": -1.0}.get(node.id)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords \
+            and node.func.id in ("Integer", "Float", "Rational", "int", "float"):
+        vals = []
+        for a in node.args:
+            if isinstance(a, ast.Constant) and isinstance(a.value, str):
+                if _number_text_bits(a.value) > 64:
+                    return None
+                try:
+                    num, _, den = a.value.strip().partition("/")
+                    vals.append(float(num) / (float(den) if den else 1.0))
+                except (ValueError, ZeroDivisionError):
+                    return None
+            else:
+                v = _literal(a)
+                if v is None:
+                    return None
+                vals.append(v)
+        if len(vals) == 1:
+            return vals[0]
+        if len(vals) == 2 and vals[1] != 0:
+            return vals[0] / vals[1]
+    return None
+
+
+def magnitude_problem(tree) -> Optional[str]:
+    """None when every integer the expression ``tree`` (a parsed size
+    expression or guard) can compute fits in :data:`MAX_INT_BITS` bits,
+    each input size taken as a 64-bit integer; otherwise what would
+    outgrow it. An exponent or a shift must be a literal then (``s0**2``,
+    ``Pow(s0, Integer(2))``, ``x << 3``): ``10**10**10`` would make sympy or
+    Python compute for ever."""
+    problem: List[str] = []
+
+    def too_big(what: str) -> int:
+        if not problem:
+            problem.append(what)
+        return MAX_INT_BITS + 1
+
+    def check(b: int, node) -> int:
+        if b > MAX_INT_BITS:
+            text = ast.unparse(node) if hasattr(ast, "unparse") else type(node).__name__
+            return too_big(f"{_short(text, 40)} may be an integer of more than "
+                           f"{MAX_INT_BITS} bits")
+        return b
+
+    def power(base, exp, node) -> int:
+        e = _literal(exp)
+        if e is None:
+            return too_big("an exponent that is not a literal number "
+                           f"({_short(ast.unparse(exp), 30)})")
+        return check(bits(base) * max(1, math.ceil(abs(e))), node)
+
+    def shift(base, amount, node) -> int:
+        e = _literal(amount)
+        if e is None:
+            return too_big("a shift by an amount that is not a literal number")
+        return check(bits(base) + max(0, math.ceil(e)), node)
+
+    def widest(nodes) -> int:
+        nodes = list(nodes)
+        if not nodes:
+            return 1
+        return max(bits(n) for n in nodes) + max(0, len(nodes) - 1).bit_length()
+
+    def bits(node) -> int:
+        if problem:
+            return MAX_INT_BITS + 1
+        if isinstance(node, ast.Expression):
+            return bits(node.body)
+        if isinstance(node, ast.Constant):
+            v = node.value
+            if isinstance(v, bool) or v is None:
+                return 1
+            if isinstance(v, int):
+                return check(max(1, v.bit_length()), node)
+            if isinstance(v, float):
+                return check(max(1, int(math.log2(abs(v))) + 1) if math.isfinite(v) and v
+                             else 1, node)
+            if isinstance(v, str):
+                return check(_number_text_bits(v) if _NUMBER_TEXT.match(v.strip()) else 1,
+                             node)
+            return 1
+        if isinstance(node, ast.BinOp):
+            if isinstance(node.op, ast.Pow):
+                return power(node.left, node.right, node)
+            if isinstance(node.op, ast.LShift):
+                return shift(node.left, node.right, node)
+            if isinstance(node.op, ast.Mult):
+                return check(bits(node.left) + bits(node.right), node)
+            if isinstance(node.op, (ast.RShift, ast.Div, ast.FloorDiv, ast.Mod, ast.BitAnd)):
+                bits(node.right)
+                return bits(node.left)
+            return check(max(bits(node.left), bits(node.right)) + 1, node)
+        if isinstance(node, ast.UnaryOp):
+            return bits(node.operand) + 1
+        if isinstance(node, (ast.Compare, ast.BoolOp)):
+            kids = [node.left] + node.comparators if isinstance(node, ast.Compare) \
+                else node.values
+            for k in kids:
+                bits(k)
+            return 1
+        if isinstance(node, ast.IfExp):
+            bits(node.test)
+            return max(bits(node.body), bits(node.orelse))
+        if isinstance(node, ast.Tuple):
+            return max([bits(e) for e in node.elts] or [1])
+        if isinstance(node, ast.Call):
+            fn = _callee_name(node.func)
+            args = list(node.args)
+            if fn in _HUGE_FUNCTIONS:
+                return too_big(f"a call of {fn}")
+            if fn in ("Symbol", "Dummy"):
+                return _SIZE_BITS
+            if fn in ("Integer", "Float", "Rational") and args:
+                return check(max(bits(a) for a in args), node)
+            if fn in _POWER_FUNCTIONS:
+                if len(args) == 3 and fn == "pow":  # modular: bounded by the modulus
+                    bits(args[0]), bits(args[1])
+                    return bits(args[2])
+                if len(args) != 2:
+                    return too_big(f"a call of {fn} with {len(args)} arguments")
+                return power(args[0], args[1], node)
+            if fn in _SHIFT_FUNCTIONS and len(args) == 2:
+                return shift(args[0], args[1], node)
+            if fn in _SUM_FUNCTIONS:
+                return check(sum(bits(a) for a in args), node)
+            if isinstance(node.func, ast.Attribute) and fn in _GUARD_ATTRS:
+                return _SIZE_BITS  # x.size(), x.numel(), ...
+            return check(widest(args), node)
+        if isinstance(node, (ast.Name, ast.Subscript, ast.Attribute)):
+            return _SIZE_BITS  # a size, a stride, a symbol, a constant such as oo
+        return 1
+
+    bits(tree)
+    return problem[0] if problem else None
 
 
 # ------------------------------------------------------------------ guards
@@ -326,7 +510,7 @@ def guard_problem(text: str) -> Optional[str]:
             return None
         return f"a {type(node).__name__}"
 
-    why = walk(tree)
+    why = walk(tree) or magnitude_problem(tree)
     return None if why is None else f"it contains {why}"
 
 
@@ -346,15 +530,27 @@ class Scan:
     problems: List[str] = field(default_factory=list)
 
 
+#: how deep a tree spec may nest (torch writes one level per container of
+#: the inputs or outputs; it reads them recursively, one frame or more a level)
+MAX_TREESPEC_DEPTH = 200
+
+
 def _treespec(text: str, scan: Scan) -> None:
     """Read a serialized tree spec (JSON in a JSON string)."""
     try:
         doc = json.loads(text)
     except ValueError:
         return  # torch refuses it too, with its own message
-    stack = [doc]
+    except RecursionError:
+        scan.problems.append("a tree spec is nested deeper than Python's JSON parser goes")
+        return
+    stack = [(doc, 0)]
     while stack:
-        x = stack.pop()
+        x, depth = stack.pop()
+        if depth > MAX_TREESPEC_DEPTH:
+            scan.problems.append(f"a tree spec is nested deeper than {MAX_TREESPEC_DEPTH} "
+                                 "levels (torch reads it recursively)")
+            return
         if isinstance(x, dict):
             ty = x.get("type")
             if isinstance(ty, str) and "children_spec" in x:
@@ -365,12 +561,16 @@ def _treespec(text: str, scan: Scan) -> None:
                     c = json.loads(ctx)
                 except ValueError:
                     c = None
+                except RecursionError:
+                    scan.problems.append("a tree spec's context is nested deeper than "
+                                         "Python's JSON parser goes")
+                    return
                 _context(c, scan)
             elif ctx is not None:
                 _context(ctx, scan)
-            stack.extend(v for k, v in x.items() if k != "context")
+            stack.extend((v, depth + 1) for k, v in x.items() if k != "context")
         elif isinstance(x, list):
-            stack.extend(x)
+            stack.extend((v, depth) for v in x)
 
 
 def _context(c, scan: Scan) -> None:
