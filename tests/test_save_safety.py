@@ -492,3 +492,239 @@ def test_save_is_quick(tmp_path, ep):
     for _ in range(10):
         save_atomic(ep, str(tmp_path / "o.pt2"))
     assert (time.perf_counter() - t) / 10 < 0.5
+
+
+# ------------------------------- only a regular file is replaced (issue 43)
+
+def _junk_model(tmp_path):
+    """A MODEL that is not one: a path check that comes first refuses before
+    it is read (and old code failed on it without writing anything)."""
+    m = tmp_path / "m.pt2"
+    m.write_bytes(b"not a model, never loaded\n")
+    return m
+
+
+def _errors(capsys):
+    err = capsys.readouterr().err
+    return [ln for ln in err.splitlines() if ln.startswith("error:")], err
+
+
+def _fifo(tmp_path, name="fifo"):
+    p = tmp_path / name
+    os.mkfifo(p)
+    return p
+
+
+def _is_fifo(p):
+    return stat.S_ISFIFO(os.stat(p).st_mode)
+
+
+def test_cli_output_to_a_fifo_is_refused_exit_2(tmp_path, ep, capsys):
+    """A real model, which used to be rewritten and saved over the FIFO."""
+    src = tmp_path / "src.pt2"
+    torch.export.save(ep, str(src))
+    fifo = _fifo(tmp_path)
+    code = main(["rewrite", str(src), "-o", str(fifo), "--write-unchanged", "--no-check", "-q"])
+    errors, err = _errors(capsys)
+    assert code == 2 and len(errors) == 1, err
+    assert errors[0].startswith(f"error: -o {fifo}: not a regular file (a FIFO); "), errors[0]
+    assert "--dry-run writes nothing" in errors[0]
+    assert _is_fifo(fifo) and _temps(tmp_path) == []
+
+
+def test_cli_output_checked_before_the_model_is_read(tmp_path, capsys):
+    fifo = _fifo(tmp_path)
+    code = main(["rewrite", str(_junk_model(tmp_path)), "-o", str(fifo), "-q"])
+    errors, err = _errors(capsys)
+    assert code == 2 and len(errors) == 1 and "not a regular file (a FIFO)" in errors[0], err
+    assert _is_fifo(fifo)
+
+
+def test_cli_output_symlink_to_a_fifo_is_refused(tmp_path, capsys):
+    fifo = _fifo(tmp_path)
+    link = tmp_path / "o.pt2"
+    link.symlink_to(fifo)
+    code = main(["rewrite", str(_junk_model(tmp_path)), "-o", str(link), "-q"])
+    errors, err = _errors(capsys)
+    assert code == 2 and len(errors) == 1, err
+    assert f"-o {link}: not a regular file (a symlink to a FIFO, {fifo})" in errors[0], errors[0]
+    assert link.is_symlink() and _is_fifo(fifo)
+
+
+def test_cli_output_dev_null_is_refused(tmp_path, capsys):
+    before = os.stat("/dev/null")
+    assert stat.S_ISCHR(before.st_mode)
+    # /dev/stdout: a link to fd 1, whatever it is (under pytest: a regular
+    # temporary file; the link in /dev would have been replaced)
+    cases = [("/dev/null", "a character device")]
+    if os.path.islink("/dev/stdout") and os.readlink("/dev/stdout") == "/proc/self/fd/1":
+        cases.append(("/dev/stdout", "a symlink to an open file descriptor, /proc/self/fd/1"))
+    for out, kind in cases:
+        code = main(["rewrite", str(_junk_model(tmp_path)), "-o", out, "-q"])
+        errors, err = _errors(capsys)
+        assert code == 2 and len(errors) == 1, err
+        assert errors[0].startswith(f"error: -o {out}: not a regular file ({kind}); "), errors[0]
+    after = os.stat("/dev/null")
+    assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev
+    if len(cases) > 1:
+        assert os.readlink("/dev/stdout") == "/proc/self/fd/1"
+
+
+def _char_device(tmp_path):
+    """A character device like /dev/null (1, 3) in tmp_path: root only."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("making a character device needs root")
+    dev = tmp_path / "null"
+    try:
+        os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except OSError as e:
+        pytest.skip(f"cannot mknod here: {e}")
+    return dev
+
+
+def test_cli_output_character_device_is_refused(tmp_path, capsys):
+    dev = _char_device(tmp_path)
+    code = main(["rewrite", str(_junk_model(tmp_path)), "-o", str(dev), "-q"])
+    errors, err = _errors(capsys)
+    assert code == 2 and len(errors) == 1, err
+    assert errors[0].startswith(f"error: -o {dev}: not a regular file (a character device); ")
+    assert stat.S_ISCHR(os.lstat(dev).st_mode)
+
+
+@pytest.mark.parametrize("argv", [["rewrite", "--dry-run", "--report"],
+                                  ["rewrite", "--dry-run", "--html"],
+                                  ["check-rules", "--rules", "no_such_rules.py", "--report"],
+                                  ["check-rules", "--rules", "no_such_rules.py", "--markdown"]])
+def test_cli_report_html_markdown_to_a_fifo_are_refused(tmp_path, capsys, argv):
+    fifo = _fifo(tmp_path)
+    if argv[0] == "rewrite":
+        argv = argv[:1] + [str(_junk_model(tmp_path))] + argv[1:]
+    code = main(argv + [str(fifo), "-q"])
+    errors, err = _errors(capsys)
+    assert code == 2 and len(errors) == 1, err
+    assert errors[0].startswith(f"error: {argv[-1]} {fifo}: not a regular file (a FIFO); "), \
+        errors[0]
+    assert _is_fifo(fifo)
+
+
+def test_cli_report_on_stdout_still_works(tmp_path, ep, capsys):
+    src = tmp_path / "src.pt2"
+    torch.export.save(ep, str(src))
+    code = main(["rewrite", str(src), "--dry-run", "--no-check", "--report", "-", "-q"])
+    out = capsys.readouterr().out
+    assert code == 0 and json.loads(out)["engine"]
+
+
+def test_api_refuses_a_fifo_and_a_symlink_to_one(tmp_path, ep):
+    fifo = _fifo(tmp_path)
+    link = tmp_path / "link.pt2"
+    link.symlink_to(fifo)
+    called = []
+    for dest in (fifo, link):
+        with pytest.raises(_atomic.NotARegularFile) as ei:
+            _atomic.write_atomic(str(dest), called.append)
+        assert isinstance(ei.value, OSError) and ei.value.filename == str(dest)
+        assert str(ei.value).startswith(f"{dest}: not a regular file (")
+        with pytest.raises(OSError, match="not a regular file"):
+            save_atomic(ep, str(dest))
+    assert called == [] and _is_fifo(fifo) and link.is_symlink()
+    assert sorted(os.listdir(tmp_path)) == ["fifo", "link.pt2"]
+
+
+def test_api_refuses_a_character_device(tmp_path):
+    dev = _char_device(tmp_path)
+    with pytest.raises(_atomic.NotARegularFile, match=r"\(a character device\)"):
+        _atomic.write_text_atomic("x", str(dev))
+    assert stat.S_ISCHR(os.lstat(dev).st_mode)
+
+
+def test_api_refuses_what_became_a_fifo_during_the_write(tmp_path):
+    """Checked again just before the rename."""
+    dest = tmp_path / "r.json"
+
+    def write(f):
+        os.mkfifo(dest)
+        f.write(b"{}")
+    with pytest.raises(_atomic.NotARegularFile):
+        _atomic.write_atomic(str(dest), write)
+    assert _is_fifo(dest) and os.listdir(tmp_path) == ["r.json"]
+
+
+def test_dangling_symlink_is_still_replaced(tmp_path):
+    link = tmp_path / "r.json"
+    link.symlink_to(tmp_path / "nowhere")
+    _atomic.write_text_atomic("{}", str(link))
+    assert not link.is_symlink() and link.read_text() == "{}"
+
+
+# ------------------------------------- a replaced file keeps its mode (issue 43)
+
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def _mode(p):
+    return stat.S_IMODE(os.stat(p).st_mode)
+
+
+def test_cli_rewrite_keeps_the_outputs_mode(tmp_path, ep, capsys, umask_022):
+    src = tmp_path / "src.pt2"
+    torch.export.save(ep, str(src))
+    out, rep = tmp_path / "o.pt2", tmp_path / "r.json"
+    for p, mode in ((out, 0o600), (rep, 0o640)):
+        p.write_bytes(OLD)
+        os.chmod(p, mode)
+    code = main(["rewrite", str(src), "-o", str(out), "--report", str(rep),
+                 "--write-unchanged", "--no-check", "-q"])
+    assert code == 0, capsys.readouterr().err
+    assert _mode(out) == 0o600 and _mode(rep) == 0o640
+    assert _same_output(out, ep) and json.loads(rep.read_text())
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o666, 0o400])
+def test_api_keeps_the_mode_of_the_file_it_replaces(tmp_path, ep, umask_022, mode):
+    for name, write in (("o.pt2", lambda p: save_atomic(ep, p)),
+                        ("r.json", lambda p: _atomic.write_text_atomic("{}", p))):
+        p = tmp_path / name
+        p.write_bytes(OLD)
+        os.chmod(p, mode)
+        write(str(p))
+        assert _mode(p) == mode and p.read_bytes() != OLD
+    assert _temps(tmp_path) == []
+
+
+def test_symlinked_output_gets_its_targets_mode(tmp_path, umask_022):
+    target = tmp_path / "target.json"
+    target.write_bytes(OLD)
+    os.chmod(target, 0o600)
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    _atomic.write_text_atomic("{}", str(link))
+    assert not link.is_symlink() and _mode(link) == 0o600
+    assert target.read_bytes() == OLD
+
+
+def test_new_file_still_gets_0666_less_the_umask(tmp_path):
+    old = os.umask(0o027)
+    try:
+        _atomic.write_text_atomic("{}", str(tmp_path / "r.json"))
+    finally:
+        os.umask(old)
+    assert _mode(tmp_path / "r.json") == 0o640
+
+
+def test_replaced_file_keeps_its_owner_and_group(tmp_path):
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("giving a file to another owner needs root")
+    p = tmp_path / "r.json"
+    p.write_bytes(OLD)
+    os.chown(p, 12345, 23456)
+    os.chmod(p, 0o640)
+    _atomic.write_text_atomic("{}", str(p))
+    st = os.stat(p)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (12345, 23456, 0o640)

@@ -33,10 +33,23 @@ and renames it over the destination:
   deferred write error, e.g. on NFS), and the directory is fsynced after
   it, so after a crash the destination is the old file or the new one,
   complete.
-* The file gets the mode a plain ``open`` would give a new file (``0o666``
-  less the umask, the directory's default ACL applied). The rename
-  replaces ``path`` itself: a symlink at ``path`` is replaced by the file,
-  its target is not touched.
+* Only a regular file is replaced (:func:`check_destination`): a
+  destination that exists and is anything else (a character or block
+  device such as ``/dev/null``, a FIFO, a socket, a directory), or a
+  symlink (chain) to one, or a link to an open file descriptor
+  (``/dev/stdout``, ``/proc/self/fd/N``), is refused with
+  :class:`NotARegularFile` (an ``OSError``) before anything is written, and
+  checked again just before the rename. The rename would otherwise put a
+  regular file in its place (as root: the system's ``/dev/null``).
+* A new file gets the mode a plain ``open`` would give it (``0o666`` less
+  the umask, the directory's default ACL applied). A replaced file keeps
+  what a plain ``open`` keeps: its permission bits (setuid/setgid dropped)
+  and, where permitted (root; a group the writer is in), its owner and
+  group; the temporary gets them before any data is written. Extended ACLs
+  and attributes are not copied. The rename replaces ``path`` itself: a
+  symlink at ``path`` (to a regular file, or dangling) is replaced by the
+  file, its target is not touched (its mode and owner are what the file
+  keeps).
 """
 from __future__ import annotations
 
@@ -377,14 +390,139 @@ def _fsync_dir(d: str) -> None:
         os.close(fd)
 
 
+# ----------------------------------------------------- what is replaced
+
+class NotARegularFile(OSError):
+    """The destination exists and is not a regular file, nor a symlink
+    (chain) to one: :func:`write_atomic` would replace it by one. ``str``:
+    ``<path>: not a regular file (<kind>); ...``; ``filename``: the path;
+    ``strerror``: the text after the path; ``kind``: what it is (``"a
+    FIFO"``, ``"a symlink to a character device, /dev/null"``)."""
+
+    def __init__(self, path: str, kind: str):
+        self.kind = kind
+        reason = f"not a regular file ({kind}); refusing to replace it with one"
+        super().__init__(f"{path}: {reason}")
+        self.strerror = reason
+        self.filename = path
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self):  # pickled (a worker's error) as it was made
+        return type(self), (self.filename, self.kind)
+
+
+_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISDIR, "a directory"))
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file of ``st_mode`` ``mode`` is, in words."""
+    for test, kind in _KINDS:
+        if test(mode):
+            return kind
+    return f"file type {stat.S_IFMT(mode):#o}"
+
+
+def _in_proc(p: str) -> bool:
+    """Whether ``p`` is an entry of /proc (``/proc/self/fd/1``: a link to an
+    open file, whatever it is)."""
+    if not os.path.isdir("/proc"):
+        return False
+    try:
+        d = os.path.realpath(os.path.dirname(os.path.abspath(p)))
+    except (OSError, ValueError):
+        return False
+    return d == "/proc" or d.startswith("/proc/")
+
+
+def check_destination(path: str) -> Optional[os.stat_result]:
+    """What :func:`write_atomic` may replace at ``path``: ``None`` when
+    nothing is there (or a dangling symlink, or a symlink loop: only the
+    link is replaced); the ``os.stat`` of the regular file it is, or that a
+    symlink (chain) at it leads to. :class:`NotARegularFile` for anything
+    else: a device, a FIFO, a socket, a directory, a symlink to one, or a
+    link to an open file descriptor (``/dev/stdout``, ``/dev/fd/1``,
+    ``/proc/self/fd/1``: the path of a link in /proc, whatever it leads
+    to). Opens nothing (opening a FIFO would block)."""
+    path = os.fspath(path)
+    p, hops = path, 0
+    while True:
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            return None  # nothing there, or a dangling symlink
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENAMETOOLONG, errno.EACCES):
+                return None  # the write itself reports what is wrong
+            raise _with_path(e, path) from None
+        if not stat.S_ISLNK(st.st_mode):
+            break
+        if _in_proc(p):
+            raise NotARegularFile(path, "a link to an open file descriptor" if p == path
+                                  else f"a symlink to an open file descriptor, {p}")
+        hops += 1
+        if hops > 40:
+            return None  # a loop: os.stat says ELOOP, the link alone is replaced
+        try:
+            target = os.readlink(p)
+        except OSError:
+            return None
+        p = os.path.join(os.path.dirname(p), target)
+    if stat.S_ISREG(st.st_mode):
+        return st
+    kind = file_kind(st.st_mode)
+    raise NotARegularFile(path, kind if p == path else f"a symlink to {kind}, {p}")
+
+
+_NO_CHOWN = {errno.EPERM, errno.EACCES, errno.EINVAL, errno.EROFS,
+             getattr(errno, "ENOTSUP", errno.EPERM), getattr(errno, "EOPNOTSUPP", errno.EPERM)}
+
+
+def _keep_owner_and_mode(fd: int, tmp: str, old: os.stat_result) -> None:
+    """Give the temporary ``fd`` the owner and group (where permitted:
+    EPERM is ignored) and the permission bits (setuid and setgid dropped)
+    of the file it replaces, ``old``: what a plain ``open`` of it keeps."""
+    if hasattr(os, "fchown"):
+        st = os.fstat(fd)
+        uid = old.st_uid if old.st_uid != st.st_uid else -1
+        gid = old.st_gid if old.st_gid != st.st_gid else -1
+        tries = [(uid, gid)] + ([(-1, gid)] if uid != -1 and gid != -1 else [])
+        for u, g in tries if uid != -1 or gid != -1 else ():
+            try:  # then the group alone: one of ours, though the owner is not us
+                os.fchown(fd, u, g)
+                break
+            except OSError as e:
+                if e.errno not in _NO_CHOWN:
+                    raise
+    want = stat.S_IMODE(old.st_mode) & 0o777
+    try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, want)
+        else:
+            os.chmod(tmp, want)
+    except OSError as e:
+        # a file system without modes (vfat, some FUSE): fine, unless the
+        # temporary would be readable by more than the file it replaces
+        if e.errno not in _NO_CHOWN or stat.S_IMODE(os.fstat(fd).st_mode) & ~want & 0o777:
+            raise
+
+
 def write_atomic(path: str, write: Callable[[Sink], None], what: Optional[str] = None) -> None:
     """Call ``write(f)`` with a binary file object ``f`` (a :class:`Sink`)
     over a temporary next to ``path``, then rename it over ``path``:
     ``path`` is written whole or not at all, nothing is left behind (see
     the module docstring). An OS error while writing is raised as an
     ``OSError`` naming ``path`` after ``write`` returns; on a signal, as
-    :func:`cleanup_on_signal` says. ``what`` names the work in messages."""
+    :func:`cleanup_on_signal` says. ``what`` names the work in messages.
+    A destination that is not a regular file (a device, a FIFO, ...) is
+    refused with :class:`NotARegularFile` before anything is written
+    (:func:`check_destination`); a replaced file's mode and owner are kept
+    (see the module docstring)."""
     path = os.fspath(path)
+    old = check_destination(path)
     d = os.path.dirname(os.path.abspath(path))
     sweep_stale(d)
     tmp = os.path.join(d, temp_name(_suffix(path)))
@@ -405,9 +543,16 @@ def write_atomic(path: str, write: Callable[[Sink], None], what: Optional[str] =
                     names.append(tmp)
                     try:
                         fds.append(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL
-                                           | getattr(os, "O_BINARY", 0), 0o666))
+                                           | getattr(os, "O_BINARY", 0),
+                                           0o666 if old is None
+                                           else stat.S_IMODE(old.st_mode) & 0o777))
                     except OSError as e:
                         names.remove(tmp)  # not created: never remove what is not ours
+                        raise _with_path(e, path) from None
+                if old is not None:  # before any data is in it
+                    try:
+                        _keep_owner_and_mode(fds[0], tmp, old)
+                    except OSError as e:
                         raise _with_path(e, path) from None
                 sink = Sink(fds[0], guard)
                 try:
@@ -430,6 +575,7 @@ def write_atomic(path: str, write: Callable[[Sink], None], what: Optional[str] =
                 try:
                     os.fsync(fds[0])
                     os.close(fds.pop())  # a close may report a deferred write error
+                    check_destination(path)  # again: it may have been replaced meanwhile
                     os.replace(tmp, path)
                 except OSError as e:
                     raise _with_path(e, path) from None
@@ -457,4 +603,5 @@ def write_text_atomic(text: str, path: str, encoding: str = "utf-8") -> None:
 
 
 __all__ = ["write_atomic", "write_bytes_atomic", "write_text_atomic", "cleanup_on_signal",
-           "sweep_stale", "temp_name", "host_tag", "Sink", "Guard", "NAME_RE", "PREFIX"]
+           "sweep_stale", "temp_name", "host_tag", "Sink", "Guard", "NAME_RE", "PREFIX",
+           "check_destination", "NotARegularFile", "file_kind"]

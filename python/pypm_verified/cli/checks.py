@@ -86,9 +86,24 @@ def check_model_path(path: str) -> None:
 
 def check_writable(path: str, what: str) -> None:
     """UsageError unless a file can be created (or replaced) at ``path``:
-    its directory exists and is writable, and it is not a directory."""
+    its directory exists and is writable, and it is not a directory, nor
+    anything else that is not a regular file (a device such as
+    ``/dev/null``, a FIFO, a socket, a symlink to one, ``/dev/stdout``):
+    the atomic writer would replace it by a regular file
+    (:func:`pypm_verified._atomic.check_destination`)."""
     if os.path.isdir(path):
         raise UsageError(f"{what} {path}: is a directory; give a file name")
+    from .._atomic import NotARegularFile, check_destination
+    try:
+        check_destination(path)
+    except NotARegularFile as e:
+        hint = {"-o": " (--dry-run writes nothing)",
+                "--report": " (--report - prints it on stdout)"}.get(what, "")
+        raise UsageError(f"{what} {path}: not a regular file ({e.kind}); the file written "
+                         "replaces what is at that path, so give the path of a regular file "
+                         f"or a new one{hint}") from None
+    except OSError:
+        pass  # the checks below, or the write, say what is wrong
     d = os.path.dirname(path) or "."
     if not os.path.exists(d):
         raise UsageError(f"{what} {path}: directory {d} does not exist")
