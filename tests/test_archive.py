@@ -1,4 +1,4 @@
-"""Crafted ``.pt2`` archives (issue 43, items 1, 3, 4, 10): the checks cover
+"""Crafted ``.pt2`` archives: the checks cover
 exactly what torch will read, and small files cannot make the loader
 compute or allocate without bound.
 

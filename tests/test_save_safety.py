@@ -494,7 +494,7 @@ def test_save_is_quick(tmp_path, ep):
     assert (time.perf_counter() - t) / 10 < 0.5
 
 
-# ------------------------------- only a regular file is replaced (issue 43)
+# ------------------------------- only a regular file is replaced
 
 def _junk_model(tmp_path):
     """A MODEL that is not one: a path check that comes first refuses before
@@ -657,7 +657,7 @@ def test_dangling_symlink_is_still_replaced(tmp_path):
     assert not link.is_symlink() and link.read_text() == "{}"
 
 
-# ------------------------------------- a replaced file keeps its mode (issue 43)
+# ------------------------------------- a replaced file keeps its mode
 
 @pytest.fixture
 def umask_022():

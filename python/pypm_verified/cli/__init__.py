@@ -23,27 +23,37 @@ exit codes:
        nothing is written
   3    a rule failed: it raised, used an undefined name or built an invalid
        replacement; nothing is written
+  70   internal error: an unexpected exception (a bug, not a verdict); the one
+       error line names it and what was written
   130  interrupted (Ctrl-C); nothing written
   143  terminated (SIGTERM); nothing written
+
+Exit 70 is sysexits' EX_SOFTWARE: a bug is never exit 1, which is a
+verdict. A closed pipe (``| head``) ends the command quietly with 141, as
+SIGPIPE would.
 
 Messages (progress, warnings, errors) go through :mod:`logging` to stderr,
 one line each; ``-q`` keeps errors only, ``-v`` adds debug messages and
 tracebacks. Tables and results are plain output on stdout (on stderr with
-``--report -``, whose JSON is then alone on stdout).
+``--report -``, whose JSON is then alone on stdout). Whatever comes from a
+file or an exception is shown inert: control characters and bidi controls
+escaped (``\\x1b``), no ``[...]`` read as rich markup (:mod:`.text`).
 
 Modules: :mod:`.rewrite`, :mod:`.checkrules` and :mod:`.explain` are the
 subcommands; :mod:`.exitcodes` (exit codes and the exceptions that map to
 them), :mod:`.parsing` (the parser, argument types, shared options, the
 registry), :mod:`.checks` (everything checked before the work),
-:mod:`.output` (tables, results, files written), :mod:`.logs` (logging
-setup), :mod:`.version` (``--version``), :mod:`.timing` (``--benchmark``)
-and :mod:`.app` (``main``) are shared.
+:mod:`.output` (tables, results, files written), :mod:`.text` (text made
+inert for the terminal), :mod:`.logs` (logging setup), :mod:`.version`
+(``--version``), :mod:`.timing` (``--benchmark``) and :mod:`.app`
+(``main``) are shared.
 """
 from __future__ import annotations
 
-from .exitcodes import (EXIT_CODES, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_NUMERICS, EXIT_OK,
-                        EXIT_RULE, EXIT_TERMINATED, RuleFailure, Terminated, UsageError,
-                        exit_code_table)
+from .exitcodes import (EXIT_CODES, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED,
+                        EXIT_NUMERICS, EXIT_OK, EXIT_RULE, EXIT_TERMINATED, RuleFailure,
+                        Terminated, UsageError, exit_code_table)
+from .text import printable
 from .parsing import COMMANDS, MAX_FUEL, command, parser
 from .checks import (check_engine_library, check_html, check_imports, check_model_path,
                      check_rules, check_writable, load_rule_spec, undefined_globals)
@@ -57,5 +67,6 @@ from .explain import explain_main
 from .app import main
 
 __all__ = ["main", "COMMANDS", "EXIT_CODES", "EXIT_OK", "EXIT_NUMERICS", "EXIT_INPUT",
-           "EXIT_RULE", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "interleaved_timings",
+           "EXIT_RULE", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "EXIT_INTERNAL", "printable",
+           "interleaved_timings",
            "compare_timings", "program_device", "undefined_globals", "version_text"]

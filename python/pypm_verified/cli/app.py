@@ -7,12 +7,15 @@ import signal
 import threading
 import traceback
 import _thread
+import sys
 from typing import Optional, Sequence
 
-from .exitcodes import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RULE, EXIT_TERMINATED,
-                        RuleFailure, Terminated, UsageError)
+from .exitcodes import (EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_RULE,
+                        EXIT_TERMINATED, RuleFailure, Terminated, UsageError)
 from .logs import log, logging_to_stderr
+from .output import _first_line
 from .parsing import COMMANDS, parse, parser
+from .text import printable
 
 
 #: SIGTERM's state: "seen" once the handler ran, "handled" once main caught it
@@ -73,13 +76,38 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             log.error("%s; %s", "terminated" if term else "interrupted", what,
                       extra={"plain": True})
             return EXIT_TERMINATED if term else EXIT_INTERRUPTED
+        except BrokenPipeError:  # `| head`: the reader left; nothing more to say
+            _quiet_broken_pipe()
+            return 128 + signal.SIGPIPE  # 141, as a process SIGPIPE ended
+        except Exception as e:  # noqa: BLE001 -- a bug: never exit 1, which is a verdict
+            done = state["written"]
+            log.error("internal error (a bug, not a verdict on the model or the rules): "
+                      "%s: %s; %s; PYPM_TRACEBACK=1 prints the traceback", type(e).__name__,
+                      _first_line(e), f"wrote {', '.join(done)}" if done else "nothing written")
+            _tb(e, own=True)
+            return EXIT_INTERNAL
         finally:
             _term["handled"] = True
             if old is not None:
                 signal.signal(signal.SIGTERM, old)
 
 
-def _tb(e: BaseException) -> None:
-    """The traceback behind an error, with ``PYPM_TRACEBACK=1`` or ``-v``."""
+def _quiet_broken_pipe() -> None:
+    """After the reader of stdout left: point stdout at /dev/null, so that
+    Python's flush at exit does not complain again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _tb(e: BaseException, own: bool = False) -> None:
+    """The traceback behind an error (``e``'s own with ``own``, else the
+    exception it was raised from), with ``PYPM_TRACEBACK=1`` or ``-v``;
+    inert (:func:`.text.printable`: its messages may quote a file)."""
     if os.environ.get("PYPM_TRACEBACK") or log.isEnabledFor(logging.DEBUG):
-        traceback.print_exception(e.__context__ or e)
+        tb = "".join(traceback.format_exception(e if own else e.__context__ or e))
+        sys.stderr.write(printable(tb, lines=True))
+        sys.stderr.flush()

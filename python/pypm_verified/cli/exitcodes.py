@@ -4,6 +4,10 @@ from __future__ import annotations
 
 EXIT_OK, EXIT_NUMERICS, EXIT_INPUT, EXIT_RULE = 0, 1, 2, 3
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+#: an unexpected exception (a bug in pypm_verified, or in a library it
+#: calls, outside the rules): never 1, which is a verdict (numerics mismatch;
+#: check-rules: a refuted rule). 70 is sysexits' EX_SOFTWARE
+EXIT_INTERNAL = 70
 
 #: (code, meaning): the table of exit codes, printed by ``--help`` and in
 #: the module docstring and the README (tests/test_cli.py checks all three)
@@ -16,6 +20,8 @@ EXIT_CODES = (
                  "nothing is written"),
     (EXIT_RULE, "a rule failed: it raised, used an undefined name or built an invalid "
                 "replacement; nothing is written"),
+    (EXIT_INTERNAL, "internal error: an unexpected exception (a bug, not a verdict); the "
+                    "one error line names it and what was written"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C); nothing written"),
     (EXIT_TERMINATED, "terminated (SIGTERM); nothing written"),
 )

@@ -8,7 +8,7 @@ from typing import Optional
 from .checks import (check_engine_library, check_html, check_imports, check_model_path,
                      check_patterns, load_program, load_rule_spec, read_example_inputs)
 from .exitcodes import EXIT_OK, UsageError
-from .output import _first_line, write_html
+from .output import _first_line, say, write_html
 from .logs import log
 from .parsing import _html_options, _import_option, _int_at_least, _verbosity_options, command
 
@@ -144,31 +144,32 @@ def explain_main(args, state: dict) -> int:
             raise UsageError(f"--node {args.node}: no FX node of that name in the model"
                              + (f" (similar: {', '.join(near)})" if near else ""))
         e = explain(pat, node, engine=args.engine, describe=describe)
-        print(e)
+        say(args, e)
         why = for_every_size(node, e.match if e.matched else None)
         if why:
-            print(f"  but not for every size: {why}")
+            say(args, f"  but not for every size: {why}")
         if dot:
             _explain_html(args, state, dot, prog, tg, pat, [], [e])
         return EXIT_OK
     g = tg.graph
     found = match_all([pat], g, engine=args.engine)
     matched = [n for _, n, _ in found]
-    print(f"pattern {pat.name}: matches at {len(matched)} node(s)"
+    say(args, f"pattern {pat.name}: matches at {len(matched)} node(s)"
           + (": " + ", ".join(describe(n).split(" = ")[0] for n in matched[:10])
              + (" ..." if len(matched) > 10 else "") if matched else ""))
     for _, n, m in found:
         why = for_every_size(n, m)
         if why:
-            print(f"  {describe(n).split(' = ')[0]}: matches at the example sizes only: {why}")
+            say(args, f"  {describe(n).split(' = ')[0]}: matches at the example sizes only: "
+                f"{why}")
     misses = explain_all(pat, g, top=args.top, engine=args.engine, describe=describe)
     if not misses:
-        print("no near misses: the root operator of the pattern occurs nowhere else")
+        say(args, "no near misses: the root operator of the pattern occurs nowhere else")
     else:
-        print(f"near misses (deepest first, top {args.top}):")
+        say(args, f"near misses (deepest first, top {args.top}):")
     for e in misses:
-        print()
-        print(e)
+        say(args, "")
+        say(args, e)
     if dot:
         _explain_html(args, state, dot, prog, tg, pat, [m for _, _, m in found], misses)
     return EXIT_OK

@@ -15,6 +15,8 @@ import sys
 import warnings
 from typing import Iterator
 
+from .text import printable
+
 #: the logger of the command line; the handler sits on the package's logger
 #: (``pypm_verified``), so the library's own log records show the same way
 log = logging.getLogger("pypm_verified.cli")
@@ -40,10 +42,13 @@ class _Stderr(logging.StreamHandler):
 
 class _OneLine(logging.Formatter):
     """``message`` for progress and notes, ``warning: message`` and
-    ``error: message`` for problems (``extra={"plain": True}``: as is)."""
+    ``error: message`` for problems (``extra={"plain": True}``: as is).
+    One line, inert: a control character, a bidi control or a newline in it
+    (from a file, an exception's message) is shown escaped
+    (:func:`.text.printable`)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        msg = record.getMessage()
+        msg = printable(record.getMessage())
         if record.levelno < logging.WARNING or getattr(record, "plain", False):
             return msg
         return f"{'error' if record.levelno >= logging.ERROR else 'warning'}: {msg}"

@@ -9,6 +9,7 @@ import sys
 from typing import Callable, Tuple
 
 from .exitcodes import UsageError
+from .text import printable
 
 
 def _first_line(e: BaseException) -> str:
@@ -23,8 +24,53 @@ def results_stream(args):
 
 
 def say(args, line: str) -> None:
-    """A result line (not a message: shown with ``-q`` too)."""
-    print(line, file=results_stream(args))
+    """A result line (not a message: shown with ``-q`` too); what came from
+    a file or an exception in it is shown inert (:func:`.text.printable`;
+    its newlines kept: an explanation is several lines)."""
+    print(printable(line, lines=True), file=results_stream(args))
+
+
+def cell(text, style: str = ""):
+    """``text`` as a rich ``Text``: printed as it is (no ``[...]`` read as
+    markup, no ``:name:`` as an emoji), control characters escaped
+    (:func:`.text.printable`). Every string a table or the status line
+    shows goes through it: paths, rule and pattern names, reasons, messages."""
+    from rich.text import Text
+    return Text(printable(text), style=style)
+
+
+def rich_console(args):
+    """The rich console of the tables (on :func:`results_stream`); it reads
+    no markup or emoji codes in plain strings either."""
+    from rich.console import Console
+    return Console(file=results_stream(args), markup=False, emoji=False)
+
+
+class _Status:
+    """The status line on stderr (rich's spinner), whose texts are shown as
+    they are (:func:`cell`): rich's spinner reads a plain string as markup,
+    so a path with ``[/x]`` in it would raise."""
+
+    def __init__(self, text: str):
+        from rich.console import Console
+        self._status = Console(stderr=True, markup=False, emoji=False).status(
+            cell(text), spinner="dots")
+
+    def __enter__(self):
+        self._status.__enter__()
+        return self
+
+    def __exit__(self, *a):
+        return self._status.__exit__(*a)
+
+    def update(self, text: str) -> None:
+        self._status.update(cell(text))
+
+
+def status_line(quiet: bool, text: str):
+    """The status line showing ``text`` (updated with ``.update(text)``);
+    nothing with ``quiet``."""
+    return _Null() if quiet else _Status(text)
 
 
 def _umask() -> int:
@@ -35,9 +81,11 @@ def _umask() -> int:
 
 def write_text_atomic(text: str, path: str) -> None:
     """Write ``text`` (UTF-8) to a temporary next to ``path`` and rename it
-    over ``path``: whole or not at all, mode 0666 less the umask, no
+    over ``path``: whole or not at all, a new file's mode 0666 less the
+    umask, a replaced file's mode (and owner, where permitted) kept, no
     temporary left on an error or a signal, stale ones of dead processes
-    swept (:func:`pypm_verified._atomic.write_atomic`)."""
+    swept; a ``path`` that is not a regular file (a device, a FIFO) is
+    refused with an ``OSError`` (:func:`pypm_verified._atomic.write_atomic`)."""
     from .._atomic import write_text_atomic as write
     write(text, path)
 
@@ -99,8 +147,8 @@ def _table(console, report, numerics, timings, out_path, target_line, note, size
            fired_line: str = ""):
     """The rewrite's tables: each pattern and rule (matches, firings, why
     not fired), then the summary."""
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
     t = Table(title="rules")
     t.add_column("pattern / rule")
     t.add_column("matches", justify="right")
@@ -111,42 +159,45 @@ def _table(console, report, numerics, timings, out_path, target_line, note, size
     shown = set()
     for p in sorted(report.matches):
         m = report.matches[p]
-        t.add_row(p, str(m), str(m - report.unfired(p)), "")
+        t.add_row(cell(p), str(m), str(m - report.unfired(p)), "")
         for r in report.rules.get(p, ()):
             shown.add(r)
-            t.add_row(f"  {r}", "", str(report.firings.get(r, 0)),
-                      escape(why_not_fired(report, p, r)))
+            t.add_row(cell(f"  {r}"), "", str(report.firings.get(r, 0)),
+                      cell(why_not_fired(report, p, r)))
     for r in sorted(set(report.firings) - shown):  # a report without rule lists
-        t.add_row(r, "", str(report.firings[r]), "")
+        t.add_row(cell(r), "", str(report.firings[r]), "")
     if not report.matches and not report.firings:
         t.add_row("(no pattern matched)", "", "", "")
     console.print(t)
     s = Table(title="summary", show_header=False)
     s.add_column()
     s.add_column()
+
+    def row(key: str, value) -> None:  # every cell inert: no markup, no controls
+        s.add_row(cell(key), value if isinstance(value, Text) else cell(value))
     if fired_line:
-        s.add_row("fired", fired_line)
-    s.add_row("nodes before / after", f"{report.nodes_before} / {report.nodes_after}"
-              + (f"  ({report.merged} duplicates merged)" if report.merged else ""))
-    s.add_row("iterations", f"{report.iterations}" + ("  (cap reached: not a fixpoint)"
-                                                     if report.cap_hit else ""))
-    s.add_row("engine", report.engine)
-    s.add_row("target", target_line)
-    s.add_row("matcher time / rewrite time",
-              f"{report.match_s * 1e3:.1f} ms / {report.total_s * 1e3:.1f} ms "
-              f"({report.attempts} match attempts)")
+        row("fired", fired_line)
+    row("nodes before / after", f"{report.nodes_before} / {report.nodes_after}"
+        + (f"  ({report.merged} duplicates merged)" if report.merged else ""))
+    row("iterations", f"{report.iterations}" + ("  (cap reached: not a fixpoint)"
+                                                if report.cap_hit else ""))
+    row("engine", report.engine)
+    row("target", target_line)
+    row("matcher time / rewrite time",
+        f"{report.match_s * 1e3:.1f} ms / {report.total_s * 1e3:.1f} ms "
+        f"({report.attempts} match attempts)")
     for k, v in timings.items():
-        s.add_row(k, f"{v:.2f} s")
+        row(k, f"{v:.2f} s")
     if numerics is not None:
-        status = "[green]ok[/green]" if numerics.ok else "[red]MISMATCH[/red]"
-        s.add_row("numerics", f"{status}: max abs {numerics.max_abs:.3g}, max rel "
-                  f"{numerics.max_rel:.3g} over {numerics.runs} runs")
+        status = cell("ok", "green") if numerics.ok else cell("MISMATCH", "red")
+        row("numerics", status + cell(f": max abs {numerics.max_abs:.3g}, max rel "
+                                      f"{numerics.max_rel:.3g} over {numerics.runs} runs"))
         if sizes:  # dynamic shapes: the runs at other sizes
-            s.add_row("dynamic sizes checked", "; ".join(
+            row("dynamic sizes checked", "; ".join(
                 ", ".join(f"{k}={v}" for k, v in d.items()) for d in sizes))
     elif note:
-        s.add_row("numerics", note)
-    s.add_row("output", out_path or "(not written)")
+        row("numerics", note)
+    row("output", out_path or "(not written)")
     console.print(s)
 
 

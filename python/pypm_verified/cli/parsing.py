@@ -13,7 +13,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (and exit code 2)."""
 
     def error(self, message):
-        self.exit(EXIT_INPUT, f"error: {message} (see `{self.prog} --help`)\n")
+        from .text import printable  # an argument may be a file's name: shown inert
+        self.exit(EXIT_INPUT, f"error: {printable(message)} (see `{self.prog} --help`)\n")
 
 
 def _int_at_least(lo: int, what: str):
@@ -128,6 +129,40 @@ def _html_options(ap, what: str) -> None:
     ap.add_argument("--html-layers", type=_int_at_least(1, "too few"), default=None,
                     metavar="N", help="with --html: repeated layers drawn in full at most "
                     "(default 3; the others are one box each, saying what matched in them)")
+
+
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def _max_memory(s: str) -> int:
+    """``--max-memory``'s value in bytes, 0 for no limit: bytes, or a
+    number with K, M, G or T (powers of 1024, ``B``/``iB`` allowed after
+    it); ``0``/``none``: no limit. The same grammar as
+    :func:`pypm_verified.torch.memory.parse_size` (which needs torch; a
+    parse must not)."""
+    import re
+    t = s.strip()
+    if t.lower() in ("none", "off"):
+        return 0
+    m = re.match(r"^(\d+(?:\.\d*)?|\.\d+)\s*([KMGT]?)(?:I?B)?$", t, re.IGNORECASE)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{s!r} is not a size; give bytes or a number with "
+                                         "K, M, G or T (e.g. 8G, 512M), or 0 / none for no "
+                                         "limit")
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).upper()])
+
+
+def _max_memory_option(ap) -> None:
+    """``--max-memory SIZE`` as ``args.max_memory`` (bytes; 0: no limit;
+    None: the default, :func:`pypm_verified.torch.memory.default_limit`)."""
+    ap.add_argument("--max-memory", type=_max_memory, default=None, metavar="SIZE",
+                    help="refuse (exit 2) to run a program on its sample inputs (the "
+                    "numerics check, --benchmark) when that would need more memory than SIZE "
+                    "by an estimate from its shapes: inputs counted whole (as materialized), "
+                    "weights, and the peak of the values alive at once. The original is "
+                    "sized right after loading, the rewritten program before it runs. SIZE: "
+                    "bytes, or with K, M, G or T (powers of 1024; e.g. 8G); default min(16G, "
+                    "half the physical memory); 0 or none: no limit")
 
 
 def _share(s: str) -> float:

@@ -14,10 +14,10 @@ from .checks import (_same, check_engine_library, check_html, check_imports, che
                      load_rule_spec, read_example_inputs)
 from .exitcodes import EXIT_NUMERICS, EXIT_OK, RuleFailure, UsageError, exit_code_table
 from .logs import log
-from .output import (_Null, _first_line, _table, load_hint, results_stream, say, write_html,
+from .output import (_first_line, _table, load_hint, rich_console, say, status_line, write_html,
                      write_text_atomic)
 from .parsing import (_fuel_option, _html_options, _import_option, _int_at_least,
-                      _verbosity_options, command)
+                      _max_memory_option, _verbosity_options, command)
 from .timing import benchmark_lines, compare_timings, interleaved_timings
 
 REWRITE_DESCRIPTION = """\
@@ -132,6 +132,7 @@ def _configure_rewrite(sub) -> None:
     rw.add_argument("--random-runs", type=_int_at_least(0, "negative"), default=2, metavar="N",
                     help="random input sets for the numerics check (default 2)")
     rw.add_argument("--no-check", action="store_true", help="skip the numerics check")
+    _max_memory_option(rw)
     rw.add_argument("--force", action="store_true",
                     help="write the output even if the numerics check fails or no rule fired")
     rw.add_argument("--write-unchanged", action="store_true",
@@ -275,17 +276,16 @@ def _rewrite(args, state: dict) -> int:
     _check_model_inputs(args)
     example = read_example_inputs(args, torch)
 
-    from rich.console import Console
     quiet = args.verbosity < 0
-    console = Console(file=results_stream(args))
+    console = rich_console(args)  # tables and status: names shown as they are, inert
     timings: Dict[str, float] = {}
-    status = _Null() if quiet else Console(stderr=True).status("loading and exporting",
-                                                               spinner="dots")
+    status = status_line(quiet, "loading and exporting")
     with status:
         prog = load_program(args, example)
         timings["load + export"] = time.perf_counter() - t0
         for w in getattr(prog, "warnings", None) or ():
             log.warning("%s", w)
+        _check_memory(args, prog)
         target, why = (args.target, "--target") if args.target else program_device(prog)
         if args.ignore_profitability:
             why += "; profitability ignored (--ignore-profitability)"
@@ -451,15 +451,58 @@ def _numerics_not_checked(args, fired: bool, changed: bool, out_path) -> Optiona
 def _check_numerics(args, prog, res) -> None:
     """``res.numerics`` and ``res.other_sizes``: original and rewritten
     programs compared; RuleFailure if the rewritten one does not run."""
+    from ..torch.check import OriginalFailed
+    from ..torch.memory import MemoryLimitExceeded
     from ..torch.pipeline import check_numerics
     try:
-        res.numerics, res.other_sizes = check_numerics(prog, res.ep, n_random=args.random_runs)
+        res.numerics, res.other_sizes = check_numerics(prog, res.ep, n_random=args.random_runs,
+                                                       max_memory=_memory_limit(args))
+    except MemoryLimitExceeded as e:
+        raise UsageError(_over_limit(args, e)) from None
+    except OriginalFailed as e:  # its own failure, not the rules': exit 2
+        raise UsageError(str(e) + ("; --random-runs 0 checks on the sample inputs only"
+                                   if e.run else "")) from None
     except Exception as e:  # noqa: BLE001
         raise RuleFailure("the rewritten program fails to run on the example inputs: "
                           f"{type(e).__name__}: {_first_line(e)}") from None
 
 
+def _memory_limit(args) -> Optional[int]:
+    """``--max-memory`` in bytes (None: no limit; not given: the default,
+    min(16 GiB, half the physical memory))."""
+    from ..torch.memory import default_limit
+    if args.max_memory is None:
+        return default_limit()
+    return args.max_memory or None
+
+
+def _over_limit(args, e) -> str:
+    """The one line of a run refused by ``--max-memory``."""
+    from ..torch.memory import format_size
+    default = " (the default: half the physical memory, at most 16G)" \
+        if args.max_memory is None else ""
+    return e.line(f"--max-memory {format_size(e.limit)}{default}; --max-memory SIZE raises "
+                  "it, 0 or none lifts it")
+
+
+def _check_memory(args, prog, new_ep=None) -> None:
+    """Right after loading (and before ``--benchmark`` runs the rewritten
+    program ``new_ep``): refuse (exit 2) a run of the program on its sample
+    inputs that would need more than ``--max-memory``, by
+    :func:`pypm_verified.torch.memory.estimate_run_bytes`. Only when
+    something will run it: the numerics check or ``--benchmark``."""
+    if args.no_check and not args.benchmark:
+        return
+    from ..torch.check import check_run_limit
+    from ..torch.memory import MemoryLimitExceeded
+    try:  # the original alone first; the rewritten one with the original's outputs
+        check_run_limit(prog.ep, new_ep, prog.args, prog.kwargs, _memory_limit(args))
+    except MemoryLimitExceeded as e:
+        raise UsageError(_over_limit(args, e)) from None
+
+
 def _benchmark(args, prog, res, torch) -> dict:
+    _check_memory(args, prog, res.ep)
     a_mod, b_mod = prog.ep.module(), res.ep.module()
     with torch.no_grad():
         ta, tb = interleaved_timings(lambda: a_mod(*prog.args, **prog.kwargs),

@@ -3,11 +3,21 @@ inputs and on random inputs of the same shapes and dtypes; compare every
 output tensor against a dtype-aware tolerance. Non-finite values must
 agree exactly: NaN where the reference has NaN, the same infinities.
 Outputs are flattened with pytree, so model-output classes (e.g.
-``transformers``' ``ModelOutput``) are compared leaf by leaf."""
+``transformers``' ``ModelOutput``) are compared leaf by leaf.
+
+The original program runs first on every input set; if it fails on its own
+sample inputs (or random ones of their shapes) that is
+:class:`OriginalFailed`, never the rewritten program's fault. With a memory
+``limit``, each program's run is estimated from its shapes before anything
+runs (:mod:`.memory`) and refused past it (:class:`~.memory.MemoryLimitExceeded`);
+the random input sets are made one at a time and outputs are compared in
+chunks, so the check itself holds no more than one input set and the
+original's outputs besides the run it estimates."""
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 import torch.utils._pytree as pytree
@@ -38,6 +48,24 @@ class Numerics:
                 "runs": self.runs, "failures": self.failures}
 
 
+class OriginalFailed(RuntimeError):
+    """The original program fails to run on its own sample inputs (or on
+    random inputs of their shapes): the program or its inputs are at
+    fault, not the rewrite. ``run``: the input set (0: the sample inputs,
+    1.. the random sets); ``__cause__`` is what it raised."""
+
+    def __init__(self, message: str, run: int = 0):
+        super().__init__(message)
+        self.run = run
+
+    def __reduce__(self):  # picklable (a worker process may raise it)
+        return type(self), (str(self), self.run)
+
+
+#: elements compared at once (float64 temporaries of this many elements)
+CHUNK = 1 << 22
+
+
 def random_like(args, kwargs, seed: int):
     """Inputs of the same shapes/dtypes: floats normal, integers and bools
     uniform within the example's own range (token ids stay valid ids)."""
@@ -61,24 +89,74 @@ def _tensors(out):
     return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
 
 
+def _compare_floats(r, o, atol: float, rtol: float):
+    """Compare two float tensors of one shape in chunks of :data:`CHUNK`
+    elements: None if their non-finite values differ, else ``(finite,
+    max abs diff, max |r|, elements out of tolerance)`` over the finite
+    positions."""
+    rf, of = r.reshape(-1), o.reshape(-1)
+    n_finite, mabs, scale, nbad = 0, 0.0, 0.0, 0
+    for at in range(0, rf.numel(), CHUNK):
+        r64, o64 = rf[at:at + CHUNK].double(), of[at:at + CHUNK].double()
+        finite = torch.isfinite(r64)
+        # NaN where the reference has NaN, the same infinities elsewhere
+        # (torch.equal is False on NaN == NaN, so NaNs are compared by mask)
+        nan = torch.isnan(r64)
+        inf = ~finite & ~nan
+        if not torch.equal(finite, torch.isfinite(o64)) or not torch.equal(
+                nan, torch.isnan(o64)) or not torch.equal(r64[inf], o64[inf]):
+            return None
+        rfin = r64[finite]
+        if rfin.numel() == 0:
+            continue
+        diff = (rfin - o64[finite]).abs()
+        n_finite += rfin.numel()
+        mabs = max(mabs, float(diff.max()))
+        scale = max(scale, float(rfin.abs().max()))
+        nbad += int((diff > atol + rtol * rfin.abs()).sum())
+    return n_finite, mabs, scale, nbad
+
+
 def compare(orig_ep, new_ep, args: Tuple, kwargs: dict, n_random: int = 2,
-            seed: int = 0, extra_sets: Sequence = ()) -> Numerics:
+            seed: int = 0, extra_sets: Sequence = (), limit: Optional[int] = None) -> Numerics:
     """Run both programs on the example inputs, ``n_random`` random sets and
     ``extra_sets`` (``(args, kwargs)`` pairs, e.g. inputs of other sizes for
     a program with dynamic shapes; a set the original program itself rejects
-    is skipped, not counted in ``runs``)."""
+    is skipped, not counted in ``runs``).
+
+    The original runs first on each set: if it fails on the example inputs
+    or a random set, :class:`OriginalFailed` (what the rewritten program
+    raises propagates as is). ``limit`` (bytes; None: none): before anything
+    runs, each program's run on the example inputs is estimated
+    (:func:`.memory.estimate_run_bytes`; the rewritten one's plus the
+    original's outputs, kept for the comparison) and
+    :class:`~.memory.MemoryLimitExceeded` raised past it
+    (:func:`check_run_limit`; the random sets have the example's shapes;
+    ``extra_sets`` are the caller's to size: :func:`fits`)."""
     res = Numerics()
-    a_mod, b_mod = orig_ep.module(), new_ep.module()
-    sets = [(args, kwargs)] + [random_like(args, kwargs, seed + i) for i in range(n_random)]
-    n_own = len(sets)
-    sets += list(extra_sets)
+    check_run_limit(orig_ep, new_ep, args, kwargs, limit)
+    try:
+        a_mod = orig_ep.module()
+    except Exception as e:  # noqa: BLE001 -- whatever torch raises
+        raise OriginalFailed("the original program fails to run on its sample inputs: "
+                             f"{type(e).__name__}: {_first_line(e)}") from e
+    b_mod = new_ep.module()
+    n_own = 1 + n_random
+    # made one at a time: a random set of a huge (expanded) input is the
+    # input materialized, and only the one being run is held
+    sets = itertools.chain([(args, kwargs)],
+                           (random_like(args, kwargs, seed + i) for i in range(n_random)),
+                           extra_sets)
     with torch.no_grad():
         for i, (a, k) in enumerate(sets):
             try:
                 ref = _tensors(a_mod(*a, **k))
-            except Exception:  # noqa: BLE001 -- an extra set outside the program's sizes
+            except Exception as e:  # noqa: BLE001 -- an extra set outside the program's sizes
                 if i < n_own:
-                    raise
+                    which = "its sample inputs" if i == 0 else (
+                        f"random inputs of its sample inputs' shapes (set {i})")
+                    raise OriginalFailed(f"the original program fails to run on {which}: "
+                                         f"{type(e).__name__}: {_first_line(e)}", i) from e
                 continue
             got = _tensors(b_mod(*a, **k))
             res.runs += 1
@@ -98,29 +176,67 @@ def compare(orig_ep, new_ep, args: Tuple, kwargs: dict, n_random: int = 2,
                         res.failures.append(f"run {i} output {j}: integer outputs differ")
                     continue
                 atol, rtol = TOLERANCE.get(r.dtype, (1e-4, 1e-3))
-                r64, o64 = r.double(), o.double()
-                diff = (r64 - o64).abs()
-                finite = torch.isfinite(r64)
-                # NaN where the reference has NaN, the same infinities elsewhere
-                # (torch.equal is False on NaN == NaN, so NaNs are compared by mask)
-                nan = torch.isnan(r64)
-                inf = ~finite & ~nan
-                if not torch.equal(finite, torch.isfinite(o64)) or not torch.equal(
-                        nan, torch.isnan(o64)) or not torch.equal(r64[inf], o64[inf]):
+                got_cmp = _compare_floats(r, o, atol, rtol)
+                if got_cmp is None:
                     res.ok = False
                     res.failures.append(f"run {i} output {j}: non-finite values differ")
                     continue
-                diff = diff[finite]
-                if diff.numel() == 0:
+                n_finite, mabs, scale, nbad = got_cmp
+                if n_finite == 0:
                     continue
-                mabs = float(diff.max())
-                scale = float(r64[finite].abs().max())
                 res.max_abs = max(res.max_abs, mabs)
                 res.max_rel = max(res.max_rel, mabs / scale if scale > 0 else 0.0)
-                bad = diff > atol + rtol * r64[finite].abs()
-                if bool(bad.any()):
+                if nbad:
                     res.ok = False
                     res.failures.append(
                         f"run {i} output {j} ({r.dtype}): max abs diff {mabs:.3g} exceeds "
-                        f"atol {atol:g} + rtol {rtol:g}*|ref| at {int(bad.sum())} element(s)")
+                        f"atol {atol:g} + rtol {rtol:g}*|ref| at {nbad} element(s)")
+            del ref, got
     return res
+
+
+def check_run_limit(orig_ep, new_ep, args, kwargs, limit: Optional[int]) -> None:
+    """Raise :class:`~.memory.MemoryLimitExceeded` if running the original
+    program on ``(args, kwargs)``, or the rewritten one (``new_ep``; None:
+    only the original is sized) while the original's outputs are held (as
+    :func:`compare` does), would need more than ``limit`` bytes by
+    :func:`.memory.estimate_run_bytes` (None: no limit). The original is
+    sized first: a blow-up of its own is its own. A program the estimate
+    cannot read is not refused."""
+    if limit is None:
+        return
+    from . import memory
+    try:
+        est = memory.estimate_run_bytes(orig_ep, args, kwargs)
+    except Exception:  # noqa: BLE001 -- a program the estimate cannot read: not refused
+        return
+    memory.check_limit("the original program", est, limit)
+    if new_ep is None:
+        return
+    try:
+        new = memory.estimate_run_bytes(new_ep, args, kwargs)
+    except Exception:  # noqa: BLE001
+        return
+    memory.check_limit("the rewritten program", new, limit, extra=est.outputs)
+
+
+def fits(orig_ep, new_ep, limit: Optional[int], args=None, kwargs=None, sizes=None) -> bool:
+    """Whether running both programs as :func:`compare` does stays within
+    ``limit`` bytes by the estimate, on ``(args, kwargs)`` or on inputs of
+    ``sizes`` (a dynamic program's size symbols -> values; nothing is
+    materialized to tell); True without a limit or when the estimate itself
+    fails."""
+    if limit is None:
+        return True
+    from . import memory
+    try:
+        est = memory.estimate_run_bytes(orig_ep, args, kwargs, sizes=sizes)
+        new = memory.estimate_run_bytes(new_ep, args, kwargs, sizes=sizes)
+        return max(est.total, new.total + est.outputs) <= limit
+    except Exception:  # noqa: BLE001 -- the estimate never stops a set
+        return True
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""

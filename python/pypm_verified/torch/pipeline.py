@@ -13,7 +13,7 @@ import torch
 import torch.fx as fx
 
 from .._atomic import cleanup_on_signal, write_atomic  # noqa: F401 -- cleanup_on_signal: API
-from .check import Numerics, compare
+from .check import Numerics, check_run_limit, compare, fits
 from ..rewriting.report import RewriteReport
 from .driver import Driver
 from .loader import LoadedModel
@@ -75,7 +75,8 @@ def _renamed_structure(gm) -> list:
 def rewrite_program(prog: LoadedModel, patterns: Optional[Sequence] = None,
                     engine: str = "verified", target: str = "cpu", max_iterations: int = 20,
                     check: bool = True, n_random: int = 2, progress=None,
-                    check_profitability: bool = True, observer=None, skip=None) -> Result:
+                    check_profitability: bool = True, observer=None, skip=None,
+                    max_memory="default") -> Result:
     """Rewrite ``prog`` (a :class:`~.loader.LoadedModel`) with ``patterns`` (default: the
     rule library) for ``target`` and, if ``check``, compare numerics with the original
     (for a program with dynamic shapes also on inputs of two other sizes:
@@ -84,7 +85,9 @@ def rewrite_program(prog: LoadedModel, patterns: Optional[Sequence] = None,
     measured table (``ctx.profitable`` answers True). ``Result.changed`` says
     whether the graph changed at all. ``observer`` is the driver's (told of
     every match and what its rules did: :class:`~.driver.Driver`); ``skip``
-    is the driver's too (firings the search chose to skip: :mod:`.search`)."""
+    is the driver's too (firings the search chose to skip: :mod:`.search`).
+    ``max_memory``: the numerics check's limit, as :func:`check_numerics`
+    takes it."""
     if patterns is None:
         from ..library import default_patterns
         patterns = default_patterns()
@@ -95,7 +98,8 @@ def rewrite_program(prog: LoadedModel, patterns: Optional[Sequence] = None,
                     check_profitability=check_profitability, observer=observer, skip=skip)
     report = run_on_program(driver, ep)
     changed = report.total > 0 or _renamed_structure(ep.graph_module) != before
-    num, sizes = check_numerics(prog, ep, n_random) if check else (None, ())
+    num, sizes = (check_numerics(prog, ep, n_random, max_memory=max_memory) if check
+                  else (None, ()))
     return Result(ep, report, num, changed, sizes)
 
 
@@ -160,18 +164,31 @@ def _add_constants(ep, driver) -> None:
     ep.graph_module.recompile()
 
 
-def check_numerics(prog: LoadedModel, ep, n_random: int = 2
+def check_numerics(prog: LoadedModel, ep, n_random: int = 2, max_memory="default"
                    ) -> Tuple[Numerics, Tuple[Dict[str, int], ...]]:
     """Compare ``ep`` with ``prog``'s program on the example inputs and
     ``n_random`` random sets; for a program with dynamic input sizes also on
     random inputs of two other sizes inside the program's ranges (a size the
     original program rejects, e.g. one breaking a relation between sizes, is
     skipped). Returns the :class:`Numerics` and those sizes (input axis,
-    e.g. ``input_ids.shape[1]``, -> value)."""
+    e.g. ``input_ids.shape[1]``, -> value).
+
+    ``max_memory`` (bytes, a size string like ``"8G"``, ``"default"``:
+    min(16 GiB, half the physical memory); None or 0: no limit): each
+    program's run on the example inputs is estimated from its shapes before
+    anything runs (:mod:`.memory`) and refused past it with
+    :class:`~.memory.MemoryLimitExceeded`; a size of a dynamic program whose
+    run would exceed it is not tried. If the original program itself fails
+    to run on its inputs: :class:`~.check.OriginalFailed`."""
     from . import dynamic
+    from .memory import resolve_limit
+    limit = resolve_limit(max_memory)
+    check_run_limit(prog.ep, ep, prog.args, prog.kwargs, limit)  # before any input is made
     extra, sizes = [], ()
     where = {s: w for s, (_, _, _, w) in dynamic.input_symbols(prog.ep).items()}
     for i, vals in enumerate(dynamic.other_sizes(prog.ep, 2)):
+        if not fits(prog.ep, ep, limit, sizes=vals):
+            continue
         try:
             extra.append(dynamic.other_size_inputs(prog.ep, prog.args, prog.kwargs, vals,
                                                    seed=100 + i))
@@ -179,7 +196,7 @@ def check_numerics(prog: LoadedModel, ep, n_random: int = 2
             continue
         sizes += ({where.get(k, str(k)): v for k, v in vals.items()},)
     return compare(prog.ep, ep, prog.args, prog.kwargs, n_random=n_random,
-                   extra_sets=extra), sizes
+                   extra_sets=extra, limit=limit), sizes
 
 
 # ------------------------------------------------------------------ saving
