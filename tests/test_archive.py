@@ -374,3 +374,48 @@ def test_a_deeply_nested_program_is_a_load_error(good, tmp_path):
             zo.writestr(i.filename, data if i.filename == name else zi.read(i.filename))
     with pytest.raises(LoadError, match="nest"):
         pm.load(str(evil2))
+
+
+# ------------------------------------------------ fork during a guarded load
+
+def test_fork_while_another_thread_loads(good, tmp_path):
+    """A child forked while another thread is inside the loader's guard (its
+    lock held for the whole torch load) loads a file itself, not hangs."""
+    script = tmp_path / "fork.py"
+    script.write_text(f"""
+import os, sys, threading, time
+import pypm_verified as pm
+from pypm_verified.torch import untrusted
+inside, release = threading.Event(), threading.Event()
+def hold():
+    with untrusted.guarded():
+        inside.set()
+        release.wait()
+t = threading.Thread(target=hold); t.start(); inside.wait()
+pids = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            pm.load({str(good)!r})
+            os._exit(0)
+        except BaseException:
+            os._exit(3)
+    pids.append(pid)
+deadline = time.time() + 60
+codes = []
+for pid in pids:
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            codes.append(os.waitstatus_to_exitcode(status)); break
+        if time.time() > deadline:
+            os.kill(pid, 9); os.waitpid(pid, 0); codes.append("hung"); break
+        time.sleep(0.05)
+release.set(); t.join()
+print(codes)
+sys.exit(0 if codes == [0, 0, 0] else 1)
+""")
+    r = subprocess.run([sys.executable, str(script)], env=dict(os.environ, PYTHONPATH=PYDIR),
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr

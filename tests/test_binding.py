@@ -7,6 +7,9 @@ simulated engine of tests/wire.py, without the library."""
 import contextlib
 import gc
 import os
+import subprocess
+import sys
+import textwrap
 from unittest import mock
 
 import pytest
@@ -488,3 +491,181 @@ def test_root_symbols_of_calls_and_alternates():
         core.PDef(1, 0, PAlt(PCall(3, (0,)), PGuard(PApp(a, (PVar(0), PVar(0))), core.GTrue()))),
     )
     assert core.root_symbols(defs) == (frozenset({r, m}), frozenset({m}), None, frozenset({a}))
+
+
+# A child forked while another thread of the parent holds one of the locks a
+# match can take (the binding's, the pattern registry's, the symbol
+# interner's, a SetMatcher's result-buffer mutex, cffi's) must still match:
+# the lock is held by a thread that does not exist in the child.
+_FORK_SCRIPT = textwrap.dedent("""
+    import os, signal, sys, threading, time, traceback
+    import cffi.cparser
+    import pypm_verified as pm
+    from pypm_verified.core import symbols
+    from pypm_verified.dsl import patterns
+    from pypm_verified.engines import binding
+    from pypm_verified.engines.matching import PatternSet
+
+    @pm.op
+    def Relu(x):
+        return 1
+
+    @pm.op
+    def Neg(x):
+        return 1
+
+    @pm.pattern
+    def R(x):
+        return Relu(x)
+
+    @pm.pattern
+    def N(x):
+        return Neg(x)
+
+    @pm.pattern
+    def NR(x):  # first used in the children: traced and linked there
+        return Neg(Relu(x))
+
+    g = pm.Graph()
+    a = g.input("a")
+    n = g.apply(Relu, a)
+    assert pm.match(R, n, engine="verified").bindings == {"x": a}  # library loaded
+    pset = PatternSet([R], engine="verified")
+    assert pset.match(0, n) is not None  # the shared SetMatcher made
+    # cffi's: to find a symbol used first (pypm_match_all) or parse a type
+    locks = [binding._lock, patterns._lock, symbols._lock, pset._matcher._mutex,
+             binding.ffi._lock, cffi.cparser.lock]
+    held, done = threading.Event(), threading.Event()
+
+    def hold():
+        for lock in locks:
+            lock.acquire()
+        held.set()
+        done.wait()
+        for lock in reversed(locks):
+            lock.release()
+
+    threading.Thread(target=hold, daemon=True).start()
+    held.wait()
+
+    def child():
+        signal.alarm(60)  # never outlive the test
+        assert pm.match(R, n, engine="verified").bindings == {"x": a}
+        assert pset.match(0, n).bindings == {"x": a}
+
+        @pm.op
+        def Fresh(x):  # a new symbol
+            return 1
+
+        g2 = pm.Graph()
+        b = g2.input("b")
+        m = g2.apply(Neg, g2.apply(Fresh, b))  # a new graph
+        assert pm.match(N, m, engine="verified").root is m
+        assert pm.match(NR, m, engine="verified") is None
+        assert len(pm.match_all([R, N, NR], g2, engine="verified")) == 1  # a new set
+        g2.apply(Neg, g2.apply(Relu, b))  # the graph's handle extended
+        assert len(pm.match_all([R, N, NR], g2, engine="verified")) == 4
+
+    for i in range(5):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                child()
+            except BaseException:
+                traceback.print_exc()
+                os._exit(1)
+            os._exit(0)
+        deadline = time.monotonic() + float(sys.argv[1])
+        while True:
+            done_pid, status = os.waitpid(pid, os.WNOHANG)
+            if done_pid:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                sys.exit(f"child {i} hung")
+            time.sleep(0.01)
+        if os.waitstatus_to_exitcode(status) != 0:
+            sys.exit(f"child {i} failed: exit status {os.waitstatus_to_exitcode(status)}")
+    done.set()
+    print("ok")
+""")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_fork_while_another_thread_holds_the_locks(lib, tmp_path):
+    script = tmp_path / "fork_child.py"
+    script.write_text(_FORK_SCRIPT)
+    path = os.path.dirname(os.path.dirname(os.path.abspath(pm.__file__)))
+    env = dict(os.environ, PYPM_VERIFIED_LIB=binding.library_path(),
+               PYTHONPATH=os.pathsep.join(filter(None, [path, os.environ.get("PYTHONPATH")])))
+    p = subprocess.run([sys.executable, str(script), "20"], capture_output=True, text=True,
+                       env=env, timeout=180)
+    assert (p.returncode, p.stdout.strip()) == (0, "ok"), p.stderr[-3000:]
+
+
+def test_every_ctype_is_parsed_at_import():
+    """binding.py names C types only from _CTYPES (parsed at import: cffi
+    parses a new one under its own locks, which a forked child may find held
+    by a thread it does not have)."""
+    import re
+    src = open(binding.__file__).read()
+    used = set(re.findall(r'ffi\.(?:new|from_buffer|cast|typeof|sizeof)\(\s*"([^"]+)"', src))
+    assert used and used <= set(binding._CTYPES), used - set(binding._CTYPES)
+
+
+# A child forked while another thread makes the process's first engine call
+# (the library starting the OCaml runtime: its pthread_atfork handler does
+# not exist yet) must still match. Each trial forks a process that has not
+# started the runtime (A), whose thread starts it while A forks (B).
+_START_SCRIPT = textwrap.dedent("""
+    import os, signal, sys, threading, time
+    import pypm_verified as pm
+    from pypm_verified.engines import binding
+
+    @pm.op
+    def Relu(x):
+        return 1
+
+    @pm.pattern
+    def R(x):
+        return Relu(x)
+
+    g = pm.Graph()
+    n = g.apply(Relu, g.input("a"))
+    binding.open_library()  # loaded, the runtime not started
+    R.linked
+
+    def trial():
+        t = threading.Thread(target=lambda: pm.match(R, n, engine="verified"))
+        t.start()
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(int(sys.argv[1]))  # a hang ends the child (SIGALRM)
+            g2 = pm.Graph()
+            assert pm.match(R, g2.apply(Relu, g2.input("b")), engine="verified")
+            os._exit(0)
+        t.join()
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+    for i in range(int(sys.argv[2])):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(trial() & 0xff)
+        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        if code != 0:
+            sys.exit(f"trial {i}: the child forked during the start failed: {code}")
+    print("ok")
+""")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_fork_while_another_thread_starts_the_runtime(lib, tmp_path):
+    script = tmp_path / "fork_start.py"
+    script.write_text(_START_SCRIPT)
+    path = os.path.dirname(os.path.dirname(os.path.abspath(pm.__file__)))
+    env = dict(os.environ, PYPM_VERIFIED_LIB=binding.library_path(),
+               PYTHONPATH=os.pathsep.join(filter(None, [path, os.environ.get("PYTHONPATH")])))
+    p = subprocess.run([sys.executable, str(script), "20", "10"], capture_output=True,
+                       text=True, env=env, timeout=180)
+    assert (p.returncode, p.stdout.strip()) == (0, "ok"), p.stderr[-3000:]

@@ -7,12 +7,24 @@ node whose label is ``f``.
 from __future__ import annotations
 
 import math
+import os
 import threading
 from typing import Any, Dict, List, Tuple
 
 _lock = threading.Lock()
 _ids: Dict[Any, int] = {}
 _keys: List[Any] = []
+
+
+def _after_fork_in_child() -> None:
+    # a thread of the parent holding the lock does not exist in the child; a
+    # key it was interning is in _keys at worst, unused (interned again anew)
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def const_key(value) -> Tuple:

@@ -10,6 +10,7 @@ and traced lazily, at first use, with symbolic parameters (:mod:`.trace`,
 from __future__ import annotations
 
 import inspect
+import os
 import threading
 from collections import OrderedDict
 from typing import Callable, Dict, List, Sequence, Tuple
@@ -27,6 +28,18 @@ _lock = threading.RLock()
 _generation = 0  # bumped by every definition; invalidates traces and links
 _LINK_CACHE_SIZE = 64
 _links: "OrderedDict[tuple, tuple]" = OrderedDict()
+
+
+def _after_fork_in_child() -> None:
+    # a thread of the parent holding the lock does not exist in the child: a
+    # trace or link it was making is not cached (made again), a definition it
+    # was adding is absent or complete (the generation is bumped first)
+    global _lock
+    _lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _Definition:
@@ -84,13 +97,13 @@ class Pattern:
         d = _Definition(fn, compiled)
         global _generation
         with _lock:
+            _generation += 1  # first: a child forked before the def is added only retraces
             for i, old in enumerate(self.definitions):
                 if old.fn.__code__ is fn.__code__:  # the same def re-executed
                     self.definitions[i] = d
                     break
             else:
                 self.definitions.append(d)
-            _generation += 1
 
     # ------------------------------------------------------------- lowering
 

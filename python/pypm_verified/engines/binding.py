@@ -6,6 +6,21 @@ else at ``python/pypm_verified/_lib/libpypm_verified.so`` (built by
 (``serialize.VERSION``). Graph and pattern-set handles are cached on the
 Graph / Pattern objects (released by a weakref finalizer when those die),
 so matching in a loop does not re-encode anything.
+
+Fork safety: once the library is loaded and a graph's and a pattern set's
+handles are made, a match takes no Python lock (the :class:`SetMatcher`
+path: only its buffer mutex). The locks (``_lock``, every SetMatcher's
+mutex) are made anew in a child process after ``fork()``
+(:func:`_after_fork_in_child`): a thread of the parent that held one does
+not exist there, and would hold it forever. Every critical section leaves
+the state usable when it stops anywhere (a graph handle being extended is
+marked, and reloaded whole). cffi's own locks are taken only to parse a
+type or find a symbol the first time: the types are parsed at import
+(``_CTYPES``), the symbols found when the library is loaded. The library
+waits for a call in progress before a fork (``pthread_atfork``), so the
+child's engine is never stopped in the middle of a call; ``fork()`` waits
+for the library's load and the start of its runtime too (``_start_lock``),
+which that handler does not cover.
 """
 from __future__ import annotations
 
@@ -76,6 +91,11 @@ const char *pypm_last_error(void);
 
 ffi = FFI()
 ffi.cdef(CDEF)
+#: every C type a call here names, parsed now: cffi parses a type the first
+#: time under locks of its own (a thread of a forked parent may hold them)
+_CTYPES = ("int64_t *", "int64_t[]", "int64_t[1]", "size_t *")
+for _t in _CTYPES:
+    ffi.typeof(_t)
 
 ENV_VAR = "PYPM_VERIFIED_LIB"
 DEFAULT_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_lib",
@@ -83,6 +103,46 @@ DEFAULT_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 
 _lock = threading.RLock()
 _libs = {}  # path -> loaded lib
+_matchers: "weakref.WeakSet[SetMatcher]" = weakref.WeakSet()  # their mutexes, for fork
+_start_lock = threading.Lock()  # held to load a library or start its runtime; fork() waits
+_started = set()  # id() of the loaded libraries whose OCaml runtime was started
+
+
+def _start(lib) -> None:
+    """Start ``lib``'s OCaml runtime (its first call does) holding
+    ``_start_lock``, which ``fork()`` takes first: the library's own
+    ``pthread_atfork`` handler exists only once the runtime is up, and a
+    child forked in the middle of the start hangs in its first call."""
+    if id(lib) in _started:
+        return
+    with _start_lock:
+        if id(lib) not in _started:
+            lib.pypm_release(0)  # no handle: PYPM_E_BAD_HANDLE (or the start's error)
+            _started.add(id(lib))
+
+
+def _before_fork() -> None:
+    _start_lock.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    _start_lock.release()
+
+
+def _after_fork_in_child() -> None:
+    """In the child of ``fork()``: new locks (the ones copied from the parent
+    may be held by a thread the child does not have). The child runs this on
+    its only thread, before any other code."""
+    global _lock
+    _lock = threading.RLock()
+    for m in list(_matchers):
+        m._mutex = threading.Lock()
+    _start_lock.release()  # taken by _before_fork
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
 
 
 def library_path() -> str:
@@ -94,6 +154,9 @@ def open_library():
     """The loaded library; raises :class:`EngineUnavailable` if it is missing,
     cannot be loaded, or reads another format version."""
     path = library_path()
+    lib = _libs.get(path)
+    if lib is not None:
+        return lib  # loaded: no lock
     with _lock:
         lib = _libs.get(path)
         if lib is not None:
@@ -102,17 +165,23 @@ def open_library():
             raise EngineUnavailable(
                 f"the verified engine library was not found at {path}: run `make lib` to "
                 f"build it, or point {ENV_VAR} at it (engine='reference' needs no library)")
-        try:
-            lib = ffi.dlopen(path)
-        except OSError as e:
-            raise EngineUnavailable(
-                f"cannot load the verified engine from {path}: {e}; rebuild it with "
-                "`make lib`") from None
-        version = lib.pypm_format_version()
-        if version != serialize.VERSION:
-            raise EngineUnavailable(
-                f"{path} reads format version {version}, this package writes version "
-                f"{serialize.VERSION}; rebuild it with `make lib`")
+        with _start_lock:  # cffi's locks are taken here: fork() waits
+            try:
+                lib = ffi.dlopen(path)
+            except OSError as e:
+                raise EngineUnavailable(
+                    f"cannot load the verified engine from {path}: {e}; rebuild it with "
+                    "`make lib`") from None
+            version = lib.pypm_format_version()
+            if version != serialize.VERSION:
+                raise EngineUnavailable(
+                    f"{path} reads format version {version}, this package writes version "
+                    f"{serialize.VERSION}; rebuild it with `make lib`")
+            for name in dir(lib):  # found now, not at first use under cffi's lock
+                try:
+                    getattr(lib, name)
+                except AttributeError:
+                    pass  # a function an older library lacks (pypm_build_id)
         _libs[path] = lib
         return lib
 
@@ -184,6 +253,7 @@ class Handle:
 
 
 def load_graph(lib, words: Sequence[int], key=None) -> Handle:
+    _start(lib)
     buf = words if isinstance(words, array) else array("q", words)
     out = ffi.new("int64_t *")
     check(lib, lib.pypm_graph_load(ffi.from_buffer("int64_t[]", buf), len(buf), out),
@@ -194,6 +264,7 @@ def load_graph(lib, words: Sequence[int], key=None) -> Handle:
 def load_patterns(lib, words: Sequence[int], key=None, caps=None) -> Handle:
     """Load a pattern-set buffer; ``caps`` (result words per root) sizes
     :func:`match`'s output buffer."""
+    _start(lib)
     buf = words if isinstance(words, array) else array("q", words)
     out = ffi.new("int64_t *")
     check(lib, lib.pypm_patterns_load(ffi.from_buffer("int64_t[]", buf), len(buf), out),
@@ -217,15 +288,21 @@ def extend_graph(lib, h: Handle, words: Sequence[int]) -> None:
 def graph_handle(lib, graph) -> Handle:
     """The cached handle of ``graph``. A graph only grows (nodes never
     change), so after nodes were added the handle is extended with the new
-    ones (O(new nodes) to encode) instead of reloaded."""
+    ones (O(new nodes) to encode) instead of reloaded. The handle's ``key``
+    is its number of nodes, None while it is being extended (a handle left
+    so, by an error or in a child forked meanwhile, is reloaded whole)."""
+    h = graph.engine_handle
+    if h is not None and h.lib is lib and h.key == len(graph):
+        return h  # up to date: no lock
     with _lock:
         h = graph.engine_handle
         n = len(graph)
-        if h is None or h.lib is not lib:
+        if h is None or h.lib is not lib or h.key is None:
             h = load_graph(lib, graph.encode(), key=n)
             graph.engine_handle = h
         elif h.key != n:
-            extend_graph(lib, h, serialize.encode_graph_extension(graph, h.key))
+            base, h.key = h.key, None
+            extend_graph(lib, h, serialize.encode_graph_extension(graph, base))
             h.key = n
         return h
 
@@ -239,6 +316,11 @@ def pattern_set_handle(lib, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...],
     """A handle for the pattern set ``(defs, roots)``; cached on ``owner`` (a
     Pattern) when given, else in a small LRU keyed by the set."""
     key = (defs, roots)
+    if owner is not None:
+        h = owner.engine_handle
+        if h is not None and h.lib is lib and (
+                (h.key[0] is defs and h.key[1] == roots) or h.key == key):
+            return h  # cached on the pattern: no lock
     with _lock:
         if owner is not None:
             h = owner.engine_handle
@@ -290,7 +372,8 @@ class SetMatcher:
     ~10x the library's). The library is the one :func:`open_library` gave
     when this object was made."""
 
-    __slots__ = ("lib", "handle", "_call", "_pv", "_out", "_cap", "_len", "_mutex")
+    __slots__ = ("lib", "handle", "_call", "_pv", "_out", "_cap", "_len", "_mutex",
+                 "__weakref__")
 
     def __init__(self, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], owner=None):
         self.lib = open_library()
@@ -301,6 +384,7 @@ class SetMatcher:
         self._out = ffi.new("int64_t[]", self._cap)
         self._len = ffi.new("size_t *")
         self._mutex = threading.Lock()  # the result buffer is shared by the calls
+        _matchers.add(self)  # a new mutex after fork (the buffer is scratch space)
 
     def match(self, graph, root: int, index: int, fuel: Optional[int] = None) -> Result:
         """As :func:`match`: ``(status, [(var, node_id)], [(fvar, symbol)])``."""
@@ -315,8 +399,8 @@ class SetMatcher:
                 return serialize.STATUS_NO_MATCH, [], []  # the common answer (no bindings)
             n = self._len[0]
             if code == self.lib.PYPM_E_BUFFER_TOO_SMALL and n > self._cap:
-                self._cap = n
                 self._out = out = ffi.new("int64_t[]", n)
+                self._cap = n  # after the buffer: never more than its size
                 code = self._call(gh.value, self._pv, index, root, fuel or 0, out, n,
                                   self._len)
                 n = self._len[0]
@@ -419,6 +503,7 @@ def validate_rewrite(words) -> Tuple[int, int]:
     Raises :class:`EngineError` (code ``PYPM_E_MALFORMED``) when the buffer
     does not parse, a word outside int64 included."""
     lib = open_library()
+    _start(lib)
     if isinstance(words, array) and words.typecode == "q":
         buf = words
     else:

@@ -56,6 +56,18 @@ def default_patterns(modules=MODULES) -> List[Pattern]:
 
 _files: Dict[str, Tuple[Tuple[int, int], object]] = {}  # path -> ((mtime, size), module)
 _file_lock = threading.Lock()
+_loads = [0]  # rules files executed: each gets a module name of its own
+
+
+def _after_fork_in_child() -> None:
+    # a thread of the parent holding the lock does not exist in the child; a
+    # file it was executing is not cached, and runs again under a new name
+    global _file_lock
+    _file_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _load_file(path: str):
@@ -71,7 +83,8 @@ def _load_file(path: str):
         if hit is not None and hit[0] == stamp:
             return hit[1]
         stem = os.path.splitext(os.path.basename(path))[0]
-        name = f"pypm_user_rules_{stem}_{len(_files)}"
+        _loads[0] += 1
+        name = f"pypm_user_rules_{stem}_{_loads[0] - 1}"
         s = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(s)
         s.loader.exec_module(mod)

@@ -46,6 +46,7 @@ import this layer.
 from __future__ import annotations
 
 import operator
+import os
 import threading
 from typing import Dict, List, Optional, Tuple
 
@@ -63,6 +64,18 @@ __all__ = ["TORCH_OPS", "bind", "bind_torch", "label_for", "op_of_target", "reso
 TORCH_OPS: Dict[object, Op] = {}
 _torch_lock = threading.RLock()
 _overridable: Optional[set] = None
+
+
+def _after_fork_in_child() -> None:
+    # a thread of the parent holding the lock does not exist in the child; a
+    # label it was making is absent or stored whole (one dict store), a
+    # declaration it was binding may have labelled some of its overloads
+    global _torch_lock
+    _torch_lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _schema_arity(target) -> Optional[int]:

@@ -49,6 +49,7 @@ import importlib
 import importlib.util
 import json
 import math
+import os
 import pickle
 import re
 import sys
@@ -683,6 +684,24 @@ _local = threading.local()
 _install_lock = threading.RLock()
 _installed = [0]
 _saved: dict = {}
+
+
+
+def _after_fork_in_child() -> None:
+    """A child forked while another thread was inside :func:`guarded` would
+    inherit a held lock (its holder does not exist there): make a new one,
+    and take the wrappers out when no guard of the child's own is active."""
+    global _install_lock
+    _install_lock = threading.RLock()
+    if _current() is None and _installed[0]:
+        for obj, attr, real in _saved.values():
+            setattr(obj, attr, real)
+        _saved.clear()
+        _installed[0] = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 _GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
 
