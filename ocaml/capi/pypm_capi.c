@@ -244,8 +244,25 @@ static void start_runtime(void *arg) {
  * does not exist in the child). */
 static void atfork_prepare(void) { pthread_mutex_lock(&big_lock); }
 static void atfork_release(void) { pthread_mutex_unlock(&big_lock); }
+static void do_init_locked(void);
 
+/* Registered when the library is loaded, before any thread can be inside
+ * do_init: a fork then waits for the runtime's start as for any call. */
+__attribute__((constructor)) static void register_atfork(void) {
+  pthread_atfork(atfork_prepare, atfork_release, atfork_release);
+}
+
+/* Under big_lock throughout, so that fork() waits for the whole start. In a
+ * child forked just after the parent's start, glibc may run the once
+ * routine again: the runtime is there already, so it returns. */
 static void do_init(void) {
+  if (init_status == PYPM_OK) return;
+  pthread_mutex_lock(&big_lock);
+  do_init_locked();
+  pthread_mutex_unlock(&big_lock);
+}
+
+static void do_init_locked(void) {
   const char *nt = getenv("PYPM_NO_STACK_TRIM");
   no_trim = nt != NULL && nt[0] != 0 && strcmp(nt, "0") != 0;
   if (map_stack() != 0) return;
@@ -254,9 +271,7 @@ static void do_init(void) {
   int have_segv = sigaction(SIGSEGV, NULL, &old_segv) == 0;
   int have_ss = sigaltstack(NULL, &old_ss) == 0;
   caml_fatal_error_hook = fatal_hook;
-  pthread_mutex_lock(&big_lock);
   call_on_stack(stack_top, start_runtime, NULL);
-  pthread_mutex_unlock(&big_lock);
   if (have_segv) sigaction(SIGSEGV, &old_segv, NULL);
   if (have_ss) {
     if (old_ss.ss_flags & SS_DISABLE) {
@@ -268,7 +283,6 @@ static void do_init(void) {
       sigaltstack(&old_ss, NULL);
     }
   }
-  if (init_status == PYPM_OK) pthread_atfork(atfork_prepare, atfork_release, atfork_release);
   if (init_status != PYPM_OK && init_msg[0] == 0)
     snprintf(init_msg, sizeof init_msg, "the OCaml runtime failed to start");
 }

@@ -15,7 +15,9 @@
  *   5. 8 threads calling pypm_match (and more) concurrently, checking every
  *      result and the per-thread last-error message, while another thread
  *      forks children that use the library;
- *   6. the host's SIGSEGV handler and signal stack survive runtime start-up.
+ *   6. the host's SIGSEGV handler and signal stack survive runtime start-up;
+ *   7. fork() while another thread makes the first call (the runtime's
+ *      start): the child finds a usable library.
  * Exit status 0 iff every check passed. */
 #include <inttypes.h>
 #include <pthread.h>
@@ -1391,10 +1393,51 @@ static void test_dominates(void) {
   wfree(&p);
 }
 
+/* fork() while another thread starts the runtime (the process's first
+ * call): the child must not inherit a half-started runtime or a held lock
+ * (pthread_atfork registered at load time; do_init under big_lock). Each
+ * trial runs in a fresh process whose runtime has not started. */
+static void *first_call(void *arg) {
+  *(int *)arg = pypm_release(0);
+  return NULL;
+}
+
+static void test_fork_during_start(int trials) {
+  int bad = 0;
+  for (int t = 0; t < trials; t++) {
+    pid_t child = fork();
+    if (child == 0) {
+      alarm(30);
+      int rc_thread = -1;
+      pthread_t th;
+      pthread_create(&th, NULL, first_call, &rc_thread);
+      usleep((useconds_t)(t % 10) * 150);  /* into the start, at varied points */
+      pid_t grand = fork();
+      if (grand == 0) {
+        alarm(10);
+        int a = pypm_release(0), b = pypm_release(0);
+        _exit(a == b ? 0 : 1);
+      }
+      int status = 0;
+      int ok = grand > 0 && waitpid(grand, &status, 0) == grand && WIFEXITED(status) &&
+               WEXITSTATUS(status) == 0;
+      pthread_join(th, NULL);
+      _exit(ok && rc_thread == pypm_release(0) ? 0 : 1);
+    }
+    int status = 0;
+    if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0)
+      bad++;
+  }
+  CHECK(bad == 0, "%d of %d children forked during the runtime's start failed or hung",
+        bad, trials);
+}
+
 int main(int argc, char **argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 100000;
   setvbuf(stdout, NULL, _IOLBF, 0);
   printf("test_capi\n");
+  test_fork_during_start(20);
   test_signals_preserved();
   test_basics();
   test_extend();
