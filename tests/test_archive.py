@@ -187,10 +187,13 @@ def test_files_torch_writes_still_load(good, tmp_path):
     "LShift(Symbol('s0', positive=True, integer=True), Integer(100000000))",
     "PowByNatural(Integer(7), Symbol('s0', positive=True, integer=True))",
     "Integer('1e999999')",
+    "Float('1.0', 1000000000)",
+    "Float('1.0', precision=1000000000)",
 ])
 def test_size_expressions_that_compute_without_end_are_refused(text):
     why = untrusted.sym_expr_problem(text)
-    assert why is not None and ("exponent" in why or "bits" in why or "shift" in why), why
+    assert why is not None and any(w in why for w in ("exponent", "bits", "shift",
+                                                       "precision")), why
 
 
 @pytest.mark.parametrize("text", [
@@ -419,3 +422,65 @@ sys.exit(0 if codes == [0, 0, 0] else 1)
     r = subprocess.run([sys.executable, str(script)], env=dict(os.environ, PYTHONPATH=PYDIR),
                        capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+# ------------------------------------------------ pickled data that expands
+
+def _dag(depth):
+    x = (torch.zeros(2),)
+    for _ in range(depth):
+        x = (x, x)  # pickled once each: memo references
+    return x
+
+
+def test_sample_inputs_that_expand_when_walked_are_refused(good, tmp_path):
+    """A 2 KB sample-inputs pickle whose tuples share their halves (2^60
+    leaves once torch flattens it) made the load hang; refused."""
+    import io
+    b = io.BytesIO()
+    torch.save(((torch.randn(3, 4),), {"junk": _dag(60)}), b)
+    assert len(b.getvalue()) < 10_000
+    evil = tmp_path / "dag.pt2"
+    with zipfile.ZipFile(good) as zi, zipfile.ZipFile(evil, "w") as zo:
+        for i in zi.infolist():
+            d = zi.read(i.filename)
+            zo.writestr(i.filename, b.getvalue() if i.filename.endswith(
+                "sample_inputs/model.pt") else d)
+    r = subprocess.run([sys.executable, "-c", f"import pypm_verified as pm; pm.load({str(evil)!r})"],
+                       env=dict(os.environ, PYTHONPATH=PYDIR), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 1 and "a container reached twice" in r.stderr, r.stderr[-2000:]
+
+
+def test_example_inputs_that_expand_or_nest_are_refused(good, tmp_path):
+    from pypm_verified.cli import main
+    dag, deep = tmp_path / "dag.pt", tmp_path / "deep.pt"
+    torch.save(_dag(60), dag)
+    nested = torch.zeros(3, 4)
+    for _ in range(300):
+        nested = [nested]
+    torch.save(nested, deep)
+    for f, why in ((dag, "reached twice"), (deep, "nested more than")):
+        r = subprocess.run([sys.executable, "-m", "pypm_verified", "rewrite", str(good),
+                            "--example-inputs", str(f), "-o", str(tmp_path / "o.pt2")],
+                           env=dict(os.environ, PYTHONPATH=PYDIR), capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 2 and why in r.stderr, r.stderr[-2000:]
+    assert not (tmp_path / "o.pt2").exists()
+
+
+def test_example_inputs_zip_bomb_is_refused(tmp_path, good):
+    x = tmp_path / "x.pt"
+    torch.save((torch.randn(3, 4),), x)
+    with zipfile.ZipFile(x, "a") as z:
+        top = z.namelist()[0].split("/", 1)[0] + "/"
+        z.writestr(zipfile.ZipInfo(top + "data/9"), b"\0" * (8 << 20),
+                   compress_type=zipfile.ZIP_DEFLATED)
+        info = z.filelist[-1]
+        for _ in range(50):
+            z.filelist.append(info)
+    r = subprocess.run([sys.executable, "-m", "pypm_verified", "rewrite", str(good),
+                        "--example-inputs", str(x), "-o", str(tmp_path / "o.pt2")],
+                       env=dict(os.environ, PYTHONPATH=PYDIR), capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2 and "twice" in r.stderr, r.stderr[-2000:]

@@ -317,6 +317,15 @@ def read_example_inputs(args, torch) -> Optional[tuple]:
     """``--example-inputs``: the tuple it holds (None without it)."""
     if not args.example_inputs:
         return None
+    from ..torch import archive
+    from ..torch.errors import LoadError
+    from ..torch.untrusted import unpickled_problem
+    try:  # the zip directory first: no bomb reaches torch's reader
+        archive.inspect(args.example_inputs, f"--example-inputs {args.example_inputs}")
+    except LoadError as e:
+        raise UsageError(str(e)) from None
+    except Exception:  # noqa: BLE001 -- not a zip archive: torch.load says what it is
+        pass
     try:
         example = torch.load(args.example_inputs, weights_only=True)
     except Exception as e:  # noqa: BLE001 -- torch raises many types
@@ -325,6 +334,9 @@ def read_example_inputs(args, torch) -> Optional[tuple]:
             args.example_inputs) else "not a file torch.save wrote (not a zip archive)")
         raise UsageError(f"--example-inputs {args.example_inputs}: cannot read it as a "
                          f"torch.save'd tuple of tensors: {why}") from None
+    why = unpickled_problem(example)
+    if why:
+        raise UsageError(f"--example-inputs {args.example_inputs}: refused: it holds {why}")
     return tuple(example) if isinstance(example, (list, tuple)) else (example,)
 
 

@@ -700,6 +700,10 @@ def _load_pt2(path, allow_pickle: bool = False, label: Optional[str] = None):
     if guard.refused:
         raise _needs_pickle(label, "a pickled part of the program (sample inputs, a weight "
                             "or a constant)", guard.refused)
+    if guard.structure:
+        raise LoadError(f"{label}: refused: a pickled part of the program (its sample inputs, "
+                        f"a weight or a constant) holds {guard.structure}; it may have been "
+                        "crafted to make loading hang")
     if guard.expression:
         raise LoadError(f"{label}: refused, not a program torch writes: the size expression "
                         f"{guard.expression}; it may have been crafted to run code when loaded")

@@ -389,8 +389,16 @@ def magnitude_problem(tree) -> Optional[str]:
             args = list(node.args)
             if fn in _HUGE_FUNCTIONS:
                 return too_big(f"a call of {fn}")
+            for k in node.keywords:  # Float(..., precision=53): a precision in bits
+                v = _literal(k.value)
+                if v is None or abs(v) > MAX_INT_BITS:
+                    return too_big(f"the keyword argument {k.arg} of {fn}")
             if fn in ("Symbol", "Dummy"):
                 return _SIZE_BITS
+            if fn == "Float" and len(args) > 1:  # Float(text, digits)
+                v = _literal(args[1])
+                if v is None or abs(v) > MAX_INT_BITS:
+                    return too_big("a Float's precision")
             if fn in ("Integer", "Float", "Rational") and args:
                 return check(max(bits(a) for a in args), node)
             if fn in _POWER_FUNCTIONS:
@@ -660,17 +668,54 @@ def check_payload_config(doc, where: str = "") -> List[str]:
     return [why + where for why in (_qualified_problem(k, "the name") for k in cfg) if why]
 
 
+# ------------------------------------------------------------------ unpickled data
+
+#: objects the safe unpickler may build for one pickled part
+MAX_UNPICKLED_OBJECTS = 1_000_000
+
+
+def unpickled_problem(obj) -> Optional[str]:
+    """None when ``obj`` (what the safe unpickler built: sample inputs,
+    ``--example-inputs``) is a tree torch can walk: no non-empty container
+    reached twice (memo references make a DAG of 100 pickled tuples expand
+    to 2^100 leaves when flattened), at most :data:`MAX_TREESPEC_DEPTH`
+    deep, at most :data:`MAX_UNPICKLED_OBJECTS` objects; otherwise what it
+    is instead."""
+    seen: Set[int] = set()
+    stack = [(obj, 0)]
+    count = 0
+    while stack:
+        x, depth = stack.pop()
+        count += 1
+        if count > MAX_UNPICKLED_OBJECTS:
+            return f"more than {MAX_UNPICKLED_OBJECTS} objects"
+        if not isinstance(x, (list, tuple, dict, set, frozenset)) or not x:
+            continue
+        if depth >= MAX_TREESPEC_DEPTH:
+            return f"containers nested more than {MAX_TREESPEC_DEPTH} deep"
+        if id(x) in seen:
+            return ("a container reached twice (a shared structure that expands when "
+                    "traversed)")
+        seen.add(id(x))
+        items = [v for kv in x.items() for v in kv] if isinstance(x, dict) else list(x)
+        stack.extend((v, depth + 1) for v in items)
+    return None
+
+
 # ------------------------------------------------------------------ the guard
 
 @dataclass
 class Guard:
     """What :func:`guarded` refused during a load: ``refused`` (a pickled
     part that needs the full unpickler: what it names, e.g. ``posix.system``,
-    or what kind of object it is), ``expression`` (a size expression
-    refused), ``module`` (a module torch was about to import)."""
+    or what kind of object it is), ``structure`` (what the safe unpickler
+    built is not a tree torch can walk: :func:`unpickled_problem`),
+    ``expression`` (a size expression refused), ``module`` (a module torch
+    was about to import)."""
 
     allow_pickle: bool = False
     refused: Optional[str] = None
+    structure: Optional[str] = None
     expression: Optional[str] = None
     module: Optional[str] = None
 
@@ -727,10 +772,15 @@ def _torch_load(real):
         kwargs.pop("pickle_module", None)
         kwargs["weights_only"] = True
         try:
-            return real(f, *args, **kwargs)
+            obj = real(f, *args, **kwargs)
         except pickle.UnpicklingError as e:
             g.refused = g.refused or global_named(e) or "an object the safe unpickler refuses"
             raise Refused(f"refused: needs the full unpickler ({g.refused})") from None
+        why = unpickled_problem(obj)
+        if why:
+            g.structure = g.structure or why
+            raise Refused(f"refused: a pickled part holds {why}")
+        return obj
     return load
 
 
