@@ -144,6 +144,13 @@ def load_partitioned(path: str, backend="inductor", allow_pickle: bool = False) 
     from .loader import load_exported
     path = os.fspath(path)
     not_ours = f"{path}: not a partitioned program written by pm.partition"
+    from . import archive
+    try:  # the zip directory first: no bomb reaches torch's reader
+        archive.inspect(path)
+    except LoadError:
+        raise
+    except Exception:  # noqa: BLE001 -- not a zip archive: torch.load says what it is
+        pass
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
