@@ -72,8 +72,9 @@ def test_symbolic_verdicts_on_the_shipped_rules(shipped_fast):
     for the size patterns of the fired instances (its mask guard is Python,
     not translated), or unknown where the replacement's scale is the rounded
     reciprocal of the pattern's divisor; its boolean-mask forms unsupported
-    (-inf is no real), and its forms with a view (no reshape semantics);
-    sdpa_core's structures all reshape (SDPA's math decomposed): unsupported."""
+    (-inf is no real); its forms with a view proved (views are row-major
+    index maps); sdpa_core's structures (SDPA's math decomposed, reshaping)
+    proved but those with a -inf constant."""
     by = {r.rule: r for r in shipped_fast}
     for name in ("linear_nt", "linear_act", "gelu_tanh", "rms_norm"):
         assert by[name].status == "proved", (name, by[name].symbolic)
@@ -84,16 +85,16 @@ def test_symbolic_verdicts_on_the_shipped_rules(shipped_fast):
     sd = by["sdpa"].symbolic
     assert sd["proved"] + sd["proved_like_instances"] >= 1 and not sd["differs"]
     # the boolean-mask forms (masked_fill/where with -inf or the dtype's
-    # minimum) are outside the real semantics, and so are reshapes (the
-    # symbolic semantics has no view): tested, not proved
-    assert all(("where" in u or "masked_fill" in u or "no semantics for aten.view" in u)
+    # minimum) are outside the real semantics: tested, not proved; views
+    # have row-major index semantics (the registry), so reshapes are proved
+    assert all("-inf" in u or "where" in u or "masked_fill" in u
                for u in sd["unsupported"]), sd
     assert all("div(" in u for u in sd["unknown"])
-    # SDPA's decomposed math reshapes (view/_unsafe_view): tested, not proved
+    # SDPA's decomposed math reshapes (view/_unsafe_view): proved now, but
+    # for its -inf constant (no real number)
     core = by["sdpa_core"].symbolic
-    assert core["unsupported"] and not core["differs"] and all(
-        "no semantics for aten.view" in u or "no semantics for aten._unsafe_view" in u
-        for u in core["unsupported"]), core
+    assert core["proved"] + core["proved_like_instances"] >= 1 and not core["differs"], core
+    assert all("-inf" in u for u in core["unsupported"]), core
     for r in shipped_fast:
         assert set(r.symbolic) >= {"structures", "proved", "ranks"}
         assert r.symbolic["structures"] >= 1

@@ -10,9 +10,13 @@ both as functions of an output index, with
   every size a z3 integer ``>= 1`` (so size-1 broadcasting is one of the
   cases, not a separate instance);
 * pointwise ops with PyTorch's broadcasting; ``transpose``/``t``/
-  ``permute`` as index maps; ``matmul``/``mm``/``bmm``/``linear``/
-  ``addmm`` as sums over the contracted axis; ``mean`` and ``softmax`` as
-  sums over the reduced axis; the pointwise functions by their
+  ``permute`` as index maps; ``view``/``reshape``/``_unsafe_view`` as the
+  row-major index map between the two shapes (:meth:`Semantics.reshape`:
+  an axis kept keeps its size, whatever it is; the axes a view splits or
+  merges have the instance's sizes); ``matmul``/``mm``/``bmm``/``linear``/
+  ``addmm`` as sums over the contracted axis; ``mean``, ``var`` (with its
+  correction), ``softmax`` and ``log_softmax`` as sums over the reduced
+  axes; the pointwise functions by their
   definitions (below); a sum ``Σ_{k<n} f(k)`` an uninterpreted function of the array
   ``k ↦ f(k)`` (zero outside ``0 <= k < n``) and ``n``, so two sums are
   equal when their summands are (TensorRight's one-to-one correspondence
@@ -20,16 +24,27 @@ both as functions of an output index, with
 * fused ops by their documented definition: ``gelu`` with PyTorch's
   constants (``M_SQRT1_2``; ``M_SQRT2 * M_2_SQRTPI * 0.5``),
   ``rms_norm`` as ``x * rsqrt(mean(x², normalized axes) + eps) * w``,
+  ``layer_norm`` as ``(x - μ) * rsqrt(σ² + eps) * w + b`` (``μ`` the mean
+  over the normalized axes, ``σ²`` the mean of ``(x - μ)²``),
   ``scaled_dot_product_attention`` as ``softmax(q kᵀ · scale + mask) v``
   (float masks; a boolean mask needs ``-inf``, which is no real), and
   ``pypm.linear_act`` as the activation of ``linear``;
 * ``baddbmm`` as ``beta * bias + alpha * bmm``; ``_safe_softmax`` as
   ``softmax`` (they differ on rows of -inf only);
-* casts (``_to_copy``, ``type_as``, ``clone``, inference ``dropout``) as the identity;
+* casts (``_to_copy``, ``type_as``, ``clone``, inference ``dropout`` and
+  ``native_dropout``) as the identity;
 * ``cat`` as a piecewise index map, ``split_with_sizes`` (its integer sizes
   read as the sizes of the pieces its input concatenates, checked on the
-  instance; else unsupported) as offset pieces, ``getitem`` picking one
-  (multi-root fusions, ``library/fusion.py``).
+  instance; else unsupported) and ``split`` (as many pieces as on the
+  instance) as offset pieces, ``getitem`` picking one
+  (multi-root fusions, ``library/fusion.py``); ``embedding`` as the
+  weight's row at each index.
+
+Each op's semantics is a function filed under its overload's name
+(:data:`SEMANTICS`, and :data:`EXACT_FIRST` / :data:`EXTENDED` for the
+integer and boolean reading); the op registry (``torch/registry.py``)
+reads them, and lists every op the DSL declares with its semantics or why
+it has none.
 
 Pointwise functions. Four primitives are uninterpreted functions of a real,
 the same on both sides: ``exp``, ``log``, ``erf`` and ``sqrt``
@@ -68,7 +83,9 @@ is repeated with ground instances of laws true of the real primitives on
 the primitives' terms of the obligation (:func:`primitive_laws`: ``exp``
 positive, ``exp(a) exp(-a) = 1``, ``exp(0) = 1``, ``exp(a) exp(b) =
 exp(a + b)`` between its terms, ``log`` and ``exp`` inverse, ``erf`` odd and in (-1, 1), ``sqrt(t)² = t`` for ``t >= 0``,
-``exp``/``erf``/``log`` increasing), so a proof never rests on anything but
+``exp``/``erf``/``log`` increasing), and, where torch confirms no
+difference, of the sums built (a sum of squares, a variance's, is ``>= 0``),
+so a proof never rests on anything but
 the definitions and true facts: "proved" holds of the real functions for
 every real input. An identity beyond these (``exp(3x) = exp(x)³``, which
 needs ``exp(2x)``, a term neither side has, say) is not proved.
@@ -93,8 +110,9 @@ constant of the pattern that is not exactly the kernel's differs over the
 reals by less than any tolerance, say). An op outside the semantics gives
 "unsupported". The trust base: this file's semantics of each op (checked
 against torch's shape rules in ``tests/test_symbolic.py``, the pointwise
-definitions against torch's values in ``tests/test_check_rules_pointwise.py``)
-and z3.
+definitions against torch's values in ``tests/test_check_rules_pointwise.py``,
+the terms of the ops the DSL declares, evaluated on concrete inputs, against
+torch's values in ``tests/test_registry.py``) and z3.
 """
 from __future__ import annotations
 
@@ -150,6 +168,26 @@ def _real(v) -> z3.ArithRef:
     raise Unsupported(f"constant {v!r}")
 
 
+def _never(c) -> bool:
+    """Whether ``c`` is ``n == 1`` of an integer ``n`` other than 1 (as built,
+    no new term)."""
+    return z3.is_eq(c) and all(z3.is_int_value(a) for a in c.children()) \
+        and c.arg(0).as_long() != c.arg(1).as_long()
+
+
+def _is_square(e) -> bool:
+    """Whether ``e`` is ``u * u`` or ``(1 * u) * u`` (``pow(u, 2)``'s term),
+    read off the term as built (no new term: the order terms are created in
+    steers z3's search)."""
+    if not z3.is_mul(e) or e.num_args() != 2:
+        return False
+    a, b = e.arg(0), e.arg(1)
+    if z3.is_mul(a) and a.num_args() == 2 and z3.is_rational_value(a.arg(0)) \
+            and a.arg(0).as_fraction() == 1:
+        a = a.arg(1)
+    return a.eq(b)
+
+
 class Semantics:
     """One proof obligation's symbols, functions and constraints. Ops of the
     original add *assumptions* (its well-definedness); ops of the replacement
@@ -169,6 +207,11 @@ class Semantics:
         # ground laws of the sums built (true of every finite sum, so assumed
         # on both sides): a sum of one term is that term
         self.axioms: List[z3.BoolRef] = []
+        # more, assumed only where a difference z3 finds is not confirmed
+        # (they make its search for one slower): a sum of squares is >= 0
+        self.laws: List[z3.BoolRef] = []
+        #: merged view indices: term id -> (the term, its digits) (Semantics.reshape)
+        self._merged: Dict[int, Tuple[z3.ArithRef, List[Tuple[z3.ArithRef, int]]]] = {}
 
     # ------------------------------------------------------------- helpers
     def require(self, c: z3.BoolRef):
@@ -208,6 +251,8 @@ class Semantics:
         total = self.sum(z3.Lambda([k], z3.If(z3.And(k >= 0, k < n), b, 0)), n)
         if self._depth == 0:  # no enclosing bound variable in b: a ground law
             self.axioms.append(z3.Implies(n == 1, total == z3.substitute(b, (k, z3.IntVal(0)))))
+            if _is_square(b):  # a sum of squares (a variance's, a norm's) is >= 0
+                self.laws.append(total >= 0)
         return total
 
     # ---------------------------------------------------------- broadcasting
@@ -457,6 +502,171 @@ class Semantics:
             y = self.pointwise(lambda u, v: u * v, y, w)
         return y
 
+    def layer_norm(self, x: Sym, k: int, w: Optional[Sym], b: Optional[Sym], eps) -> Sym:
+        """``(x - μ) * rsqrt(σ² + eps) * w + b`` over the last ``k`` axes, with
+        ``μ`` their mean and ``σ²`` the mean of ``(x - μ)²`` (the biased
+        variance, as torch's kernel); ``w`` and ``b`` have exactly the
+        normalized sizes (torch raises otherwise: required, not broadcast)."""
+        if not 1 <= k <= x.rank:
+            raise Unsupported(f"layer_norm over {k} axes of a rank-{x.rank} tensor")
+        axes = list(range(x.rank - k, x.rank))
+        rsqrt, e = self.rsqrt, _real(eps)
+        c = self.pointwise(lambda u, m: u - m, x, self.mean(x, axes, keepdim=True))
+        var = self.mean(self.pointwise(lambda u: u * u, c), axes, keepdim=True)
+        y = self.pointwise(lambda u, v: u * rsqrt(v + e), c, var)
+        for p, what in ((w, "weight"), (b, "bias")):
+            if p is None:
+                continue
+            if p.rank != k:
+                raise Unsupported(f"layer_norm {what} of rank {p.rank}, not {k}")
+            for j in range(k):
+                self.require(p.shape[j] == x.shape[x.rank - k + j])
+            y = self.pointwise((lambda u, v: u * v) if what == "weight" else (lambda u, v: u + v),
+                               y, p)
+        return y
+
+    def log_softmax(self, x: Sym, dim: int) -> Sym:
+        """``x - log Σ_k exp(x_k)`` over ``dim``."""
+        if x.rank == 0:
+            raise Unsupported("log_softmax of a 0-d tensor")
+        d = self.axis(dim, x.rank)
+        exp, log = self.exp, self.log
+
+        def at(idx):
+            return x.at(idx) - log(self.reduce(
+                x.shape[d], lambda k: exp(x.at(idx[:d] + [k] + idx[d + 1:]))))
+        return Sym(list(x.shape), at)
+
+    def var(self, x: Sym, dims: Sequence[int], correction, keepdim: bool) -> Sym:
+        """``Σ (x - μ)² / (N - correction)`` over ``dims`` (all when empty),
+        ``N`` the count of the reduced elements, required above
+        ``correction`` (torch gives inf or nan there). With correction 0 it
+        is the mean of the squared deviations, the term :meth:`layer_norm` builds."""
+        dims = sorted({self.axis(d, x.rank) for d in dims}) if dims else list(range(x.rank))
+        c = self.pointwise(lambda u, m: u - m, x, self.mean(x, dims, keepdim=True))
+        m = self.mean(self.pointwise(lambda u: u * u, c), dims, keepdim)
+        if not correction:
+            return m
+        cv = _real(correction)
+        count = z3.IntVal(1)
+        for d in dims:
+            count = count * x.shape[d]
+        n = z3.ToReal(count)
+        self.require(n > cv)
+        return Sym(m.shape, lambda idx: m.at(idx) * n / (n - cv))
+
+    def reshape(self, x: Sym, ins: Sequence[int], outs: Sequence[int]) -> Sym:
+        """``view``/``reshape`` of ``x`` from the instance's sizes ``ins`` to
+        ``outs``, in row-major order. The axes are grouped where the running
+        products of the two size lists meet: a group of one axis on each side
+        keeps the input's size, whatever it is (``view(x, x.shape)``-like
+        calls read their sizes off the input, as a rule does); an axis of size
+        1 added or dropped is one of the structure (size 1 assumed / obliged);
+        the axes of a group that splits or merges axes have the instance's
+        sizes (assumed / obliged), and an index maps through its row-major
+        offset in the group."""
+        if x.rank != len(ins) or any(s < 1 for s in list(ins) + list(outs)) \
+                or math.prod(ins) != math.prod(outs):
+            raise Unsupported(f"a view of sizes {list(ins)} as {list(outs)}")
+        groups = _view_groups(list(ins), list(outs))
+        shape: List[z3.ArithRef] = [z3.IntVal(1)] * len(outs)
+        for gi, gj in groups:
+            if len(gi) == 1 and len(gj) == 1:
+                shape[gj[0]] = x.shape[gi[0]]
+                continue
+            for a in gi:
+                self.require(x.shape[a] == ins[a])
+            for b in gj:
+                shape[b] = z3.IntVal(outs[b])
+
+        def at(idx):
+            src: List[z3.ArithRef] = [z3.IntVal(0)] * x.rank
+            for gi, gj in groups:
+                if len(gi) == 1 and len(gj) == 1:
+                    src[gi[0]] = idx[gj[0]]
+                    continue
+                if not gi or not gj:
+                    continue  # axes of size 1: index 0
+                digits = [d for b in gj for d in self._digits(idx[b], outs[b])]
+                for a, v in zip(gi, self._regroup(digits, [ins[a] for a in gi])):
+                    src[a] = v
+            return x.at(src)
+        return Sym(shape, at)
+
+    # An index of a view's output axis that merges axes is a mixed-radix
+    # number of the merged axes' indices (its digits). The term built for one
+    # is recorded with its digits, so that a view that splits it again reads
+    # the digits back: view(view(x, merged), split) indexes x by the very
+    # terms it was indexed by (no division, which z3 reasons about slowly).
+    # Sound because a view reads its operand only at indices in range, where
+    # every digit is below its radix.
+
+    def _digits(self, t, radix: int) -> List[Tuple[z3.ArithRef, int]]:
+        """``t``, an index below ``radix``, as digits ``(term, radix)``, most
+        significant first: those it was merged from, else itself."""
+        while z3.is_app_of(t, z3.Z3_OP_ITE) and _never(t.arg(0)):
+            t = t.arg(2)  # a broadcast's If(size == 1, 0, i) with a size other than 1
+        rec = self._merged.get(t.get_id())
+        if rec is not None and math.prod(r for _, r in rec[1]) == radix:
+            return list(rec[1])
+        return [(t, radix)]
+
+    def _merge(self, digits: List[Tuple[z3.ArithRef, int]]) -> z3.ArithRef:
+        """The number whose digits are ``digits`` (recorded as such)."""
+        digits = [(t, r) for t, r in digits if r > 1]  # a digit below 1 is 0
+        if not digits:
+            return z3.IntVal(0)
+        if len(digits) == 1:
+            return digits[0][0]
+        t, w = None, 1
+        for d, r in reversed(digits):
+            t = d * w if t is None else d * w + t
+            w *= r
+        t = z3.simplify(t)
+        self._merged[t.get_id()] = (t, digits)
+        return t
+
+    def _regroup(self, digits: List[Tuple[z3.ArithRef, int]], radices: List[int]) -> Idx:
+        """The digits, of the same number, with ``radices`` (most significant
+        first): whole digits merged where the radices line up, else by
+        division and remainder."""
+        ds = [(t, r) for t, r in digits if r > 1]
+        out: List[z3.ArithRef] = []  # least significant first
+        for i in reversed(range(len(radices))):
+            R = radices[i]
+            if R == 1:
+                out.append(z3.IntVal(0))
+                continue
+            if all(r == 1 for r in radices[:i]):  # the most significant: all that is left
+                out.append(self._merge(ds))
+                ds = []
+                continue
+            acc: List[Tuple[z3.ArithRef, int]] = []
+            ar = 1
+            while ar < R and ds:
+                acc.insert(0, ds.pop())
+                ar *= acc[0][1]
+            t = self._merge(acc)
+            if ar == R:
+                out.append(t)
+            elif ar % R == 0:
+                out.append(t % R)
+                ds.append((t / R, ar // R))
+            else:  # the radices do not line up
+                return self._divide(ds + acc, radices[:i + 1]) + list(reversed(out))
+        return list(reversed(out))
+
+    def _divide(self, digits, radices: List[int]) -> Idx:
+        """The number of ``digits`` in ``radices`` by division and remainder
+        (the most significant: the quotient left)."""
+        t = self._merge(digits)
+        out = []
+        for R in reversed(radices[1:]):
+            out.append(t % R if R > 1 else z3.IntVal(0))
+            t = t / R if R > 1 else t
+        out.append(t if radices[0] > 1 else z3.IntVal(0))
+        return list(reversed(out))
+
     def sdpa(self, q: Sym, k: Sym, v: Sym, mask, dropout_p, is_causal, scale,
              mask_is_bool: bool) -> Sym:
         if dropout_p not in (0, 0.0) or is_causal:
@@ -484,68 +694,69 @@ class Semantics:
 
 
 # ----------------------------------------------------------- FX to symbols
-
-#: unary ops whose value is a term of their one tensor argument (the
-#: Semantics method of that name); ops with scalar arguments: _pointwise
-_UNARY = {
-    aten.erf.default: "erf", aten.tanh.default: "tanh", aten.exp.default: "exp",
-    aten.rsqrt.default: "rsqrt", aten.sqrt.default: "sqrt", aten.sigmoid.default: "sigmoid",
-    aten.silu.default: "silu", aten.mish.default: "mish",
-    aten.hardsigmoid.default: "hardsigmoid",
-}
+# The semantics of each op is a function filed in a table under its
+# overload's name (SEMANTICS; the integer/boolean reading's EXACT_FIRST and
+# EXTENDED below). The op registry (torch/registry.py) reads them: every
+# ATen op the DSL declares has a function here, or the registry says why not.
 
 #: SELU's constants (torch's, as doubles)
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
 
+#: the semantics of an op on floating values: ``(evaluator, node) -> Sym``
+#: (a list of them for an op that returns several tensors)
+Handler = Callable[["Evaluator", fx.Node], object]
 
-def _pointwise(sem: "Semantics", n: fx.Node, V) -> Optional[Sym]:
-    """The defined pointwise ops with scalar arguments (None: not one)."""
-    t = n.target
-    if t in _UNARY:
-        return sem.pointwise(getattr(sem, _UNARY[t]), V(n.args[0]))
-    if t == aten.hardswish.default:
-        return sem.pointwise(lambda u: u * sem.hardsigmoid(u), V(n.args[0]))
-    if t == aten.relu6.default:
-        return sem.pointwise(lambda u: sem.clamp(u, z3.RealVal(0), z3.RealVal(6)),
-                             V(n.args[0]))
-    if t == aten.hardtanh.default:
-        x, lo, hi = _args(n, ("self", "min_val", "max_val"))
-        return sem.pointwise(lambda u: sem.clamp(u, _real(lo), _real(hi)), V(x))
-    if t == aten.leaky_relu.default:
-        x, s = _args(n, ("self", "negative_slope"))
-        sv = _real(s)
-        return sem.pointwise(lambda u: z3.If(u > 0, u, sv * u), V(x))
-    if t == aten.softplus.default:
-        # torch returns x itself where beta * x > threshold: a linearization
-        # of log(1 + exp(beta x)) / beta off by less than exp(-threshold) / beta
-        # (relative), an implementation's rounding, not another function
-        x, beta, _threshold = _args(n, ("self", "beta", "threshold"))
-        if not beta:
-            raise Unsupported("softplus with beta 0")
-        return sem.pointwise(lambda u: sem.softplus(u, beta), V(x))
-    if t == aten.elu.default:
-        x, a, s, i = _args(n, ("self", "alpha", "scale", "input_scale"))
-        return sem.pointwise(lambda u: sem.elu(u, a, s, i), V(x))
-    if t == aten.selu.default:
-        return sem.pointwise(lambda u: sem.elu(u, SELU_ALPHA, SELU_SCALE), V(n.args[0]))
-    if t == aten.celu.default:
-        x, a = _args(n, ("self", "alpha"))
-        if not a:
-            raise Unsupported("celu with alpha 0")
-        av = _real(a)
-        return sem.pointwise(
-            lambda u: sem.clamp(u, lo=z3.RealVal(0))
-            + sem.clamp(av * (sem.exp(u / av) - 1), hi=z3.RealVal(0)), V(x))
-    if t == aten.log1p.default:
-        return sem.pointwise(lambda u: sem.log(1 + u), V(n.args[0]))
-    if t == aten.expm1.default:
-        return sem.pointwise(lambda u: sem.exp(u) - 1, V(n.args[0]))
-    if t == aten.square.default:
-        return sem.pointwise(lambda u: u * u, V(n.args[0]))
-    return None
-_IDENTITY = (aten._to_copy.default, aten.clone.default, aten.alias.default,
-             aten.type_as.default)
+#: overload name (``"aten.add.Tensor"``; ``"getitem"`` for
+#: ``operator.getitem``) -> its semantics on floating values. The
+#: integer/boolean reading (:data:`EXACT_FIRST`, :data:`EXTENDED`) answers
+#: first where it applies.
+SEMANTICS: Dict[str, Handler] = {}
+
+_KEYS: Dict[object, str] = {}
+
+
+def op_key(target) -> str:
+    """The name ``target``'s semantics are filed under: its overload's name
+    (``aten.add.Tensor``, ``pypm.linear_act.default``), ``getitem`` for
+    ``operator.getitem``."""
+    try:
+        return _KEYS[target]
+    except (KeyError, TypeError):
+        pass
+    k = "getitem" if target is operator.getitem else str(target)
+    try:
+        _KEYS[target] = k
+    except TypeError:
+        pass
+    return k
+
+
+def _key(t) -> str:
+    return t if isinstance(t, str) else op_key(t)
+
+
+def semantics(*targets, table: Optional[dict] = None):
+    """Decorator: ``fn`` is the semantics of ``targets`` (overloads, or their
+    names), in :data:`SEMANTICS` (or ``table``). One function per op and table."""
+    tab = SEMANTICS if table is None else table
+
+    def deco(fn):
+        for t in targets:
+            k = _key(t)
+            if k in tab:
+                raise ValueError(f"two semantics for {k}: {tab[k].__name__}, {fn.__name__}")
+            tab[k] = fn
+        return fn
+    return deco
+
+
+def handlers(target) -> List[Callable]:
+    """The functions of this file that give ``target`` (an overload or its
+    name) a meaning: its integer/boolean reading's first, then the floating
+    one's. Empty: outside the semantics ("unsupported")."""
+    k = _key(target)
+    return [tab[k] for tab in (EXACT_FIRST, EXTENDED, SEMANTICS) if k in tab]
 
 
 def _args(node: fx.Node, names: Sequence[str]) -> List:
@@ -572,6 +783,410 @@ def _is_bool(node) -> bool:
     return isinstance(v, torch.Tensor) and v.dtype == torch.bool
 
 
+# ---- pointwise
+
+@semantics(aten.add.Tensor, aten.sub.Tensor)
+def _add_sub(ev, n):
+    a, b, alpha = _args(n, ("self", "other", "alpha"))
+    al = _real(alpha)
+    sign = 1 if n.target == aten.add.Tensor else -1
+    return ev.sem.pointwise(lambda u, w: u + sign * al * w, ev.value(a), ev.value(b))
+
+
+@semantics(aten.mul.Tensor, aten.mul.Scalar)  # Scalar: a number, as SDPA's decomposition
+def _mul(ev, n):
+    return ev.sem.pointwise(lambda u, w: u * w,
+                            *[ev.value(x) for x in _args(n, ("self", "other"))])
+
+
+@semantics(aten.div.Tensor)
+def _div(ev, n):
+    return ev.sem.pointwise(lambda u, w: u / w,
+                            *[ev.value(x) for x in _args(n, ("self", "other"))])
+
+
+@semantics(aten.neg.default)
+def _neg(ev, n):
+    return ev.sem.pointwise(lambda u: -u, ev.value(n.args[0]))
+
+
+@semantics(aten.pow.Tensor_Scalar)
+def _pow(ev, n):
+    """``x`` multiplied out for an integer ``|e| <= 4``; ``sqrt``/``rsqrt``
+    for ``e = ±0.5``; another exponent an uninterpreted function ``pow_e``."""
+    sem = ev.sem
+    x, e = n.args[:2]
+    if isinstance(e, (int, float)) and float(e).is_integer() and -4 <= e <= 4:
+        def p(u, e=int(e)):
+            r = z3.RealVal(1)
+            for _ in range(abs(e)):
+                r = r * u
+            return r if e >= 0 else 1 / r
+        return sem.pointwise(p, ev.value(x))
+    if e == 0.5:
+        return sem.pointwise(sem.sqrt, ev.value(x))
+    if e == -0.5:
+        return sem.pointwise(sem.rsqrt, ev.value(x))
+    f = sem.fn(f"pow_{e!r}")
+    return sem.pointwise(lambda u: f(u), ev.value(x))
+
+
+def _unary(name: str) -> Handler:
+    def h(ev, n):
+        return ev.sem.pointwise(getattr(ev.sem, name), ev.value(n.args[0]))
+    h.__name__ = h.__qualname__ = f"_{name}"
+    h.__doc__ = f"``{name}`` of each element: :meth:`Semantics.{name}`."
+    return h
+
+
+#: unary ops whose value is a term of their one tensor argument (the
+#: Semantics method of that name)
+for _t, _name in {
+        aten.erf.default: "erf", aten.tanh.default: "tanh", aten.exp.default: "exp",
+        aten.rsqrt.default: "rsqrt", aten.sqrt.default: "sqrt",
+        aten.sigmoid.default: "sigmoid", aten.silu.default: "silu",
+        aten.mish.default: "mish", aten.hardsigmoid.default: "hardsigmoid"}.items():
+    semantics(_t)(_unary(_name))
+
+
+@semantics(aten.hardswish.default)
+def _hardswish(ev, n):
+    sem = ev.sem
+    return sem.pointwise(lambda u: u * sem.hardsigmoid(u), ev.value(n.args[0]))
+
+
+@semantics(aten.relu6.default)
+def _relu6(ev, n):
+    return ev.sem.pointwise(lambda u: Semantics.clamp(u, z3.RealVal(0), z3.RealVal(6)),
+                            ev.value(n.args[0]))
+
+
+@semantics(aten.hardtanh.default)
+def _hardtanh(ev, n):
+    x, lo, hi = _args(n, ("self", "min_val", "max_val"))
+    return ev.sem.pointwise(lambda u: Semantics.clamp(u, _real(lo), _real(hi)), ev.value(x))
+
+
+@semantics(aten.leaky_relu.default)
+def _leaky_relu(ev, n):
+    x, s = _args(n, ("self", "negative_slope"))
+    sv = _real(s)
+    return ev.sem.pointwise(lambda u: z3.If(u > 0, u, sv * u), ev.value(x))
+
+
+@semantics(aten.softplus.default)
+def _softplus(ev, n):
+    # torch returns x itself where beta * x > threshold: a linearization
+    # of log(1 + exp(beta x)) / beta off by less than exp(-threshold) / beta
+    # (relative), an implementation's rounding, not another function
+    x, beta, _threshold = _args(n, ("self", "beta", "threshold"))
+    if not beta:
+        raise Unsupported("softplus with beta 0")
+    return ev.sem.pointwise(lambda u: ev.sem.softplus(u, beta), ev.value(x))
+
+
+@semantics(aten.elu.default)
+def _elu(ev, n):
+    x, a, s, i = _args(n, ("self", "alpha", "scale", "input_scale"))
+    return ev.sem.pointwise(lambda u: ev.sem.elu(u, a, s, i), ev.value(x))
+
+
+@semantics(aten.selu.default)
+def _selu(ev, n):
+    return ev.sem.pointwise(lambda u: ev.sem.elu(u, SELU_ALPHA, SELU_SCALE),
+                            ev.value(n.args[0]))
+
+
+@semantics(aten.celu.default)
+def _celu(ev, n):
+    sem = ev.sem
+    x, a = _args(n, ("self", "alpha"))
+    if not a:
+        raise Unsupported("celu with alpha 0")
+    av = _real(a)
+    return sem.pointwise(
+        lambda u: sem.clamp(u, lo=z3.RealVal(0))
+        + sem.clamp(av * (sem.exp(u / av) - 1), hi=z3.RealVal(0)), ev.value(x))
+
+
+@semantics(aten.log1p.default)
+def _log1p(ev, n):
+    return ev.sem.pointwise(lambda u: ev.sem.log(1 + u), ev.value(n.args[0]))
+
+
+@semantics(aten.expm1.default)
+def _expm1(ev, n):
+    return ev.sem.pointwise(lambda u: ev.sem.exp(u) - 1, ev.value(n.args[0]))
+
+
+@semantics(aten.square.default)
+def _square(ev, n):
+    return ev.sem.pointwise(lambda u: u * u, ev.value(n.args[0]))
+
+
+@semantics(aten.relu.default)
+def _relu(ev, n):
+    return ev.sem.pointwise(lambda u: z3.If(u > 0, u, 0), ev.value(n.args[0]))
+
+
+@semantics(aten.gelu.default)
+def _gelu(ev, n):
+    x, approx = _args(n, ("self", "approximate"))
+    return ev.sem.gelu(ev.value(x), approx)
+
+
+# ---- casts, copies, inference dropout: the identity on values
+
+@semantics(aten._to_copy.default, aten.clone.default, aten.alias.default, aten.type_as.default)
+def _identity(ev, n):
+    return ev.value(n.args[0])
+
+
+@semantics(aten.dropout.default)
+def _dropout(ev, n):
+    x, p, train = _args(n, ("input", "p", "train"))
+    if train and p:
+        raise Unsupported("dropout in training")
+    return ev.value(x)
+
+
+@semantics(aten.native_dropout.default)
+def _native_dropout(ev, n):
+    """Inference (``train=False``) or ``p = 0``: the input and an all-true mask."""
+    x, p, train = _args(n, ("input", "p", "train"))
+    if train is not False and p:
+        raise Unsupported("native_dropout in training")
+    xs = ev.value(x)
+    return [xs, Sym(list(xs.shape), lambda idx: z3.RealVal(1))]
+
+
+# ---- layout
+
+@semantics(aten.transpose.int)
+def _transpose(ev, n):
+    return ev.sem.transpose(ev.value(n.args[0]), n.args[1], n.args[2])
+
+
+@semantics(aten.t.default)
+def _t(ev, n):
+    x = ev.value(n.args[0])
+    return x if x.rank < 2 else ev.sem.transpose(x, 0, 1)
+
+
+@semantics(aten.permute.default)
+def _permute(ev, n):
+    return ev.sem.permute(ev.value(n.args[0]), n.args[1])
+
+
+@semantics(aten.view.default, aten.reshape.default, aten._unsafe_view.default)
+def _view(ev, n):
+    """:meth:`Semantics.reshape` from the instance's sizes of the input to
+    the result's (so ``-1`` is resolved as torch did)."""
+    x = n.args[0]
+    xv = x.meta.get("val") if isinstance(x, fx.Node) else None
+    ov = n.meta.get("val")
+    if not isinstance(xv, torch.Tensor) or not isinstance(ov, torch.Tensor):
+        raise Unsupported(f"{n.target} of an operand without a shape")
+    try:
+        ins, outs = [int(s) for s in xv.shape], [int(s) for s in ov.shape]
+    except (TypeError, ValueError):
+        raise Unsupported(f"{n.target} with symbolic sizes") from None
+    return ev.sem.reshape(ev.value(x), ins, outs)
+
+
+@semantics(aten.cat.default)
+def _cat(ev, n):
+    xs, dim = _args(n, ("tensors", "dim"))
+    return ev.sem.cat([ev.value(x) for x in xs], dim)
+
+
+@semantics(aten.split_with_sizes.default)
+def _split_with_sizes(ev, n):
+    x, sizes, dim = _args(n, ("self", "split_sizes", "dim"))
+    xs = ev.value(x)
+    d = ev.sem.axis(dim, xs.rank)
+    return ev.sem.split(xs, _split_sizes(ev, x, list(sizes), d, xs), d)
+
+
+@semantics(aten.split.Tensor)
+def _split(ev, n):
+    """Pieces of ``split_size`` on ``dim``, the last one the rest. The number
+    of pieces is the instance's (one of the structure): the size on ``dim``
+    is assumed (obliged) to give that many."""
+    sem = ev.sem
+    x, size, dim = _args(n, ("self", "split_size", "dim"))
+    xs = ev.value(x)
+    v = n.meta.get("val")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 1 \
+            or not isinstance(v, (list, tuple)) or not v:
+        raise Unsupported(f"split of size {size!r}")
+    d = sem.axis(dim, xs.rank)
+    count, nd = len(v), xs.shape[d]
+    sem.require(z3.And(nd > (count - 1) * size, nd <= count * size))
+    return sem.split(xs, [z3.IntVal(size)] * (count - 1) + [nd - (count - 1) * size], d)
+
+
+@semantics("getitem")
+def _getitem(ev, n):
+    parts, i = n.args
+    ps = ev.value(parts)
+    if not isinstance(ps, list) or not isinstance(i, int):
+        raise Unsupported("getitem of a tensor")
+    return ps[i]
+
+
+@semantics(aten.embedding.default)
+def _embedding(ev, n):
+    """Row ``indices[i]`` of the 2-D ``weight``. An index out of range (torch
+    raises) reads a value the semantics leaves unconstrained."""
+    w, ind = _args(n, ("weight", "indices"))
+    ws, ids = ev.value(w), ev.value(ind)
+    dt = _val_dtype(ind)
+    if ws.rank != 2 or dt is None or _kind(dt) != "int":
+        raise Unsupported("embedding of a weight that is not 2-D, or by non-integer indices")
+    return Sym(list(ids.shape) + [ws.shape[1]],
+               lambda idx: ws.at([z3.ToInt(ids.at(list(idx[:-1]))), idx[-1]]))
+
+
+# ---- contractions
+
+@semantics(aten.matmul.default)
+def _matmul(ev, n):
+    return ev.sem.matmul(ev.value(n.args[0]), ev.value(n.args[1]))
+
+
+@semantics(aten.mm.default, aten.bmm.default)
+def _mm(ev, n):
+    sem = ev.sem
+    a, b = ev.value(n.args[0]), ev.value(n.args[1])
+    want = 2 if n.target == aten.mm.default else 3
+    if a.rank != want or b.rank != want:
+        raise Unsupported(f"{n.target} of ranks {a.rank}, {b.rank}")
+    sem.require(z3.And(*[a.shape[i] == b.shape[i] for i in range(want - 2)])
+                if want == 3 else z3.BoolVal(True))
+    return sem.matmul(a, b, batched=False)
+
+
+@semantics(aten.linear.default)
+def _linear(ev, n):
+    x, w, b = _args(n, ("input", "weight", "bias"))
+    return ev.sem.linear(ev.value(x), ev.value(w), None if b is None else ev.value(b))
+
+
+@semantics(aten.addmm.default)
+def _addmm(ev, n):
+    sem = ev.sem
+    b, x, w, beta, alpha = _args(n, ("self", "mat1", "mat2", "beta", "alpha"))
+    mm = sem.matmul(ev.value(x), ev.value(w), batched=False)
+    be, al = _real(beta), _real(alpha)
+    return sem.pointwise(lambda u, m: be * u + al * m, ev.value(b), mm)
+
+
+@semantics(aten.baddbmm.default)
+def _baddbmm(ev, n):
+    sem = ev.sem
+    b, x, y, beta, alpha = _args(n, ("self", "batch1", "batch2", "beta", "alpha"))
+    a, c = ev.value(x), ev.value(y)
+    if a.rank != 3 or c.rank != 3:
+        raise Unsupported(f"baddbmm of ranks {a.rank}, {c.rank}")
+    sem.require(a.shape[0] == c.shape[0])
+    mm = sem.matmul(a, c, batched=False)
+    be, al = _real(beta), _real(alpha)
+    return sem.pointwise(lambda u, m: be * u + al * m, ev.value(b), mm)
+
+
+# ---- reductions and normalizations
+
+@semantics(aten.mean.dim)
+def _mean(ev, n):
+    x, dims, keep, dtype = _args(n, ("self", "dim", "keepdim", "dtype"))
+    return ev.sem.mean(ev.value(x), list(dims) if dims is not None else [], keep)
+
+
+@semantics(aten.var.correction, aten.var.dim, aten.var.default)
+def _var(ev, n):
+    if n.target == aten.var.correction:
+        x, dims, correction, keep = _args(n, ("self", "dim", "correction", "keepdim"))
+        correction = 1 if correction is None else correction
+    elif n.target == aten.var.dim:
+        x, dims, unbiased, keep = _args(n, ("self", "dim", "unbiased", "keepdim"))
+        correction = 1 if unbiased else 0
+    else:
+        (x, unbiased), dims, keep = _args(n, ("self", "unbiased")), None, False
+        correction = 1 if unbiased else 0
+    return ev.sem.var(ev.value(x), list(dims) if dims is not None else [], correction, keep)
+
+
+@semantics(aten.softmax.int, aten._safe_softmax.default, aten._softmax.default)
+def _softmax(ev, n):
+    # _safe_softmax differs only on rows of -inf, which the reals lack;
+    # _softmax's half_to_float is a dtype, not a value
+    x, dim = _args(n, ("self", "dim"))
+    return ev.sem.softmax(ev.value(x), dim)
+
+
+@semantics(aten.log_softmax.int, aten._log_softmax.default)
+def _log_softmax(ev, n):
+    x, dim = _args(n, ("self", "dim"))
+    return ev.sem.log_softmax(ev.value(x), dim)
+
+
+def _normalized(n: fx.Node, x, shape) -> int:
+    """How many trailing axes a norm's ``normalized_shape`` covers. It holds
+    sizes: the structure reads it as "the last k sizes of x", which it is on
+    the instance (a rule reads x.shape)."""
+    xv = x.meta.get("val") if isinstance(x, fx.Node) else None
+    k = len(shape)
+    if xv is None or not 1 <= k <= xv.dim() or list(xv.shape[-k:]) != list(shape):
+        raise Unsupported(f"{n.target.overloadpacket.__name__}'s normalized_shape "
+                          f"{list(shape)} is not the last sizes of its input")
+    return k
+
+
+@semantics(aten.rms_norm.default)
+def _rms_norm(ev, n):
+    x, shape, w, eps = _args(n, ("input", "normalized_shape", "weight", "eps"))
+    _normalized(n, x, shape)
+    return ev.sem.rms_norm(ev.value(x), list(shape), None if w is None else ev.value(w), eps)
+
+
+@semantics(aten.layer_norm.default)
+def _layer_norm(ev, n):
+    x, shape, w, b, eps = _args(n, ("input", "normalized_shape", "weight", "bias", "eps"))
+    k = _normalized(n, x, shape)
+    V = ev.value
+    return ev.sem.layer_norm(V(x), k, None if w is None else V(w), None if b is None else V(b),
+                             eps)
+
+
+@semantics(aten.scaled_dot_product_attention.default)
+def _sdpa(ev, n):
+    q, k, v, m, p, causal, scale, gqa = _args(
+        n, ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
+            "enable_gqa"))
+    if gqa:
+        raise Unsupported("enable_gqa")
+    V = ev.value
+    return ev.sem.sdpa(V(q), V(k), V(v), None if m is None else V(m), p, causal, scale,
+                       _is_bool(m))
+
+
+@semantics("pypm.linear_act.default")
+def _linear_act(ev, n):
+    sem = ev.sem
+    x, w, b, act = n.args[:4]
+    y = sem.linear(ev.value(x), ev.value(w), None if b is None else ev.value(b))
+    if act == "relu":
+        return sem.pointwise(lambda u: z3.If(u > 0, u, 0), y)
+    if act in ("gelu", "gelu_tanh"):
+        return sem.gelu(y, "none" if act == "gelu" else "tanh")
+    if act == "silu":
+        return sem.pointwise(sem.silu, y)
+    if act == "none":
+        return y
+    raise Unsupported(f"pypm.linear_act activation {act!r}")
+
+
 class Evaluator:
     """FX nodes to :class:`Sym` under one :class:`Semantics` (memoized, so a
     node shared by both sides is one term)."""
@@ -593,7 +1208,7 @@ class Evaluator:
         ext = _extended(self, n)  # integer/boolean values and the XLA port's ops
         if ext is not None:
             return ext
-        sem, t = self.sem, n.target
+        t = n.target
         if n.op == "placeholder":
             return self.inputs[n.name]
         if n.op != "call_function":
@@ -601,134 +1216,10 @@ class Evaluator:
         v = n.meta.get("val")
         if isinstance(v, torch.Tensor) and not (v.dtype.is_floating_point):
             raise Unsupported(f"{t} computes {v.dtype}: only floating results are real-valued")
-        V = self.value
-        if t in (aten.add.Tensor, aten.sub.Tensor):
-            a, b, alpha = _args(n, ("self", "other", "alpha"))
-            al = _real(alpha)
-            sign = 1 if t == aten.add.Tensor else -1
-            return sem.pointwise(lambda u, w: u + sign * al * w, V(a), V(b))
-        if t in (aten.mul.Tensor, aten.mul.Scalar):  # Scalar: a number, as SDPA's decomposition
-            return sem.pointwise(lambda u, w: u * w, *[V(x) for x in _args(n, ("self", "other"))])
-        if t == aten.div.Tensor:
-            return sem.pointwise(lambda u, w: u / w, *[V(x) for x in _args(n, ("self", "other"))])
-        if t == aten.neg.default:
-            return sem.pointwise(lambda u: -u, V(n.args[0]))
-        if t == aten.pow.Tensor_Scalar:
-            x, e = n.args[:2]
-            if isinstance(e, (int, float)) and float(e).is_integer() and -4 <= e <= 4:
-                def p(u, e=int(e)):
-                    r = z3.RealVal(1)
-                    for _ in range(abs(e)):
-                        r = r * u
-                    return r if e >= 0 else 1 / r
-                return sem.pointwise(p, V(x))
-            if e == 0.5:
-                return sem.pointwise(sem.sqrt, V(x))
-            if e == -0.5:
-                return sem.pointwise(sem.rsqrt, V(x))
-            f = sem.fn(f"pow_{e!r}")
-            return sem.pointwise(lambda u: f(u), V(x))
-        pw = _pointwise(sem, n, V)
-        if pw is not None:
-            return pw
-        if t == aten.relu.default:
-            return sem.pointwise(lambda u: z3.If(u > 0, u, 0), V(n.args[0]))
-        if t == aten.gelu.default:
-            x, approx = _args(n, ("self", "approximate"))
-            return sem.gelu(V(x), approx)
-        if t in _IDENTITY:
-            return V(n.args[0])
-        if t == aten.dropout.default:
-            x, p, train = _args(n, ("input", "p", "train"))
-            if train and p:
-                raise Unsupported("dropout in training")
-            return V(x)
-        if t == aten.transpose.int:
-            return sem.transpose(V(n.args[0]), n.args[1], n.args[2])
-        if t == aten.t.default:
-            x = V(n.args[0])
-            return x if x.rank < 2 else sem.transpose(x, 0, 1)
-        if t == aten.permute.default:
-            return sem.permute(V(n.args[0]), n.args[1])
-        if t == aten.matmul.default:
-            return sem.matmul(V(n.args[0]), V(n.args[1]))
-        if t in (aten.mm.default, aten.bmm.default):
-            a, b = V(n.args[0]), V(n.args[1])
-            want = 2 if t == aten.mm.default else 3
-            if a.rank != want or b.rank != want:
-                raise Unsupported(f"{t} of ranks {a.rank}, {b.rank}")
-            sem.require(z3.And(*[a.shape[i] == b.shape[i] for i in range(want - 2)])
-                        if want == 3 else z3.BoolVal(True))
-            return sem.matmul(a, b, batched=False)
-        if t == aten.linear.default:
-            x, w, b = _args(n, ("input", "weight", "bias"))
-            return sem.linear(V(x), V(w), None if b is None else V(b))
-        if t == aten.addmm.default:
-            b, x, w, beta, alpha = _args(n, ("self", "mat1", "mat2", "beta", "alpha"))
-            mm = sem.matmul(V(x), V(w), batched=False)
-            be, al = _real(beta), _real(alpha)
-            return sem.pointwise(lambda u, m: be * u + al * m, V(b), mm)
-        if t == aten.mean.dim:
-            x, dims, keep, dtype = _args(n, ("self", "dim", "keepdim", "dtype"))
-            return sem.mean(V(x), list(dims) if dims is not None else [], keep)
-        if t in (aten.softmax.int, aten._safe_softmax.default):
-            # _safe_softmax differs only on rows of -inf, which the reals lack
-            x, dim = _args(n, ("self", "dim"))
-            return sem.softmax(V(x), dim)
-        if t == aten.baddbmm.default:
-            b, x, y, beta, alpha = _args(n, ("self", "batch1", "batch2", "beta", "alpha"))
-            a, c = V(x), V(y)
-            if a.rank != 3 or c.rank != 3:
-                raise Unsupported(f"baddbmm of ranks {a.rank}, {c.rank}")
-            sem.require(a.shape[0] == c.shape[0])
-            mm = sem.matmul(a, c, batched=False)
-            be, al = _real(beta), _real(alpha)
-            return sem.pointwise(lambda u, m: be * u + al * m, V(b), mm)
-        if t == aten.rms_norm.default:
-            x, shape, w, eps = _args(n, ("input", "normalized_shape", "weight", "eps"))
-            # normalized_shape holds sizes: the structure reads it as "the last
-            # k sizes of x", which it is on the instance (a rule reads x.shape)
-            xv = x.meta.get("val") if isinstance(x, fx.Node) else None
-            k = len(shape)
-            if xv is None or not 1 <= k <= xv.dim() or list(xv.shape[-k:]) != list(shape):
-                raise Unsupported(f"rms_norm's normalized_shape {list(shape)} is not the last "
-                                  "sizes of its input")
-            return sem.rms_norm(V(x), list(shape), None if w is None else V(w), eps)
-        if t == aten.scaled_dot_product_attention.default:
-            q, k, v, m, p, causal, scale, gqa = _args(
-                n, ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
-                    "enable_gqa"))
-            if gqa:
-                raise Unsupported("enable_gqa")
-            return sem.sdpa(V(q), V(k), V(v), None if m is None else V(m), p, causal, scale,
-                            _is_bool(m))
-        if t == aten.cat.default:
-            xs, dim = _args(n, ("tensors", "dim"))
-            return sem.cat([V(x) for x in xs], dim)
-        if t == aten.split_with_sizes.default:
-            x, sizes, dim = _args(n, ("self", "split_sizes", "dim"))
-            xs = V(x)
-            d = sem.axis(dim, xs.rank)
-            return sem.split(xs, _split_sizes(self, x, list(sizes), d, xs), d)
-        if t == operator.getitem:
-            parts, i = n.args
-            ps = V(parts)
-            if not isinstance(ps, list) or not isinstance(i, int):
-                raise Unsupported("getitem of a tensor")
-            return ps[i]
-        if getattr(t, "namespace", None) == "pypm" and "linear_act" in str(t):
-            x, w, b, act = n.args[:4]
-            y = sem.linear(V(x), V(w), None if b is None else V(b))
-            if act == "relu":
-                return sem.pointwise(lambda u: z3.If(u > 0, u, 0), y)
-            if act in ("gelu", "gelu_tanh"):
-                return sem.gelu(y, "none" if act == "gelu" else "tanh")
-            if act == "silu":
-                return sem.pointwise(sem.silu, y)
-            if act == "none":
-                return y
-            raise Unsupported(f"pypm.linear_act activation {act!r}")
-        raise Unsupported(f"no semantics for {t}")
+        fn = SEMANTICS.get(op_key(t))
+        if fn is None:
+            raise Unsupported(f"no semantics for {t}")
+        return fn(self, n)
 
 
 # ----------------------------------------------------------------- proving
@@ -886,7 +1377,16 @@ def _prove(original, replacement, shapes, like_instance, rlimit, siblings) -> Pr
         sizes = {str(d): m[d] for d in m.decls() if "_n" in str(d) and d.arity() == 0}
         where = "over the reals" + (", e.g. with sizes " + ", ".join(
             f"{k}={v}" for k, v in sorted(sizes.items())) if sizes else "")
-        return _refute(sem, m, original, replacement, shapes, siblings, where, goal)
+        proof = _refute(sem, m, original, replacement, shapes, siblings, where, goal)
+        if proof.status == "unknown" and sem.laws:
+            # a difference torch does not confirm: once more with the sums'
+            # laws too (only here: they make z3's search for a model slower)
+            s3 = _solver(rlimit)
+            s3.add(z3.Not(goal), *laws, *sem.laws)
+            if _check(s3) == z3.unsat:
+                return Proof("proved", "with the laws of " + ", ".join(
+                    sorted(_primitive_apps(sem, goal)) + ["sums of squares"]))
+        return proof
     return Proof("unknown", f"z3: {s.reason_unknown()}")
 
 
@@ -1345,8 +1845,60 @@ def _slice_bounds(n, start, end, step):
     return s, size
 
 
+def _view_groups(ins: List[int], outs: List[int]) -> List[Tuple[List[int], List[int]]]:
+    """The axes of a view from sizes ``ins`` to ``outs`` (equal products),
+    grouped where their running products meet: ``(input axes, output axes)``
+    each; an axis of size 1 on one side only is a group of its own."""
+    groups: List[Tuple[List[int], List[int]]] = []
+    i = j = 0
+    while i < len(ins) or j < len(outs):
+        one_in = i < len(ins) and ins[i] == 1
+        one_out = j < len(outs) and outs[j] == 1
+        if one_in and not one_out:
+            groups.append(([i], []))
+            i += 1
+            continue
+        if one_out and not one_in:
+            groups.append(([], [j]))
+            j += 1
+            continue
+        if i >= len(ins) or j >= len(outs):
+            raise Unsupported(f"a view of sizes {ins} as {outs}")
+        gi, gj, pi, pj = [i], [j], ins[i], outs[j]
+        i, j = i + 1, j + 1
+        while pi != pj:
+            if pi < pj and i < len(ins):
+                gi.append(i)
+                pi *= ins[i]
+                i += 1
+            elif pj < pi and j < len(outs):
+                gj.append(j)
+                pj *= outs[j]
+                j += 1
+            else:
+                raise Unsupported(f"a view of sizes {ins} as {outs}")
+        groups.append((gi, gj))
+    return groups
+
+
+#: the integer/boolean reading of the ops that have one only on exact values
+#: (integers, booleans), tried first: overload name -> ``(evaluator, node,
+#: dtype, exact) -> Sym``, or None where it does not apply (the next tables,
+#: then :data:`SEMANTICS`, do)
+EXACT_FIRST: Dict[str, Callable] = {}
+#: the ops of the XLA port (and the integer/boolean reading of some), after
+#: :data:`EXACT_FIRST` and the unsigned check: overload name -> ``(evaluator,
+#: node, dtype, exact) -> Sym``, or None: the floating reading of
+#: :data:`SEMANTICS` applies
+EXTENDED: Dict[str, Callable] = {}
+#: the layout ops of :data:`SEMANTICS` that are exact on any values
+_EXACT_ANY = ("aten.transpose.int", "aten.permute.default", "aten.clone.default",
+              "aten.alias.default", "aten.view.default", "aten.reshape.default",
+              "aten._unsafe_view.default")
+
+
 def _extended(ev: "Evaluator", n: fx.Node) -> Optional[Sym]:
-    sem, t, V = ev.sem, n.target, ev.value
+    sem, t = ev.sem, n.target
     dt = _val_dtype(n)
     if n.op == "placeholder":
         x = ev.inputs[n.name]
@@ -1359,244 +1911,406 @@ def _extended(ev: "Evaluator", n: fx.Node) -> Optional[Sym]:
     if n.op != "call_function":
         return None
     exact = dt is not None and _kind(dt) in ("int", "bool")  # the checks below are exact there
-    if t in (aten.add.Tensor, aten.sub.Tensor) and exact:
-        a, b, alpha = _args(n, ("self", "other", "alpha"))
-        al = _real(alpha)
-        sign = 1 if t == aten.add.Tensor else -1
-        if dt == torch.bool:
-            raise Unsupported(f"{t} of booleans")
-        return sem.pointwise(lambda u, w: u + sign * al * w, V(a), V(b))
-    if t == aten.mul.Tensor and exact:
-        if dt == torch.bool:
-            return sem.pointwise(lambda u, w: _b(z3.And(u != 0, w != 0)),
-                                 *[V(x) for x in _args(n, ("self", "other"))])
-        return sem.pointwise(lambda u, w: u * w, *[V(x) for x in _args(n, ("self", "other"))])
-    if t == aten.neg.default and exact and dt != torch.bool:
-        return sem.pointwise(lambda u: -u, V(n.args[0]))
-    if t == aten.relu.default and exact and dt != torch.bool:
-        return sem.pointwise(lambda u: z3.If(u > 0, u, 0), V(n.args[0]))
-    if t == aten.pow.Tensor_Scalar and exact and dt != torch.bool:
-        x, e = n.args[:2]
+    key = op_key(t)
+    f = EXACT_FIRST.get(key)
+    if f is not None:
+        r = f(ev, n, dt, exact)
+        if r is not None:
+            return r
+    if exact and any(d == torch.uint8 for d in (dt, _val_dtype(n.args[0]) if n.args else None)):
+        raise Unsupported("unsigned integers")
+    f = EXTENDED.get(key)
+    if f is not None:
+        return f(ev, n, dt, exact)
+    if exact:  # layout ops of the first table, exact on any values
+        if key in _EXACT_ANY:
+            return SEMANTICS[key](ev, n)
+        raise Unsupported(f"{t} computes {dt}")
+    return None
+
+
+def _exact_first(*targets):
+    return semantics(*targets, table=EXACT_FIRST)
+
+
+def _ext(*targets):
+    return semantics(*targets, table=EXTENDED)
+
+
+@_exact_first(aten.add.Tensor, aten.sub.Tensor)
+def _add_sub_exact(ev, n, dt, exact):
+    if not exact:
+        return None
+    a, b, alpha = _args(n, ("self", "other", "alpha"))
+    al = _real(alpha)
+    sign = 1 if n.target == aten.add.Tensor else -1
+    if dt == torch.bool:
+        raise Unsupported(f"{n.target} of booleans")
+    return ev.sem.pointwise(lambda u, w: u + sign * al * w, ev.value(a), ev.value(b))
+
+
+@_exact_first(aten.mul.Tensor)
+def _mul_exact(ev, n, dt, exact):
+    if not exact:
+        return None
+    xs = [ev.value(x) for x in _args(n, ("self", "other"))]
+    if dt == torch.bool:
+        return ev.sem.pointwise(lambda u, w: _b(z3.And(u != 0, w != 0)), *xs)
+    return ev.sem.pointwise(lambda u, w: u * w, *xs)
+
+
+@_exact_first(aten.neg.default)
+def _neg_exact(ev, n, dt, exact):
+    if not exact or dt == torch.bool:
+        return None
+    return ev.sem.pointwise(lambda u: -u, ev.value(n.args[0]))
+
+
+@_exact_first(aten.relu.default)
+def _relu_exact(ev, n, dt, exact):
+    if not exact or dt == torch.bool:
+        return None
+    return ev.sem.pointwise(lambda u: z3.If(u > 0, u, 0), ev.value(n.args[0]))
+
+
+@_exact_first(aten.pow.Tensor_Scalar)
+def _pow_exact(ev, n, dt, exact):
+    """Integers: ``x`` multiplied out for ``0 <= e <= 4``; floats: ``1 / x``
+    for ``e = -1`` (else :func:`_pow`)."""
+    x, e = n.args[:2]
+    if exact and dt != torch.bool:
         if isinstance(e, int) and not isinstance(e, bool) and 0 <= e <= 4:
             def p(u, e=e):
                 r = z3.RealVal(1)
                 for _ in range(e):
                     r = r * u
                 return r
-            return sem.pointwise(p, V(x))
+            return ev.sem.pointwise(p, ev.value(x))
         raise Unsupported(f"integer pow with exponent {e!r}")
-    if t == aten.pow.Tensor_Scalar and not exact and n.args[1] == -1 \
-            and not isinstance(n.args[1], bool):
-        return sem.pointwise(lambda u: 1 / u, V(n.args[0]))
-    if exact and any(d == torch.uint8 for d in (dt, _val_dtype(n.args[0]) if n.args else None)):
-        raise Unsupported("unsigned integers")
-    if t == aten.abs.default:
-        return sem.pointwise(lambda u: z3.If(u >= 0, u, -u), V(n.args[0]))
-    if t == aten.maximum.default:
-        return sem.pointwise(lambda u, w: z3.If(u >= w, u, w), V(n.args[0]), V(n.args[1]))
-    if t == aten.minimum.default:
-        return sem.pointwise(lambda u, w: z3.If(u <= w, u, w), V(n.args[0]), V(n.args[1]))
-    if t in (aten.clamp.default, aten.clamp_min.default, aten.clamp_max.default):
-        if t == aten.clamp.default:
-            x, lo, hi = _args(n, ("self", "min", "max"))
-        elif t == aten.clamp_min.default:
-            (x, lo), hi = n.args[:2], None
-        else:
-            (x, hi), lo = n.args[:2], None
-        # -inf / inf bounds are the identities of max / min
-        lo = None if _is_neg_inf(lo) else lo
-        hi = None if _is_pos_inf(hi) else hi
-        y = V(x)
-        if lo is not None:
-            lv = _real(lo)
-            y = sem.pointwise(lambda u: z3.If(u >= lv, u, lv), y)
-        if hi is not None:
-            hv = _real(hi)
-            y = sem.pointwise(lambda u: z3.If(u <= hv, u, hv), y)
-        return y
-    if t in _COMPARE:
-        f = _COMPARE[t]
-        return sem.pointwise(lambda u, w: _b(f(u, w)), V(n.args[0]), V(n.args[1]))
-    if t == aten.logical_not.default:
-        return sem.pointwise(lambda u: _b(u == 0), V(n.args[0]))
-    if t == aten.logical_and.default:
-        return sem.pointwise(lambda u, w: _b(z3.And(u != 0, w != 0)), V(n.args[0]),
-                             V(n.args[1]))
-    if t == aten.logical_or.default:
-        return sem.pointwise(lambda u, w: _b(z3.Or(u != 0, w != 0)), V(n.args[0]),
-                             V(n.args[1]))
-    if t == aten.bitwise_not.default:
-        if dt == torch.bool:
-            return sem.pointwise(lambda u: 1 - u, V(n.args[0]))
-        if exact:
-            return sem.pointwise(lambda u: -u - 1, V(n.args[0]))  # two's complement
-        raise Unsupported(f"bitwise_not of {dt}")
-    if t in (aten.bitwise_and.Scalar, aten.bitwise_or.Scalar):
-        x, c = n.args[:2]
-        if not exact or isinstance(c, float):
-            raise Unsupported(f"{t} of {dt} with {c!r}")
-        is_and = t == aten.bitwise_and.Scalar
-        c = int(c)
-        ones = -1 if dt != torch.bool else 1  # the all-ones value
-        if c == 0:
-            return sem.pointwise((lambda u: z3.RealVal(0)) if is_and else (lambda u: u), V(x))
-        if c == ones:
-            return sem.pointwise((lambda u: u) if is_and else (lambda u: z3.RealVal(ones)), V(x))
-        f = sem.fn(f"bitwise_{'and' if is_and else 'or'}_{c}")
-        return sem.pointwise(lambda u: f(u), V(x))
-    if t == aten.where.self:
-        c, a, b = n.args[:3]
-        return sem.pointwise(lambda p, u, w: z3.If(p != 0, u, w), V(c), V(a), V(b))
-    if t == aten.log.default:
-        a = n.args[0]
-        if isinstance(a, fx.Node) and a.target == aten.exp.default:
-            return V(a.args[0])  # log(exp(u)) = u over the reals
-        return sem.pointwise(sem.log, V(n.args[0]))
-    if t == aten.reciprocal.default:
-        return sem.pointwise(lambda u: 1 / u, V(n.args[0]))
-    if t == aten.sum.dim_IntList:
-        x, dims, keep, dtype = _args(n, ("self", "dim", "keepdim", "dtype"))
-        if dtype is not None and dtype != dt:
-            raise Unsupported("sum with a dtype")
-        if dt == torch.bool:
-            raise Unsupported("sum to bool")
-        xv = x.meta.get("val") if isinstance(x, fx.Node) else None
-        return _sum(sem, V(x), list(dims) if dims is not None else [], keep,
-                    None if xv is None else list(xv.shape))
-    if t == aten.mean.dim:  # with a reduced axis of size 1 (else the first table's)
-        x, dims, keep, dtype = _args(n, ("self", "dim", "keepdim", "dtype"))
-        xv = x.meta.get("val") if isinstance(x, fx.Node) else None
-        xs = V(x)
-        ds = sorted({sem.axis(d, xs.rank) for d in dims}) if dims else list(range(xs.rank))
-        if dtype is None and xv is not None and any(xv.shape[d] == 1 for d in ds):
-            total = _sum(sem, xs, ds, keep, list(xv.shape))
-            count = z3.IntVal(1)
-            for d in ds:
-                count = count * (z3.IntVal(1) if xv.shape[d] == 1 else xs.shape[d])
-            return Sym(total.shape, lambda idx: total.at(idx) / z3.ToReal(count))
-        return None
-    if t == aten.squeeze.dim:
-        x, d = n.args[:2]
-        xs = V(x)
-        if xs.rank == 0:
-            return xs
-        d = sem.axis(d, xs.rank)
-        xv = x.meta.get("val")
-        if xv is None:
-            raise Unsupported("squeeze of an operand without a shape")
-        if xv.shape[d] == 1:  # the structure: this axis has size 1
-            sem.require(xs.shape[d] == 1)
-            return Sym(xs.shape[:d] + xs.shape[d + 1:],
-                       lambda idx: xs.at(list(idx[:d]) + [z3.IntVal(0)] + list(idx[d:])))
-        sem.require(xs.shape[d] != 1)
-        return xs
-    if t == aten.unsqueeze.default:
-        x, d = n.args[:2]
-        xs = V(x)
-        d = d % (xs.rank + 1) if -(xs.rank + 1) <= d <= xs.rank else None
-        if d is None:
-            raise Unsupported("unsqueeze axis out of range")
-        return Sym(xs.shape[:d] + [z3.IntVal(1)] + xs.shape[d:],
-                   lambda idx: xs.at(list(idx[:d]) + list(idx[d + 1:])))
-    if t == aten.expand.default:
-        # the structure: an axis the instance expands from size 1 is a
-        # broadcast axis (its size 1 assumed / obliged); one whose size the
-        # instance keeps (-1, or its own size) is the input's size, whatever it is
-        x, sizes = n.args[:2]
-        xs = V(x)
-        xv = x.meta.get("val") if isinstance(x, fx.Node) else None
-        r, k = len(sizes), xs.rank
-        if r < k or xv is None:
-            raise Unsupported("expand to a lower rank, or of an operand without a shape")
-        shape, src = [], []
-        for i, m in enumerate(sizes):
-            j = i - (r - k)
-            if not isinstance(m, int):
-                raise Unsupported("symbolic expand size")
-            if j < 0:
-                if m < 1:
-                    raise Unsupported(f"expand to size {m}")
-                shape.append(z3.IntVal(m))
-            elif m == -1 or m == xv.shape[j]:
-                shape.append(xs.shape[j])
-                src.append((i, j, False))
-            else:
-                sem.require(xs.shape[j] == 1)
-                shape.append(z3.IntVal(m))
-                src.append((i, j, True))
+    if not exact and e == -1 and not isinstance(e, bool):
+        return ev.sem.pointwise(lambda u: 1 / u, ev.value(x))
+    return None
 
-        def at(idx):
-            return xs.at([z3.IntVal(0) if bc else idx[i] for i, j, bc in src])
-        return Sym(shape, at)
-    if t == aten.slice.Tensor:
-        x, d, start, end, step = _args(n, ("self", "dim", "start", "end", "step"))
-        xs = V(x)
-        if not isinstance(step, int) or step < 1:
-            raise Unsupported(f"slice step {step!r}")
-        d = sem.axis(d, xs.rank)
-        s, size = _slice_bounds(xs.shape[d], start, end, step)
-        return Sym(xs.shape[:d] + [size] + xs.shape[d + 1:],
-                   lambda idx: xs.at(list(idx[:d]) + [s + idx[d] * step] + list(idx[d + 1:])))
-    if t == aten.constant_pad_nd.default:
-        x, pads, value = _args(n, ("self", "pad", "value"))
-        xs = V(x)
-        if len(pads) % 2 or len(pads) > 2 * xs.rank:
-            raise Unsupported(f"pad {list(pads)} of a rank-{xs.rank} tensor")
-        if not any(pads):
-            return xs  # no padding: the value is never read
+
+@_ext(aten.abs.default)
+def _abs(ev, n, dt, exact):
+    return ev.sem.pointwise(lambda u: z3.If(u >= 0, u, -u), ev.value(n.args[0]))
+
+
+@_ext(aten.maximum.default)
+def _maximum(ev, n, dt, exact):
+    return ev.sem.pointwise(lambda u, w: z3.If(u >= w, u, w), ev.value(n.args[0]),
+                            ev.value(n.args[1]))
+
+
+@_ext(aten.minimum.default)
+def _minimum(ev, n, dt, exact):
+    return ev.sem.pointwise(lambda u, w: z3.If(u <= w, u, w), ev.value(n.args[0]),
+                            ev.value(n.args[1]))
+
+
+@_ext(aten.clamp.default, aten.clamp_min.default, aten.clamp_max.default)
+def _clamp(ev, n, dt, exact):
+    sem, t = ev.sem, n.target
+    if t == aten.clamp.default:
+        x, lo, hi = _args(n, ("self", "min", "max"))
+    elif t == aten.clamp_min.default:
+        (x, lo), hi = n.args[:2], None
+    else:
+        (x, hi), lo = n.args[:2], None
+    # -inf / inf bounds are the identities of max / min
+    lo = None if _is_neg_inf(lo) else lo
+    hi = None if _is_pos_inf(hi) else hi
+    y = ev.value(x)
+    if lo is not None:
+        lv = _real(lo)
+        y = sem.pointwise(lambda u: z3.If(u >= lv, u, lv), y)
+    if hi is not None:
+        hv = _real(hi)
+        y = sem.pointwise(lambda u: z3.If(u <= hv, u, hv), y)
+    return y
+
+
+def _compare(ev, n, dt, exact):
+    f = _COMPARE[n.target]
+    return ev.sem.pointwise(lambda u, w: _b(f(u, w)), ev.value(n.args[0]), ev.value(n.args[1]))
+
+
+_ext(*_COMPARE)(_compare)
+
+
+@_ext(aten.logical_not.default)
+def _logical_not(ev, n, dt, exact):
+    return ev.sem.pointwise(lambda u: _b(u == 0), ev.value(n.args[0]))
+
+
+@_ext(aten.logical_and.default)
+def _logical_and(ev, n, dt, exact):
+    return ev.sem.pointwise(lambda u, w: _b(z3.And(u != 0, w != 0)), ev.value(n.args[0]),
+                            ev.value(n.args[1]))
+
+
+@_ext(aten.logical_or.default)
+def _logical_or(ev, n, dt, exact):
+    return ev.sem.pointwise(lambda u, w: _b(z3.Or(u != 0, w != 0)), ev.value(n.args[0]),
+                            ev.value(n.args[1]))
+
+
+@_ext(aten.bitwise_not.default)
+def _bitwise_not(ev, n, dt, exact):
+    if dt == torch.bool:
+        return ev.sem.pointwise(lambda u: 1 - u, ev.value(n.args[0]))
+    if exact:
+        return ev.sem.pointwise(lambda u: -u - 1, ev.value(n.args[0]))  # two's complement
+    raise Unsupported(f"bitwise_not of {dt}")
+
+
+@_ext(aten.bitwise_and.Scalar, aten.bitwise_or.Scalar)
+def _bitwise_scalar(ev, n, dt, exact):
+    """``x & 0``, ``x | 0`` and the all-ones constant exactly; another
+    constant an uninterpreted function ``bitwise_and_c`` / ``bitwise_or_c``."""
+    sem, t, V = ev.sem, n.target, ev.value
+    x, c = n.args[:2]
+    if not exact or isinstance(c, float):
+        raise Unsupported(f"{t} of {dt} with {c!r}")
+    is_and = t == aten.bitwise_and.Scalar
+    c = int(c)
+    ones = -1 if dt != torch.bool else 1  # the all-ones value
+    if c == 0:
+        return sem.pointwise((lambda u: z3.RealVal(0)) if is_and else (lambda u: u), V(x))
+    if c == ones:
+        return sem.pointwise((lambda u: u) if is_and else (lambda u: z3.RealVal(ones)), V(x))
+    f = sem.fn(f"bitwise_{'and' if is_and else 'or'}_{c}")
+    return sem.pointwise(lambda u: f(u), V(x))
+
+
+@_ext(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf)
+def _where(ev, n, dt, exact):
+    c, a, b = n.args[:3]
+    return ev.sem.pointwise(lambda p, u, w: z3.If(p != 0, u, w), ev.value(c), ev.value(a),
+                            ev.value(b))
+
+
+@_ext(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def _masked_fill(ev, n, dt, exact):
+    """``value`` where ``mask``, else ``self``; the mask broadcasts to
+    ``self`` without growing it (required)."""
+    sem = ev.sem
+    x, mask, value = _args(n, ("self", "mask", "value"))
+    if isinstance(value, fx.Node):
+        vs = ev.value(value)
+        if vs.rank != 0:
+            raise Unsupported("masked_fill with a value that is not 0-d")
+    else:
         if dt is not None and _kind(dt) == "int" and isinstance(value, float):
             if not value.is_integer():
-                raise Unsupported("a fractional pad value of an integer tensor")
+                raise Unsupported("a fractional fill value of an integer tensor")
             value = int(value)
-        cv = _real(bool(value) if dt == torch.bool else value)
-        lo = {xs.rank - 1 - i: pads[2 * i] for i in range(len(pads) // 2)}
-        hi = {xs.rank - 1 - i: pads[2 * i + 1] for i in range(len(pads) // 2)}
-        shape = [xs.shape[i] + lo.get(i, 0) + hi.get(i, 0) for i in range(xs.rank)]
-        for d in shape:
-            sem.require(d >= 1)
+        vs = sem.const(bool(value) if dt == torch.bool else value)
+    xs, ms = ev.value(x), ev.value(mask)
+    for i in range(1, ms.rank + 1):
+        sem.require(z3.BoolVal(False) if i > xs.rank
+                    else z3.Or(ms.shape[-i] == xs.shape[-i], ms.shape[-i] == 1))
+    return sem.pointwise(lambda u, m, c: z3.If(m != 0, c, u), xs, ms, vs)
 
-        def at(idx):
-            src = [idx[i] - lo.get(i, 0) for i in range(xs.rank)]
-            inside = z3.And(*[z3.And(s_ >= 0, s_ < xs.shape[i]) for i, s_ in enumerate(src)
-                              if i in lo])
-            return z3.If(inside, xs.at(src), cv)
-        return Sym(shape, at)
-    if t == aten.flip.default:
-        x, dims = n.args[:2]
-        xs = V(x)
-        ds = {sem.axis(d, xs.rank) for d in dims}
-        return Sym(list(xs.shape), lambda idx: xs.at(
-            [xs.shape[i] - 1 - idx[i] if i in ds else idx[i] for i in range(xs.rank)]))
-    if t in (aten.zeros_like.default, aten.ones_like.default, aten.full_like.default):
-        x = V(n.args[0])
-        v = 0 if t == aten.zeros_like.default else 1 if t == aten.ones_like.default \
-            else n.args[1]
-        if dt is not None and _kind(dt) == "int" and isinstance(v, float):
-            if not math.isfinite(v):
-                raise Unsupported(f"full_like with {v!r}")
-            v = int(v)  # truncated to the integer dtype
-        if dt == torch.bool:
-            v = bool(v)
-        c = _real(v)
-        return Sym(list(x.shape), lambda idx: c)
-    if t == aten._to_copy.default and exact:
-        x = n.args[0]
-        src = _val_dtype(x)
-        if src is None:
-            raise Unsupported("a cast of an operand without a dtype")
-        if dt == torch.bool:
-            return sem.pointwise(lambda u: _b(u != 0), V(x))
-        if _kind(src) in ("int", "bool"):
-            if src != torch.bool and torch.iinfo(src).bits > torch.iinfo(dt).bits:
-                raise Unsupported(f"a narrowing integer cast {src} -> {dt}")
-            return V(x)
-        return sem.pointwise(_trunc, V(x))  # float -> int truncates (in range)
-    if exact:  # layout ops of the first table, exact on any values
-        if t == aten.transpose.int:
-            return sem.transpose(V(n.args[0]), n.args[1], n.args[2])
-        if t == aten.permute.default:
-            return sem.permute(V(n.args[0]), n.args[1])
-        if t in (aten.clone.default, aten.alias.default):
-            return V(n.args[0])
-        raise Unsupported(f"{t} computes {dt}")
+
+@_ext(aten.log.default)
+def _log(ev, n, dt, exact):
+    a = n.args[0]
+    if isinstance(a, fx.Node) and a.target == aten.exp.default:
+        return ev.value(a.args[0])  # log(exp(u)) = u over the reals
+    return ev.sem.pointwise(ev.sem.log, ev.value(n.args[0]))
+
+
+@_ext(aten.reciprocal.default)
+def _reciprocal(ev, n, dt, exact):
+    return ev.sem.pointwise(lambda u: 1 / u, ev.value(n.args[0]))
+
+
+@_ext(aten.sum.dim_IntList)
+def _sum_dim(ev, n, dt, exact):
+    x, dims, keep, dtype = _args(n, ("self", "dim", "keepdim", "dtype"))
+    if dtype is not None and dtype != dt:
+        raise Unsupported("sum with a dtype")
+    if dt == torch.bool:
+        raise Unsupported("sum to bool")
+    xv = x.meta.get("val") if isinstance(x, fx.Node) else None
+    return _sum(ev.sem, ev.value(x), list(dims) if dims is not None else [], keep,
+                None if xv is None else list(xv.shape))
+
+
+@_ext(aten.any.dim)
+def _any_dim(ev, n, dt, exact):
+    """Whether some element on ``dim`` is nonzero: ``Σ [x != 0] > 0``."""
+    sem = ev.sem
+    x, d, keep = _args(n, ("self", "dim", "keepdim"))
+    xv = x.meta.get("val") if isinstance(x, fx.Node) else None
+    ind = sem.pointwise(lambda u: _b(u != 0), ev.value(x))
+    total = _sum(sem, ind, [d], keep, None if xv is None else list(xv.shape))
+    return sem.pointwise(lambda u: _b(u > 0), total)
+
+
+@_ext(aten.mean.dim)
+def _mean_unit(ev, n, dt, exact):
+    """A mean with a reduced axis of size 1 on the instance (the sum's
+    reading, :func:`_sum`); else None: :func:`_mean`."""
+    sem = ev.sem
+    x, dims, keep, dtype = _args(n, ("self", "dim", "keepdim", "dtype"))
+    xv = x.meta.get("val") if isinstance(x, fx.Node) else None
+    xs = ev.value(x)
+    ds = sorted({sem.axis(d, xs.rank) for d in dims}) if dims else list(range(xs.rank))
+    if dtype is None and xv is not None and any(xv.shape[d] == 1 for d in ds):
+        total = _sum(sem, xs, ds, keep, list(xv.shape))
+        count = z3.IntVal(1)
+        for d in ds:
+            count = count * (z3.IntVal(1) if xv.shape[d] == 1 else xs.shape[d])
+        return Sym(total.shape, lambda idx: total.at(idx) / z3.ToReal(count))
     return None
+
+
+@_ext(aten.squeeze.dim)
+def _squeeze(ev, n, dt, exact):
+    sem = ev.sem
+    x, d = n.args[:2]
+    xs = ev.value(x)
+    if xs.rank == 0:
+        return xs
+    d = sem.axis(d, xs.rank)
+    xv = x.meta.get("val")
+    if xv is None:
+        raise Unsupported("squeeze of an operand without a shape")
+    if xv.shape[d] == 1:  # the structure: this axis has size 1
+        sem.require(xs.shape[d] == 1)
+        return Sym(xs.shape[:d] + xs.shape[d + 1:],
+                   lambda idx: xs.at(list(idx[:d]) + [z3.IntVal(0)] + list(idx[d:])))
+    sem.require(xs.shape[d] != 1)
+    return xs
+
+
+@_ext(aten.unsqueeze.default)
+def _unsqueeze(ev, n, dt, exact):
+    x, d = n.args[:2]
+    xs = ev.value(x)
+    d = d % (xs.rank + 1) if -(xs.rank + 1) <= d <= xs.rank else None
+    if d is None:
+        raise Unsupported("unsqueeze axis out of range")
+    return Sym(xs.shape[:d] + [z3.IntVal(1)] + xs.shape[d:],
+               lambda idx: xs.at(list(idx[:d]) + list(idx[d + 1:])))
+
+
+@_ext(aten.expand.default)
+def _expand(ev, n, dt, exact):
+    # the structure: an axis the instance expands from size 1 is a
+    # broadcast axis (its size 1 assumed / obliged); one whose size the
+    # instance keeps (-1, or its own size) is the input's size, whatever it is
+    sem = ev.sem
+    x, sizes = n.args[:2]
+    xs = ev.value(x)
+    xv = x.meta.get("val") if isinstance(x, fx.Node) else None
+    r, k = len(sizes), xs.rank
+    if r < k or xv is None:
+        raise Unsupported("expand to a lower rank, or of an operand without a shape")
+    shape, src = [], []
+    for i, m in enumerate(sizes):
+        j = i - (r - k)
+        if not isinstance(m, int):
+            raise Unsupported("symbolic expand size")
+        if j < 0:
+            if m < 1:
+                raise Unsupported(f"expand to size {m}")
+            shape.append(z3.IntVal(m))
+        elif m == -1 or m == xv.shape[j]:
+            shape.append(xs.shape[j])
+            src.append((i, j, False))
+        else:
+            sem.require(xs.shape[j] == 1)
+            shape.append(z3.IntVal(m))
+            src.append((i, j, True))
+
+    def at(idx):
+        return xs.at([z3.IntVal(0) if bc else idx[i] for i, j, bc in src])
+    return Sym(shape, at)
+
+
+@_ext(aten.slice.Tensor)
+def _slice(ev, n, dt, exact):
+    sem = ev.sem
+    x, d, start, end, step = _args(n, ("self", "dim", "start", "end", "step"))
+    xs = ev.value(x)
+    if not isinstance(step, int) or step < 1:
+        raise Unsupported(f"slice step {step!r}")
+    d = sem.axis(d, xs.rank)
+    s, size = _slice_bounds(xs.shape[d], start, end, step)
+    return Sym(xs.shape[:d] + [size] + xs.shape[d + 1:],
+               lambda idx: xs.at(list(idx[:d]) + [s + idx[d] * step] + list(idx[d + 1:])))
+
+
+@_ext(aten.constant_pad_nd.default)
+def _pad(ev, n, dt, exact):
+    sem = ev.sem
+    x, pads, value = _args(n, ("self", "pad", "value"))
+    xs = ev.value(x)
+    if len(pads) % 2 or len(pads) > 2 * xs.rank:
+        raise Unsupported(f"pad {list(pads)} of a rank-{xs.rank} tensor")
+    if not any(pads):
+        return xs  # no padding: the value is never read
+    if dt is not None and _kind(dt) == "int" and isinstance(value, float):
+        if not value.is_integer():
+            raise Unsupported("a fractional pad value of an integer tensor")
+        value = int(value)
+    cv = _real(bool(value) if dt == torch.bool else value)
+    lo = {xs.rank - 1 - i: pads[2 * i] for i in range(len(pads) // 2)}
+    hi = {xs.rank - 1 - i: pads[2 * i + 1] for i in range(len(pads) // 2)}
+    shape = [xs.shape[i] + lo.get(i, 0) + hi.get(i, 0) for i in range(xs.rank)]
+    for d in shape:
+        sem.require(d >= 1)
+
+    def at(idx):
+        src = [idx[i] - lo.get(i, 0) for i in range(xs.rank)]
+        inside = z3.And(*[z3.And(s_ >= 0, s_ < xs.shape[i]) for i, s_ in enumerate(src)
+                          if i in lo])
+        return z3.If(inside, xs.at(src), cv)
+    return Sym(shape, at)
+
+
+@_ext(aten.flip.default)
+def _flip(ev, n, dt, exact):
+    x, dims = n.args[:2]
+    xs = ev.value(x)
+    ds = {ev.sem.axis(d, xs.rank) for d in dims}
+    return Sym(list(xs.shape), lambda idx: xs.at(
+        [xs.shape[i] - 1 - idx[i] if i in ds else idx[i] for i in range(xs.rank)]))
+
+
+@_ext(aten.zeros_like.default, aten.ones_like.default, aten.full_like.default)
+def _full_like(ev, n, dt, exact):
+    t = n.target
+    x = ev.value(n.args[0])
+    v = 0 if t == aten.zeros_like.default else 1 if t == aten.ones_like.default \
+        else n.args[1]
+    if dt is not None and _kind(dt) == "int" and isinstance(v, float):
+        if not math.isfinite(v):
+            raise Unsupported(f"full_like with {v!r}")
+        v = int(v)  # truncated to the integer dtype
+    if dt == torch.bool:
+        v = bool(v)
+    c = _real(v)
+    return Sym(list(x.shape), lambda idx: c)
+
+
+@_ext(aten._to_copy.default)
+def _to_copy_exact(ev, n, dt, exact):
+    """A cast to an integer or boolean dtype; a floating one: None (the identity)."""
+    if not exact:
+        return None
+    x = n.args[0]
+    src = _val_dtype(x)
+    if src is None:
+        raise Unsupported("a cast of an operand without a dtype")
+    if dt == torch.bool:
+        return ev.sem.pointwise(lambda u: _b(u != 0), ev.value(x))
+    if _kind(src) in ("int", "bool"):
+        if src != torch.bool and torch.iinfo(src).bits > torch.iinfo(dt).bits:
+            raise Unsupported(f"a narrowing integer cast {src} -> {dt}")
+        return ev.value(x)
+    return ev.sem.pointwise(_trunc, ev.value(x))  # float -> int truncates (in range)

@@ -3,9 +3,10 @@ from shapes and dtypes, corrected by the kernel measurements behind the
 profitability table.
 
 **Per node** (a ``call_function`` whose ``meta["val"]`` is known): FLOPs
-(matrix products ``2·M·N·K``, batched as the shapes say; SDPA ``4·B·H·S·S'·D``
-plus its softmax; every other op one per output element, five for
-transcendental ones) and bytes moved (every tensor argument read once, the
+by the op's FLOP class in the op registry (:mod:`.registry`,
+``COST_CLASSES``: matrix products ``2·M·N·K``, batched as the shapes say;
+SDPA ``4·B·H·S·S'·D`` plus its softmax; every other op one per output
+element, five for transcendental ones) and bytes moved (every tensor argument read once, the
 output written once, at its dtype's size). Its time is the roofline bound
 ``max(flops / peak_flops, bytes / bandwidth)`` plus a fixed per-kernel
 overhead (eager dispatch and launch), with the target's constants in
@@ -46,6 +47,8 @@ from typing import Dict, Optional
 import torch
 import torch.fx as fx
 
+from . import registry
+
 aten = torch.ops.aten
 
 # peak FLOP/s, bytes/s, per-kernel overhead (s): modest single-thread CPU
@@ -56,14 +59,10 @@ MACHINES = {
 }
 PROFILE = Path(__file__).resolve().parents[3] / "bench" / "results" / "kernels_1thread.json"
 
-_FREE = {
-    "view", "_unsafe_view", "reshape", "expand", "permute", "transpose", "t", "unsqueeze",
-    "squeeze", "slice", "select", "alias", "detach", "getitem", "sym_size", "lift_fresh_copy",
-    "_assert_tensor_metadata", "sym_numel", "sym_stride", "split", "chunk", "unbind",
-    "as_strided", "contiguous_noop",
-}
-_TRANSCENDENTAL = {"exp", "log", "tanh", "erf", "rsqrt", "sqrt", "pow", "sigmoid", "gelu",
-                   "silu", "softmax", "_softmax", "log_softmax", "sin", "cos"}
+# each op's FLOP class is the op registry's (torch/registry.py: the DSL's
+# ops, and the other ops the model prices); an op neither has is elementwise
+_FREE = registry.packets("free")
+_TRANSCENDENTAL = registry.packets("transcendental")
 
 
 def _name(target) -> str:
@@ -105,23 +104,22 @@ def _mm_flops(x, w) -> float:
 def roofline(node: fx.Node, machine: dict) -> float:
     """The roofline time of ``node`` (no measured correction)."""
     name = _name(node.target)
-    if name in _FREE:
+    cls = registry.cost_class(name)
+    if cls == "free":
         return 0.0
     out = node.meta.get("val")
     ins = [v for v in (_val(a) for a in node.all_input_nodes) if isinstance(v, torch.Tensor)]
     nbytes = sum(_bytes(v) for v in ins) + (
         sum(_bytes(o) for o in out) if isinstance(out, (tuple, list)) else _bytes(out))
     n_out = _numel(out.shape) if isinstance(out, torch.Tensor) else 0
-    flops = float(n_out) * (machine.get("transcendental", 5.0) if name in _TRANSCENDENTAL
+    flops = float(n_out) * (machine.get("transcendental", 5.0) if cls == "transcendental"
                             else 1.0)
-    if name in ("matmul", "mm", "bmm") and len(ins) >= 2:
+    if cls == "matmul" and len(ins) >= 2:
         flops = 2.0 * n_out * int(ins[0].shape[-1])
-    elif name in ("linear", "addmm", "linear_act") and len(ins) >= 2:
-        x, w = ins[0], ins[1]
-        if name == "addmm":
-            x, w = ins[1], ins[2]
+    elif cls == "linear" and len(ins) >= 2:
+        x = ins[1] if name == "addmm" else ins[0]  # addmm(bias, x, w)
         flops = 2.0 * n_out * int(x.shape[-1])
-    elif name == "scaled_dot_product_attention" and len(ins) >= 3:
+    elif cls == "attention" and len(ins) >= 3:
         q, k = ins[0], ins[1]
         s_q, s_k, d = int(q.shape[-2]), int(k.shape[-2]), int(q.shape[-1])
         batch = _numel(q.shape[:-2])

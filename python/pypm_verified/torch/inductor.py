@@ -56,33 +56,39 @@ import json
 import sys
 import time
 import warnings
-from typing import Dict, List, Mapping, Optional, Sequence, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.fx as fx
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
 from ..rewriting.report import RewriteReport
-from . import profitability
+from . import profitability, registry
 from .backend import (COMPILED_SKIP, GraphRecord, PassThroughWarning, Recorded, _first_line,
                       _SkippingDriver)
 from .driver import count_calls
 
 __all__ = ["InductorPass", "DIFFERENTIABLE", "inductor_pass"]
 
-#: Rule name -> whether its replacement is differentiable (has an autograd
-#: formula), for the library's rules. In a training graph only rules marked
-#: True fire; a rule not listed here (a user's) fires there only when
-#: ``differentiable={"name": True}`` says so.
-DIFFERENTIABLE: Dict[str, bool] = {
-    "sdpa": True,         # aten.scaled_dot_product_attention
-    "sdpa_core": True,
-    "linear_nt": True,    # aten.linear
-    "gelu_erf": True,     # aten.gelu
-    "gelu_tanh": True,
-    "rms_norm": True,     # aten.rms_norm
-    "linear_act": False,  # pypm::linear_act: an inference kernel (no autograd formula)
+#: Rule name -> the ops its replacement emits, for the library's rules (the
+#: layout and pointwise ops around them have autograd formulas)
+REPLACEMENT_OPS: Dict[str, Tuple[str, ...]] = {
+    "sdpa": ("aten.scaled_dot_product_attention.default",),
+    "sdpa_core": ("aten.scaled_dot_product_attention.default", "aten.mul.Scalar"),
+    "linear_nt": ("aten.linear.default",),
+    "gelu_erf": ("aten.gelu.default",),
+    "gelu_tanh": ("aten.gelu.default",),
+    "rms_norm": ("aten.rms_norm.default",),
+    "linear_act": ("pypm.linear_act.default",),  # an inference kernel: no autograd formula
 }
+
+#: Rule name -> whether its replacement is differentiable: whether torch has
+#: an autograd formula for every op it emits (the op registry's
+#: :func:`~.registry.differentiable`), for the library's rules. In a
+#: training graph only rules marked True fire; a rule not listed here (a
+#: user's) fires there only when ``differentiable={"name": True}`` says so.
+DIFFERENTIABLE: Dict[str, bool] = {
+    rule: all(registry.differentiable(op) for op in ops) for rule, ops in REPLACEMENT_OPS.items()}
 
 
 def _source(obj) -> str:

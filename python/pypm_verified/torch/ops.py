@@ -14,7 +14,9 @@ a default argument and one that left it out are the same term. So
         return Softmax(MatMul(q, Transpose(k, -2, -1)), -1, None)
 
 Operators of unary pointwise ops have ``op_class="unary_pointwise"``,
-binary ones ``"binary_pointwise"``. :data:`BY_NAME` maps the Python names
+binary ones ``"binary_pointwise"`` (as the op registry, :mod:`.registry`,
+says: each operator here has an entry there, with its signature, cost
+class, autograd and symbolic semantics). :data:`BY_NAME` maps the Python names
 to the operators. These declarations are the *labels* of their overloads
 in term graphs (:mod:`.targets`): they are bound before any other
 declaration, and a user's ``@pm.op(torch=[aten.mul.Tensor])`` is an
@@ -32,6 +34,7 @@ from typing import Dict, Optional
 import torch
 
 from ..dsl.operators import Op
+from . import registry as _registry
 from . import targets as _targets
 
 aten = torch.ops.aten
@@ -50,7 +53,15 @@ def _param(name: str, i: int, seen) -> str:
 def declare(name: str, *targets, op_class: Optional[str] = None) -> Op:
     """An operator called ``name`` bound to ``targets`` (op overloads of one
     arity), with parameters named after the first target's schema. A
-    library declaration: it labels its overloads (:mod:`.targets`)."""
+    library declaration: it labels its overloads (:mod:`.targets`). A name
+    of the op registry (:mod:`.registry`) must be declared as its entry
+    says (its overload; ``op_class`` defaults to the entry's)."""
+    entry = _registry.ENTRIES.get(name)
+    if entry is not None:
+        if list(targets) != [entry.target] or op_class not in (None, entry.op_class):
+            raise ValueError(f"{name} is declared as {entry.overload} with op_class "
+                             f"{entry.op_class!r} in the op registry (torch/registry.py)")
+        op_class = entry.op_class
     schema = getattr(targets[0], "_schema", None)
     if schema is not None:
         seen: set = set()
