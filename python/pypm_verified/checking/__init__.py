@@ -14,6 +14,9 @@ torch. Each rule comes out (:class:`RuleResult`):
   and dtypes, the constants, the error;
 * **vacuous**: the guards admit none of the generated instances (nothing
   matched, or the rule's asserts declined every match);
+* **degenerate**: the rule fired only on instances where an axis its
+  pattern reduces, normalizes, softmaxes or contracts has size 1 (or
+  constant inputs along it), where a wrong rule cannot show;
 * **proved**: tested, and every structure it fired on (operators, axes,
   constants and input ranks fixed, sizes free) proved equal to its
   replacement over the reals for every size by :mod:`.symbolic` (z3 over an

@@ -30,12 +30,13 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from ..engines import binding
-from .evaluate import Outcome, RuleRunner, StructureProof, shrink
+from .evaluate import (TOLERANCE_RULE, Outcome, RuleRunner, StructureProof, flat_axes,
+                       input_tensors, shrink, tolerance_of)
 from .guards import check_guards
 from .hints import rule_hints
-from .instances import (GenerationFailed, Instance, InstanceGenerator, Unbuildable,
-                        load_instance, render)
-from .report import Counterexample, RuleResult
+from .instances import (READ_KINDS, VALUE_MIXES, GenerationFailed, Instance,
+                        InstanceGenerator, Unbuildable, load_instance, render)
+from .report import MAX_VALUES, Counterexample, RuleResult
 
 __all__ = ["check_rule", "check_rules", "symbolic_summary", "FAST", "FULL", "default_engine",
            "check_rule_instances", "prove_structure", "finish_rule", "Structure",
@@ -79,8 +80,12 @@ def _short(path: str) -> str:
     return rel if not rel.startswith("..") else path
 
 
-def make_counterexample(inst: Instance, o: Outcome, gen: InstanceGenerator) -> Counterexample:
-    """The report's form of a counterexample (shapes, dtypes, constants)."""
+def make_counterexample(inst: Instance, o: Outcome, gen: InstanceGenerator,
+                        runner: Optional[RuleRunner] = None) -> Counterexample:
+    """The report's form of a counterexample (shapes, dtypes, constants, the
+    input values when not too many, their seed); with ``runner``, which just
+    ran ``inst``, also the code of the subgraph and of its rewrite (for
+    ``--repro``)."""
     inputs = []
     for name, shape, v in inst.inputs():
         if shape is not None:
@@ -91,10 +96,29 @@ def make_counterexample(inst: Instance, o: Outcome, gen: InstanceGenerator) -> C
     alts = list(dict.fromkeys(names.get(c, str(c)) for c in inst.choices))
     exp = [list(o.expected[0]), o.expected[1].replace("torch.", "")] if o.expected else None
     got = [list(o.got[0]), o.got[1].replace("torch.", "")] if o.got else None
+    drawn = input_tensors(inst)
+    tensors = runner.last_inputs if runner is not None and runner.last_inputs else \
+        [t for _, t, _ in drawn]
+    names = [lf.name for lf, _, _ in drawn]
+    values = None
+    if len(tensors) == len(names) and sum(t.numel() for t in tensors) <= MAX_VALUES:
+        values = {n: t.double().reshape(-1).tolist() for n, t in zip(names, tensors)}
+    program = rewritten = None
+    extra: Dict[str, list] = {}
+    if runner is not None and runner.last_code[1] is not None:
+        program, rewritten = runner.last_code
+        extra = {k: [list(t.shape), str(t.dtype).replace("torch.", ""),
+                     t.double().reshape(-1).tolist()] for k, t in runner.last_extra.items()}
     return Counterexample(render(inst), inputs, o.kind, o.detail,
                           {k: v.name for k, v in inst.opvars.items()}, alts, o.max_abs,
                           o.max_rel, list(o.tolerance) if o.tolerance else None,
-                          o.replacement, exp, got, o.root)
+                          o.replacement, exp, got, o.root, scale=o.scale, values=values,
+                          seed=inst.seed, values_mix=inst.values_mix, special=inst.special,
+                          mix_axes={lf.name: ax for lf, _, ax in drawn}, program=program,
+                          rewritten=rewritten, extra=extra,
+                          arg_names=list(runner.last_names) if runner is not None
+                          and len(runner.last_names) == len(names) else
+                          [n.replace(".", "_") for n in names])
 
 
 class _Space:
@@ -108,8 +132,30 @@ class _Space:
         self.dtypes = Counter()
         self.consts: Dict[str, set] = {}
         self.ops: Dict[str, set] = {}
+        self.fired = 0
+        #: axis label -> {"reads": [...], "sizes": set, "instances": n,
+        #: "why": Counter of the reasons it said nothing (size 1, constant)}
+        self.axes: Dict[str, dict] = {}
+        self.mixes = Counter()
+        self.out_dtypes: set = set()
+        #: fired instances degenerate on some axis the pattern reads
+        self.flat = 0
 
-    def add(self, inst: Instance) -> None:
+    def add(self, inst: Instance, inputs=None, outcome: Optional[Outcome] = None) -> None:
+        self.fired += 1
+        self.mixes[inst.values_mix] += 1
+        if outcome is not None and outcome.expected:
+            self.out_dtypes.add(outcome.expected[1].replace("torch.", ""))
+        flat = flat_axes(inst, inputs or None)
+        self.flat += bool(flat)
+        for label, (kinds, d) in inst.read_axes().items():
+            a = self.axes.setdefault(label, {"reads": [], "sizes": set(), "instances": 0,
+                                             "why": Counter()})
+            a["reads"] += [k for k in kinds if k not in a["reads"]]
+            a["sizes"].add(inst.size(d))
+            a["instances"] += 1
+            if label in flat:
+                a["why"][flat[label]] += 1
         self.alts.update(set(inst.choices))
         self.dtypes[str(inst.dtype).replace("torch.", "")] += 1
         for name, shape, v in inst.inputs():
@@ -121,10 +167,47 @@ class _Space:
         for k, op in inst.opvars.items():
             self.ops.setdefault(k, set()).add(op.name)
 
+    def degenerate(self) -> Dict[str, dict]:
+        """When every fired instance is degenerate on some axis the pattern
+        reduces, normalizes, softmaxes or contracts (size 1 there, or
+        constant inputs along it): those axes, by label (the ones degenerate
+        wherever they occur first, else the most often degenerate); else
+        empty. (An axis is named after the first input that has it, which
+        may differ between instances: the verdict is per instance.)"""
+        if not self.fired or self.flat < self.fired:
+            return {}
+        read = {k: a for k, a in self.axes.items()
+                if any(r.split(" ")[0] in READ_KINDS for r in a["reads"])
+                and sum(a["why"].values())}
+        always = {k: a for k, a in read.items() if sum(a["why"].values()) == a["instances"]}
+        if always:
+            return dict(sorted(always.items(), key=lambda kv: -kv[1]["instances"]))
+        top = max((sum(a["why"].values()) for a in read.values()), default=0)
+        return {k: a for k, a in read.items() if sum(a["why"].values()) == top}
+
+    def often_flat(self, share: float = 0.25) -> List[str]:
+        """The axes the pattern reads that are degenerate in more than
+        ``share`` of the fired instances that have them."""
+        return [k for k, a in self.axes.items()
+                if any(r.split(" ")[0] in READ_KINDS for r in a["reads"])
+                and sum(a["why"].values()) > share * a["instances"]]
+
     def as_dict(self) -> dict:
         allalts = self.gen.alternates()
         never = [n for d, k, n in allalts if (d, k) not in self.alts]
+        tol = {"rule": TOLERANCE_RULE}
+        for name in sorted(self.out_dtypes):
+            dt = getattr(torch, name, None)
+            if isinstance(dt, torch.dtype) and dt.is_floating_point:
+                tol[name] = list(tolerance_of(dt))
         return {
+            "fired": self.fired,
+            "degenerate_instances": self.flat,
+            "axes": {k: {"reads": a["reads"], "sizes": sorted(a["sizes"]),
+                         "instances": a["instances"], "degenerate": sum(a["why"].values()),
+                         "why": dict(a["why"])} for k, a in self.axes.items()},
+            "tolerance": tol,
+            "values": {k: self.mixes[k] for k in VALUE_MIXES if self.mixes[k]},
             "alternates": {"total": len(allalts), "fired": len(allalts) - len(never),
                            "never_fired": never},
             "ranks": {k: sorted(v) for k, v in self.ranks.items()},
@@ -132,7 +215,9 @@ class _Space:
             "dtypes": [f"{k} ({v})" for k, v in self.dtypes.most_common()],
             "constants": {k: sorted(v)[:8] for k, v in self.consts.items()},
             "operators": {k: sorted(v) for k, v in self.ops.items()},
-            "inputs": "normal(0, 1) values (bool: uniform), seeded per instance",
+            "inputs": "normal(0, 1) values, and now and then rows nearly constant along a "
+                      "reduced axis, exact zeros, negative, large or small values (bool: "
+                      "uniform), seeded per instance",
             "depth_bound": self.gen.max_depth,
         }
 
@@ -147,14 +232,18 @@ def check_rule(pattern, rule, examples: int = FULL["examples"], seed: int = 0,
     """Check ``rule`` (a ``@pm.rule`` of ``pattern``) on instances of its
     pattern: :class:`~.report.RuleResult` with status "tested" (no
     counterexample in ``examples`` instances the rule fired on), "refuted"
-    (a counterexample, shrunk) or "vacuous" (no instance was matched and
-    accepted). At most ``max_attempts`` instances torch accepts are drawn
-    (default 40 per example, at least 1000: the attention family fires on ~1
-    in 40); instances torch rejects (the generator's ill-typed subgraphs, e.g.
-    a multi-output op or a fill tensor of the wrong rank) say nothing of the
-    rule and do not count, up to four times ``max_attempts`` draws in all. With ``guards``, a tested rule's guards are checked for
-    necessity, ``per_guard`` violating instances each (``pattern_guards``:
-    its pattern's guards too). ``engine``: "verified" or "reference"
+    (a counterexample, shrunk), "vacuous" (no instance was matched and
+    accepted) or "degenerate" (every instance it fired on has size 1, or
+    constant inputs, along an axis its pattern reduces, normalizes,
+    softmaxes or contracts: ``space["axes"]`` has the sizes). At most
+    ``max_attempts`` instances torch accepts are drawn (default 40 per
+    example, at least 1000: the attention family fires on ~1 in 40);
+    instances torch rejects (the generator's ill-typed subgraphs, e.g. a
+    multi-output op or a fill tensor of the wrong rank) say nothing of the
+    rule and do not count, up to four times ``max_attempts`` draws in all.
+    With ``guards``, a tested rule's guards are checked for necessity,
+    ``per_guard`` violating instances each (``pattern_guards``: its
+    pattern's guards too). ``engine``: "verified" or "reference"
     (default: verified when its library is built). With ``symbolic``, every
     structure the rule fired and agreed on is also proved over the reals for
     every size (:mod:`.symbolic`); a tested rule all of whose structures are
@@ -228,12 +317,27 @@ def check_rule_instances(pattern, rule, examples: int = FULL["examples"], seed: 
     cex, reason = None, ""
     fails_in_a_row = 0
     base = os.path.basename(rule.fn.__code__.co_filename) if hasattr(rule, "fn") else "?"
+    # while an axis the pattern reads is degenerate (size 1, or constant
+    # inputs along it) in more than a quarter of the instances fired on that
+    # have it (size 1 passes every size guard, so it is fired on more often
+    # than it is drawn), draws are steered to it at size >= 2, up to
+    # ``steer`` of them (a rule that fires only there then stays degenerate)
+    steer = max(60, 5 * examples)
     while (counts["fired"] < examples and counts["generated"] - counts["invalid"] < max_attempts
            and counts["generated"] < 4 * max_attempts):
+        accept = None
+        if steer > 0 and space.flat:
+            often = space.often_flat()
+            if often:
+                steer -= 1
+                accept = _wider(often)
         try:
             # a tenth unfiltered: instances the pattern's guards reject, too
-            inst = gen.generate(filtered=rng.random() > 0.1)
+            inst = gen.generate(filtered=rng.random() > 0.1, accept=accept)
         except GenerationFailed as e:
+            if accept is not None:  # no instance of that axis at size >= 2: stop steering
+                steer = 0
+                continue
             fails_in_a_row += 1
             if fails_in_a_row >= 5:
                 reason = f"no instance could be generated: {e}"
@@ -255,15 +359,21 @@ def check_rule_instances(pattern, rule, examples: int = FULL["examples"], seed: 
         if o.is_counterexample:
             inst, o = shrink(inst, lambda c: (lambda oc: oc if oc.is_counterexample
                                               else None)(runner.run(c, prove=False)), o)
-            cex = make_counterexample(inst, o, gen)
+            again = runner.run(inst, prove=False)  # its code and inputs, for --repro
+            cex = make_counterexample(inst, o, gen,
+                                      runner if again.is_counterexample else None)
             break
         if o.kind == "agree":
             if o.detail:
                 counts["more_precise"] += 1
-            space.add(inst)
+            space.add(inst, runner.last_inputs, o)
     fired = counts["fired"]
+    flat = space.degenerate() if cex is None and fired else {}
     if cex is not None:
         status = "refuted"
+    elif fired and flat:
+        status = "degenerate"
+        reason = _degenerate_reason(flat, space.fired)
     elif fired == 0:
         status = "vacuous"
         if not reason:
@@ -281,7 +391,7 @@ def check_rule_instances(pattern, rule, examples: int = FULL["examples"], seed: 
         if fired < examples:
             reason = (f"only {fired} of the {examples} wanted instances fired within "
                       f"{counts['generated']} drawn")
-    prove = symbolic and status == "tested"
+    prove = symbolic and status in ("tested", "degenerate")
     structures = [Structure(k, tuple(v.values())) for k, v in runner.pending.items()] \
         if prove else []
     examples_ok = fired - (1 if cex is not None else 0)
@@ -300,6 +410,26 @@ def check_rule_instances(pattern, rule, examples: int = FULL["examples"], seed: 
         declined_at=dict(lines.most_common()), space=space.as_dict() if fired else {},
         reason=reason, counterexample=cex, guards=guard_results,
         seconds=time.perf_counter() - t0, engine=engine, seed=seed), structures, prove)
+
+
+def _wider(labels):
+    """Accept an instance whose axes ``labels`` (those it has) have size >= 2."""
+    def accept(inst: Instance) -> bool:
+        axes = inst.read_axes()
+        return all(inst.size(axes[k][1]) >= 2 for k in labels if k in axes)
+    return accept
+
+
+def _degenerate_reason(flat: Dict[str, dict], fired: int) -> str:
+    parts = []
+    for label, a in flat.items():
+        why = ", ".join(f"{k} in {v}" for k, v in a["why"].items())
+        parts.append(f"{label} ({', '.join(a['reads'])}; {why})")
+    return (f"every one of the {fired} instance(s) the rule fired on is degenerate on an "
+            f"axis its pattern reads: {'; '.join(parts)}; there a wrong rule can agree "
+            "with the original (a LayerNorm over a size-1 axis is its bias whatever its "
+            "epsilon), so nothing was tested: widen the guards or check the sizes they "
+            "admit")
 
 
 def prove_structure(pattern, rule, engine: str, structure: Structure) -> StructureProof:
@@ -333,6 +463,8 @@ def finish_rule(phase: InstancePhase, proofs: Sequence[StructureProof]) -> RuleR
     if not phase.symbolic:
         return phase.result
     sym = symbolic_summary({s.key: p for s, p in zip(phase.structures, proofs)})
+    # proved for every size: a degenerate rule (its instances said nothing
+    # on an axis) is right at every size of that axis too
     status = "proved" if sym["structures"] and sym["proved"] == sym["structures"] \
         else phase.result.status
     return replace(phase.result, status=status, symbolic=sym,

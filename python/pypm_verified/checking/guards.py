@@ -19,8 +19,13 @@ instances drawn so that this conjunct fails and the other guards of the
 alternates they unfold hold -- and reports the guard **necessary** with the
 first counterexample (shrunk), or **redundant** when the variant, firing on
 them, always agrees (or never fires: other guards reject the same
-instances). Guards that call ``ctx.profitable`` are **skipped**: they decide
-speed, not results, and the checker runs with profitability off.
+instances). A variant that fired only on instances degenerate on an axis the
+pattern reads (size 1, or inputs constant along it:
+:func:`.evaluate.flat_axes`) shows nothing: the guard is **inconclusive**,
+not redundant. Guards that call ``ctx.profitable`` are **skipped**: they decide
+speed, not results, and the checker runs with profitability off. The
+instances that violate a guard are drawn with that guard's size equations
+left untied (:meth:`.instances.InstanceGenerator.generate`'s ``untie``).
 """
 from __future__ import annotations
 
@@ -32,7 +37,7 @@ from typing import Callable, Dict, List, Optional
 from .. import core
 from ..dsl import ast_transform
 from ..errors import PatternError
-from .evaluate import RuleRunner, shrink
+from .evaluate import RuleRunner, flat_axes, shrink
 from .instances import GenerationFailed, Instance, InstanceGenerator, eval_guard, guard_atoms
 from .report import GuardResult
 
@@ -288,14 +293,16 @@ def check_guards(pattern, rule, gen: InstanceGenerator, runner: RuleRunner,
         return runner.run(inst, prove=False).kind in ("declined", "no_match")
 
     guards = rule_guards(rule)
-    lines = {g.line for g in guards if not g.profitability}
+    lines = sorted({g.line for g in guards if not g.profitability})
     # one top-up for all of them: draw until every assert has ``per_guard``
-    # instances declined there, or the budget is spent
+    # instances declined there, or the budget is spent; each draw for the
+    # next assert short of them, its size equations untied
     drawn = 0
     while drawn < max_attempts and any(len(declined.get(ln, ())) < per_guard for ln in lines):
+        short = [ln for ln in lines if len(declined.get(ln, ())) < per_guard]
         drawn += 1
         try:
-            inst = gen.generate()
+            inst = gen.generate(untie={("rule", short[drawn % len(short)])})
         except GenerationFailed:
             continue
         o = runner.run(inst, prove=False)
@@ -329,7 +336,8 @@ def check_guards(pattern, rule, gen: InstanceGenerator, runner: RuleRunner,
             attempts += 1
             try:
                 inst = gen.generate(filtered=False, accept=accept, tries=100,
-                                    op_classes=not pg.op_class)
+                                    op_classes=not pg.op_class,
+                                    untie={("pattern", pg.d, pg.k, pg.atom)})
             except GenerationFailed:
                 continue
             cands.append(inst)
@@ -343,7 +351,8 @@ def _try_variant(kind, where, text, cands, vrun, not_fired, counterexample, draw
                  passed) -> GuardResult:
     """Run the variant on ``cands``; ``passed(outcome)``: the variant got past
     the dropped guard (the instance really violates it)."""
-    violations = fired = 0
+    violations = fired = degenerate = 0
+    flat_seen: Dict[str, int] = {}
     for inst in cands:
         if not not_fired(inst):  # the original fires: the guard did not stop it
             continue
@@ -357,9 +366,14 @@ def _try_variant(kind, where, text, cands, vrun, not_fired, counterexample, draw
                 return oc if oc.is_counterexample and not_fired(c) else None
             inst, o = shrink(inst, fails, o)
             return GuardResult(kind, where, text, "necessary", o.detail, violations,
-                               fired + 1, counterexample(inst, o))
+                               fired + 1, counterexample(inst, o), degenerate)
         if o.fired:
             fired += 1
+            flat = flat_axes(inst, vrun.last_inputs or None)
+            if flat:  # says nothing on an axis the pattern reads
+                degenerate += 1
+                for k, why in flat.items():
+                    flat_seen[f"{k} ({why})"] = flat_seen.get(f"{k} ({why})", 0) + 1
     if violations == 0 and kind == "rule" and cands:
         note = (f"never the only failing test: the {len(cands)} instance(s) declined at this "
                 "assert fail another part of it too")
@@ -370,7 +384,17 @@ def _try_variant(kind, where, text, cands, vrun, not_fired, counterexample, draw
     elif fired == 0:
         note = (f"without it the rule still does not fire on the {violations} instance(s) "
                 "that violate it (other guards reject them)")
+    elif degenerate == fired:
+        axes = ", ".join(f"{k}: {n}" for k, n in flat_seen.items())
+        return GuardResult(kind, where, text, "inconclusive",
+                           f"without it the rule fired on {fired} of {violations} violating "
+                           f"instance(s) and agreed, but each is degenerate on an axis the "
+                           f"pattern reads ({axes}): no evidence that it is redundant",
+                           violations, fired, None, degenerate)
     else:
         note = (f"without it the rule fired on {fired} of {violations} violating instance(s) "
-                "and agreed with the original each time")
-    return GuardResult(kind, where, text, "redundant", note, violations, fired)
+                "and agreed with the original each time"
+                + (f" ({fired - degenerate} of them not degenerate on an axis the pattern "
+                   "reads)" if degenerate else ""))
+    return GuardResult(kind, where, text, "redundant", note, violations, fired, None,
+                       degenerate)

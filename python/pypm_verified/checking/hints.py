@@ -14,7 +14,14 @@ the module-level helpers it calls):
   (``math.sqrt(2.0 / math.pi)``) is evaluated;
 * ``const_leaning`` / ``tensor_leaning``: parameters the rule reads
   ``.value``/``.is_const`` of (directly or through a helper that does), or
-  ``.shape``/``.rank``/``.dtype``/... of.
+  ``.shape``/``.rank``/``.dtype``/... of;
+* ``ranks`` and ``sizes``: the rank and size equations of the rule's
+  asserts (``assert w.rank == 1 and w.shape[0] == x.shape[-1]``), which
+  the generator makes true in most draws (sizes tied before they are
+  drawn);
+* a bound (``eps.value > 0``) hints values on its right side first
+  (``1e-05``, ``0.5``, then the bound itself), and ``isinstance(v.value,
+  float)`` makes ``v``'s whole-number hints floats.
 
 These only bias the random choices; the rule's asserts still decide (the
 generator also draws values the hints do not name, so that guards are
@@ -29,7 +36,7 @@ import math
 import textwrap
 import types
 from dataclasses import dataclass, field
-from typing import Dict, List, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 __all__ = ["RuleHints", "rule_hints"]
 
@@ -45,6 +52,11 @@ class RuleHints:
     consts: Dict[str, List[object]] = field(default_factory=dict)
     const_leaning: Set[str] = field(default_factory=set)
     tensor_leaning: Set[str] = field(default_factory=set)
+    #: (assert line, parameter, rank) of ``assert v.rank == r``
+    ranks: List[Tuple[int, str, int]] = field(default_factory=list)
+    #: (assert line, lhs, rhs) of ``assert v.shape[i] == u.shape[j]`` (or
+    #: ``== c``): each side ``("shape", name, i)`` or ``("const", c)``
+    sizes: List[Tuple[int, tuple, tuple]] = field(default_factory=list)
 
     def p_const(self, name: str) -> float:
         """Probability of drawing a Python number (not a tensor) for ``name``
@@ -145,6 +157,98 @@ def _size(node) -> int:
     return sum(1 for _ in ast.walk(node))
 
 
+def _int(node) -> Optional[int]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) \
+            and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        v = _int(node.operand)
+        return -v if v is not None else None
+    return None
+
+
+def _size_side(node, params) -> Optional[tuple]:
+    """``("shape", v, i)`` for ``v.shape[i]``, ``("rank", v)`` for
+    ``v.rank``, ``("const", c)`` for an int literal; else None."""
+    c = _int(node)
+    if c is not None:
+        return ("const", c)
+    if isinstance(node, ast.Attribute) and node.attr == "rank" \
+            and isinstance(node.value, ast.Name) and node.value.id in params:
+        return ("rank", node.value.id)
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) \
+            and node.value.attr == "shape" and isinstance(node.value.value, ast.Name) \
+            and node.value.value.id in params:
+        i = _int(node.slice)
+        if i is not None:
+            return ("shape", node.value.value.id, i)
+    return None
+
+
+def _size_equations(tree, params, hints: RuleHints) -> None:
+    """The rank and size equations of the asserts (their conjuncts)."""
+    for a in ast.walk(tree):
+        if not isinstance(a, ast.Assert):
+            continue
+        parts = a.test.values if isinstance(a.test, ast.BoolOp) and isinstance(
+            a.test.op, ast.And) else [a.test]
+        for part in parts:
+            if not (isinstance(part, ast.Compare) and len(part.ops) == 1
+                    and isinstance(part.ops[0], ast.Eq)):
+                continue
+            lhs = _size_side(part.left, params)
+            rhs = _size_side(part.comparators[0], params)
+            if lhs is None or rhs is None:
+                continue
+            for x, y in ((lhs, rhs), (rhs, lhs)):
+                if x[0] == "rank" and y[0] == "const":
+                    hints.ranks.append((a.lineno, x[1], y[1]))
+            if "rank" not in (lhs[0], rhs[0]) and "shape" in (lhs[0], rhs[0]):
+                hints.sizes.append((a.lineno, lhs, rhs))
+
+
+def _floats(tree, params) -> Set[str]:
+    """Parameters the rule asks to be floats: ``isinstance(v.value, float)``."""
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
+                and n.func.id == "isinstance" and len(n.args) == 2:
+            v, t = n.args
+            names = {x.id for x in ast.walk(t) if isinstance(x, ast.Name)}
+            if isinstance(v, ast.Attribute) and v.attr == "value" \
+                    and isinstance(v.value, ast.Name) and v.value.id in params \
+                    and "float" in names and "int" not in names:
+                out.add(v.value.id)
+    return out
+
+
+_ORDER = (ast.Gt, ast.GtE, ast.Lt, ast.LtE)
+
+
+def _bound_values(n, consts: list) -> list:
+    """A comparison ``v.value <op> c`` (or ``c <op> v.value``) with one
+    numeric ``c``: values on the side the comparison accepts first, then
+    ``c`` (for ``<=``/``>=``: ``c`` first, it is accepted); for ``!=``:
+    ``c`` (the edge the rule excludes) then values near it."""
+    if not (isinstance(n, ast.Compare) and len(n.ops) == 1
+            and isinstance(n.ops[0], _ORDER + (ast.NotEq,))):
+        return consts
+    nums = [c for c in consts if isinstance(c, (int, float)) and not isinstance(c, bool)]
+    if len(nums) != 1 or not math.isfinite(nums[0]) or not any(
+            isinstance(x, ast.Attribute) and x.attr == "value" for x in ast.walk(n)):
+        return consts  # a bound on a value (not on a rank or a size)
+    c = nums[0]
+    if isinstance(n.ops[0], ast.NotEq):
+        return [c] + [float(c + 1e-05), float(c + 0.5)] + [x for x in consts if x is not c]
+    const_left = not (_names(n.left))  # ``0 < v``: the constant on the left
+    op = n.ops[0]
+    above = isinstance(op, (ast.Gt, ast.GtE)) != const_left
+    strict = isinstance(op, (ast.Gt, ast.Lt))
+    near = [c + 1e-05, c + 0.5] if above else [c - 0.5, c - 1e-05]
+    near = [float(x) for x in near]
+    return (near + [c] if strict else [c] + near) + [x for x in consts if x is not c]
+
+
 def rule_hints(rule) -> RuleHints:
     """The :class:`RuleHints` of ``rule`` (a :class:`pypm_verified.dsl.rules.Rule`);
     empty when its source cannot be read."""
@@ -178,9 +282,19 @@ def rule_hints(rule) -> RuleHints:
         consts = [c for c in _constants(n, g, params)
                   if isinstance(c, (bool, int, float, str))
                   or type(c).__name__ in ("DType", "dtype")]
+        consts = _bound_values(n, consts)
         for v in sorted(vs):
             have = hints.consts.setdefault(v, [])
             for c in consts:
                 if not any(type(c) is type(h) and c == h for h in have):
                     have.append(c)
+    for v in _floats(tree, params):
+        if v in hints.consts:
+            fl: list = []
+            for c in hints.consts[v]:
+                c = float(c) if isinstance(c, int) and not isinstance(c, bool) else c
+                if not any(type(c) is type(h) and c == h for h in fl):
+                    fl.append(c)
+            hints.consts[v] = fl
+    _size_equations(tree, params, hints)
     return hints

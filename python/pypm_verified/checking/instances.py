@@ -25,15 +25,23 @@ An :class:`Instance` is generated from a pattern's lowered core table
    pointwise ops broadcast (an operand may get size-1 axes or fewer leading
    axes -- *either* operand, so a mask may also be the larger one), views
    merge or split the leading axes (those around one ``bmm`` agree, as in a
-   decomposed matmul, whose expands then keep their operands' shapes), other
-   ops keep the shape. Then every free size is drawn, different sizes for
-   different symbols where possible (so an axis swap changes shapes), with
-   size 1 as an edge case.
+   decomposed matmul, whose expands then keep their operands' shapes; a
+   keepdim reduction broadcasts along its reduced axis, which the other
+   operand carries, so ``x - mean(x, -1, keepdim)`` does not force that axis
+   to 1), other ops keep the shape. The axes reductions, norms, softmaxes
+   and contractions read are recorded (:attr:`Instance.axes`). The size
+   equations of the guards met and of the rule's asserts (``w.shape[0] ==
+   x.shape[-1]``, ``x.shape[-1] == 64``; :mod:`.hints`) are then made true
+   by unifying their symbols (in most draws), and every free size is drawn,
+   different sizes for different symbols where possible (so an axis swap
+   changes shapes), with size 1 as an edge case.
 3. **Types and constants.** A dtype for the instance (float32, float64,
    float16, bfloat16, and now and then int64), a different float one for
    an input now and then (mixed dtypes), bool for ``mask``/``condition`` operands; constants from the
    rule's literals (:mod:`.hints`) most of the time, else from edge values
-   (0, 1, -1, 0.5, 2, inf, nan, random; an axis ``dim`` is -1 half the time).
+   (0, 1, -1, 0.5, 2, inf, nan, random; an axis ``dim`` is -1 half the time);
+   how the input values are drawn (:data:`VALUE_MIXES`: normal, rows nearly
+   constant along a reduced axis, zeros, negative, large, small).
 
 Unless told otherwise, a generated instance is kept only if the guards of
 the alternates it was unfolded from hold on its shapes (rank, sizes; dtypes
@@ -72,6 +80,18 @@ _SIZES = (2, 3, 4, 5, 6, 7, 8, 9)
 _P_SIZE_ONE = 0.1
 _P_MIXED_DTYPE = 0.07
 _P_NONE = 0.3
+#: the share of draws whose sizes the guards tie together (see
+#: :meth:`InstanceGenerator._tie_sizes`); the others draw them apart
+_P_TIE = 0.9
+#: the input values of an instance (:func:`.evaluate.input_tensor`), and how
+#: often: normal(0, 1), rows nearly constant along an axis the pattern reads
+#: (where an epsilon shows), exact zeros among normal values, all negative,
+#: large and small magnitudes
+VALUE_MIXES = {"normal": 0.5, "near_constant": 0.2, "zeros": 0.1, "negative": 0.07,
+               "large": 0.07, "small": 0.06}
+#: the kinds of axes a pattern reads (:attr:`Instance.axes`) on which a rule
+#: fired only at size 1 (or on inputs constant along them) is untested
+READ_KINDS = ("reduced", "normalized", "softmax", "contracted")
 
 
 class GenerationFailed(Exception):
@@ -227,6 +247,11 @@ class Instance:
     #: a multi-root pattern's instance: one term per root (``root`` is the
     #: first); empty for a single-root pattern
     roots: Tuple[App, ...] = ()
+    #: the axes the pattern reads: (Dim, kind, operator) with kind one of
+    #: :data:`READ_KINDS` or "guard" (a guard or an assert compares its size)
+    axes: Tuple[Tuple[Dim, str, str], ...] = ()
+    #: how the input values are drawn (a key of :data:`VALUE_MIXES`)
+    values_mix: str = "normal"
 
     @property
     def outputs(self) -> Tuple[App, ...]:
@@ -267,6 +292,30 @@ class Instance:
         vals = {k: (dtype if isinstance(v, torch.dtype) and v == old else v)
                 for k, v in self.values.items()}
         return _replace(self, dtypes=dts, values=vals, dtype=dtype)
+
+    def read_axes(self) -> Dict[str, Tuple[Tuple[str, ...], Dim]]:
+        """The axes the pattern reads, by label: ``"x.shape[-1]"`` (the
+        first tensor input that has the axis; else ``"mean axis"``) ->
+        (the kinds of reading, e.g. ``("reduced by mean", "guard")``, the Dim)."""
+        out: Dict[str, Tuple[Tuple[str, ...], Dim]] = {}
+        tensors = [lf for lf in self.leaves if lf.kind == "tensor" and lf.shape is not None]
+        for d, kind, op in self.axes:
+            r = d.find()
+            label = None
+            for lf in tensors:
+                for j, e in enumerate(lf.shape):
+                    if e.find() is r:
+                        label = f"{lf.name}.shape[{j - len(lf.shape)}]"
+                        break
+                if label:
+                    break
+            label = label or f"{op} axis"
+            what = kind if kind == "guard" else f"{kind} by {op}"
+            kinds, _ = out.get(label, ((), r))
+            if what not in kinds:
+                kinds = kinds + (what,)
+            out[label] = (kinds, r)
+        return out
 
     def inputs(self) -> List[Tuple[str, Optional[Tuple[int, ...]], object]]:
         """(name, shape, dtype) of each tensor leaf, (name, None, value) of
@@ -495,6 +544,10 @@ class InstanceGenerator:
         self.pattern = pattern
         self.hints = hints or RuleHints()
         self.rng = random.Random(f"{seed}:{pattern.name}")
+        #: the draws of the size ties and the value mixes: apart from
+        #: ``rng``, so that the instances of a pattern without size guards or
+        #: keepdim reductions are those the same seed always drew
+        self.rng2 = random.Random(f"{seed}:{pattern.name}:ties-and-values")
         self.max_depth = max_depth
         self.max_terms = max_terms
         self.dtypes = tuple(dtypes)
@@ -562,15 +615,20 @@ class InstanceGenerator:
         return out
 
     def generate(self, filtered: bool = True, tries: int = 300, accept=None,
-                 op_classes: bool = True) -> Instance:
+                 op_classes: bool = True, untie=frozenset()) -> Instance:
         """One instance. ``filtered``: keep only instances on which the guards
         of the alternates chosen do not fail (on shapes); ``accept(inst)``: an
         extra test; ``op_classes``: choose operator variables from the class a
-        guard names (else from every operator of the arity). Raises
+        guard names (else from every operator of the arity); ``untie``: size
+        equations not to tie (:meth:`_tie_sizes`): ``("pattern", d, k, i)``,
+        conjunct ``i`` of the guard of alternate ``k`` of definition ``d``,
+        or ``("rule", line)``, the asserts of the rule at that line (guard
+        necessity draws instances that violate them). Raises
         :class:`GenerationFailed` after ``tries`` draws, or
         :class:`Unbuildable`."""
         last = None
         self._use_classes = op_classes
+        self._untie = frozenset(untie)
         for _ in range(tries):
             try:
                 inst = self._draw()
@@ -595,6 +653,7 @@ class InstanceGenerator:
         self._sites: List[GuardSite] = []
         self._leaves: List[Leaf] = []
         self._nvars = 0
+        self._axes: List[Tuple[Dim, str, str]] = []  # the axes the shape rules read
         self._view_bh = None  # the batch and head sizes of this draw's views
         #: id(App) -> how a shape rule above asks it to shape its operand
         #: (see _view, _bmm, _expand)
@@ -614,6 +673,7 @@ class InstanceGenerator:
         for j in range(nfparams):
             fenv.setdefault(j, _FVar(f"F{j}"))
         self._nvars = nparams
+        self._env = env
         terms = []
         for r in root_defs:
             t = self._def(r, env, fenv, 0)
@@ -653,6 +713,10 @@ class InstanceGenerator:
         for lf in self._leaves:
             if lf.kind == "tensor" and lf.shape is None:
                 raise GenerationFailed(f"no shape for {lf.name}")
+        # sizes the guards (and the rule's asserts) compare are tied before
+        # the free ones are drawn, so that most instances satisfy them with
+        # sizes >= 2 rather than only where both happen to be 1
+        self._tie_sizes()
         sizes = self._sizes(apps)
         dtypes = {}
         floats = []
@@ -673,10 +737,12 @@ class InstanceGenerator:
             dtypes[lf] = rng.choice([d for d in FLOAT_DTYPES if d != dtype])
         opvars = {fv.name: fv.op for fv in fenv.values() if fv.op is not None}
         special = bool(self.special_values) and rng.random() < self.special_values
+        mix = self.rng2.choices(list(VALUE_MIXES), weights=list(VALUE_MIXES.values()))[0]
         return Instance(term, list(self._leaves), apps, sizes, dtypes, values, dtype,
                         rng.randrange(1 << 30), tuple(self._choices), list(self._sites),
                         opvars, special, bool(self.special_values),
-                        tuple(terms) if self.multi is not None else ())
+                        tuple(terms) if self.multi is not None else (),
+                        tuple(self._axes) + tuple(self._guard_axes), mix)
 
     def _fresh(self, name: str) -> _IVar:
         self._nvars += 1
@@ -892,7 +958,8 @@ class InstanceGenerator:
 
     def _rank_hints(self) -> None:
         """Leaves a guard of a chosen alternate gives a rank (``x.rank == c``)
-        get that rank where a shape rule has the choice."""
+        get that rank where a shape rule has the choice; so do those an
+        assert of the rule does (``assert w.rank == 1``, :mod:`.hints`)."""
         for s in self._sites:
             for a in guard_atoms(s.g):
                 if isinstance(a, core.GEq) and isinstance(a.e1, core.EAttr) \
@@ -901,6 +968,99 @@ class InstanceGenerator:
                     t = iv.term if isinstance(iv, _IVar) else None
                     if isinstance(t, Leaf):
                         t.rank_hint = a.e2.z
+        named = self._named()
+        for _, name, r in self.hints.ranks:
+            t = named.get(name)
+            if isinstance(t, Leaf) and t.rank_hint is None and 0 <= r <= 6:
+                t.rank_hint = r
+
+    def _named(self) -> Dict[str, object]:
+        """The terms of the pattern's parameters in this draw, by name."""
+        out = {}
+        for iv in getattr(self, "_env", {}).values():
+            if isinstance(iv, _IVar) and iv.term is not None:
+                out.setdefault(iv.name, iv.term)
+        return out
+
+    @staticmethod
+    def _dims(t) -> Optional[List[Dim]]:
+        if isinstance(t, _IVar):
+            t = t.term
+        if isinstance(t, Leaf):
+            return t.shape if t.kind == "tensor" else None
+        return t.spec if isinstance(t, App) else None
+
+    @staticmethod
+    def _dim_at(dims: Optional[List[Dim]], attr: int) -> Optional[Dim]:
+        if dims is None:
+            return None
+        if core.SHAPE_BASE <= attr < core.SHAPE_BASE + core.MAX_RANK:
+            i = attr - core.SHAPE_BASE
+            return dims[i] if i < len(dims) else None
+        if core.SHAPE_NEG_BASE <= attr < core.SHAPE_NEG_BASE + core.MAX_RANK:
+            j = attr - core.SHAPE_NEG_BASE
+            return dims[len(dims) - 1 - j] if j < len(dims) else None
+        return None
+
+    def _tie(self, a: Optional[Dim], b: Optional[Dim]) -> None:
+        """Make the sizes ``a`` and ``b`` one (a guard says they are equal),
+        unless one is a broadcast size 1 the other would become (that draw
+        then fails the guard and is drawn again, most of the time)."""
+        if a is None or b is None:
+            return
+        ra, rb = a.find(), b.find()
+        if ra is rb:
+            return
+        if (ra.value == 1 or rb.value == 1) and (ra.value is None or rb.value is None) \
+                and self.rng2.random() < 0.9:
+            return
+        try:
+            _unify(ra, rb)
+        except GenerationFailed:
+            pass  # sizes fixed apart: the guard fails, the draw is filtered
+
+    def _tie_sizes(self) -> None:
+        """The size equations of the guards met (``v.shape[i] == u.shape[j]``,
+        ``v.shape[i] == c``) and of the rule's asserts (:mod:`.hints`) made
+        true by unifying their Dims, in :data:`_P_TIE` of the draws (the
+        others keep every size apart, so the guards are exercised both ways);
+        the equations in ``untie`` are left alone. The sizes compared are
+        recorded as axes the pattern reads ("guard")."""
+        self._guard_axes: List[Tuple[Dim, str, str]] = []
+        tie = self.rng2.random() < _P_TIE
+        untie = getattr(self, "_untie", frozenset())
+        for s in self._sites:
+            for i, a in enumerate(guard_atoms(s.g)):
+                if not isinstance(a, core.GEq):
+                    continue
+                sides = []
+                for e in (a.e1, a.e2):
+                    if isinstance(e, core.EAttr):
+                        sides.append(self._dim_at(self._dims(s.env.get(e.x)), e.attr))
+                    elif isinstance(e, core.EConst) and isinstance(e.z, int) and e.z >= 1:
+                        sides.append(Dim(e.z))
+                    else:
+                        sides.append(None)
+                self._guard_axes += [(d, "guard", "guard") for d, e in zip(sides, (a.e1, a.e2))
+                                     if d is not None and isinstance(e, core.EAttr)]
+                if tie and ("pattern", s.d, s.k, i) not in untie:
+                    self._tie(*sides)
+        if not self.hints.sizes:
+            return
+        named = self._named()
+
+        def side(x):
+            if x[0] == "const":
+                return Dim(x[1]) if isinstance(x[1], int) and x[1] >= 1 else None
+            return self._dim_at(self._dims(named.get(x[1])),
+                                (core.SHAPE_BASE + x[2]) if x[2] >= 0
+                                else (core.SHAPE_NEG_BASE - x[2] - 1))
+        for line, lhs, rhs in self.hints.sizes:
+            a, b = side(lhs), side(rhs)
+            self._guard_axes += [(d, "guard", "assert") for d, x in ((a, lhs), (b, rhs))
+                                 if d is not None and x[0] != "const"]
+            if tie and ("rule", line) not in untie:
+                self._tie(a, b)
 
     def _hint(self, t) -> Optional[int]:
         """The rank a guard wants for ``t`` (most of the time), else None."""
@@ -1018,6 +1178,47 @@ def _same_shape(gen, a: App, spec) -> None:
         gen._assign(a.args[i], spec)
 
 
+def _packet(target) -> Optional[str]:
+    return getattr(getattr(target, "overloadpacket", None), "__name__", None)
+
+
+def _read(gen, d: Dim, kind: str, a: App) -> None:
+    """Record ``d`` as an axis the pattern reads (:attr:`Instance.axes`)."""
+    gen._axes.append((d, kind, _packet(a.target) or _op_name(a.target)))
+
+
+_KEEPDIM_REDUCTIONS = ("mean", "sum", "amax", "amin")
+
+
+def _ones_under(gen, t, r: int, depth: int = 0) -> frozenset:
+    """The axes (0..r-1) of a rank-``r`` output of ``t`` that a keepdim
+    reduction under it (through pointwise ops whose every tensor operand is
+    one) makes 1: a pointwise operand shaped like the output there would
+    force the reduced axis to 1. A tensor input may carry any axis."""
+    if not isinstance(t, App) or t.spec is not None or depth > 16 or r == 0:
+        return frozenset()
+    name = _packet(t.target)
+    if name in _KEEPDIM_REDUCTIONS and len(t.args) > 2:
+        try:
+            dims, keep = gen._val(t.args[1]), gen._val(t.args[2])
+        except GenerationFailed:
+            return frozenset()
+        if not keep or dims is None:
+            return frozenset()
+        dims = [dims] if isinstance(dims, int) else dims
+        return frozenset(d % r for d in dims if isinstance(d, int)
+                         and not isinstance(d, bool) and -r <= d < r)
+    if torch.Tag.pointwise in getattr(t.target, "tags", ()):
+        out = None
+        for i in gen._tensor_args(t):
+            sub = _ones_under(gen, t.args[i], r, depth + 1)
+            out = sub if out is None else out & sub
+            if not out:
+                break
+        return out or frozenset()
+    return frozenset()
+
+
 def _pointwise(gen, a: App, spec) -> None:
     idx = gen._tensor_args(a)
     r = len(spec)
@@ -1026,11 +1227,20 @@ def _pointwise(gen, a: App, spec) -> None:
             raise GenerationFailed("a pointwise op without tensor operands")
         return
     rng = gen.rng
+    # an operand that is a keepdim reduction (``x - mean(x, -1, keepdim)``)
+    # broadcasts along the reduced axis, which the other operand carries:
+    # shaped like the output, it would make that axis 1
+    ones = {i: _ones_under(gen, a.args[i], r) for i in idx} if len(idx) > 1 else {}
+    forced = {i for i in idx if ones.get(i)}
     free = [i for i in idx if not (isinstance(a.args[i], Leaf) and a.args[i].rank_hint
-                                   is not None and a.args[i].rank_hint < r)]
-    carrier = rng.choice(free or idx)
+                                   is not None and a.args[i].rank_hint < r)
+            and i not in forced]
+    carrier = rng.choice(free or [i for i in idx if i not in forced] or idx)
     plans = {}
     for i in idx:
+        if i in forced and i != carrier and rng.random() < 0.9:
+            plans[i] = [Dim(1) if j in ones[i] else spec[j] for j in range(r)]
+            continue
         want = gen._hint(a.args[i]) if len(idx) > 1 else None
         if want is not None and want <= r and i != carrier:
             tail = list(spec[r - want:])
@@ -1073,6 +1283,7 @@ def _matmul(gen, a: App, spec) -> None:
     x, y = a.args[0], a.args[1]
     r = len(spec)
     K = Dim()
+    _read(gen, K, "contracted", a)
     if r == 0:
         gen._assign(x, [K])
         gen._assign(y, [K])
@@ -1096,6 +1307,7 @@ def _mm(gen, a: App, spec) -> None:
     if len(spec) != 2:
         raise GenerationFailed("mm is 2-D")
     K = Dim()
+    _read(gen, K, "contracted", a)
     gen._assign(a.args[0], [spec[0], K])
     gen._assign(a.args[1], [K, spec[1]])
 
@@ -1109,6 +1321,7 @@ def _bmm(gen, a: App, spec) -> None:
             if isinstance(t, App):
                 gen._plan[id(t)] = plan
     K = Dim()
+    _read(gen, K, "contracted", a)
     gen._assign(a.args[0], [spec[0], spec[1], K])
     gen._assign(a.args[1], [spec[0], K, spec[2]])
 
@@ -1117,6 +1330,7 @@ def _linear(gen, a: App, spec) -> None:
     if len(spec) < 1:
         raise GenerationFailed("linear outputs rank >= 1")
     N, K = spec[-1], Dim()
+    _read(gen, K, "contracted", a)
     gen._assign(a.args[0], list(spec[:-1]) + [K])
     gen._assign(a.args[1], [N, K])
     if gen._is_tensor(a.args[2]):
@@ -1127,6 +1341,7 @@ def _addmm(gen, a: App, spec) -> None:
     if len(spec) != 2:
         raise GenerationFailed("addmm is 2-D")
     K = Dim()
+    _read(gen, K, "contracted", a)
     if gen._is_tensor(a.args[0]):
         gen._assign(a.args[0], gen._reduced(spec))
     gen._assign(a.args[1], [spec[0], K])
@@ -1186,6 +1401,7 @@ def _baddbmm(gen, a: App, spec) -> None:
     if len(spec) != 3:
         raise GenerationFailed("baddbmm is 3-D")
     K = Dim()
+    _read(gen, K, "contracted", a)
     if gen._is_tensor(a.args[0]):
         gen._assign(a.args[0], gen._reduced(spec))
     gen._assign(a.args[1], [spec[0], spec[1], K])
@@ -1239,7 +1455,9 @@ def _permute(gen, a: App, spec) -> None:
 
 
 def _softmax(gen, a: App, spec) -> None:
-    _axis(gen._val(a.args[1]), len(spec))
+    ax = _axis(gen._val(a.args[1]), len(spec))
+    if spec:
+        _read(gen, spec[ax], "softmax", a)
     gen._assign(a.args[0], spec)
 
 
@@ -1259,6 +1477,7 @@ def _reduction(gen, a: App, spec) -> None:
         for d in norm:
             _unify(spec[d], Dim(1))
             x[d] = Dim()
+            _read(gen, x[d], "reduced", a)
         gen._assign(a.args[0], x)
         return
     r_in = r + len(dims)
@@ -1266,7 +1485,10 @@ def _reduction(gen, a: App, spec) -> None:
     if len(norm) != len(dims):
         raise GenerationFailed("repeated reduction axes")
     it = iter(spec)
-    gen._assign(a.args[0], [Dim() if j in norm else next(it) for j in range(r_in)])
+    x = [Dim() if j in norm else next(it) for j in range(r_in)]
+    for j in sorted(norm):
+        _read(gen, x[j], "reduced", a)
+    gen._assign(a.args[0], x)
 
 
 def _norm(gen, a: App, spec) -> None:
@@ -1283,6 +1505,8 @@ def _norm(gen, a: App, spec) -> None:
         for d, v in zip(spec[len(spec) - k:], vals):
             _unify(d, Dim(int(v)))
     last = spec[len(spec) - k:]
+    for d in last:
+        _read(gen, d, "normalized", a)
     for t in a.args[2:]:
         if gen._is_tensor(t):
             gen._assign(t, list(last))
@@ -1293,6 +1517,8 @@ def _sdpa(gen, a: App, spec) -> None:
         raise GenerationFailed("SDPA outputs rank >= 2")
     batch, L, Ev = spec[:-2], spec[-2], spec[-1]
     S, E = Dim(), Dim()
+    _read(gen, S, "softmax", a)
+    _read(gen, E, "contracted", a)
     gen._assign(a.args[0], list(batch) + [L, E])
     gen._assign(a.args[1], list(batch) + [S, E])
     gen._assign(a.args[2], list(batch) + [S, Ev])

@@ -14,13 +14,15 @@ from .exitcodes import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RULE, EXIT_T
                         RuleFailure, UsageError, exit_code_table)
 from .output import _first_line, write_text_atomic
 from .logs import log
-from .output import results_stream
+from .output import say
+from .text import printable
 from .parsing import _int_at_least, _share, _verbosity_options, command, executor_options
 
 CHECK_RULES_EXIT_CODES = (
     (EXIT_OK, "every rule proved or tested: no counterexample in the generated instances"),
-    (1, "a rule is refuted (a counterexample) or vacuous (its guards admit no generated "
-        "instance); the reports are written"),
+    (1, "a rule is refuted (a counterexample), vacuous (its guards admit no generated "
+        "instance) or degenerate (it fired only where an axis its pattern reads says "
+        "nothing); the reports are written"),
     (EXIT_INPUT, "bad input: an option, a path or a rules module is wrong"),
     (EXIT_RULE, "a rule uses a name its module does not define (found before checking)"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
@@ -31,12 +33,17 @@ EXIT_REFUTED = 1
 CHECK_RULES_DESCRIPTION = """\
 Check every @pm.rule of the rule library (or of --rules) on PyTorch subgraphs
 generated from its pattern: every alternate, operator-variable choice and
-recursion depth up to a bound, with ranks, sizes (1 included), dtypes
-(float32/64, float16, bfloat16, int64), broadcast operands and constants
-drawn from what the guards plausibly admit. Each instance runs through the
-real matcher and the rewrite driver (profitability off), and the original
-and rewritten subgraphs are compared at the dtype-aware tolerances of the
-rewrite command. Each structure the rule fired on (the subgraph and its
+recursion depth up to a bound, with ranks, sizes (1 included, as an edge
+case: the sizes the guards and the rule's asserts compare are tied before
+they are drawn), dtypes (float32/64, float16, bfloat16, int64), broadcast
+operands, constants drawn from what the guards plausibly admit, and input
+values now normal, now rows nearly constant along a reduced axis, zeros,
+negative, large or small. Each instance runs through the real matcher and
+the rewrite driver (profitability off), and the original and rewritten
+subgraphs are compared per output dtype relative to the output's magnitude:
+|got - ref| <= atol * max|ref| + rtol * |ref| (float32: 1e-4, 1e-3;
+float16: 1e-2, 1e-2; bfloat16: 5e-2, 5e-2; float64: 1e-9, 1e-7). Each
+structure the rule fired on (the subgraph and its
 replacement, input ranks fixed, sizes free) is then proved equal over the
 reals for every size with z3, from an index-level semantics of the ATen ops
 (pypm_verified/checking/symbolic.py). Each rule is reported:
@@ -45,13 +52,19 @@ reals for every size with z3, from an index-level semantics of the ATen ops
             for every size (the structures generated: input ranks up to 4)
   tested    no counterexample in N instances the rule fired on (the
             summary says which structures were proved, and why not others)
-  refuted   a counterexample: the subgraph, input shapes and dtypes,
-            constants, the error (shrunk to small sizes)
+  refuted   a counterexample: the subgraph, input shapes, dtypes and
+            values, constants, the error (shrunk to small sizes); --repro
+            writes it as a Python file that runs it with torch alone
   vacuous   no generated instance was matched and accepted by the rule
+  degenerate the rule fired, but only on instances where an axis its
+            pattern reduces, normalizes, softmaxes or contracts has size 1
+            (or constant inputs along it): they cannot tell a right rule
+            from a wrong one there; the reason names the axis
 
 For a tested rule, each guard (each assert of the rule, each conjunct of its
 pattern's guards) is dropped in turn to look for the counterexample it
-excludes ("necessary") or find it changed nothing ("redundant").
+excludes ("necessary") or find it changed nothing ("redundant"; or
+"inconclusive" when the rule without it fired only on degenerate instances).
 
 "tested" is evidence, not proof; "proved" is over the reals (floating-point
 rounding of the two sides still differs) and for the structures generated.
@@ -72,6 +85,11 @@ example:
     cr.add_argument("--report", metavar="R.json", help="write the results as JSON ('-': on "
                     "stdout, alone; the table then goes to stderr)")
     cr.add_argument("--markdown", metavar="R.md", help="write the results as Markdown")
+    cr.add_argument("--repro", metavar="DIR",
+                    help="write each refuted rule's counterexample as DIR/repro_<rule>.py, a "
+                    "Python program that rebuilds its inputs, runs the subgraph and the "
+                    "rule's replacement with torch and prints the difference (exit 1: "
+                    "they differ)")
     cr.add_argument("--examples", type=_int_at_least(1, "too few"), metavar="N",
                     help="instances each rule must fire on (default 200; --fast: 12)")
     cr.add_argument("--seed", type=int, default=0, metavar="S",
@@ -197,6 +215,14 @@ def check_rules_main(args, state: dict) -> int:
             check_writable(path, what)
     if args.report and args.markdown and _same(args.report, args.markdown):
         raise UsageError(f"--markdown {args.markdown}: is also the --report")
+    if args.repro:
+        if os.path.exists(args.repro) and not os.path.isdir(args.repro):
+            raise UsageError(f"--repro {args.repro}: not a folder")
+        try:
+            os.makedirs(args.repro, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"--repro {args.repro}: cannot create it: "
+                             f"{e.strerror or e}") from None
     check_engine_library(args.engine)
     try:
         import torch  # noqa: F401
@@ -204,6 +230,7 @@ def check_rules_main(args, state: dict) -> int:
         raise UsageError("PyTorch is not installed; pip install -e '.[torch]' "
                          "-c requirements/constraints.txt") from None
     from ..checking import FAST, FULL, default_engine, markdown, summary_lines
+    from ..checking.report import repro_path, repro_source
     from ..parallel import RayUnavailable, TaskFailed, executor
     specs = _rule_specs(args.rules)
     if specs:  # loaded as given (messages name the paths given), kept for the tasks
@@ -235,15 +262,33 @@ def check_rules_main(args, state: dict) -> int:
             raise RuleFailure(f"checking rule {r.name!r} ({r.where}) failed: "
                               f"{_first_line(e.cause)}") from None
     run = {**ex.describe(), "tasks": tasks}
-    out = results_stream(args)
-    for line in summary_lines(results):
-        print(line, file=out)
+    repros = []
+    if args.repro:
+        for r in results:
+            src = repro_source(r) if r.status == "refuted" else None
+            if src is None:
+                continue
+            path = repro_path(args.repro, r.rule)
+            try:
+                write_text_atomic(src, path)
+            except OSError as e:
+                raise UsageError(f"--repro {args.repro}: cannot write {path}: "
+                                 f"{e.strerror or e}") from None
+            repros.append(path)
+            state["written"].append(path)
+    for line in summary_lines(results, repro=args.repro):
+        say(args, line)
+    for path in repros:
+        say(args, f"wrote {path} (run: python {path})")
+    if args.repro and not repros:
+        say(args, f"--repro {args.repro}: no rule refuted, nothing written")
     seconds = time.perf_counter() - t0
     counts = {s: sum(r.status == s for r in results) for s in ("proved", "tested", "refuted",
-                                                                "vacuous")}
-    print(f"{len(results)} rule(s): " + ", ".join(f"{v} {k}" for k, v in counts.items() if v)
-          + f" ({seconds:.1f} s, engine {engine}, seed {args.seed}, "
-          + f"{'fast' if args.fast else 'full'} mode{_executor_line(run)})", file=out)
+                                                                "vacuous", "degenerate")}
+    say(args, f"{len(results)} rule(s): "
+        + ", ".join(f"{v} {k}" for k, v in counts.items() if v)
+        + f" ({seconds:.1f} s, engine {engine}, seed {args.seed}, "
+        + f"{'fast' if args.fast else 'full'} mode{_executor_line(run)})")
     if args.report:
         doc = {"mode": "fast" if args.fast else "full", "examples": examples,
                "guard_examples": per_guard, "seed": args.seed, "engine": engine,
@@ -266,8 +311,10 @@ def check_rules_main(args, state: dict) -> int:
                "statuses mean and what \"tested\" does not guarantee: "
                "docs/guides/check-rules.md.")
         try:
-            write_text_atomic(markdown(results, "Rule checks (check-rules)", pre),
-                              args.markdown)
+            # inert: a rule's source or a counterexample may hold control
+            # characters, and a Markdown file is read with cat too
+            write_text_atomic(printable(markdown(results, "Rule checks (check-rules)", pre),
+                                        lines=True), args.markdown)
         except OSError as e:
             raise UsageError(f"--markdown {args.markdown}: cannot write it: "
                              f"{e.strerror or e}") from None
