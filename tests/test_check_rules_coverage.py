@@ -79,6 +79,41 @@ def test_guard_tied_sizes_are_drawn_together_at_two_or_more(tmp_path):
     assert sum(n >= 2 for n in sizes) >= 30, sizes
 
 
+def test_arithmetic_size_equations_are_solved(tmp_path):
+    """A guard (or an assert of the rule) relating sizes by arithmetic
+    (``x.shape[-1] == y.shape[-1] * 2``, as a head split reads) is made true
+    by drawing the sizes with z3, >= 2 where it can: before, such a guard
+    held only where two drawn sizes happened to fit."""
+    path = _write(tmp_path, "split.py", """
+        import pypm_verified as pm
+        from pypm_verified.torch.ops import Add, SumDim
+
+        @pm.pattern
+        def Sums(x, y):
+            assert x.shape[-1] == y.shape[-1] * 2 + 1
+            return Add(SumDim(x, [-1], True, None), SumDim(y, [-1], True, None), 1)
+
+        @pm.rule(Sums)
+        def sums(x, y):
+            return Add(SumDim(y, [-1], True, None), SumDim(x, [-1], True, None), 1)
+
+        PATTERNS = [Sums]
+        """)
+    p, r = _one(path)
+    gen = InstanceGenerator(p, rule_hints(r), seed="arith")
+    kept = 0
+    for _ in range(60):
+        try:
+            inst = gen.generate(tries=1)
+        except Exception:
+            continue
+        shapes = {name: s for name, s, _ in inst.inputs()}
+        assert shapes["x"][-1] == shapes["y"][-1] * 2 + 1  # the guard holds (filtered)
+        kept += shapes["y"][-1] >= 2
+    # about 90 % of draws tie the sizes; random sizes in 1..9 fit in ~5 %
+    assert kept >= 35, kept
+
+
 def test_layernorm_axis_is_drawn_at_two_or_more(monkeypatch):
     """The LayerNorm written out reduces its last axis with keepdim means;
     the rule's asserts tie ``w.shape[0]``/``b.shape[0]`` to ``x.shape[-1]``:
@@ -157,28 +192,19 @@ def test_the_right_layernorm_rule_is_tested():
 
 # ------------------------------------------------------------ degenerate
 
-DEGENERATE = """
-    import pypm_verified as pm
-    from pypm_verified.torch.ops import Add, Div, LayerNorm, Mean, Mul, Sqrt, Sub
-
-    @pm.pattern
-    def LayerNormWritten(x, w, b, eps):
-        xc = pm.var()
-        xc <= Sub(x, Mean(x, [-1], True, None), 1)
-        var = Mean(Mul(xc, xc), [-1], True, None)
-        return Add(Mul(Div(xc, Sqrt(Add(var, eps, 1))), w), b, 1)
-
-    @pm.rule(LayerNormWritten)
-    def layer_norm_guard_typo(x, w, b, eps):
-        assert eps.is_const and isinstance(eps.value, float) and eps.value > 0
-        assert x.dtype in (pm.f32, pm.f16, pm.bf16, pm.f64)
-        assert w.rank == 1 and b.rank == 1 and b.shape[0] == w.shape[0]
-        assert w.shape[0] == x.shape[-1] == b.rank  # chained: meant b.shape[0]
-        assert w.dtype == x.dtype and b.dtype == x.dtype
-        return LayerNorm(x, [x.shape[-1]], w, b, eps.value * 100, False)
-
-    PATTERNS = [LayerNormWritten]
-    """
+def _degenerate_source() -> str:
+    """The right LayerNorm rule (tests/right_rules/layernorm_right.py) with the
+    eps typo, behind a guard typo: ``w.shape[0] == x.shape[-1] == b.rank``
+    (a chained comparison, meant ``b.shape[0]``)."""
+    src = open(LN_RIGHT).read()
+    edits = [("    assert b.rank == 1 and b.shape[0] == x.shape[-1]\n",
+              "    assert b.rank == 1 and b.shape[0] == w.shape[0]\n"
+              "    assert w.shape[0] == x.shape[-1] == b.rank  # chained: meant b.shape[0]\n"),
+             ("eps.value, False)", "eps.value * 100, False)")]
+    for old, new in edits:
+        assert src.count(old) == 1, old
+        src = src.replace(old, new)
+    return src
 
 
 def test_a_rule_that_fires_only_on_a_size_one_axis_is_degenerate(tmp_path, capsys):
@@ -187,7 +213,7 @@ def test_a_rule_that_fires_only_on_a_size_one_axis_is_degenerate(tmp_path, capsy
     fires only where the normalized axis has size 1, where LayerNorm returns
     its bias whatever eps is. No instance can refute it, and none tested it:
     "degenerate", exit 1, the axis named (it was "tested", exit 0)."""
-    path = _write(tmp_path, "ln_guard_typo.py", DEGENERATE)
+    path = _write(tmp_path, "ln_guard_typo.py", _degenerate_source())
     code = main(["check-rules", "--rules", path, "--fast", "--no-symbolic", "-q"])
     out = capsys.readouterr()
     text = out.out + out.err

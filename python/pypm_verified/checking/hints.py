@@ -167,12 +167,21 @@ def _int(node) -> Optional[int]:
     return None
 
 
+_ARITH = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul"}
+
+
 def _size_side(node, params) -> Optional[tuple]:
     """``("shape", v, i)`` for ``v.shape[i]``, ``("rank", v)`` for
-    ``v.rank``, ``("const", c)`` for an int literal; else None."""
+    ``v.rank``, ``("const", c)`` for an int literal, ``("add"|"sub"|"mul",
+    l, r)`` for their sums, differences and products; else None."""
     c = _int(node)
     if c is not None:
         return ("const", c)
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
+        l, r = _size_side(node.left, params), _size_side(node.right, params)
+        if l is None or r is None or "rank" in (l[0], r[0]):
+            return None
+        return (_ARITH[type(node.op)], l, r)
     if isinstance(node, ast.Attribute) and node.attr == "rank" \
             and isinstance(node.value, ast.Name) and node.value.id in params:
         return ("rank", node.value.id)
@@ -203,8 +212,15 @@ def _size_equations(tree, params, hints: RuleHints) -> None:
             for x, y in ((lhs, rhs), (rhs, lhs)):
                 if x[0] == "rank" and y[0] == "const":
                     hints.ranks.append((a.lineno, x[1], y[1]))
-            if "rank" not in (lhs[0], rhs[0]) and "shape" in (lhs[0], rhs[0]):
+            if "rank" not in (lhs[0], rhs[0]) and (_has_shape(lhs) or _has_shape(rhs)):
                 hints.sizes.append((a.lineno, lhs, rhs))
+
+
+def _has_shape(x: tuple) -> bool:
+    """Whether a size side reads a size (``v.shape[i]``)."""
+    if x[0] == "shape":
+        return True
+    return x[0] in _ARITH.values() and (_has_shape(x[1]) or _has_shape(x[2]))
 
 
 def _floats(tree, params) -> Set[str]:

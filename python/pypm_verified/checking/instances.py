@@ -65,7 +65,11 @@ from ..core import symbols
 from ..dsl.operators import Op
 from ..torch.importer import PM_TO_TORCH, TORCH_TO_PM
 from ..torch.targets import TORCH_OPS
+from . import shapes as _shapes
 from .hints import RuleHints
+from .terms import SIZES as _SIZES, DimList as _DimList, op_name as _op_name
+from .terms import (App, Dim, GenerationFailed, Leaf, Lit, Unbuildable,  # noqa: F401 (API)
+                    unify as _unify, unify_shapes as _unify_shapes)
 
 __all__ = ["Dim", "Leaf", "Lit", "App", "Instance", "InstanceGenerator", "GenerationFailed",
            "Unbuildable", "GuardSite", "guard_atoms", "eval_guard", "render", "FLOAT_DTYPES",
@@ -76,7 +80,6 @@ FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 DTYPES = FLOAT_DTYPES + (torch.int64,)
 _DTYPE_WEIGHTS = {torch.float32: 0.37, torch.float64: 0.15, torch.float16: 0.2,
                   torch.bfloat16: 0.2, torch.int64: 0.08}
-_SIZES = (2, 3, 4, 5, 6, 7, 8, 9)
 _P_SIZE_ONE = 0.1
 _P_MIXED_DTYPE = 0.07
 _P_NONE = 0.3
@@ -92,110 +95,6 @@ VALUE_MIXES = {"normal": 0.5, "near_constant": 0.2, "zeros": 0.1, "negative": 0.
 #: the kinds of axes a pattern reads (:attr:`Instance.axes`) on which a rule
 #: fired only at size 1 (or on inputs constant along them) is untested
 READ_KINDS = ("reduced", "normalized", "softmax", "contracted")
-
-
-class GenerationFailed(Exception):
-    """This random draw led nowhere (inconsistent shapes, out-of-range axes,
-    a guard that fails): draw again."""
-
-
-class Unbuildable(Exception):
-    """The pattern cannot produce PyTorch instances at all (e.g. an operator
-    with no torch target); the message says why."""
-
-
-# ------------------------------------------------------------------- sizes
-
-class Dim:
-    """A size symbol; unified with others, optionally fixed to a value."""
-
-    __slots__ = ("parent", "value", "uid")
-    _next = 0
-
-    def __init__(self, value: Optional[int] = None):
-        self.parent = self
-        self.value = value
-        Dim._next += 1
-        self.uid = Dim._next
-
-    def find(self) -> "Dim":
-        d = self
-        while d.parent is not d:
-            d.parent = d.parent.parent
-            d = d.parent
-        return d
-
-    def __repr__(self):
-        r = self.find()
-        return f"d{r.uid}" if r.value is None else str(r.value)
-
-
-def _unify(a: Dim, b: Dim) -> None:
-    ra, rb = a.find(), b.find()
-    if ra is rb:
-        return
-    if ra.value is not None and rb.value is not None and ra.value != rb.value:
-        raise GenerationFailed(f"size {ra.value} vs {rb.value}")
-    if ra.value is None:
-        ra.parent = rb
-    else:
-        rb.parent = ra
-
-
-def _unify_shapes(a: Sequence[Dim], b: Sequence[Dim]) -> None:
-    if len(a) != len(b):
-        raise GenerationFailed(f"rank {len(a)} vs {len(b)}")
-    for x, y in zip(a, b):
-        _unify(x, y)
-
-
-# ------------------------------------------------------------------ terms
-
-class Leaf:
-    """A pattern variable that is an input of the instance: ``kind`` is
-    "tensor", "const" (a Python value) or "none"; ``shape`` (Dims) for
-    tensors; ``arg_kinds`` the schema argument kinds of its positions."""
-
-    __slots__ = ("name", "kind", "shape", "arg_kinds", "var", "rank_hint")
-
-    def __init__(self, name: str, var: int):
-        self.name = name
-        self.var = var
-        self.rank_hint: Optional[int] = None  # a guard says rank == this
-        self.kind: Optional[str] = None
-        self.shape: Optional[List[Dim]] = None
-        self.arg_kinds: List[Tuple[str, str]] = []  # (kind, argument name)
-
-    def __repr__(self):
-        return f"<leaf {self.name} {self.kind}>"
-
-
-class Lit:
-    """A literal constant of the pattern (``Softmax(x, -1, None)``'s ``-1``)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value):
-        self.value = value
-
-    def __repr__(self):
-        return f"<lit {self.value!r}>"
-
-
-class App:
-    """An operator application: ``op`` (the PyPM operator), ``target`` (its
-    torch target), ``args`` (Leaf / Lit / App), ``spec`` (output Dims)."""
-
-    __slots__ = ("op", "target", "args", "spec")
-
-    def __init__(self, op: Op, target, args):
-        self.op = op
-        self.target = target
-        self.args = list(args)
-        self.spec: Optional[List[Dim]] = None
-
-    def __repr__(self):
-        return f"<app {_op_name(self.target)}>"
 
 
 @dataclass
@@ -335,18 +234,8 @@ def _replace(inst: Instance, **kw) -> Instance:
     return Instance(**d)
 
 
-class _DimList(list):
-    """A list-of-ints constant that is the concrete sizes of some Dims
-    (``normalized_shape`` of a norm)."""
 
 
-# ----------------------------------------------------------- rendering
-
-def _op_name(target) -> str:
-    packet = getattr(target, "overloadpacket", None)
-    name = getattr(packet, "__name__", None) or getattr(target, "__name__", None) or str(target)
-    overload = getattr(target, "_overloadname", "default")
-    return name if overload in ("default", "Tensor", "int") else f"{name}.{overload}"
 
 
 def _show_value(v) -> str:
@@ -718,6 +607,7 @@ class InstanceGenerator:
         # sizes >= 2 rather than only where both happen to be 1
         self._tie_sizes()
         sizes = self._sizes(apps)
+        self._solve_sizes(sizes)
         dtypes = {}
         floats = []
         for lf in self._leaves:
@@ -949,12 +839,7 @@ class InstanceGenerator:
             _unify_shapes(t.spec, spec)
             return
         t.spec = list(spec)
-        name = getattr(getattr(t.target, "overloadpacket", None), "__name__", None)
-        rule = _SHAPE_RULES.get(name)
-        if rule is None:
-            rule = _pointwise if torch.Tag.pointwise in getattr(t.target, "tags", ()) \
-                else _same_shape
-        rule(self, t, t.spec)
+        _shapes.rule_for(t.target)(self, t, t.spec)
 
     def _rank_hints(self) -> None:
         """Leaves a guard of a chosen alternate gives a rank (``x.rank == c``)
@@ -1021,46 +906,136 @@ class InstanceGenerator:
 
     def _tie_sizes(self) -> None:
         """The size equations of the guards met (``v.shape[i] == u.shape[j]``,
-        ``v.shape[i] == c``) and of the rule's asserts (:mod:`.hints`) made
-        true by unifying their Dims, in :data:`_P_TIE` of the draws (the
-        others keep every size apart, so the guards are exercised both ways);
-        the equations in ``untie`` are left alone. The sizes compared are
-        recorded as axes the pattern reads ("guard")."""
+        ``v.shape[i] == c``, ``v.shape[-1] == h.shape[0] * d.shape[0]``) and of
+        the rule's asserts (:mod:`.hints`) made true in :data:`_P_TIE` of the
+        draws (the others keep every size apart, so the guards are exercised
+        both ways); the equations in ``untie`` are left alone. One between
+        two sizes (or a size and a constant) unifies their Dims; an
+        arithmetic one is kept for :meth:`_solve_sizes`, which draws the
+        sizes so that it holds. The sizes compared are recorded as axes the
+        pattern reads ("guard")."""
         self._guard_axes: List[Tuple[Dim, str, str]] = []
+        self._size_eqs: List[Tuple[tuple, tuple]] = []
         tie = self.rng2.random() < _P_TIE
         untie = getattr(self, "_untie", frozenset())
+
+        def equation(a, b, how):
+            if a is None or b is None:
+                return
+            dims = _expr_dims(a) + _expr_dims(b)
+            self._guard_axes += [(d, "guard", how) for d in dims]
+            if not tie:
+                return
+            if a[0] in ("dim", "const") and b[0] in ("dim", "const"):
+                self._tie(_as_dim(a), _as_dim(b))
+            elif dims:
+                self._size_eqs.append((a, b))
+
         for s in self._sites:
             for i, a in enumerate(guard_atoms(s.g)):
-                if not isinstance(a, core.GEq):
+                if not isinstance(a, core.GEq) or ("pattern", s.d, s.k, i) in untie:
+                    if isinstance(a, core.GEq):  # still an axis the guards read
+                        for e in (a.e1, a.e2):
+                            x = self._guard_expr(e, s)
+                            if x is not None:
+                                self._guard_axes += [(d, "guard", "guard")
+                                                     for d in _expr_dims(x)]
                     continue
-                sides = []
-                for e in (a.e1, a.e2):
-                    if isinstance(e, core.EAttr):
-                        sides.append(self._dim_at(self._dims(s.env.get(e.x)), e.attr))
-                    elif isinstance(e, core.EConst) and isinstance(e.z, int) and e.z >= 1:
-                        sides.append(Dim(e.z))
-                    else:
-                        sides.append(None)
-                self._guard_axes += [(d, "guard", "guard") for d, e in zip(sides, (a.e1, a.e2))
-                                     if d is not None and isinstance(e, core.EAttr)]
-                if tie and ("pattern", s.d, s.k, i) not in untie:
-                    self._tie(*sides)
+                equation(self._guard_expr(a.e1, s), self._guard_expr(a.e2, s), "guard")
         if not self.hints.sizes:
             return
         named = self._named()
 
         def side(x):
             if x[0] == "const":
-                return Dim(x[1]) if isinstance(x[1], int) and x[1] >= 1 else None
-            return self._dim_at(self._dims(named.get(x[1])),
-                                (core.SHAPE_BASE + x[2]) if x[2] >= 0
-                                else (core.SHAPE_NEG_BASE - x[2] - 1))
+                return ("const", x[1])
+            if x[0] == "shape":
+                d = self._dim_at(self._dims(named.get(x[1])),
+                                 (core.SHAPE_BASE + x[2]) if x[2] >= 0
+                                 else (core.SHAPE_NEG_BASE - x[2] - 1))
+                return ("dim", d) if d is not None else None
+            if x[0] in ("add", "sub", "mul"):
+                l, r = side(x[1]), side(x[2])
+                return (x[0], l, r) if l is not None and r is not None else None
+            return None
         for line, lhs, rhs in self.hints.sizes:
-            a, b = side(lhs), side(rhs)
-            self._guard_axes += [(d, "guard", "assert") for d, x in ((a, lhs), (b, rhs))
-                                 if d is not None and x[0] != "const"]
-            if tie and ("rule", line) not in untie:
-                self._tie(a, b)
+            if ("rule", line) in untie:
+                a, b = side(lhs), side(rhs)
+                self._guard_axes += [(d, "guard", "assert") for x in (a, b) if x is not None
+                                     for d in _expr_dims(x)]
+                continue
+            equation(side(lhs), side(rhs), "assert")
+
+    def _guard_expr(self, e, s: GuardSite) -> Optional[tuple]:
+        """A guard's integer expression as a size expression (``("dim", d)``,
+        ``("const", c)``, ``("add"|"sub"|"mul", l, r)``) where it is one: sizes
+        of the instance's terms, integer constants and their arithmetic."""
+        if isinstance(e, core.EAttr):
+            d = self._dim_at(self._dims(s.env.get(e.x)), e.attr)
+            return ("dim", d) if d is not None else None
+        if isinstance(e, core.EConst):
+            return ("const", e.z) if isinstance(e.z, int) and not isinstance(e.z, bool) \
+                else None
+        ops = {core.EAdd: "add", core.ESub: "sub", core.EMul: "mul"}
+        op = ops.get(type(e))
+        if op is None:
+            return None
+        l, r = self._guard_expr(e.e1, s), self._guard_expr(e.e2, s)
+        return (op, l, r) if l is not None and r is not None else None
+
+    def _solve_sizes(self, sizes: Dict[Dim, int]) -> None:
+        """Make the arithmetic size equations (:meth:`_tie_sizes`) hold by
+        redrawing the sizes they involve with z3: every size in 1..64, >= 2
+        where that is satisfiable, and as many of the sizes drawn as can be
+        kept (so the draws still vary). Unsatisfiable equations are left
+        false (the guard filter then drops the draw)."""
+        eqs = getattr(self, "_size_eqs", None)
+        if not eqs:
+            return
+        import z3
+        roots: Dict[int, Dim] = {}
+        for a, b in eqs:
+            for d in _expr_dims(a) + _expr_dims(b):
+                r = d.find()
+                if r.value is None:
+                    roots[id(r)] = r
+        if not roots:
+            return
+        var = {k: z3.Int(f"s{k}") for k in roots}
+
+        def term(x):
+            if x[0] == "const":
+                return z3.IntVal(x[1])
+            if x[0] == "dim":
+                r = x[1].find()
+                return z3.IntVal(r.value) if r.value is not None else var[id(r)]
+            l, r = term(x[1]), term(x[2])
+            return l + r if x[0] == "add" else l - r if x[0] == "sub" else l * r
+        solver = z3.Solver()
+        solver.set("timeout", 200)
+        for a, b in eqs:
+            solver.add(term(a) == term(b))
+        for v in var.values():
+            solver.add(v >= 1, v <= 64)
+        solver.push()
+        for v in var.values():
+            solver.add(v >= 2)
+        if solver.check() != z3.sat:
+            solver.pop()
+            if solver.check() != z3.sat:
+                return
+        keys = list(var)
+        self.rng2.shuffle(keys)
+        for k in keys:  # keep the drawn size where the equations allow it
+            solver.push()
+            solver.add(var[k] == sizes.get(roots[k], 1))
+            if solver.check() != z3.sat:
+                solver.pop()
+        if solver.check() != z3.sat:
+            return
+        m = solver.model()
+        for k, r in roots.items():
+            sizes[r] = m.eval(var[k], model_completion=True).as_long()
 
     def _hint(self, t) -> Optional[int]:
         """The rank a guard wants for ``t`` (most of the time), else None."""
@@ -1120,6 +1095,22 @@ class InstanceGenerator:
         return sizes
 
 
+def _expr_dims(x) -> List[Dim]:
+    """The Dims of a size expression (:meth:`InstanceGenerator._guard_expr`)."""
+    if x[0] == "dim":
+        return [x[1]]
+    if x[0] == "const":
+        return []
+    return _expr_dims(x[1]) + _expr_dims(x[2])
+
+
+def _as_dim(x) -> Optional[Dim]:
+    """A ``dim`` or a positive ``const`` size expression as a Dim."""
+    if x[0] == "dim":
+        return x[1]
+    return Dim(x[1]) if isinstance(x[1], int) and x[1] >= 1 else None
+
+
 def _coerce(kind: str, v):
     base = kind.replace("_or_none", "")
     if base == "int" and isinstance(v, float) and v.is_integer():
@@ -1163,479 +1154,6 @@ def _post_order(*roots: App) -> List[App]:
     return out
 
 
-# ------------------------------------------------------------ shape rules
-# rule(gen, app, spec): assign the shapes of app's tensor arguments so that
-# it outputs ``spec`` (raise GenerationFailed where it cannot).
-
-def _axis(d, r: int) -> int:
-    if not isinstance(d, int) or isinstance(d, bool) or not -r <= d < max(r, 1):
-        raise GenerationFailed(f"axis {d!r} out of range for rank {r}")
-    return d % r if r else 0
-
-
-def _same_shape(gen, a: App, spec) -> None:
-    for i in gen._tensor_args(a):
-        gen._assign(a.args[i], spec)
-
-
-def _packet(target) -> Optional[str]:
-    return getattr(getattr(target, "overloadpacket", None), "__name__", None)
-
-
-def _read(gen, d: Dim, kind: str, a: App) -> None:
-    """Record ``d`` as an axis the pattern reads (:attr:`Instance.axes`)."""
-    gen._axes.append((d, kind, _packet(a.target) or _op_name(a.target)))
-
-
-_KEEPDIM_REDUCTIONS = ("mean", "sum", "amax", "amin")
-
-
-def _ones_under(gen, t, r: int, depth: int = 0) -> frozenset:
-    """The axes (0..r-1) of a rank-``r`` output of ``t`` that a keepdim
-    reduction under it (through pointwise ops whose every tensor operand is
-    one) makes 1: a pointwise operand shaped like the output there would
-    force the reduced axis to 1. A tensor input may carry any axis."""
-    if not isinstance(t, App) or t.spec is not None or depth > 16 or r == 0:
-        return frozenset()
-    name = _packet(t.target)
-    if name in _KEEPDIM_REDUCTIONS and len(t.args) > 2:
-        try:
-            dims, keep = gen._val(t.args[1]), gen._val(t.args[2])
-        except GenerationFailed:
-            return frozenset()
-        if not keep or dims is None:
-            return frozenset()
-        dims = [dims] if isinstance(dims, int) else dims
-        return frozenset(d % r for d in dims if isinstance(d, int)
-                         and not isinstance(d, bool) and -r <= d < r)
-    if torch.Tag.pointwise in getattr(t.target, "tags", ()):
-        out = None
-        for i in gen._tensor_args(t):
-            sub = _ones_under(gen, t.args[i], r, depth + 1)
-            out = sub if out is None else out & sub
-            if not out:
-                break
-        return out or frozenset()
-    return frozenset()
-
-
-def _pointwise(gen, a: App, spec) -> None:
-    idx = gen._tensor_args(a)
-    r = len(spec)
-    if not idx:
-        if r:
-            raise GenerationFailed("a pointwise op without tensor operands")
-        return
-    rng = gen.rng
-    # an operand that is a keepdim reduction (``x - mean(x, -1, keepdim)``)
-    # broadcasts along the reduced axis, which the other operand carries:
-    # shaped like the output, it would make that axis 1
-    ones = {i: _ones_under(gen, a.args[i], r) for i in idx} if len(idx) > 1 else {}
-    forced = {i for i in idx if ones.get(i)}
-    free = [i for i in idx if not (isinstance(a.args[i], Leaf) and a.args[i].rank_hint
-                                   is not None and a.args[i].rank_hint < r)
-            and i not in forced]
-    carrier = rng.choice(free or [i for i in idx if i not in forced] or idx)
-    plans = {}
-    for i in idx:
-        if i in forced and i != carrier and rng.random() < 0.9:
-            plans[i] = [Dim(1) if j in ones[i] else spec[j] for j in range(r)]
-            continue
-        want = gen._hint(a.args[i]) if len(idx) > 1 else None
-        if want is not None and want <= r and i != carrier:
-            tail = list(spec[r - want:])
-            plans[i] = tail if rng.random() < 0.75 else gen._reduced(tail, drop=False)
-        elif len(idx) == 1 or rng.random() < 0.75:
-            plans[i] = list(spec)
-        else:
-            plans[i] = gen._reduced(spec, drop=i != carrier)
-    for j in range(r):  # an axis no operand carries is 1 in the output too
-        carried = False
-        for dims in plans.values():
-            m = len(dims)
-            if j >= r - m and dims[j - (r - m)] is spec[j]:
-                carried = True
-        if not carried:
-            _unify(spec[j], Dim(1))
-    for i, dims in plans.items():
-        gen._assign(a.args[i], dims)
-
-
-def _batch(gen, batch, p_full: float, p_empty: float, rank=None) -> List[Dim]:
-    if rank is not None and 2 <= rank <= len(batch) + 2:
-        return list(batch[len(batch) - (rank - 2):])
-    x = gen.rng.random()
-    if x < p_full:
-        return list(batch)
-    if x < p_full + p_empty:
-        return []
-    return gen._reduced(batch)
-
-
-def _cover(batch, *plans) -> None:
-    r = len(batch)
-    for j in range(r):
-        if not any(j >= r - len(p) and p[j - (r - len(p))] is batch[j] for p in plans):
-            _unify(batch[j], Dim(1))
-
-
-def _matmul(gen, a: App, spec) -> None:
-    x, y = a.args[0], a.args[1]
-    r = len(spec)
-    K = Dim()
-    _read(gen, K, "contracted", a)
-    if r == 0:
-        gen._assign(x, [K])
-        gen._assign(y, [K])
-    elif r == 1:
-        if gen.rng.random() < 0.5:
-            gen._assign(x, [spec[0], K])
-            gen._assign(y, [K])
-        else:
-            gen._assign(x, [K])
-            gen._assign(y, [K, spec[0]])
-    else:
-        batch, M, N = spec[:-2], spec[-2], spec[-1]
-        bx = _batch(gen, batch, 0.85, 0.0, gen._hint(x))
-        by = _batch(gen, batch, 0.6, 0.25, gen._hint(y))
-        _cover(batch, bx, by)
-        gen._assign(x, bx + [M, K])
-        gen._assign(y, by + [K, N])
-
-
-def _mm(gen, a: App, spec) -> None:
-    if len(spec) != 2:
-        raise GenerationFailed("mm is 2-D")
-    K = Dim()
-    _read(gen, K, "contracted", a)
-    gen._assign(a.args[0], [spec[0], K])
-    gen._assign(a.args[1], [K, spec[1]])
-
-
-def _bmm(gen, a: App, spec) -> None:
-    if len(spec) != 3:
-        raise GenerationFailed("bmm is 3-D")
-    plan = gen._plan.get(id(a))
-    if plan is not None:  # its operands' views mirror the view of its product
-        for t in a.args[:2]:
-            if isinstance(t, App):
-                gen._plan[id(t)] = plan
-    K = Dim()
-    _read(gen, K, "contracted", a)
-    gen._assign(a.args[0], [spec[0], spec[1], K])
-    gen._assign(a.args[1], [spec[0], K, spec[2]])
-
-
-def _linear(gen, a: App, spec) -> None:
-    if len(spec) < 1:
-        raise GenerationFailed("linear outputs rank >= 1")
-    N, K = spec[-1], Dim()
-    _read(gen, K, "contracted", a)
-    gen._assign(a.args[0], list(spec[:-1]) + [K])
-    gen._assign(a.args[1], [N, K])
-    if gen._is_tensor(a.args[2]):
-        gen._assign(a.args[2], [N] if gen.rng.random() < 0.8 else gen._reduced([N]))
-
-
-def _addmm(gen, a: App, spec) -> None:
-    if len(spec) != 2:
-        raise GenerationFailed("addmm is 2-D")
-    K = Dim()
-    _read(gen, K, "contracted", a)
-    if gen._is_tensor(a.args[0]):
-        gen._assign(a.args[0], gen._reduced(spec))
-    gen._assign(a.args[1], [spec[0], K])
-    gen._assign(a.args[2], [K, spec[1]])
-
-
-def _free_const(gen, t) -> bool:
-    """Whether ``t`` is a constant leaf (a pattern variable, not a literal)
-    whose value the generator may still choose."""
-    return isinstance(t, Leaf) and t.kind == "const" and t in gen._values
-
-
-_BMMS = (torch.ops.aten.bmm.default, torch.ops.aten.baddbmm.default)
-
-
-def _view(gen, a: App, spec) -> None:
-    """``view``/``reshape`` to ``spec``: the first two axes merged from one
-    (the input is ``(B*H, ...)``), the first axis split in two (the input is
-    ``(B, H, ...)``: the views around batched attention), or the same shape;
-    a size list that is a pattern variable is set to ``spec``'s sizes. The
-    views of one instance share their batch and head sizes (the views around
-    one batched matmul agree), and a view of a ``bmm`` reads a 3-D tensor.
-
-    ``matmul`` decomposed (``view(bmm(view(expand(a)), view(expand(b))))``):
-    most of the time the views of the ``bmm``'s operands flatten the batch
-    axes the view of its product unflattens (or all keep their shapes), and
-    the expands under them keep their operands' shapes."""
-    rng, r = gen.rng, len(spec)
-    x = rng.random()
-    plan = gen._plan.get(id(a))
-    if getattr(a.args[0], "target", None) in _BMMS:
-        x = 0.0 if r == 4 else 0.9
-        gen._plan[id(a.args[0])] = "split" if x < 0.4 else "same"
-    elif plan in ("split", "same") and rng.random() < 0.9:
-        x = 0.6 if plan == "split" else 0.9
-        if isinstance(a.args[0], App):
-            gen._plan[id(a.args[0])] = "keep"
-    if getattr(gen, "_view_bh", None) is None:
-        gen._view_bh = (rng.choice((1, 2, 3)), rng.choice((2, 3)))
-    b, h = gen._view_bh
-    if r >= 2 and x < 0.4:
-        _unify(spec[0], Dim(b))
-        _unify(spec[1], Dim(h))
-        src = [Dim(b * h)] + list(spec[2:])
-    elif r >= 1 and x < 0.8:
-        _unify(spec[0], Dim(b * h))
-        src = [Dim(b), Dim(h)] + list(spec[1:])
-    else:
-        src = list(spec)
-    if _free_const(gen, a.args[1]):
-        gen._values[a.args[1]] = _DimList(spec)
-    gen._assign(a.args[0], src)
-
-
-def _baddbmm(gen, a: App, spec) -> None:
-    """``beta * bias + alpha * bmm(x, y)``: 3-D, the bias broadcasts."""
-    if len(spec) != 3:
-        raise GenerationFailed("baddbmm is 3-D")
-    K = Dim()
-    _read(gen, K, "contracted", a)
-    if gen._is_tensor(a.args[0]):
-        gen._assign(a.args[0], gen._reduced(spec))
-    gen._assign(a.args[1], [spec[0], spec[1], K])
-    gen._assign(a.args[2], [spec[0], K, spec[2]])
-
-
-def _transpose(gen, a: App, spec) -> None:
-    r = len(spec)
-    if r >= 2 and _free_const(gen, a.args[1]) and _free_const(gen, a.args[2]) \
-            and gen.rng.random() < 0.8:
-        # axes that are pattern variables (a rule checks them): valid ones for
-        # this rank, mostly the last two, each spelled either way
-        pair = [r - 2, r - 1] if gen.rng.random() < 0.7 else gen.rng.sample(range(r), 2)
-        pair = [d - r if gen.rng.random() < 0.5 else d for d in pair]
-        gen.rng.shuffle(pair)
-        gen._values[a.args[1]], gen._values[a.args[2]] = pair
-    d0, d1 = _axis(gen._val(a.args[1]), r), _axis(gen._val(a.args[2]), r)
-    x = list(spec)
-    if r:  # a 0-d tensor transposes to itself (axes 0 and -1 allowed)
-        x[d0], x[d1] = spec[d1], spec[d0]
-    gen._assign(a.args[0], x)
-
-
-def _t(gen, a: App, spec) -> None:
-    if len(spec) > 2:
-        raise GenerationFailed("t() takes rank <= 2")
-    gen._assign(a.args[0], list(reversed(spec)))
-
-
-def _permute(gen, a: App, spec) -> None:
-    r = len(spec)
-    if _free_const(gen, a.args[1]) and gen.rng.random() < 0.8:
-        # a permutation that is a pattern variable: a valid one for this rank
-        # (the last two axes swapped, or a random one)
-        perm = list(range(r))
-        if r >= 2 and gen.rng.random() < 0.6:
-            perm[-2], perm[-1] = perm[-1], perm[-2]
-        else:
-            gen.rng.shuffle(perm)
-        gen._values[a.args[1]] = perm
-    dims = gen._val(a.args[1])
-    if not isinstance(dims, (list, tuple)) or len(dims) != r:
-        raise GenerationFailed("permute needs a permutation of the axes")
-    norm = [_axis(d, r) for d in dims]
-    if sorted(norm) != list(range(r)):
-        raise GenerationFailed("not a permutation")
-    x = [None] * r
-    for i, d in enumerate(norm):
-        x[d] = spec[i]
-    gen._assign(a.args[0], x)
-
-
-def _softmax(gen, a: App, spec) -> None:
-    ax = _axis(gen._val(a.args[1]), len(spec))
-    if spec:
-        _read(gen, spec[ax], "softmax", a)
-    gen._assign(a.args[0], spec)
-
-
-def _reduction(gen, a: App, spec) -> None:
-    dims = gen._val(a.args[1])
-    keep = gen._val(a.args[2]) if len(a.args) > 2 else False
-    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
-        raise GenerationFailed("full reductions are not generated")
-    if isinstance(dims, int):
-        dims = [dims]
-    r = len(spec)
-    if keep:
-        if r == 0:
-            raise GenerationFailed("a keepdim reduction to a 0-d tensor")
-        norm = {_axis(d, r) for d in dims}
-        x = list(spec)
-        for d in norm:
-            _unify(spec[d], Dim(1))
-            x[d] = Dim()
-            _read(gen, x[d], "reduced", a)
-        gen._assign(a.args[0], x)
-        return
-    r_in = r + len(dims)
-    norm = {_axis(d, r_in) for d in dims}
-    if len(norm) != len(dims):
-        raise GenerationFailed("repeated reduction axes")
-    it = iter(spec)
-    x = [Dim() if j in norm else next(it) for j in range(r_in)]
-    for j in sorted(norm):
-        _read(gen, x[j], "reduced", a)
-    gen._assign(a.args[0], x)
-
-
-def _norm(gen, a: App, spec) -> None:
-    gen._assign(a.args[0], spec)
-    ns = a.args[1]
-    if isinstance(ns, Leaf) and ns.kind == "const":
-        k = 1 if len(spec) else 0
-        gen._values[ns] = _DimList(spec[len(spec) - k:])
-    else:
-        vals = gen._val(ns)
-        if not isinstance(vals, (list, tuple)) or len(vals) > len(spec):
-            raise GenerationFailed("normalized_shape does not fit")
-        k = len(vals)
-        for d, v in zip(spec[len(spec) - k:], vals):
-            _unify(d, Dim(int(v)))
-    last = spec[len(spec) - k:]
-    for d in last:
-        _read(gen, d, "normalized", a)
-    for t in a.args[2:]:
-        if gen._is_tensor(t):
-            gen._assign(t, list(last))
-
-
-def _sdpa(gen, a: App, spec) -> None:
-    if len(spec) < 2:
-        raise GenerationFailed("SDPA outputs rank >= 2")
-    batch, L, Ev = spec[:-2], spec[-2], spec[-1]
-    S, E = Dim(), Dim()
-    _read(gen, S, "softmax", a)
-    _read(gen, E, "contracted", a)
-    gen._assign(a.args[0], list(batch) + [L, E])
-    gen._assign(a.args[1], list(batch) + [S, E])
-    gen._assign(a.args[2], list(batch) + [S, Ev])
-    if gen._is_tensor(a.args[3]):
-        gen._assign(a.args[3], gen._reduced(list(batch) + [L, S]))
-
-
-def _unsqueeze(gen, a: App, spec) -> None:
-    r = len(spec)
-    if r == 0:
-        raise GenerationFailed("unsqueeze to a 0-d tensor")
-    d = _axis(gen._val(a.args[1]), r)
-    _unify(spec[d], Dim(1))
-    gen._assign(a.args[0], list(spec[:d]) + list(spec[d + 1:]))
-
-
-def _squeeze(gen, a: App, spec) -> None:
-    r = len(spec)
-    dv = gen._val(a.args[1])
-    if gen.rng.random() < 0.85:  # the axis is there, of size 1
-        d = _axis(dv, r + 1)
-        gen._assign(a.args[0], list(spec[:d]) + [Dim(1)] + list(spec[d:]))
-    else:  # a squeeze that keeps its axis (size > 1)
-        _axis(dv, r)
-        gen._assign(a.args[0], list(spec))
-
-
-def _expand(gen, a: App, spec) -> None:
-    """An operand that broadcasts to ``spec``; its own shape where a view
-    of a decomposed matmul asks for it (see :func:`_view`), most of the time."""
-    sizes = a.args[1]
-    rng = gen.rng
-    keep = gen._plan.get(id(a)) == "keep" and rng.random() < 0.9
-    x = list(spec) if keep else gen._reduced(spec)
-    off = len(spec) - len(x)
-    if isinstance(sizes, Leaf) and sizes.kind == "const":
-        vals = _DimList(spec)
-        for j, d in enumerate(x):  # -1: keep the input's size
-            if d is spec[off + j] and rng.random() < 0.25:
-                vals[off + j] = Dim(-1)
-        gen._values[sizes] = vals
-    else:
-        vals = gen._val(sizes)
-        if not isinstance(vals, (list, tuple)) or len(vals) != len(spec):
-            raise GenerationFailed("expand's sizes do not fit")
-        for d, v in zip(spec, vals):
-            if v != -1:
-                _unify(d, Dim(int(v)))
-    gen._assign(a.args[0], x)
-
-
-def _slice(gen, a: App, spec) -> None:
-    r = len(spec)
-    if r == 0:
-        raise GenerationFailed("slice of a 0-d tensor")
-    d = _axis(gen._val(a.args[1]), r)
-    start, end, step = (gen._val(t) for t in a.args[2:5])
-    if not isinstance(step, int) or step < 1:
-        raise GenerationFailed("slice step < 1")
-    for v in (start, end):
-        if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
-            raise GenerationFailed("slice bound not an int")
-    n = gen.rng.choice(_SIZES)
-    out = len(range(*slice(start, end, step).indices(n)))
-    if out == 0:
-        raise GenerationFailed("empty slice")
-    _unify(spec[d], Dim(out))
-    x = list(spec)
-    x[d] = Dim(n)
-    gen._assign(a.args[0], x)
-
-
-def _pad(gen, a: App, spec) -> None:
-    """``constant_pad_nd``: pads (lo, hi) of the last axes, last axis first;
-    a constant pad leaf is drawn here (all zero half the time)."""
-    r = len(spec)
-    rng = gen.rng
-    pads = a.args[1]
-    if isinstance(pads, Leaf) and pads.kind == "const":
-        k = rng.randint(1, min(r, 2)) if r else 0
-        if k == 0:
-            raise GenerationFailed("pad of a 0-d tensor")
-        zero = rng.random() < 0.5
-        vals = [0 if zero else rng.choice((-1, 0, 0, 1, 2)) for _ in range(2 * k)]
-        gen._values[pads] = vals
-    else:
-        vals = gen._val(pads)
-    if not isinstance(vals, (list, tuple)) or len(vals) % 2 or len(vals) > 2 * r:
-        raise GenerationFailed("pad list does not fit")
-    x = list(spec)
-    for i in range(len(vals) // 2):
-        lo, hi = vals[2 * i], vals[2 * i + 1]
-        ax = r - 1 - i
-        if lo == 0 and hi == 0:
-            continue
-        n = rng.choice(_SIZES)
-        out = n + lo + hi
-        if out < 1:
-            raise GenerationFailed("empty pad")
-        _unify(spec[ax], Dim(out))
-        x[ax] = Dim(n)
-    gen._assign(a.args[0], x)
-
-
-_SHAPE_RULES = {
-    "constant_pad_nd": _pad,
-    "unsqueeze": _unsqueeze, "squeeze": _squeeze, "expand": _expand, "slice": _slice,
-    "matmul": _matmul, "mm": _mm, "bmm": _bmm, "linear": _linear, "addmm": _addmm,
-    "baddbmm": _baddbmm, "_safe_softmax": _softmax,
-    "view": _view, "_unsafe_view": _view, "reshape": _view,
-    "transpose": _transpose, "t": _t, "permute": _permute,
-    "softmax": _softmax, "log_softmax": _softmax, "_softmax": _softmax,
-    "_log_softmax": _softmax,
-    "mean": _reduction, "sum": _reduction, "amax": _reduction, "amin": _reduction,
-    "rms_norm": _norm, "layer_norm": _norm,
-    "scaled_dot_product_attention": _sdpa,
-}
 
 
 # ------------------------------------------------------------ guards

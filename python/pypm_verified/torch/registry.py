@@ -25,7 +25,8 @@ An :class:`OpEntry` gives
   with laws true of the real one: ``exp``, ``log``, ``erf``, ``sqrt``) or
   "none" (no semantics: ``semantics`` says why);
 * :attr:`OpEntry.shape_rule`: the rule of ``check-rules``' instance
-  generator (``checking/instances.py``) that picks its operands' shapes,
+  generator that picks its operands' shapes (:data:`SHAPE_RULES`, a name
+  ``checking/shapes.py`` implements),
   and ``shape_note``, where that is the generator's same-shape fallback,
   whether that is right for it or why no rule fits.
 
@@ -66,6 +67,38 @@ OTHER_COSTS: Dict[str, str] = {
     **{n: "transcendental" for n in ("log_softmax", "sin", "cos")},
     "linear_act": "linear",  # pypm::linear_act (torch/kernels.py)
 }
+
+#: the shape rule of ``check-rules``' instance generator for each ATen op
+#: (by packet; ``checking/shapes.py`` implements each name): how its tensor
+#: operands' shapes follow from its output's. An op not here takes
+#: "pointwise" (broadcasting operands) when torch tags it pointwise, else
+#: "same_shape" (every tensor operand has the output's shape; the entry's
+#: ``shape_note`` says whether that is right for it)
+SHAPE_RULES: Dict[str, str] = {
+    "constant_pad_nd": "pad", "unsqueeze": "unsqueeze", "squeeze": "squeeze",
+    "expand": "expand", "slice": "slice",
+    "matmul": "matmul", "mm": "mm", "bmm": "bmm", "linear": "linear", "addmm": "addmm",
+    "baddbmm": "baddbmm",
+    "view": "view", "_unsafe_view": "view", "reshape": "view",
+    "transpose": "transpose", "t": "t", "permute": "permute",
+    "softmax": "softmax", "log_softmax": "softmax", "_softmax": "softmax",
+    "_log_softmax": "softmax", "_safe_softmax": "softmax",
+    "mean": "reduction", "sum": "reduction", "amax": "reduction", "amin": "reduction",
+    "any": "reduction",
+    "rms_norm": "norm", "layer_norm": "norm",
+    "scaled_dot_product_attention": "sdpa",
+}
+
+
+def shape_rule_of(target) -> str:
+    """The name of the shape rule (:data:`SHAPE_RULES`) of the ATen op
+    ``target``."""
+    packet = getattr(getattr(target, "overloadpacket", None), "__name__", None)
+    rule = SHAPE_RULES.get(packet)
+    if rule is not None:
+        return rule
+    return "pointwise" if torch.Tag.pointwise in getattr(target, "tags", ()) else "same_shape"
+
 
 #: a shape note saying that the instance generator's same-shape fallback
 #: (every tensor operand has the output's shape) is right for the op
@@ -217,16 +250,8 @@ class OpEntry:
     @property
     def shape_rule(self) -> str:
         """The name of the instance generator's shape rule for it
-        (``checking/instances.py``): its own, ``_pointwise`` for an op torch
-        tags pointwise, else the ``_same_shape`` fallback."""
-        from ..checking import instances
-        table = getattr(instances, "_SHAPE_RULES", {})
-        rule = table.get(self.packet)
-        if rule is not None:
-            return getattr(rule, "__name__", str(rule))
-        if torch.Tag.pointwise in getattr(self.target, "tags", ()):
-            return "_pointwise"
-        return "_same_shape"
+        (:func:`shape_rule_of`)."""
+        return shape_rule_of(self.target)
 
     def signature_text(self) -> str:
         """``Tensor input, SymInt[] normalized_shape, Tensor? weight=None, ...``
@@ -292,8 +317,7 @@ ENTRIES: Dict[str, OpEntry] = {e.name: e for e in [
     _e("Softmax", "aten.softmax.int", "transcendental", "exp(x) / Σ exp(x) over `dim`"),
     _e("SafeSoftmax", "aten._safe_softmax.default", "elementwise",
        "as `Softmax` (they differ only on rows of -inf, which the reals lack)"),
-    _e("AnyDim", "aten.any.dim", "elementwise", "Σ [x ≠ 0] > 0 over `dim` (boolean)",
-       shape="none: a reduction (the same-shape fallback keeps the reduced axis)"),
+    _e("AnyDim", "aten.any.dim", "elementwise", "Σ [x ≠ 0] > 0 over `dim` (boolean)"),
     _e("Mean", "aten.mean.dim", "elementwise",
        "Σ / (count) over `dim` (all when empty), `keepdim`"),
     _e("LayerNorm", "aten.layer_norm.default", "elementwise",
