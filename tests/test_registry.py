@@ -121,6 +121,24 @@ def test_cost_model_reads_the_registry():
     assert cost._TRANSCENDENTAL == registry.packets("transcendental")
     assert {"view", "getitem", "split", "detach"} <= cost._FREE
     assert {"exp", "gelu", "softmax", "log_softmax"} <= cost._TRANSCENDENTAL
+
+
+def test_cost_of_a_product_with_a_bias_counts_its_product():
+    """``baddbmm(bias, a, b)`` costs its product, 2·(output)·K with K from
+    ``a`` (not one FLOP per element, nor K from the bias), and the safe
+    softmax costs what the softmax does."""
+    g = fx.Graph()
+    bias, a, b = (g.placeholder(n) for n in ("bias", "a", "b"))
+    vals = {bias: torch.zeros(1, 1, 5), a: torch.zeros(2, 3, 7), b: torch.zeros(2, 7, 5)}
+    for n, v in vals.items():
+        n.meta["val"] = v
+    node = g.call_function(torch.ops.aten.baddbmm.default, (bias, a, b))
+    node.meta["val"] = torch.zeros(2, 3, 5)
+    machine = {"flops": 1.0, "bandwidth": 1e30, "overhead": 0.0, "transcendental": 5.0}
+    assert cost.roofline(node, machine) == pytest.approx(2.0 * 30 * 7)
+    sm = g.call_function(torch.ops.aten._safe_softmax.default, (node, -1))
+    sm.meta["val"] = torch.zeros(2, 3, 5)
+    assert cost.roofline(sm, machine) == pytest.approx(5.0 * 30)
     assert registry.cost_class("linear_act") == "linear"
     assert registry.cost_class("cumsum") == "elementwise"
 

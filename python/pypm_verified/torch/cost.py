@@ -117,7 +117,7 @@ def roofline(node: fx.Node, machine: dict) -> float:
     if cls == "matmul" and len(ins) >= 2:
         flops = 2.0 * n_out * int(ins[0].shape[-1])
     elif cls == "linear" and len(ins) >= 2:
-        x = ins[1] if name == "addmm" else ins[0]  # addmm(bias, x, w)
+        x = ins[1] if name in ("addmm", "baddbmm") else ins[0]  # addmm(bias, x, w)
         flops = 2.0 * n_out * int(x.shape[-1])
     elif cls == "attention" and len(ins) >= 3:
         q, k = ins[0], ins[1]

@@ -53,7 +53,7 @@ COST_CLASSES: Dict[str, str] = {
     "elementwise": "one FLOP per output element",
     "transcendental": "the machine's `transcendental` FLOPs (an exp's) per output element",
     "matmul": "2·(output elements)·K, K the contracted size",
-    "linear": "2·(output elements)·(input features)",
+    "linear": "2·(output elements)·(input features) (`addmm`, `baddbmm`: of the first product operand)",
     "attention": "4·B·S·S'·D for the two products, 5·B·S·S' for the softmax",
 }
 
@@ -279,7 +279,7 @@ ENTRIES: Dict[str, OpEntry] = {e.name: e for e in [
     _e("Mm", "aten.mm.default", "matmul", "Σ_k a[i,k]·b[k,j] (2-D operands)"),
     _e("Bmm", "aten.bmm.default", "matmul", "Σ_k a[b,i,k]·c[b,k,j] (3-D, equal batch)"),
     _e("Addmm", "aten.addmm.default", "linear", "beta·self + alpha·(mat1 @ mat2)"),
-    _e("Baddbmm", "aten.baddbmm.default", "elementwise",
+    _e("Baddbmm", "aten.baddbmm.default", "linear",
        "beta·self + alpha·bmm(batch1, batch2)"),
     _e("Linear", "aten.linear.default", "linear", "x·wᵀ + b (w 2-D)"),
     _e("SDPA", "aten.scaled_dot_product_attention.default", "attention",
@@ -315,7 +315,7 @@ ENTRIES: Dict[str, OpEntry] = {e.name: e for e in [
        shape="none: no ATen overload (the operand is a list or tuple)"),
     # reductions and normalization
     _e("Softmax", "aten.softmax.int", "transcendental", "exp(x) / Σ exp(x) over `dim`"),
-    _e("SafeSoftmax", "aten._safe_softmax.default", "elementwise",
+    _e("SafeSoftmax", "aten._safe_softmax.default", "transcendental",
        "as `Softmax` (they differ only on rows of -inf, which the reals lack)"),
     _e("AnyDim", "aten.any.dim", "elementwise", "Σ [x ≠ 0] > 0 over `dim` (boolean)"),
     _e("Mean", "aten.mean.dim", "elementwise",
