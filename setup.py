@@ -54,6 +54,22 @@ class BuildPyWithEngine(build_py):
             shutil.rmtree(os.path.join(self.build_lib, "pypm_verified"), ignore_errors=True)
             self.__dict__.pop("data_files", None)  # the .so is new: glob package_data again
         super().run()
+        if not self.editable_mode:
+            record_build_id(os.path.join(self.build_lib, "pypm_verified", "_lib", "BUILD_ID"))
+
+
+def record_build_id(path: str) -> None:
+    """Write the build id of this tree's sources to ``path`` (the wheel's
+    ``pypm_verified/_lib/BUILD_ID``): the id the installed package expects
+    its library to carry (``_version.package_build_id``), computed from the
+    sources by ``_version.expected_build_id``, not read from the library."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "_pypm_version", os.path.join(ROOT, "python", "pypm_verified", "_version.py"))
+    version = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(version)
+    with open(path, "w", encoding="ascii") as f:
+        f.write(version.expected_build_id(ROOT) + "\n")
 
 
 class EngineDistribution(Distribution):

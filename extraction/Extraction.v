@@ -21,13 +21,15 @@
     once per graph, which are [match_multi] / [match_all_multi];
     [match_multi_idx] / [match_all_multi_idx], the index-only candidates;
     the checks [wf_multi] and [mp_scoped]) and
-    the checks [wf_defs] and [value_ok]; [match_root], [match_all],
+    the checks [wf_defs] and [value_ok], the rewrite validator
+    [Rewrite.validate] and the firing-certificate checker
+    [Certify.validate_firings]; [match_root], [match_all],
     [candidates], [root_index], [set_match_all] and [match_pattern] are
     extracted for the
     OCaml tests, which compare the prepared forms with them. *)
 
 From Coq Require Import ZArith Extraction ExtrOcamlBasic ExtrOcamlNatInt ExtrOcamlZInt.
-From PyPM Require Import Syntax Subst Declarative Values Algorithmic Interpreter RootIndex Entry Multi Dominates Rewrite.
+From PyPM Require Import Syntax Subst Declarative Values Algorithmic Interpreter RootIndex Entry Multi Dominates Rewrite Certify.
 
 (** An axiom left to realize would be an unproved assumption in the
     extracted code: make it an error, not a warning. *)
@@ -63,4 +65,4 @@ Extraction "ocaml/extracted/matcher.ml"
   users_map anchor_depth up_cands idx_cands match_multi_u match_all_multi_u
   match_multi_idx match_all_multi_idx
   dom_result dom_all
-  validate.
+  validate validate_firings.

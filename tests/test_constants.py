@@ -78,10 +78,11 @@ def test_header_is_parsed(header):
     assert defines["PYPM_OK"] == 0
     assert defines["PYPM_E_BUFFER_TOO_SMALL"] == 4
     assert defines["PYPM_STATUS_OUT_OF_FUEL"] == 2
-    assert len(defines) == 22  # with PYPM_E_MEMORY and the 8 PYPM_REJECT_* reasons
+    assert len(defines) == 27  # with PYPM_E_MEMORY and the 13 PYPM_REJECT_* reasons
     assert defines["PYPM_E_MEMORY"] == 10
     assert defines["PYPM_REJECT_DEAD"] == 8
-    assert len(functions) == 17  # with pypm_build_id, pypm_coq_version, pypm_validate_rewrite
+    assert len(functions) == 18  # with pypm_build_id, pypm_coq_version, pypm_validate_rewrite,
+    # pypm_validate_firings
     assert functions["pypm_build_id"] == "const char*pypm_build_id(void)"
     assert functions["pypm_release"] == "int pypm_release(int64_t handle)"
     assert functions["pypm_graph_load"] == (

@@ -30,6 +30,11 @@
          [same_entry], and
          the multi-root fuel bound [multi_fuel_bound] ([mchain] of
          [mstep] over the roots' bodies, from [Fuel.v]'s [cost]);
+       - [Certify.v]: [tmpl] / [tden] (a rule's replacement as a template
+         and its denotation), [cert], [opt_at], [agrees] (a term graph
+         agrees with a matcher's graph), [through], [inst] / [inst_root]
+         (an after node is a template instantiated), [rule_eq] (a rule's
+         equation, the hypothesis of [S_rewrite_preserves]);
        - [Fuel.v]: [depth_le] (every downward path has at most [n]
          edges), the class [descending] / [ug] / [args_ok] (every cycle of
          calls passes under an operator application) and the bound
@@ -693,3 +698,161 @@ Definition S_validate_rewrite_replace : Prop :=
 
 Lemma spec_validate_rewrite_replace : S_validate_rewrite_replace.
 Proof. exact validate_replace. Qed.
+
+(** ** The remaining entry points the C API calls
+
+    [pypm_match_all] runs [Entry.set_match_all_fold], [pypm_candidates]
+    [Entry.set_candidates], [pypm_dominates] [Dominates.dom_result] (one
+    node) or [Dominates.dom_all] (every node), and the decoders check every
+    attribute value and guard constant with [Values.value_ok]. What each
+    computes: *)
+
+From Coq Require Import ZArith Bool.
+From PyPM Require Values Dominates.
+
+(** [pypm_match_all]: the streaming form applies its callback to the
+    entries of [match_all] ([S_match_all_In]), in order. *)
+Definition S_set_match_all_fold_correct : Prop :=
+  forall A G D roots ps fuel N (f : A -> nat -> node -> answer -> A) acc,
+    load_set D roots = Some ps ->
+    set_match_all_fold G ps fuel N f acc = fold_left (apply_entry f) (match_all G D fuel roots N) acc.
+
+(** [pypm_candidates]: the candidates of [S_candidates_sound]. *)
+Definition S_set_candidates_correct : Prop :=
+  forall D roots ps f,
+    load_set D roots = Some ps -> set_candidates ps f = candidates D roots f.
+
+(** [pypm_dominates] at one node: a "yes" is [Dominates.dominates_spec]
+    (with [topo]), its parent the unique parent of the region and its
+    region the nodes the walk reaches; a "no" is a proved no when the users
+    table is the node table's ([users_ok]; the library builds it so). *)
+Definition S_dom_result : Prop :=
+  forall N ch konst live isOut isP isI U root b p R,
+    Dominates.dom_result N ch konst live isOut isP isI U root = (b, p, R) ->
+    (b = true ->
+       Dominates.topo N ch /\ Dominates.dominates_spec N ch konst live isOut isP isI root /\
+       (forall x, In x R <-> Dominates.reach ch konst isP root x) /\
+       exists q, p = Some q /\ Dominates.reach ch konst isP root q /\ q <> root /\ isP q = true /\
+         forall q', Dominates.reach ch konst isP root q' -> q' <> root -> isP q' = true -> q' = q) /\
+    (Dominates.users_ok N ch live U ->
+       (b = true <-> Dominates.topo N ch /\ Dominates.dominates_spec N ch konst live isOut isP isI root)).
+
+(** [pypm_dominates] at every node (root < 0). *)
+Definition S_dom_all_correct : Prop :=
+  forall N ch konst live isOut isP isI isC U l,
+    Dominates.dom_all N ch konst live isOut isP isI isC U = Some l ->
+    Dominates.topo N ch /\
+    (forall r b p R, In (r, b, p, R) l ->
+       isC r = true /\ (b = true <-> Dominates.dominates_spec N ch konst live isOut isP isI r) /\
+       p = Dominates.dom_parent ch konst isP r /\ R = Dominates.region ch konst isP r) /\
+    (forall r, r < N -> isC r = true -> exists b p R, In (r, b, p, R) l).
+
+(** The integer range ([Values.v]): [value_ok] is [|z| <= 2^62 - 1]; every
+    value a guard expression evaluates to on a checked graph and pattern is
+    in range, and so is every operand and result of its arithmetic; so the
+    extracted code, which realizes [Z] by OCaml's [int], computes exactly. *)
+Definition S_value_ok_iff : Prop :=
+  forall z, Values.value_ok z = true <-> (- Values.value_max <= z <= Values.value_max)%Z.
+
+Definition S_eval_expr_value_ok : Prop :=
+  forall G, Values.graph_values_ok G ->
+    forall σ ψ e v, Values.expr_consts_ok e = true -> eval_expr G σ ψ e = Some v ->
+    Values.value_ok v = true.
+
+Definition S_guard_arith_in_range : Prop :=
+  forall x y,
+    (in_bound add_bound x && in_bound add_bound y = true ->
+     Values.value_ok x = true /\ Values.value_ok y = true /\
+     Values.value_ok (x + y)%Z = true /\ Values.value_ok (x - y)%Z = true) /\
+    (in_bound mul_bound x && in_bound mul_bound y = true ->
+     Values.value_ok x = true /\ Values.value_ok y = true /\ Values.value_ok (x * y)%Z = true).
+
+Definition S_bounds_value_ok : Prop :=
+  Values.value_ok add_bound = true /\ Values.value_ok (- add_bound)%Z = true /\
+  Values.value_ok mul_bound = true /\ Values.value_ok (- mul_bound)%Z = true /\
+  Values.value_ok Values.value_max = true /\ Values.value_ok (- Values.value_max)%Z = true.
+
+Lemma spec_set_match_all_fold_correct : S_set_match_all_fold_correct.
+Proof. intros A G. exact (set_match_all_fold_correct G A). Qed.
+Lemma spec_set_candidates_correct : S_set_candidates_correct.
+Proof. exact set_candidates_correct. Qed.
+Lemma spec_dom_result : S_dom_result.
+Proof.
+  intros N ch konst live isOut isP isI U root b p R H.
+  unfold Dominates.dom_result in H. injection H as <- <- <-. split.
+  - intros Hc. destruct (Dominates.dom_check_sound N ch konst live isOut isP isI U root Hc)
+      as [Ht Hs].
+    split; [exact Ht|]. split; [exact Hs|]. split.
+    + exact (Dominates.region_correct N ch konst live isOut isP isI U root Ht (proj1 Hs)).
+    + exact (Dominates.dom_parent_correct N ch konst live isOut isP isI U root Hc).
+  - exact (Dominates.dom_check_correct N ch konst live isOut isP isI U root).
+Qed.
+Lemma spec_dom_all_correct : S_dom_all_correct.
+Proof. exact Dominates.dom_all_correct. Qed.
+Lemma spec_value_ok_iff : S_value_ok_iff.
+Proof. exact Values.value_ok_iff. Qed.
+Lemma spec_eval_expr_value_ok : S_eval_expr_value_ok.
+Proof. exact Values.eval_expr_value_ok. Qed.
+Lemma spec_guard_arith_in_range : S_guard_arith_in_range.
+Proof. exact Values.guard_arith_in_range. Qed.
+Lemma spec_bounds_value_ok : S_bounds_value_ok.
+Proof. exact Values.bounds_value_ok. Qed.
+
+(** ** Firing certificates ([Certify.v])
+
+    [validate_firings] ([pypm_validate_firings]) is [validate] plus, per
+    firing, a certificate: the rule's pattern (root [k] of the loaded set),
+    the substitution [sb] (pattern variable -> before node) and the
+    replacement as a template [tmpl] over the pattern's variables ([CRule]),
+    or a merge of equal nodes ([CMerge]). The term graph [before] must agree
+    with the matcher's graph [G] ([agrees]: through [gm], one to one, each
+    node with an image has its label's operator [sym] and its arguments'
+    images as children). *)
+
+From PyPM Require Import Certify.
+
+(** Accepted: the pass is [validate]'s, the graphs agree, and each firing
+    is certified: the proved matcher matches the rule's pattern at the
+    root's image under the images of the substitution (the declarative
+    relation, [S_match_root_sound]), and the replacement is the template
+    instantiated with it ([inst_root]); a merge's replacement has the root's
+    label and arguments. *)
+Definition S_validate_firings_sound : Prop :=
+  forall G nG D roots ps fuel sym gm before after fs mp cs,
+    load_set D roots = Some ps ->
+    validate_firings G nG ps fuel sym gm before after fs mp cs = None ->
+    validate before after fs mp = None /\
+    agrees G (opt_at sym) before (opt_at gm) /\
+    length cs = length fs /\
+    forall i r p c, nth_error fs i = Some (r, p) -> nth_error cs i = Some c ->
+      match c with
+      | CMerge =>
+          tlabel (tnode_at after p) = tlabel (tnode_at before r) /\
+          Forall2 (corr fs mp) (targs (tnode_at after p)) (targs (tnode_at before r))
+      | CRule k sb t =>
+          exists ri d tr σ ψ,
+            nth_error roots k = Some ri /\ nth_error D ri = Some d /\
+            opt_at gm r = Some tr /\
+            (forall x, σ x = through (opt_at gm) (assoc sb) x) /\
+            matches G D σ ψ (body d) tr /\
+            inst_root after fs mp (assoc sb) t p
+      end.
+
+(** File -> matched -> replaced -> same outputs: with one hypothesis per
+    fired rule, its equation [rule_eq] (wherever its pattern matches, the
+    root denotes what its template does under the substitution; what
+    [check-rules] proves or tests), every output of [after] denotes what
+    the same output of [before] did. *)
+Definition S_rewrite_preserves : Prop :=
+  forall V (interp : nat -> list V -> V) (dflt : V) G nG D roots ps fuel sym gm
+         before after fs mp cs,
+    load_set D roots = Some ps ->
+    validate_firings G nG ps fuel sym gm before after fs mp cs = None ->
+    (forall k sb t ri d, In (CRule k sb t) cs -> nth_error roots k = Some ri ->
+       nth_error D ri = Some d -> rule_eq V interp dflt D (opt_at sym) d t) ->
+    denote V interp dflt after = denote V interp dflt before.
+
+Lemma spec_validate_firings_sound : S_validate_firings_sound.
+Proof. exact validate_firings_sound. Qed.
+Lemma spec_rewrite_preserves : S_rewrite_preserves.
+Proof. intros V interp dflt. exact (rewrite_preserves V interp dflt). Qed.

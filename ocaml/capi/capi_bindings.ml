@@ -68,6 +68,12 @@ module Make (I : Cstubs_inverted.INTERNAL) = struct
       Capi_impl.validate_rewrite
 
   let () =
+    I.internal "pypmi_validate_firings"
+      (int64_t @-> int64_t @-> int64_t @-> ptr int64_t @-> int64_t @-> ptr int64_t @-> ptr int64_t
+     @-> returning int)
+      Capi_impl.validate_firings
+
+  let () =
     I.internal "pypmi_last_message" (ptr char @-> int64_t @-> returning int64_t)
       Capi_impl.last_message_copy
 end

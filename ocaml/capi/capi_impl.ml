@@ -257,6 +257,28 @@ let validate_rewrite (buf : int64 ptr) (len : int64) (verdict : int64 ptr) (wher
           where <-@ Int64.of_int w;
           Codes.ok)
 
+let validate_firings (graph : int64) (patterns : int64) (fuel : int64) (buf : int64 ptr)
+    (len : int64) (verdict : int64 ptr) (where : int64 ptr) : int =
+  protect "pypm_validate_firings" (fun () ->
+      let graph = to_handle graph and patterns = to_handle patterns in
+      let g = Engine.get_graph graph and ps = Engine.get_patterns patterns in
+      match Decode_firings.decode (view buf (to_len len)) with
+      | Error msg -> Engine.error Codes.e_malformed "pypm_validate_firings: %s" msg
+      | Ok t ->
+          let r = ref (0, -1) in
+          let rc =
+            budgeted "pypm_validate_firings" ~nodes:(nodes_of graph) (fun () ->
+                r :=
+                  Decode_firings.verdict ~g:g.Engine.mg ~n:g.Engine.repr.Repr.n_nodes
+                    ~ps:ps.Engine.ps ~fuel:(Matcher.effective_fuel (to_fuel fuel)) t;
+                Codes.ok)
+          in
+          if rc <> Codes.ok then raise (Engine.Error (rc, !last_message));
+          let v, w = !r in
+          verdict <-@ Int64.of_int v;
+          where <-@ Int64.of_int w;
+          Codes.ok)
+
 (* Copy the last message, NUL-terminated, into buf[0 .. cap); returns the
    number of bytes copied (without the NUL).  Never raises. *)
 let last_message_copy (buf : char ptr) (cap : int64) : int64 =

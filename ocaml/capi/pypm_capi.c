@@ -298,7 +298,7 @@ static int ensure_init(void) {
 
 enum op { OP_GRAPH_LOAD, OP_GRAPH_EXTEND, OP_PATTERNS_LOAD, OP_HANDLE_SIZE, OP_RELEASE,
           OP_MATCH, OP_MATCH_ALL, OP_RESULT_READ, OP_CANDIDATES, OP_MATCH_MULTI,
-          OP_DOMINATES, OP_VALIDATE_REWRITE };
+          OP_DOMINATES, OP_VALIDATE_REWRITE, OP_VALIDATE_FIRINGS };
 
 typedef struct {
   enum op op;
@@ -339,6 +339,10 @@ static void dispatch(void *arg) {
       break;
     case OP_VALIDATE_REWRITE:
       c->rc = pypmi_validate_rewrite(c->p[0], c->a[0], c->p[1], c->p[2]);
+      break;
+    case OP_VALIDATE_FIRINGS:
+      c->rc = pypmi_validate_firings(c->a[0], c->a[1], c->a[2], c->p[0], c->a[3], c->p[1],
+                                     c->p[2]);
       break;
     case OP_RESULT_READ: c->rc = pypmi_result_read(c->a[0], c->p[0], c->a[1]); break;
     case OP_CANDIDATES:
@@ -522,6 +526,24 @@ PYPM_API int pypm_validate_rewrite(const int64_t *buf, size_t len, int64_t *verd
                      "pypm_validate_rewrite: buffer of %zu words exceeds the limit of %zu words",
                      len, MAX_BUFFER_WORDS);
   call_t c = {.op = OP_VALIDATE_REWRITE, .a = {(int64_t)len}, .p = {(int64_t *)buf, verdict, where}};
+  return run_call(&c);
+}
+
+PYPM_API int pypm_validate_firings(int64_t graph, int64_t patterns, int64_t fuel,
+                                   const int64_t *buf, size_t len, int64_t *verdict,
+                                   int64_t *where) {
+  if (verdict == NULL) return set_error(PYPM_E_NULL, "pypm_validate_firings: verdict is NULL");
+  if (where == NULL) return set_error(PYPM_E_NULL, "pypm_validate_firings: where is NULL");
+  *verdict = -1; /* not decided: set on PYPM_OK only */
+  *where = -1;
+  if (buf == NULL) return set_error(PYPM_E_NULL, "pypm_validate_firings: buf is NULL");
+  if (len > MAX_BUFFER_WORDS)
+    return set_error(PYPM_E_MALFORMED,
+                     "pypm_validate_firings: buffer of %zu words exceeds the limit of %zu words",
+                     len, MAX_BUFFER_WORDS);
+  call_t c = {.op = OP_VALIDATE_FIRINGS,
+              .a = {graph, patterns, fuel, (int64_t)len},
+              .p = {(int64_t *)buf, verdict, where}};
   return run_call(&c);
 }
 

@@ -137,6 +137,27 @@ int pypm_candidates(int64_t patterns, int64_t symbol, int64_t *out, size_t out_c
 #define PYPM_REJECT_DEAD              8 /* where: after node no output reaches */
 int pypm_validate_rewrite(const int64_t *buf, size_t len, int64_t *verdict, int64_t *where);
 
+/* Firing certificates (Certify.validate_firings, docs/internals/format.md
+ * "Firing certificates"): buf holds a rewrite-validation buffer (above)
+ * followed by n_labels and, per label, the operator of `graph` it stands
+ * for (-1: none); per before node, its image in `graph` (-1: none); per
+ * firing, a certificate: 1 (a merge of equal nodes), or 0, the pattern
+ * index (a root of `patterns`), n_subst (variable, before node) pairs and
+ * the replacement template (n_tnodes; per node: label, arity k, k arguments;
+ * then the root argument; an argument is (0, variable) or (1, an earlier
+ * template node)). The verdicts of pypm_validate_rewrite, then: the before
+ * graph does not agree with `graph` on the nodes with an image (AGREE), the
+ * matcher does not match the pattern at the root's image (MATCH), its
+ * bindings are not the images of the substitution (SUBST), the replacement
+ * is not the template instantiated (TEMPLATE). fuel as pypm_match. */
+#define PYPM_REJECT_AGREE             9  /* where: before node, or -1 (image count) */
+#define PYPM_REJECT_CERTS             10 /* where: -1 (not one certificate per firing) */
+#define PYPM_REJECT_MATCH             11 /* where: firing index */
+#define PYPM_REJECT_SUBST             12 /* where: firing index */
+#define PYPM_REJECT_TEMPLATE          13 /* where: firing index */
+int pypm_validate_firings(int64_t graph, int64_t patterns, int64_t fuel, const int64_t *buf,
+                          size_t len, int64_t *verdict, int64_t *where);
+
 /* Static description of an error code. */
 const char *pypm_error_name(int code);
 /* Message about the calling thread's last failed call ("" if none). */

@@ -30,6 +30,14 @@ let reject_arg = 6
 let reject_output = 7
 let reject_dead = 8
 
+(* The further verdicts of pypm_validate_firings, the reason codes of
+   Certify.validate_firings (R_AGREE .. R_TEMPLATE). *)
+let reject_agree = 9
+let reject_certs = 10
+let reject_match = 11
+let reject_subst = 12
+let reject_template = 13
+
 let all =
   [
     ("PYPM_OK", ok);
@@ -54,4 +62,9 @@ let all =
     ("PYPM_REJECT_ARG", reject_arg);
     ("PYPM_REJECT_OUTPUT", reject_output);
     ("PYPM_REJECT_DEAD", reject_dead);
+    ("PYPM_REJECT_AGREE", reject_agree);
+    ("PYPM_REJECT_CERTS", reject_certs);
+    ("PYPM_REJECT_MATCH", reject_match);
+    ("PYPM_REJECT_SUBST", reject_subst);
+    ("PYPM_REJECT_TEMPLATE", reject_template);
   ]

@@ -23,74 +23,88 @@ exception Fail of string
 
 let fail fmt = Printf.ksprintf (fun s -> raise (Fail s)) fmt
 
-let decode_exn (b : buf) : t =
-  let len = Bigarray.Array1.dim b in
-  let pos = ref 0 in
-  let left () = len - !pos in
-  let word what =
-    if left () < 1 then fail "truncated: buffer ends at word %d, expected %s" len what;
-    let v = Bigarray.Array1.unsafe_get b !pos in
-    incr pos;
-    v
-  in
-  let id what =
-    let at = !pos in
-    let v = word what in
-    if not (Decode.is_id v) then fail "word %d (%s): %Ld out of range [0, 2^62)" at what v;
-    Int64.to_int v
-  in
-  (* a count of items of [per] words each, at most the words left *)
-  let count what per =
-    let at = !pos in
-    let v = word what in
-    if v < 0L then fail "word %d: negative %s %Ld" at what v;
-    if v > Int64.of_int (left () / per) then
-      fail "word %d: %s %Ld exceeds the %d words left" at what v (left ());
-    Int64.to_int v
-  in
-  (* [n] items read in order, as a list *)
-  let list n item =
-    let acc = ref [] in
-    for i = 0 to n - 1 do
-      acc := item i :: !acc
-    done;
-    List.rev !acc
-  in
+(* A cursor over a buffer: every read checks the words left. *)
+type reader = { b : buf; len : int; mutable pos : int }
+
+let reader (b : buf) = { b; len = Bigarray.Array1.dim b; pos = 0 }
+
+let left r = r.len - r.pos
+
+let word r what =
+  if left r < 1 then fail "truncated: buffer ends at word %d, expected %s" r.len what;
+  let v = Bigarray.Array1.unsafe_get r.b r.pos in
+  r.pos <- r.pos + 1;
+  v
+
+let id r what =
+  let at = r.pos in
+  let v = word r what in
+  if not (Decode.is_id v) then fail "word %d (%s): %Ld out of range [0, 2^62)" at what v;
+  Int64.to_int v
+
+(* a count of items of [per] words each, at most the words left *)
+let count r what per =
+  let at = r.pos in
+  let v = word r what in
+  if v < 0L then fail "word %d: negative %s %Ld" at what v;
+  if v > Int64.of_int (left r / per) then
+    fail "word %d: %s %Ld exceeds the %d words left" at what v (left r);
+  Int64.to_int v
+
+(* an index or -1 (none) *)
+let opt_id r what =
+  let at = r.pos in
+  let v = word r what in
+  if Int64.equal v (-1L) then None
+  else if Decode.is_id v then Some (Int64.to_int v)
+  else fail "word %d (%s): %Ld is neither -1 nor in [0, 2^62)" at what v
+
+(* [n] items read in order, as a list *)
+let list n item =
+  let acc = ref [] in
+  for i = 0 to n - 1 do
+    acc := item i :: !acc
+  done;
+  List.rev !acc
+
+(* The pass, from the reader's position; leaves the reader after the map. *)
+let read_pass (r : reader) : t =
   let graph name =
-    let n = count (name ^ " node count") 2 in
+    let n = count r (name ^ " node count") 2 in
     let nodes =
       list n (fun i ->
           let what = Printf.sprintf "%s node %d" name i in
-          let l = id (what ^ " label") in
-          let k = count (what ^ " arity") 1 in
-          let args = list k (fun _ -> id (what ^ " argument")) in
+          let l = id r (what ^ " label") in
+          let k = count r (what ^ " arity") 1 in
+          let args = list k (fun _ -> id r (what ^ " argument")) in
           { Matcher.tlabel = l; targs = args })
     in
-    let m = count (name ^ " output count") 1 in
-    let outs = list m (fun _ -> id (name ^ " output")) in
+    let m = count r (name ^ " output count") 1 in
+    let outs = list m (fun _ -> id r (name ^ " output")) in
     ({ Matcher.tnodes = nodes; touts = outs }, n)
   in
   let before, _ = graph "before" in
   let after, n_after = graph "after" in
-  let nf = count "firing count" 2 in
+  let nf = count r "firing count" 2 in
   let firings =
     list nf (fun _ ->
-        let r = id "firing root" in
-        let p = id "firing replacement" in
-        (r, p))
+        let root = id r "firing root" in
+        let p = id r "firing replacement" in
+        (root, p))
   in
-  if left () < n_after then
-    fail "truncated: the map needs %d words (one per after node), %d left" n_after (left ());
-  let map =
-    list n_after (fun h ->
-        let at = !pos in
-        let v = word "map entry" in
-        if Int64.equal v (-1L) then None
-        else if Decode.is_id v then Some (Int64.to_int v)
-        else fail "word %d (map entry of after node %d): %Ld is neither -1 nor in [0, 2^62)" at h v)
-  in
-  if left () <> 0 then fail "%d trailing words after the map (word %d on)" (left ()) !pos;
+  if left r < n_after then
+    fail "truncated: the map needs %d words (one per after node), %d left" n_after (left r);
+  let map = list n_after (fun h -> opt_id r (Printf.sprintf "map entry of after node %d" h)) in
   { before; after; firings; map }
+
+let finish (r : reader) =
+  if left r <> 0 then fail "%d trailing words (word %d on)" (left r) r.pos
+
+let decode_exn (b : buf) : t =
+  let r = reader b in
+  let t = read_pass r in
+  finish r;
+  t
 
 let decode (b : buf) : (t, string) result =
   match decode_exn b with

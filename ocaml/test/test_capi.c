@@ -1433,6 +1433,259 @@ static void test_fork_during_start(int trials) {
         bad, trials);
 }
 
+/* ------------------------------------------------- firing certificates */
+
+/* Term-graph labels of the certificate tests (the driver's, not the
+ * matcher's symbols): leaves x and y, Trans, MatMul, and the replacements
+ * MMT (the rule's), OTHER (another rule's) and NEG (an unmatched node). */
+enum { L_X = 20, L_Y, L_TRANS, L_MATMUL, L_MMT, L_OTHER, L_NEG, N_LABELS };
+
+typedef struct {
+  int64_t label;
+  int k;
+  int64_t a[2];
+} tnode_t;
+
+static void put_tgraph(wbuf *b, int n, const tnode_t *ns, int nout, const int64_t *outs) {
+  put(b, n);
+  for (int i = 0; i < n; i++) {
+    put(b, ns[i].label);
+    put(b, ns[i].k);
+    put_all(b, ns[i].a, (size_t)ns[i].k);
+  }
+  put(b, nout);
+  put_all(b, outs, (size_t)nout);
+}
+
+/* before: the matcher's small_graph, node for node: x(0), y(1), Trans(y)(2),
+ * MatMul(x, Trans y)(3), MatMul(x, y)(4); outputs 3, 4 */
+static const tnode_t FC_BEFORE[] = {{L_X, 0, {0}},           {L_Y, 0, {0}},
+                                    {L_TRANS, 1, {1}},       {L_MATMUL, 2, {0, 2}},
+                                    {L_MATMUL, 2, {0, 1}}};
+static const int64_t FC_BEFORE_OUTS[] = {3, 4};
+
+/* one pass: before, the after graph, one firing (root, replacement), the map */
+static void fc_pass(wbuf *b, int na, const tnode_t *after, const int64_t *outs, int64_t root,
+                    int64_t rep, const int64_t *map) {
+  put_tgraph(b, 5, FC_BEFORE, 2, FC_BEFORE_OUTS);
+  put_tgraph(b, na, after, 2, outs);
+  put(b, 1);
+  put(b, root);
+  put(b, rep);
+  put_all(b, map, (size_t)na);
+}
+
+/* the labels' operators and the before nodes' images (the identity) */
+static void fc_tables(wbuf *b, int gm3) {
+  put(b, N_LABELS);
+  for (int l = 0; l < N_LABELS; l++)
+    put(b, l == L_X || l == L_Y ? SYM_LEAF
+           : l == L_TRANS       ? SYM_TRANS
+           : l == L_MATMUL      ? SYM_MATMUL
+                                : -1);
+  for (int i = 0; i < 5; i++) put(b, i == 3 ? gm3 : i);
+}
+
+/* a rule certificate: pattern 0 (MatMul(x, Trans(y))), x -> sx, y -> sy, the
+ * template label(x, y) */
+static void fc_rule_cert(wbuf *b, int64_t sx, int64_t sy, int64_t label) {
+  int64_t w[] = {0, 0, 2, 0, sx, 1, sy, 1, label, 2, 0, 0, 0, 1, 1, 0};
+  put_all(b, w, sizeof w / sizeof w[0]);
+}
+
+/* pypm_validate_firings on the pass built by `mk`; also checks that
+ * pypm_validate_rewrite (which never sees the rules) accepts the pass alone */
+static void fc_check(int64_t gh, int64_t ph, const wbuf *b, size_t pass_len, int64_t want,
+                     int64_t want_where, const char *what) {
+  int64_t verdict = -2, where = -2;
+  CHECK_RC(pypm_validate_rewrite(b->w, pass_len, &verdict, &where), PYPM_OK);
+  CHECK(verdict == 0, "%s: pypm_validate_rewrite alone accepts the pass (verdict %" PRId64 ")",
+        what, verdict);
+  CHECK_RC(pypm_validate_firings(gh, ph, 0, b->w, b->n, &verdict, &where), PYPM_OK);
+  CHECK(verdict == want && where == want_where,
+        "%s: verdict %" PRId64 " where %" PRId64 ", expected %" PRId64 " where %" PRId64, what,
+        verdict, where, want, want_where);
+}
+
+static void test_certificates(void) {
+  wbuf g = {0}, ps = {0}, b = {0};
+  int64_t gh = 0, ph = 0, verdict = 0, where = 0;
+  small_graph(&g);
+  small_patterns(&ps);
+  CHECK_RC(pypm_graph_load(g.w, g.n, &gh), PYPM_OK);
+  CHECK_RC(pypm_patterns_load(ps.w, ps.n, &ph), PYPM_OK);
+  size_t pass_len;
+
+  /* the rule MatMul(x, Trans(y)) -> MMT(x, y) fired at 3: after = x, y,
+   * MMT(x, y) (new), MatMul(x, y) (node 4); outputs 2, 3 */
+  const tnode_t good[] = {{L_X, 0, {0}}, {L_Y, 0, {0}}, {L_MMT, 2, {0, 1}}, {L_MATMUL, 2, {0, 1}}};
+  const int64_t good_outs[] = {2, 3}, good_map[] = {0, 1, -1, 4};
+  fc_pass(&b, 4, good, good_outs, 3, 2, good_map);
+  pass_len = b.n;
+  fc_tables(&b, 3);
+  fc_rule_cert(&b, 0, 1, L_MMT);
+  fc_check(gh, ph, &b, pass_len, 0, -1, "the rule's firing");
+
+  /* fault: the substitution's bindings swapped (the matcher binds x = 0) */
+  b.n = pass_len;
+  fc_tables(&b, 3);
+  fc_rule_cert(&b, 1, 0, L_MMT);
+  fc_check(gh, ph, &b, pass_len, PYPM_REJECT_SUBST, 0, "swapped substitution");
+
+  /* fault: two bindings swapped in the replacement, MMT(y, x) */
+  b.n = 0;
+  const tnode_t swapped[] = {{L_X, 0, {0}}, {L_Y, 0, {0}}, {L_MMT, 2, {1, 0}}, {L_MATMUL, 2, {0, 1}}};
+  fc_pass(&b, 4, swapped, good_outs, 3, 2, good_map);
+  pass_len = b.n;
+  fc_tables(&b, 3);
+  fc_rule_cert(&b, 0, 1, L_MMT);
+  fc_check(gh, ph, &b, pass_len, PYPM_REJECT_TEMPLATE, 0, "bindings swapped in the replacement");
+
+  /* fault: another rule's template built, OTHER(x, y) */
+  b.n = 0;
+  const tnode_t other[] = {{L_X, 0, {0}}, {L_Y, 0, {0}}, {L_OTHER, 2, {0, 1}}, {L_MATMUL, 2, {0, 1}}};
+  fc_pass(&b, 4, other, good_outs, 3, 2, good_map);
+  pass_len = b.n;
+  fc_tables(&b, 3);
+  fc_rule_cert(&b, 0, 1, L_MMT);
+  fc_check(gh, ph, &b, pass_len, PYPM_REJECT_TEMPLATE, 0, "another rule's template");
+
+  /* fault: an unmatched node added, MMT(x, NEG(y)) */
+  b.n = 0;
+  const tnode_t added[] = {{L_X, 0, {0}},         {L_Y, 0, {0}}, {L_NEG, 1, {1}},
+                           {L_MMT, 2, {0, 2}},    {L_MATMUL, 2, {0, 1}}};
+  const int64_t added_outs[] = {3, 4}, added_map[] = {0, 1, -1, -1, 4};
+  fc_pass(&b, 5, added, added_outs, 3, 3, added_map);
+  pass_len = b.n;
+  fc_tables(&b, 3);
+  fc_rule_cert(&b, 0, 1, L_MMT);
+  fc_check(gh, ph, &b, pass_len, PYPM_REJECT_TEMPLATE, 0, "an unmatched added node");
+
+  /* fault: the firing at 4, MatMul(x, y), which the pattern does not match */
+  b.n = 0;
+  const tnode_t at4[] = {{L_X, 0, {0}},         {L_Y, 0, {0}}, {L_TRANS, 1, {1}},
+                         {L_MATMUL, 2, {0, 2}}, {L_MMT, 2, {0, 1}}};
+  const int64_t at4_outs[] = {3, 4}, at4_map[] = {0, 1, 2, 3, -1};
+  fc_pass(&b, 5, at4, at4_outs, 4, 4, at4_map);
+  pass_len = b.n;
+  fc_tables(&b, 3);
+  fc_rule_cert(&b, 0, 1, L_MMT);
+  fc_check(gh, ph, &b, pass_len, PYPM_REJECT_MATCH, 0, "a firing where the pattern does not match");
+
+  /* fault: the before graph does not agree with the matcher's: node 3's
+   * image is 4, MatMul(x, y), whose children are not node 3's arguments' */
+  b.n = 0;
+  fc_pass(&b, 4, good, good_outs, 3, 2, good_map);
+  pass_len = b.n;
+  fc_tables(&b, 4);
+  fc_rule_cert(&b, 0, 1, L_MMT);
+  fc_check(gh, ph, &b, pass_len, PYPM_REJECT_AGREE, 3, "images that disagree");
+
+  /* a merge of equal nodes: 3' = MatMul(x, y) is merged into 4 */
+  b.n = 0;
+  {
+    const tnode_t before2[] = {{L_X, 0, {0}}, {L_Y, 0, {0}}, {L_MATMUL, 2, {0, 1}},
+                               {L_MATMUL, 2, {0, 1}}};
+    const int64_t outs2[] = {2, 3};
+    const tnode_t after2[] = {{L_X, 0, {0}}, {L_Y, 0, {0}}, {L_MATMUL, 2, {0, 1}}};
+    const int64_t aouts2[] = {2, 2}, map2[] = {0, 1, 3};
+    put_tgraph(&b, 4, before2, 2, outs2);
+    put_tgraph(&b, 3, after2, 2, aouts2);
+    put(&b, 1);
+    put(&b, 2);
+    put(&b, 2);
+    put_all(&b, map2, 3);
+    pass_len = b.n;
+    put(&b, 0); /* no label has an operator */
+    for (int i = 0; i < 4; i++) put(&b, -1);
+    put(&b, 1); /* CMerge */
+    fc_check(gh, ph, &b, pass_len, 0, -1, "a merge");
+    /* a merge is no rule: replacing with a node of another label is refused */
+    b.n = 0;
+    const tnode_t after3[] = {{L_X, 0, {0}}, {L_Y, 0, {0}}, {L_MMT, 2, {0, 1}}, {L_MATMUL, 2, {0, 1}}};
+    const int64_t aouts3[] = {2, 3}, map3[] = {0, 1, -1, 3};
+    put_tgraph(&b, 4, before2, 2, outs2);
+    put_tgraph(&b, 4, after3, 2, aouts3);
+    put(&b, 1);
+    put(&b, 2);
+    put(&b, 2);
+    put_all(&b, map3, 4);
+    pass_len = b.n;
+    put(&b, 0);
+    for (int i = 0; i < 4; i++) put(&b, -1);
+    put(&b, 1);
+    fc_check(gh, ph, &b, pass_len, PYPM_REJECT_TEMPLATE, 0, "a merge into an unequal node");
+  }
+
+  /* decoding: a bad certificate kind, a template node naming a later one,
+   * truncation at every length, trailing words; NULLs; bad handles */
+  b.n = 0;
+  fc_pass(&b, 4, good, good_outs, 3, 2, good_map);
+  pass_len = b.n;
+  fc_tables(&b, 3);
+  size_t cert_at = b.n;
+  fc_rule_cert(&b, 0, 1, L_MMT);
+  size_t full = b.n;
+  b.w[cert_at] = 7;
+  CHECK_RC(pypm_validate_firings(gh, ph, 0, b.w, b.n, &verdict, &where), PYPM_E_MALFORMED);
+  CHECK(contains(pypm_last_error(), "certificate kind"), "message names the certificate kind");
+  b.w[cert_at] = 0;
+  b.w[full - 1] = 5; /* the root argument: node 5 of a 1-node template */
+  CHECK_RC(pypm_validate_firings(gh, ph, 0, b.w, b.n, &verdict, &where), PYPM_E_MALFORMED);
+  CHECK(contains(pypm_last_error(), "not an earlier one"), "message names the template node");
+  b.w[full - 1] = 0;
+  for (size_t n = 0; n < full; n++)
+    CHECK_RC(pypm_validate_firings(gh, ph, 0, b.w, n, &verdict, &where), PYPM_E_MALFORMED);
+  put(&b, 0);
+  CHECK_RC(pypm_validate_firings(gh, ph, 0, b.w, b.n, &verdict, &where), PYPM_E_MALFORMED);
+  CHECK(contains(pypm_last_error(), "trailing"), "message names the trailing words");
+  b.n = full;
+  CHECK_RC(pypm_validate_firings(gh, ph, 0, b.w, b.n, &verdict, &where), PYPM_OK);
+  CHECK(verdict == 0, "the buffer restored is accepted");
+  /* a template whose shared nodes unfold to 2^40 nodes: refused up front */
+  b.n = cert_at;
+  {
+    int64_t head[] = {0, 0, 2, 0, 0, 1, 1, 40};
+    put_all(&b, head, sizeof head / sizeof head[0]);
+    for (int j = 0; j < 40; j++) {
+      put(&b, L_MMT);
+      put(&b, 2);
+      if (j == 0) {
+        int64_t a[] = {0, 0, 0, 1};
+        put_all(&b, a, 4);
+      } else {
+        int64_t a[] = {1, j - 1, 1, j - 1};
+        put_all(&b, a, 4);
+      }
+    }
+    put(&b, 1);
+    put(&b, 39);
+    CHECK_RC(pypm_validate_firings(gh, ph, 0, b.w, b.n, &verdict, &where), PYPM_E_MALFORMED);
+    CHECK(contains(pypm_last_error(), "unfolds to"), "message names the template's size");
+  }
+  b.n = cert_at;
+  fc_rule_cert(&b, 0, 1, L_MMT);
+  CHECK_RC(pypm_validate_firings(gh, ph, 0, NULL, b.n, &verdict, &where), PYPM_E_NULL);
+  CHECK_RC(pypm_validate_firings(gh, ph, 0, b.w, b.n, NULL, &where), PYPM_E_NULL);
+  CHECK_RC(pypm_validate_firings(gh, ph, 0, b.w, b.n, &verdict, NULL), PYPM_E_NULL);
+  CHECK_RC(pypm_validate_firings(ph, gh, 0, b.w, b.n, &verdict, &where), PYPM_E_BAD_HANDLE);
+  /* random corruption of single words: an error code or a verdict, never a crash */
+  uint64_t seed = 0x9e3779b97f4a7c15ULL;
+  for (int round = 0; round < 2000; round++) {
+    size_t i = (size_t)rng_below(&seed, full);
+    int64_t old = b.w[i];
+    b.w[i] = (int64_t)rng_below(&seed, 40) - 2;
+    int rc = pypm_validate_firings(gh, ph, 0, b.w, b.n, &verdict, &where);
+    CHECK(rc == PYPM_OK || rc == PYPM_E_MALFORMED, "corrupted word %zu: rc %d", i, rc);
+    b.w[i] = old;
+  }
+  CHECK_RC(pypm_release(gh), PYPM_OK);
+  CHECK_RC(pypm_release(ph), PYPM_OK);
+  wfree(&g);
+  wfree(&ps);
+  wfree(&b);
+}
+
 int main(int argc, char **argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 100000;
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1442,6 +1695,7 @@ int main(int argc, char **argv) {
   test_basics();
   test_extend();
   test_dominates();
+  test_certificates();
   test_full();
   test_errors();
   test_limits();

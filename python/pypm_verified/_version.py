@@ -13,7 +13,7 @@ import glob
 import hashlib
 import os
 import re
-from typing import Optional
+from typing import Optional, Tuple
 
 DIST_NAME = "pypm_verified"
 
@@ -73,6 +73,40 @@ def expected_build_id(root: str) -> str:
     return hashlib.sha256("".join(listing).encode("utf-8")).hexdigest()
 
 
+#: where a wheel's build records the build id of the sources it was built
+#: from (setup.py writes it; a checkout computes it from its sources instead)
+RECORDED_BUILD_ID = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lib", "BUILD_ID")
+
+
+def checkout_root() -> Optional[str]:
+    """The source checkout this package is in (editable install, ``make
+    venv``), or None (an installed wheel)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return root if os.path.isfile(os.path.join(root, "ocaml", "capi", "build_id.sh")) else None
+
+
+def package_build_id() -> Tuple[Optional[str], str]:
+    """``(build id, where it comes from)``: the build id the engine library
+    this package loads must carry. In a checkout, :func:`expected_build_id`
+    of its sources; in an installed wheel, the id its build recorded
+    (:data:`RECORDED_BUILD_ID`). The id is None when neither can be had;
+    the second item then says why."""
+    root = checkout_root()
+    if root is not None:
+        try:
+            return expected_build_id(root), f"the sources in {os.path.join(root, 'ocaml')}"
+        except FileNotFoundError as e:
+            return None, str(e)
+    try:
+        with open(RECORDED_BUILD_ID, encoding="ascii") as f:
+            recorded = f.read().strip()
+    except (OSError, UnicodeDecodeError) as e:
+        return None, f"no build id recorded with the package ({RECORDED_BUILD_ID}: {e})"
+    if not re.fullmatch(r"[0-9a-f]{64}", recorded):
+        return None, f"{RECORDED_BUILD_ID} does not hold a build id"
+    return recorded, f"recorded by the package's build in {RECORDED_BUILD_ID}"
+
+
 def version_info() -> dict:
     """``{"package", "engine_build_id", "coq", "library_path"}``: the package
     version; the build id and Coq version compiled into the verified engine
@@ -89,7 +123,8 @@ def version_info() -> dict:
     }
 
 
-__all__ = ["package_version", "build_id_sources", "expected_build_id", "version_info"]
+__all__ = ["package_version", "build_id_sources", "expected_build_id", "checkout_root",
+           "package_build_id", "version_info"]
 
 
 def _main(argv: Optional[list] = None) -> int:

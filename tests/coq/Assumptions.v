@@ -1,6 +1,6 @@
 (* Golden check (fiat-crypto style): the main theorems depend on no axiom.
    `make proofs` compares this file's output with assumptions.golden. *)
-From PyPM Require Import Declarative Values Interpreter Soundness Priority RootIndex Entry Fuel Multi Spec Dominates.
+From PyPM Require Import Declarative Values Interpreter Soundness Priority RootIndex Entry Fuel Multi Spec Dominates Certify.
 Print Assumptions match_weakening.
 Print Assumptions success_soundness.
 Print Assumptions failure_soundness.
@@ -150,3 +150,17 @@ Print Assumptions spec_rewrite_denote.
 Print Assumptions spec_validate_rewrite_sound.
 Print Assumptions spec_validate_rewrite_renaming.
 Print Assumptions spec_validate_rewrite_replace.
+(* the remaining entry points the C API calls (Spec.v) *)
+Print Assumptions spec_set_match_all_fold_correct.
+Print Assumptions spec_set_candidates_correct.
+Print Assumptions spec_dom_result.
+Print Assumptions spec_dom_all_correct.
+Print Assumptions spec_value_ok_iff.
+Print Assumptions spec_eval_expr_value_ok.
+Print Assumptions spec_guard_arith_in_range.
+Print Assumptions spec_bounds_value_ok.
+(* firing certificates (Certify.v) *)
+Print Assumptions validate_firings_sound.
+Print Assumptions rewrite_preserves.
+Print Assumptions spec_validate_firings_sound.
+Print Assumptions spec_rewrite_preserves.

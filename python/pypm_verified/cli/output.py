@@ -143,6 +143,18 @@ def why_not_fired(report, pattern: str, rule: str) -> str:
     return f"{top} (+{others} other reason{'s' if others > 1 else ''}, see --report)"
 
 
+def validation_cell(report):
+    """The summary's "validation" cell: "validated (N passes)" in green, or
+    "not validated: REASON" in red (a bypass is never silent)."""
+    v = getattr(report, "validation", None)
+    if v is None:
+        text = cell("not validated: no validation was recorded", "bold red")
+    else:
+        text = cell(str(v), "green" if v.validated else "bold red")
+    text.overflow = "fold"  # a long path in the reason is wrapped, never cut
+    return text
+
+
 def _table(console, report, numerics, timings, out_path, target_line, note, sizes=(),
            fired_line: str = ""):
     """The rewrite's tables: each pattern and rule (matches, firings, why
@@ -182,6 +194,7 @@ def _table(console, report, numerics, timings, out_path, target_line, note, size
     row("iterations", f"{report.iterations}" + ("  (cap reached: not a fixpoint)"
                                                 if report.cap_hit else ""))
     row("engine", report.engine)
+    row("validation", validation_cell(report))
     row("target", target_line)
     row("matcher time / rewrite time",
         f"{report.match_s * 1e3:.1f} ms / {report.total_s * 1e3:.1f} ms "

@@ -11,7 +11,7 @@ from typing import Dict, Optional, Tuple
 
 from .checks import (_same, check_engine_library, check_html, check_imports, check_model_path,
                      check_patterns, check_rules, check_writable, load_program,
-                     load_rule_spec, read_example_inputs)
+                     load_rule_specs, read_example_inputs)
 from .exitcodes import EXIT_NUMERICS, EXIT_OK, RuleFailure, UsageError, exit_code_table
 from .logs import log
 from .output import (_first_line, _table, load_hint, rich_console, say, status_line, write_html,
@@ -65,7 +65,9 @@ rule library (--rules NAME, repeatable; default: all, in this order):
   transpose  matmul(x, y.T), y 2-D (paper Fig.1)  -> aten.linear
   epilogue   linear + relu/gelu/silu              -> pypm.linear_act (fused GEMM)
 also by name, not in the default: {extra_modules}
---rules also takes a module path or a .py file defining @pm.pattern/@pm.rule.
+--rules also takes a module path or a .py file defining @pm.pattern/@pm.rule,
+and `library` for the whole default library: --rules library --rules mine.py
+is the library and your rules (without `library`, yours alone).
 
 loading the output: `import pypm_verified as pm; ep = pm.load(path)` registers
 what the file needs (pypm.linear_act from pypm_verified.torch.kernels, model
@@ -84,7 +86,7 @@ unregistered is exit 2, naming it.
 PYPM_TRACEBACK=1 prints the traceback behind an error.
 
 example:
-  python examples/models.py bert -o bert.pt2
+  python -m pypm_verified example bert -o bert.pt2
   python -m pypm_verified rewrite bert.pt2 -o bert.fast.pt2 --report report.json
 """
 
@@ -106,7 +108,9 @@ def _configure_rewrite(sub) -> None:
     rw.add_argument("--engine", choices=("verified", "reference"), default="verified",
                     help="matcher: the Coq-extracted one (default) or the Python reference")
     rw.add_argument("--rules", action="append", metavar="MODULE_OR_FILE",
-                    help="rules to apply (repeatable; default: the whole library)")
+                    help="rules to apply (repeatable, tried in the order given; default: the "
+                    "whole library, which 'library' names: --rules library --rules mine.py "
+                    "adds yours to it)")
     rw.add_argument("--ignore-profitability", action="store_true",
                     help="let every rule fire where its other guards hold, whatever the "
                     "measured profitability table says for --target (to see what would fire)")
@@ -127,6 +131,9 @@ def _configure_rewrite(sub) -> None:
                     help="beam/astar: time limit of the search")
     rw.add_argument("--report", metavar="FILE", help="write the report as JSON (atomically); "
                     "'-': on stdout, alone (the tables and results then go to stderr)")
+    rw.add_argument("--markdown", metavar="R.md", help="write the report as Markdown "
+                    "(atomically): whether the rewrite was validated, the counts, each "
+                    "pattern and rule")
     _html_options(rw, "the graph before and after, each match drawn on it (fired in its "
                   "rule's colour, declined dashed, with the reasons), node details on hover")
     rw.add_argument("--random-runs", type=_int_at_least(0, "negative"), default=2, metavar="N",
@@ -306,6 +313,9 @@ def _rewrite(args, state: dict) -> int:
             status.update("checking numerics")
             t2 = time.perf_counter()
             _check_numerics(args, prog, res)
+            if res.numerics is not None and not res.numerics.ok:
+                status.update("finding the firings the mismatch comes from")
+                _blame(args, prog, res, patterns, target)
             timings["check"] = time.perf_counter() - t2
         numerics = res.numerics
         bench = None
@@ -330,7 +340,10 @@ def _rewrite(args, state: dict) -> int:
                 log.warning("%s", line[len("warning: "):])
             else:
                 say(args, line)
-    say(args, _result_line(args, res, fired, changed, numerics, wrote))
+    say(args, _result_line(args, res, fired, changed, numerics, wrote)
+        + _bypass_note(res.report))
+    if _declined_note(res.report):
+        say(args, _declined_note(res.report))
     if args.report:
         rep = {"model": args.model, "kind": prog.kind, "output": wrote, "target_reason": why,
                "fired": fired, "changed": changed,
@@ -341,6 +354,8 @@ def _rewrite(args, state: dict) -> int:
                "dynamic_sizes_checked": list(res.other_sizes),
                "timings_s": timings, "benchmark": bench}
         _write_report(args, state, rep, wrote)
+    if args.markdown:
+        _write_markdown(args, state, res.report, wrote)
     if dot:
         _write_html(args, state, dot, prog, res, recorder, wrote)
     return _verdict(args, numerics, wrote)
@@ -364,8 +379,14 @@ def _check_paths(args) -> Tuple[Optional[str], Optional[str]]:
             raise UsageError(f"--report {args.report}: is also the output (-o)")
         if args.report != "-":
             check_writable(args.report, "--report")
+    if args.markdown:
+        for other, what in ((args.model, "the input MODEL"), (out_path, "the output (-o)"),
+                            (args.report, "the --report")):
+            if other and other != "-" and _same(args.markdown, other):
+                raise UsageError(f"--markdown {args.markdown}: is also {what}")
+        check_writable(args.markdown, "--markdown")
     dot = check_html(args, (args.model, "input MODEL"), (out_path, "output (-o)"),
-                     (args.report, "--report"))
+                     (args.report, "--report"), (args.markdown, "--markdown"))
     _check_search_options(args)
     check_imports(args.imports)
     check_engine_library(args.engine)
@@ -399,7 +420,7 @@ def _load_patterns(args) -> list:
     touched (:func:`.checks.check_patterns`, :func:`.checks.check_rules`)."""
     from ..library import default_patterns
     if args.rules:
-        patterns = [p for spec in args.rules for p in load_rule_spec(spec)]
+        patterns = load_rule_specs(args.rules)
     else:
         patterns = default_patterns()
     check_patterns(patterns, args.engine)
@@ -465,6 +486,26 @@ def _check_numerics(args, prog, res) -> None:
     except Exception as e:  # noqa: BLE001
         raise RuleFailure("the rewritten program fails to run on the example inputs: "
                           f"{type(e).__name__}: {_first_line(e)}") from None
+
+
+def _blame(args, prog, res, patterns, target) -> None:
+    """On a numerics mismatch: ``res.numerics.blame``, the firings it comes
+    from (:func:`pypm_verified.torch.check.blame`: bisected over the
+    firings, each subset re-applied and run with torch on the inputs that
+    failed), with their rules' files and lines."""
+    from ..torch.check import blame
+    from ..engines.matching import fuel_limit
+    try:
+        with fuel_limit(args.fuel):
+            b = blame(prog, patterns, [(r, o) for r, o, _ in res.report.rewrites],
+                      runs=res.numerics.failed_runs, engine=args.engine, target=target,
+                      check_profitability=not args.ignore_profitability,
+                      max_iterations=args.max_iterations)
+    except Exception as e:  # noqa: BLE001 -- a diagnosis: never in the way of the verdict
+        res.numerics.blame = [f"the firings could not be bisected: {type(e).__name__}: "
+                              f"{_first_line(e)}"]
+        return
+    res.numerics.blame = b.lines()
 
 
 def _memory_limit(args) -> Optional[int]:
@@ -555,6 +596,22 @@ def _result_line(args, res, fired: bool, changed: bool, numerics, wrote) -> str:
             "the re-exported program anyway)")
 
 
+def _declined_note(report) -> str:
+    """The line after the result line when a pattern matched and its rules
+    all declined there ("matched, declined: Attention x1 (sdpa: REASON)";
+    shown with ``-q`` too); "" when every match fired."""
+    d = report.declined_summary()
+    return f"matched, declined: {d}" if d else ""
+
+
+def _bypass_note(report) -> str:
+    """What the result line adds when the rewrite was not validated
+    ("; not validated: REASON"; shown with ``-q`` too); "" when it was (the
+    summary's "validation" row says "validated (N passes)")."""
+    v = report.validation
+    return "" if v.validated else f"; {v}"
+
+
 def _write_report(args, state: dict, rep: dict, wrote) -> None:
     """``--report``: the JSON, atomically (``-``: on stdout)."""
     if args.report == "-":
@@ -567,6 +624,19 @@ def _write_report(args, state: dict, rep: dict, wrote) -> None:
         raise UsageError(f"--report {args.report}: cannot write it: {e.strerror or e}"
                          + (f" ({wrote} was written)" if wrote else "")) from None
     state["written"].append(args.report)
+
+
+def _write_markdown(args, state: dict, report, wrote) -> None:
+    """``--markdown``: :meth:`RewriteReport.markdown`, atomically, made
+    inert (names from a rules file are shown, never run by a terminal)."""
+    from .text import printable
+    text = printable(report.markdown(f"rewrite {os.path.basename(args.model)}"), lines=True)
+    try:
+        write_text_atomic(text, args.markdown)
+    except OSError as e:
+        raise UsageError(f"--markdown {args.markdown}: cannot write it: {e.strerror or e}"
+                         + (f" ({wrote} was written)" if wrote else "")) from None
+    state["written"].append(args.markdown)
 
 
 def _write_html(args, state: dict, dot, prog, res, recorder, wrote) -> None:
@@ -584,6 +654,8 @@ def _verdict(args, numerics, wrote) -> int:
     if numerics is not None and not numerics.ok:
         for msg in numerics.failures[:5]:
             log.error("numerics: %s", msg, extra={"plain": True})
+        for msg in numerics.blame:
+            log.error("blame: %s", msg, extra={"plain": True})
         if args.force and wrote:
             log.warning("numerics check failed; wrote the output anyway (--force)")
             return EXIT_OK

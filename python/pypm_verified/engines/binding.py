@@ -3,7 +3,9 @@
 The library is found through the environment variable ``PYPM_VERIFIED_LIB``,
 else at ``python/pypm_verified/_lib/libpypm_verified.so`` (built by
 ``make lib``); it must read the format version this package writes
-(``serialize.VERSION``). Graph and pattern-set handles are cached on the
+(``serialize.VERSION``) and carry the build id the package expects (the id
+of the sources it was built from: :func:`open_library`, override
+``PYPM_ALLOW_BUILD_MISMATCH=1``). Graph and pattern-set handles are cached on the
 Graph / Pattern objects (released by a weakref finalizer when those die),
 so matching in a loop does not re-encode anything.
 
@@ -63,6 +65,11 @@ CDEF = """
 #define PYPM_REJECT_ARG               6
 #define PYPM_REJECT_OUTPUT            7
 #define PYPM_REJECT_DEAD              8
+#define PYPM_REJECT_AGREE             9
+#define PYPM_REJECT_CERTS             10
+#define PYPM_REJECT_MATCH             11
+#define PYPM_REJECT_SUBST             12
+#define PYPM_REJECT_TEMPLATE          13
 
 int64_t pypm_format_version(void);
 const char *pypm_build_id(void);
@@ -85,6 +92,8 @@ int pypm_result_read(int64_t result, int64_t *out, size_t out_cap);
 int pypm_candidates(int64_t patterns, int64_t symbol, int64_t *out, size_t out_cap,
                     size_t *out_len);
 int pypm_validate_rewrite(const int64_t *buf, size_t len, int64_t *verdict, int64_t *where);
+int pypm_validate_firings(int64_t graph, int64_t patterns, int64_t fuel, const int64_t *buf,
+                          size_t len, int64_t *verdict, int64_t *where);
 const char *pypm_error_name(int code);
 const char *pypm_last_error(void);
 """
@@ -152,7 +161,11 @@ def library_path() -> str:
 
 def open_library():
     """The loaded library; raises :class:`EngineUnavailable` if it is missing,
-    cannot be loaded, or reads another format version."""
+    cannot be loaded, or reads another format version, and
+    :class:`BuildIdMismatch` (one) if its build id is not the package's
+    (:func:`pypm_verified._version.package_build_id`) unless
+    ``PYPM_ALLOW_BUILD_MISMATCH=1`` (:func:`build_id_mismatch` then says
+    why, and rewrites are reported as not validated)."""
     path = library_path()
     lib = _libs.get(path)
     if lib is not None:
@@ -182,8 +195,62 @@ def open_library():
                     getattr(lib, name)
                 except AttributeError:
                     pass  # a function an older library lacks (pypm_build_id)
+            mismatch = _build_id_mismatch(lib, path)
+            if mismatch is not None:
+                if not allow_build_mismatch():
+                    _refused[path] = lib
+                    raise BuildIdMismatch(
+                        f"{mismatch}; rebuild it with `make lib` (or install the wheel's own "
+                        f"library), or set {ALLOW_MISMATCH_VAR}=1 to use it anyway: every "
+                        "rewrite is then reported as not validated")
+                _mismatches[path] = mismatch
         _libs[path] = lib
         return lib
+
+
+#: set to 1 to use a library whose build id is not the package's (every
+#: rewrite's report then says "not validated: build id mismatch")
+ALLOW_MISMATCH_VAR = "PYPM_ALLOW_BUILD_MISMATCH"
+_mismatches = {}  # path -> why its library's build id is not the package's (loaded anyway)
+_refused = {}  # path -> a library refused for its build id (its ids stay readable)
+
+
+class BuildIdMismatch(EngineUnavailable):
+    """The engine library's build id is not the one this package expects
+    (:func:`pypm_verified._version.package_build_id`): it was built from
+    other sources than the ones the package (and its proofs) come from."""
+
+
+def allow_build_mismatch() -> bool:
+    """Whether ``PYPM_ALLOW_BUILD_MISMATCH`` (1, true, yes, on) lets a
+    library with another build id load."""
+    return os.environ.get(ALLOW_MISMATCH_VAR, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _build_id_mismatch(lib, path: str) -> Optional[str]:
+    """Why ``lib``'s build id is not the package's, or None when it is."""
+    from .._version import package_build_id
+    expected, source = package_build_id()
+    try:
+        got = _text(lib.pypm_build_id())
+    except AttributeError:
+        got = ""
+    if not got:
+        return f"{path} carries no build id (built before the library had one)"
+    if expected is None:
+        return (f"{path} has build id {got}, and the build id this package expects is "
+                f"unknown: {source}")
+    if got != expected:
+        return (f"{path} has build id {got}, this package expects {expected} (from "
+                f"{source})")
+    return None
+
+
+def build_id_mismatch() -> Optional[str]:
+    """Why the loaded library's build id is not the package's when it was
+    loaded anyway (``PYPM_ALLOW_BUILD_MISMATCH=1``), else None. Does not
+    load the library."""
+    return _mismatches.get(library_path())
 
 
 def current_library():
@@ -204,11 +271,17 @@ def available() -> bool:
 def build_info() -> Optional[Tuple[str, str]]:
     """``(build_id, coq_version)`` compiled into the library (see
     :mod:`pypm_verified._version`), or None if it cannot be loaded or was
-    built before the library carried them. Does not start the OCaml runtime."""
+    built before the library carried them; a library refused for its build id
+    (:class:`BuildIdMismatch`) is read too. Does not start the OCaml runtime."""
     try:
         lib = open_library()
+    except BuildIdMismatch:
+        lib = _refused.get(library_path())  # refused, but what it carries is shown
+    except EngineUnavailable:
+        return None
+    try:
         return _text(lib.pypm_build_id()), _text(lib.pypm_coq_version())
-    except (EngineUnavailable, AttributeError):
+    except AttributeError:
         return None
 
 
@@ -492,6 +565,12 @@ REJECT_NODE = 5
 REJECT_ARG = 6
 REJECT_OUTPUT = 7
 REJECT_DEAD = 8
+# The further verdicts of validate_firings (certificates).
+REJECT_AGREE = 9
+REJECT_CERTS = 10
+REJECT_MATCH = 11
+REJECT_SUBST = 12
+REJECT_TEMPLATE = 13
 
 
 def validate_rewrite(words) -> Tuple[int, int]:
@@ -519,4 +598,38 @@ def validate_rewrite(words) -> Tuple[int, int]:
     cbuf = ffi.from_buffer("int64_t[]", buf) if len(buf) else ffi.new("int64_t[1]")
     check(lib, lib.pypm_validate_rewrite(cbuf, len(buf), verdict, where),
           "pypm_validate_rewrite")
+    return verdict[0], where[0]
+
+
+def _words(lib, words, what: str, call: str) -> array:
+    if isinstance(words, array) and words.typecode == "q":
+        return words
+    try:
+        return array("q", words)
+    except OverflowError as e:
+        raise EngineError(lib.PYPM_E_MALFORMED, "PYPM_E_MALFORMED",
+                          f"{what}: a word is outside int64 ({e})", call) from None
+
+
+def validate_firings(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], words,
+                     fuel: Optional[int] = None, owner=None) -> Tuple[int, int]:
+    """Run ``pypm_validate_firings`` (``Certify.validate_firings``) on a
+    firing-certificate buffer (docs/internals/format.md, "Firing
+    certificates") against the matcher's ``graph`` and the pattern set
+    ``(defs, roots)`` the certificates' pattern indices name: ``(0, -1)``
+    when the pass is one :func:`validate_rewrite` accepts and each firing is
+    a proved match of its pattern replaced by its template, else
+    ``(reason, where)`` with ``reason`` one of the ``REJECT_*`` codes
+    (``where``: the firing, for ``REJECT_MATCH``, ``REJECT_SUBST`` and
+    ``REJECT_TEMPLATE``). Raises :class:`EngineError` (``PYPM_E_MALFORMED``)
+    when the buffer does not parse."""
+    lib = open_library()
+    gh = graph_handle(lib, graph)
+    ph = pattern_set_handle(lib, defs, roots, owner)
+    buf = _words(lib, words, "firing-certificate buffer", "pypm_validate_firings")
+    verdict = ffi.new("int64_t *")
+    where = ffi.new("int64_t *")
+    cbuf = ffi.from_buffer("int64_t[]", buf) if len(buf) else ffi.new("int64_t[1]")
+    check(lib, lib.pypm_validate_firings(gh.value, ph.value, fuel or 0, cbuf, len(buf), verdict,
+                                         where), "pypm_validate_firings")
     return verdict[0], where[0]

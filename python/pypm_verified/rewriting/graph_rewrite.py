@@ -15,7 +15,7 @@ from ..engines.dominates import graph_users
 from ..engines.matching import check_engine, match_all
 from ..errors import PatternError
 from . import interior, validate
-from .report import RewriteReport
+from .report import RewriteReport, validation_status
 from ..core.graph import Graph, Node
 
 
@@ -41,7 +41,9 @@ def rewrite(graph, patterns: Sequence[Pattern], engine: str = "verified",
     count). Passes repeat until one fires nothing, at most
     ``max_iterations`` times. Each firing is checked by the verified
     rewrite validator (:mod:`.validate`; a rejection raises
-    :class:`~.validate.RewriteRejected`). A graph without designated
+    :class:`~.validate.RewriteRejected`); the report's ``validation`` says
+    "validated (N firings)", or "not validated: REASON" when the check did
+    not run (``PYPM_VALIDATE=0``, no engine library). A graph without designated
     outputs gets its current sinks (nodes no node uses) as outputs. Raises
     OutOfFuel like
     :func:`match_all`. For each match where no rule fired, the report
@@ -81,6 +83,7 @@ def rewrite(graph, patterns: Sequence[Pattern], engine: str = "verified",
     report = RewriteReport(engine=engine)
     if not active or not graph.nodes:
         report.iterations = 1
+        report.validation = validation_status(validate.term_checker(graph), "firing")
         return report
     checker = validate.term_checker(graph)  # each firing validated (None: turned off)
     while report.iterations < max_iterations:
@@ -123,7 +126,10 @@ def rewrite(graph, patterns: Sequence[Pattern], engine: str = "verified",
                 graph.replace(root, new)
                 report.record_firing(rule.name, root, new)
                 if checker is not None:
-                    checker.fired(report.iterations, rule.name, root, new)
+                    # the rule's claim (its pattern, the match, its body's
+                    # replacement as a template), checked against the proved matcher
+                    checker.fired(report.iterations, rule.name, root, new,
+                                  validate.certificate_for(rule, pattern, m, graph))
                 fired = True
                 live = {n.id for n in graph.live()}
                 uses = None
@@ -132,6 +138,8 @@ def rewrite(graph, patterns: Sequence[Pattern], engine: str = "verified",
             if declined is not None:
                 report.record_unfired(pattern.name, declined)
         if not fired:
-            return report
-    report.cap_hit = True
+            break
+    else:
+        report.cap_hit = True
+    report.validation = validation_status(checker, "firing")  # validated, or why not
     return report

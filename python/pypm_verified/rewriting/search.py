@@ -80,6 +80,7 @@ from ..core.graph import Graph, Node
 from ..dsl.patterns import Pattern
 from ..engines.matching import PatternSet, check_engine
 from ..errors import PatternError
+from .report import TERM_SEARCH, Validation
 
 STRATEGIES = ("greedy", "beam", "astar", "exhaustive")
 HEURISTICS = ("cost", "zero")
@@ -104,7 +105,10 @@ class SearchResult:
     ``budget_hit`` (a budget cut the search short), ``exhausted`` (every
     state within ``max_depth`` was expanded or pruned by an admissible
     bound: the answer is then the optimum); ``best_at`` (expansions done
-    when the answer was first reached)."""
+    when the answer was first reached); ``validation``: "not validated:
+    term-graph search is not validated" (the rewrite validator does not
+    check the search's steps; :mod:`pypm_verified.torch.search` searches
+    through the validated driver instead)."""
 
     strategy: str
     graph: Graph
@@ -118,6 +122,7 @@ class SearchResult:
     budget_hit: bool = False
     exhausted: bool = False
     best_at: int = 0
+    validation: Validation = TERM_SEARCH
 
     def outputs(self) -> List[Node]:
         return [self.graph.nodes[i] for i in self.state]
@@ -125,7 +130,8 @@ class SearchResult:
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in (
             "strategy", "cost", "start_cost", "expanded", "generated", "seconds",
-            "budget_hit", "exhausted", "best_at")} | {"steps": [list(s) for s in self.steps]}
+            "budget_hit", "exhausted", "best_at")} | {"steps": [list(s) for s in self.steps],
+                                                      "validation": self.validation.as_dict()}
 
 
 class SearchSpace:

@@ -43,9 +43,10 @@ from .. import core
 from ..core.graph import TensorShape
 from ..dsl.patterns import Pattern
 from ..dsl.rules import short_path
+from ..dsl.symbolic import TensorCode
 from ..engines.matching import PatternSet, check_engine
 from ..errors import PatternError, RewriteWarning
-from ..rewriting.report import RewriteReport
+from ..rewriting.report import RewriteReport, validation_status
 from . import dynamic, profitability
 from .importer import TermGraph, is_list_op, is_pure
 
@@ -140,8 +141,10 @@ class RuleContext:
                 + ("" if self.check_profitability else ", check_profitability=False") + ")")
 
 
-class Value:
-    """A bound value in a rule body: an FX value or a constant.
+class Value(TensorCode):
+    """A bound value in a rule body: an FX value or a constant. It behaves
+    as a tensor (:class:`~pypm_verified.dsl.symbolic.TensorCode`): ``torch.*``
+    functions, operators and Tensor methods on it build ATen nodes.
 
     ``fx`` (the FX node, None for constants), ``is_const``, ``value`` (the
     constant's Python/torch value; for a list argument with FX elements, such
@@ -239,6 +242,9 @@ class _Builder:
         self._lend = _ownable_val(root, driver.fake_mode) if take_root_val else None
         self._lent_meta = None
         self.holder: Optional[fx.Node] = None  # the node given the root's fake tensor
+        # the rule's operator calls, (operator, arguments as given, result), when
+        # the rewrite validator records the replacement's template
+        self.trace: Optional[list] = None
 
     def _fx_arg(self, a):
         if isinstance(a, Value):
@@ -286,7 +292,10 @@ class _Builder:
         kept = self.driver.tg.add(node)  # hash-consing may keep an equal earlier node
         if kept is node:
             self.created.append(node)
-        return self.driver.value(kept)
+        v = self.driver.value(kept)
+        if self.trace is not None:  # what the rule asked for
+            self.trace.append((op, args, v))
+        return v
 
     def settle(self, replacement: Optional[fx.Node]) -> None:
         """After the firing (``replacement``: the root's replacement, None if
@@ -568,6 +577,8 @@ class Driver:
         return self.value(node)
 
     user_inputs: frozenset = frozenset()
+    validation = None  # the rewrite validator of the run (rewriting/validate.py), or None
+    _matching = None  # (pattern index, match, root, values) of the rules being tried
 
     def _try(self, node: fx.Node) -> Optional[List[fx.Node]]:
         """Try every pattern at ``node``; the nodes a firing changed, or None."""
@@ -650,6 +661,8 @@ class Driver:
         order = {n: i for i, n in enumerate(self.gm.graph.nodes)}
         first = min(roots, key=order.__getitem__)
         b = _Builder(self, first, rule)
+        if self.validation is not None:  # checked in a segment of its own
+            self.validation.before_multi()
         ctx = self.context
         ctx.refusals.clear()
 
@@ -698,6 +711,9 @@ class Driver:
             root.replace_all_uses_with(v.fx, delete_user_cb=lambda u: u not in created)
             self.renamed[root.name] = v.fx
             self.firings.append((rule.name, root, v.fx))
+        checker = getattr(self, "validation", None)
+        if checker is not None:
+            checker.fired_multi(rule.name, roots)
         self.report.record_firing(rule.name, roots[0].name, out[0].fx.name)
         done = [n for n in b.created if n.graph is self.gm.graph and n in self.tg.term]
         self._dce(roots)
@@ -720,6 +736,7 @@ class Driver:
                 continue
             values = {k: self.bound_value(t) for k, t in m.bindings.items()}
             values.update(m.functions)
+            self._matching = (i, m, node, values)  # the rewrite validator's certificate
             declined: List[Tuple[str, str]] = []
             illegal = {}  # interior policy -> refusal (legality.py), computed on demand
             for rule in pattern.rules:
@@ -765,6 +782,9 @@ class Driver:
         if declined is None:
             declined = []
         b = _Builder(self, root, rule, take_root_val=True)
+        checker = getattr(self, "validation", None)
+        if checker is not None:  # the match, read in the graph the validator checks
+            b.trace = checker.attempt(root)
         ctx = self.context
         ctx.refusals.clear()
 
@@ -819,6 +839,8 @@ class Driver:
         root.replace_all_uses_with(new, delete_user_cb=lambda u: u is not new)
         self.renamed[root.name] = new
         self.firings.append((rule.name, root, new))
+        if checker is not None:  # its certificate: the match and the template it built
+            checker.fired(rule.name, root, out, b.trace, values)
         self.report.record_firing(rule.name, root.name, new.name)
         created = [n for n in b.created if n.graph is self.gm.graph and n in self.tg.term]
         self._dce([root])
@@ -955,6 +977,8 @@ class Driver:
             self.gm.recompile()
         self.report.nodes_after = count_calls(g)
         self.report.total_s = time.perf_counter() - t_start
+        # validated (passes checked), or why not: never a silent bypass
+        self.report.validation = validation_status(checker, "pass")
         return self.report
 
 

@@ -532,7 +532,9 @@ def rewrite_page(before_ep, after_ep, report, recorder: Recorder, title: str = "
     """``(html, stats)``: the report page of a rewrite of ``before_ep`` into
     ``after_ep`` (ExportedPrograms; ``report`` the driver's
     :class:`~pypm_verified.rewriting.report.RewriteReport`, ``recorder`` the
-    observer it ran with). ``info``: extra summary rows. ``stats``: nodes
+    observer it ran with). The page says whether the rewrite was validated
+    (``report.validation``: "validated (N passes)", or "not validated:
+    REASON" in red). ``info``: extra summary rows. ``stats``: nodes
     drawn, layers collapsed, ``dot`` seconds and SVG bytes per graph."""
     dot = dot or find_dot()
     events = recorder.events
@@ -587,8 +589,12 @@ def rewrite_page(before_ep, after_ep, report, recorder: Recorder, title: str = "
             break
     data = {"kind": "rewrite", "events": [e.as_dict() for e in events], "nodes": nodes,
             "focus": focus, "stats": stats, "colors": colors.table()}
+    validation = getattr(report, "validation", None)  # validated, or why not: always shown
     return _page("rewrite.html.j2", title, panels, data, facts=" · ".join(facts),
-                 summary=summary, legend=legend), stats
+                 summary=summary, legend=legend,
+                 validation={"ok": bool(validation and validation.validated),
+                             "text": str(validation) if validation is not None else
+                             "not validated: no validation was recorded"}), stats
 
 
 def explain_page(ep, pattern_name: str, matches: Sequence[MatchEvent],
