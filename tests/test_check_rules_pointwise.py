@@ -340,9 +340,14 @@ def test_wrong_pointwise_rules_are_refuted(wrong, name):
 def test_a_difference_the_instances_miss_is_reported_with_its_counterexample(wrong):
     """clamp(x, -1e4, 1e4) -> x: the instances (normal, or scaled by 100) never leave it and
     agree; the symbolic check's counterexample (z3's value outside it) is in
-    the result, its JSON and Markdown, and torch confirms it here."""
+    the result, its JSON and Markdown, and torch confirms it here. Replayed
+    on the rule (matched and rewritten at those sizes and values), it
+    refutes the rule (it was "tested", exit 0, with the difference only in
+    the symbolic summary)."""
     r = wrong["wide_clamp_as_identity"]
-    assert r.status == "tested" and r.counterexample is None
+    assert r.status == "refuted" and r.counterexample is not None
+    assert "symbolic check found inputs where the rule fires" in r.reason
+    assert any(abs(v) > 1e4 for vs in r.counterexample.values.values() for v in vs)
     sym = r.symbolic
     assert sym["differs"] and len(sym["counterexamples"]) == len(sym["differs"])
     for c in sym["counterexamples"]:

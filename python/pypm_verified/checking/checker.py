@@ -30,8 +30,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from ..engines import binding
-from .evaluate import (TOLERANCE_RULE, Outcome, RuleRunner, StructureProof, flat_axes,
-                       input_tensors, shrink, tolerance_of)
+from .evaluate import (COUNTEREXAMPLES, TOLERANCE_RULE, Outcome, RuleRunner, StructureProof,
+                       build, flat_axes, input_tensors, shrink, tolerance_of)
+from .gradients import GRADIENT_INSTANCES, comparable, gradient_problem
 from .guards import check_guards
 from .hints import rule_hints
 from .instances import (READ_KINDS, VALUE_MIXES, GenerationFailed, Instance,
@@ -316,6 +317,7 @@ def check_rule_instances(pattern, rule, examples: int = FULL["examples"], seed: 
     space = _Space(gen)
     cex, reason = None, ""
     fails_in_a_row = 0
+    agreed: List[Instance] = []  # the first ones: a rule declared differentiable's gradients
     base = os.path.basename(rule.fn.__code__.co_filename) if hasattr(rule, "fn") else "?"
     # while an axis the pattern reads is degenerate (size 1, or constant
     # inputs along it) in more than a quarter of the instances fired on that
@@ -367,6 +369,8 @@ def check_rule_instances(pattern, rule, examples: int = FULL["examples"], seed: 
             if o.detail:
                 counts["more_precise"] += 1
             space.add(inst, runner.last_inputs, o)
+            if len(agreed) < GRADIENT_INSTANCES and comparable(runner.last_inputs):
+                agreed.append(inst)
     fired = counts["fired"]
     flat = space.degenerate() if cex is None and fired else {}
     if cex is not None:
@@ -391,6 +395,10 @@ def check_rule_instances(pattern, rule, examples: int = FULL["examples"], seed: 
         if fired < examples:
             reason = (f"only {fired} of the {examples} wanted instances fired within "
                       f"{counts['generated']} drawn")
+    if status in ("tested", "degenerate") and getattr(rule, "differentiable", None) is True:
+        why = gradient_problem(pattern, rule, engine, agreed, seed)  # the declaration checked
+        if why is not None:
+            status, reason = "refuted", why
     prove = symbolic and status in ("tested", "degenerate")
     structures = [Structure(k, tuple(v.values())) for k, v in runner.pending.items()] \
         if prove else []
@@ -449,8 +457,65 @@ def prove_structure(pattern, rule, engine: str, structure: Structure) -> Structu
                                f"{o.detail!r}, not to that structure")
         if sp.free.status not in ("differs", "unknown"):
             break  # proved for every size (or unsupported): no size pattern needed
+    for p in [sp.free, *sp.like.values()]:
+        if p.status == "differs" and p.counterexample is not None:
+            sp.replayed = replay_counterexample(pattern, rule, engine, structure, p.counterexample)
+            if sp.replayed is not None:
+                break
     sp.seconds = time.perf_counter() - t0
     return sp
+
+
+def replay_counterexample(pattern, rule, engine: str, structure: Structure,
+                          cex: dict) -> Optional[Counterexample]:
+    """A difference the symbolic check confirmed with torch on the
+    structure's expressions, replayed on the rule: the structure's first
+    instance at the counterexample's sizes, its inputs set to the
+    counterexample's values (in the instance's dtypes), matched and
+    rewritten by the rule as in the search. The report's counterexample
+    when the rule fires there and the results differ beyond the tolerance;
+    None when the sizes do not fit the instance, or the rule declines them
+    (its guards are Python and may rule those sizes out), or they agree."""
+    inst = load_instance(pattern, structure.instances[0])
+    given = {i["name"]: i for i in cex.get("inputs", ())}
+    sizes = dict(inst.sizes)
+    fixed: Dict[int, int] = {}
+    for lf in inst.leaves:
+        if lf.kind != "tensor" or lf.shape is None or lf.name not in given:
+            continue
+        shape = given[lf.name].get("shape")
+        if shape is None or len(shape) != len(lf.shape):
+            return None
+        for d, n in zip(lf.shape, shape):
+            r = d.find()
+            if r.value is not None:
+                if r.value != n:
+                    return None
+                continue
+            if fixed.get(id(r), n) != n:
+                return None
+            fixed[id(r)] = n
+            sizes[r] = int(n)
+    inst = inst.with_sizes(sizes)
+    try:
+        b = build(inst)
+    except Exception:  # noqa: BLE001 -- torch rejects the instance at these sizes
+        return None
+    names = [n.name for n in b.gm.graph.nodes if n.op == "placeholder"]
+    inputs = []
+    for name, t in zip(names, b.inputs):
+        v = given.get(name)
+        if v is None or v.get("values") is None or list(t.shape) != list(v["shape"]):
+            return None
+        inputs.append(torch.tensor(v["values"], dtype=torch.float64)
+                      .reshape(t.shape).to(t.dtype))
+    b = replace(b, inputs=inputs)
+    runner = RuleRunner(pattern, rule, engine, symbolic=False)
+    o = runner.run(inst, b, prove=False)
+    if o.kind not in COUNTEREXAMPLES:
+        return None
+    gen = InstanceGenerator(pattern, rule_hints(rule), seed="replay")
+    return make_counterexample(inst, o, gen, runner)
 
 
 def finish_rule(phase: InstancePhase, proofs: Sequence[StructureProof]) -> RuleResult:
@@ -467,8 +532,16 @@ def finish_rule(phase: InstancePhase, proofs: Sequence[StructureProof]) -> RuleR
     # on an axis) is right at every size of that axis too
     status = "proved" if sym["structures"] and sym["proved"] == sym["structures"] \
         else phase.result.status
+    extra = {}
+    replayed = next((p.replayed for p in proofs if p.replayed is not None), None)
+    if replayed is not None:  # the rule itself fires there and disagrees
+        status = "refuted"
+        extra = {"counterexample": replayed,
+                 "reason": "the symbolic check found inputs where the rule fires and the "
+                           "results differ (replayed through the matcher and the rule: "
+                           + replayed.message + ")"}
     return replace(phase.result, status=status, symbolic=sym,
-                   seconds=phase.result.seconds + sum(p.seconds for p in proofs))
+                   seconds=phase.result.seconds + sum(p.seconds for p in proofs), **extra)
 
 
 def symbolic_summary(proofs) -> dict:

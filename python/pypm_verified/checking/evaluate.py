@@ -42,7 +42,7 @@ import contextlib
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import torch
 import torch.fx as fx
@@ -52,8 +52,10 @@ from ..engines.matching import PatternSet
 from ..errors import OutOfFuel, PatternError
 from ..torch.check import TOLERANCE
 from ..torch.driver import Driver, RewriteError, schema_call
-from . import symbolic
-from .instances import App, Instance, Leaf, dump_instance, render
+from .instances import App, Instance, Leaf, Lit, dump_instance, render
+
+if TYPE_CHECKING:  # z3 is imported where a proof is asked for
+    from . import symbolic
 
 __all__ = ["Built", "InvalidInstance", "Outcome", "RuleRunner", "StructureProof", "build",
            "compare_outputs", "closer_to_exact", "shrink", "COUNTEREXAMPLES",
@@ -316,11 +318,42 @@ def build(inst: Instance, promote: bool = False) -> Built:
             raise InvalidInstance(f"{a.target} does not return one tensor")
         node = graph.call_function(a.target, tuple(pos), kw)
         node.meta["val"] = val
+        narrow = _narrowing_cast(inst, a) if promote else None
+        if narrow is not None:  # a rounding the program asks for stays one
+            with mode:
+                low = val.to(narrow)
+                back = low.to(val.dtype)
+            node = graph.call_function(torch.ops.aten._to_copy.default, (node,),
+                                       {"dtype": narrow})
+            node.meta["val"] = low
+            node = graph.call_function(torch.ops.aten._to_copy.default, (node,),
+                                       {"dtype": val.dtype})
+            node.meta["val"] = back
         nodes[id(a)] = node
     root = nodes[id(inst.root)]
     roots = tuple(nodes[id(r)] for r in inst.roots)
     graph.output(roots if roots else root)
     return Built(fx.GraphModule(torch.nn.Module(), graph), root, inputs, nodes, roots)
+
+
+#: the explicit casts :func:`_narrowing_cast` reads
+_CASTS = (torch.ops.aten._to_copy.default,)
+
+
+def _narrowing_cast(inst: Instance, a: App) -> Optional[torch.dtype]:
+    """The dtype of an explicit cast of ``a`` (``_to_copy(x, dtype=d)``) to a
+    floating dtype narrower than float32 (float16, bfloat16): in the float64
+    evaluation (``build(promote=True)``) the value is still rounded to it,
+    since the program asks for that rounding (a fake quantization, a round
+    trip), unlike the roundings of computing in a narrow dtype."""
+    if a.target not in _CASTS:
+        return None
+    for t in a.args[1:]:
+        v = inst.value(t) if isinstance(t, (Leaf, Lit)) and not (
+            isinstance(t, Leaf) and t.kind != "const") else None
+        if isinstance(v, torch.dtype) and v in (torch.float16, torch.bfloat16):
+            return v
+    return None
 
 
 def _first_line(e: BaseException) -> str:
@@ -714,6 +747,11 @@ class StructureProof:
     #: the time its proofs took (and the rerun of its instances, when proved
     #: apart from the instance search: :func:`.checker.prove_structure`)
     seconds: float = 0.0
+    #: a counterexample of the symbolic check replayed on the rule: the
+    #: structure's instance at the counterexample's sizes and values, matched
+    #: and rewritten by the rule as any instance is, disagreeing
+    #: (:func:`.checker.replay_counterexample`; a report Counterexample)
+    replayed: object = None
 
 
 def _size_pattern(shapes: Dict[str, tuple]) -> tuple:
@@ -1028,6 +1066,7 @@ class RuleRunner:
             return
         if self.only is not None and key != self.only:
             return
+        from . import symbolic  # z3: only where a proof is asked for (--no-symbolic needs none)
         sp = self.proofs.get(key)
         if sp is None:
             free = symbolic.prove(original_root, new_root, shapes,

@@ -57,6 +57,10 @@ class RuleHints:
     #: (assert line, lhs, rhs) of ``assert v.shape[i] == u.shape[j]`` (or
     #: ``== c``): each side ``("shape", name, i)`` or ``("const", c)``
     sizes: List[Tuple[int, tuple, tuple]] = field(default_factory=list)
+    #: (assert line, ("shape", name, i), values) of ``assert v.shape[i] in (64,
+    #: 128)`` or of a bound ``v.shape[i] >= c`` / ``> c`` (values: the four
+    #: sizes from the bound up): a size the rule admits only there
+    size_choices: List[Tuple[int, tuple, Tuple[int, ...]]] = field(default_factory=list)
 
     def p_const(self, name: str) -> float:
         """Probability of drawing a Python number (not a tensor) for ``name``
@@ -173,13 +177,17 @@ _ARITH = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul"}
 def _size_side(node, params) -> Optional[tuple]:
     """``("shape", v, i)`` for ``v.shape[i]``, ``("rank", v)`` for
     ``v.rank``, ``("const", c)`` for an int literal, ``("add"|"sub"|"mul",
-    l, r)`` for their sums, differences and products; else None."""
+    l, r)`` for their sums, differences and products, ``("shapes", v)`` for
+    ``v``'s whole shape (``tuple(v.shape)``); else None."""
     c = _int(node)
     if c is not None:
         return ("const", c)
+    whole = _whole_shape(node, params)
+    if whole is not None:
+        return ("shapes", whole)
     if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
         l, r = _size_side(node.left, params), _size_side(node.right, params)
-        if l is None or r is None or "rank" in (l[0], r[0]):
+        if l is None or r is None or {"rank", "shapes"} & {l[0], r[0]}:
             return None
         return (_ARITH[type(node.op)], l, r)
     if isinstance(node, ast.Attribute) and node.attr == "rank" \
@@ -194,6 +202,17 @@ def _size_side(node, params) -> Optional[tuple]:
     return None
 
 
+def _whole_shape(node, params) -> Optional[str]:
+    """``v`` for ``v.shape``, ``tuple(v.shape)`` or ``list(v.shape)``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+            and node.func.id in ("tuple", "list") and len(node.args) == 1 and not node.keywords:
+        node = node.args[0]
+    if isinstance(node, ast.Attribute) and node.attr == "shape" \
+            and isinstance(node.value, ast.Name) and node.value.id in params:
+        return node.value.id
+    return None
+
+
 def _size_equations(tree, params, hints: RuleHints) -> None:
     """The rank and size equations of the asserts (their conjuncts)."""
     for a in ast.walk(tree):
@@ -201,19 +220,49 @@ def _size_equations(tree, params, hints: RuleHints) -> None:
             continue
         parts = a.test.values if isinstance(a.test, ast.BoolOp) and isinstance(
             a.test.op, ast.And) else [a.test]
-        for part in parts:
-            if not (isinstance(part, ast.Compare) and len(part.ops) == 1
-                    and isinstance(part.ops[0], ast.Eq)):
-                continue
-            lhs = _size_side(part.left, params)
-            rhs = _size_side(part.comparators[0], params)
+        pairs = []
+        for part in parts:  # a chain a == b == c is a == b and b == c
+            if isinstance(part, ast.Compare) and all(isinstance(o, ast.Eq) for o in part.ops):
+                sides = [part.left, *part.comparators]
+                pairs += list(zip(sides, sides[1:]))
+            elif isinstance(part, ast.Compare) and len(part.ops) == 1:
+                _size_choice(a.lineno, part, params, hints)
+        for left, right in pairs:
+            lhs = _size_side(left, params)
+            rhs = _size_side(right, params)
             if lhs is None or rhs is None:
                 continue
             for x, y in ((lhs, rhs), (rhs, lhs)):
                 if x[0] == "rank" and y[0] == "const":
                     hints.ranks.append((a.lineno, x[1], y[1]))
+            if lhs[0] == "shapes" or rhs[0] == "shapes":  # whole shapes: equal axis by axis
+                if lhs[0] == rhs[0]:
+                    hints.sizes.append((a.lineno, lhs, rhs))
+                continue
             if "rank" not in (lhs[0], rhs[0]) and (_has_shape(lhs) or _has_shape(rhs)):
                 hints.sizes.append((a.lineno, lhs, rhs))
+
+
+def _size_choice(line: int, part: ast.Compare, params, hints: RuleHints) -> None:
+    """``v.shape[i] in (c1, c2, ...)``, ``v.shape[i] >= c`` or ``> c`` (and
+    ``c <= v.shape[i]``, ``c < v.shape[i]``): the sizes the rule admits there."""
+    op, left, right = part.ops[0], part.left, part.comparators[0]
+    if isinstance(op, (ast.LtE, ast.Lt)):  # c <= v.shape[i]: v.shape[i] >= c
+        op, left, right = (ast.GtE() if isinstance(op, ast.LtE) else ast.Gt()), right, left
+    side = _size_side(left, params)
+    if side is None or side[0] != "shape":
+        return
+    if isinstance(op, ast.In) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+        vals = tuple(v for v in (_int(e) for e in right.elts) if v is not None and 1 <= v <= 4096)
+        if vals and len(vals) == len(right.elts):
+            hints.size_choices.append((line, side, vals))
+        return
+    c = _int(right)
+    if c is None or not isinstance(op, (ast.GtE, ast.Gt)):
+        return
+    low = max(1, c + (1 if isinstance(op, ast.Gt) else 0))
+    if low <= 4096:
+        hints.size_choices.append((line, side, tuple(range(low, low + 4))))
 
 
 def _has_shape(x: tuple) -> bool:

@@ -544,6 +544,7 @@ class InstanceGenerator:
         self._nvars = 0
         self._axes: List[Tuple[Dim, str, str]] = []  # the axes the shape rules read
         self._view_bh = None  # the batch and head sizes of this draw's views
+        self._perms: List[List[int]] = []  # the permutations drawn (shapes._permute)
         #: id(App) -> how a shape rule above asks it to shape its operand
         #: (see _view, _bmm, _expand)
         self._plan: Dict[int, str] = {}
@@ -942,9 +943,17 @@ class InstanceGenerator:
                                                      for d in _expr_dims(x)]
                     continue
                 equation(self._guard_expr(a.e1, s), self._guard_expr(a.e2, s), "guard")
+        named = self._named()
+        for line, (_, name, i), vals in self.hints.size_choices:
+            d = self._dim_at(self._dims(named.get(name)),
+                             (core.SHAPE_BASE + i) if i >= 0 else (core.SHAPE_NEG_BASE - i - 1))
+            if d is None:
+                continue
+            self._guard_axes.append((d, "guard", "assert"))
+            if tie and ("rule", line) not in untie:
+                self._tie(d, Dim(self.rng2.choice(vals)))
         if not self.hints.sizes:
             return
-        named = self._named()
 
         def side(x):
             if x[0] == "const":
@@ -959,6 +968,15 @@ class InstanceGenerator:
                 return (x[0], l, r) if l is not None and r is not None else None
             return None
         for line, lhs, rhs in self.hints.sizes:
+            if lhs[0] == "shapes":  # two whole shapes: axis by axis, same rank
+                da, db = self._dims(named.get(lhs[1])), self._dims(named.get(rhs[1]))
+                if da is None or db is None or len(da) != len(db):
+                    continue
+                for x, y in zip(da, db):
+                    self._guard_axes += [(x, "guard", "assert"), (y, "guard", "assert")]
+                    if tie and ("rule", line) not in untie:
+                        self._tie(x, y)
+                continue
             if ("rule", line) in untie:
                 a, b = side(lhs), side(rhs)
                 self._guard_axes += [(d, "guard", "assert") for x in (a, b) if x is not None

@@ -235,9 +235,15 @@ def _view(gen, a: App, spec) -> None:
         _unify(spec[0], Dim(b))
         _unify(spec[1], Dim(h))
         src = [Dim(b * h)] + list(spec[2:])
-    elif r >= 1 and x < 0.8:
+    elif r >= 1 and x < 0.7:
         _unify(spec[0], Dim(b * h))
         src = [Dim(b), Dim(h)] + list(spec[1:])
+    elif r >= 2 and x < 0.8 and plan is None:
+        # the same rank, another shape: (b*h, c) -> (b, h*c)
+        c = rng.choice((2, 3))
+        _unify(spec[0], Dim(b))
+        _unify(spec[1], Dim(h * c))
+        src = [Dim(b * h), Dim(c)] + list(spec[2:])
     else:
         src = list(spec)
     if _free_const(gen, a.args[1]):
@@ -284,12 +290,19 @@ def _permute(gen, a: App, spec) -> None:
     r = len(spec)
     if _free_const(gen, a.args[1]) and gen.rng.random() < 0.8:
         # a permutation that is a pattern variable: a valid one for this rank
-        # (the last two axes swapped, or a random one)
+        # (the last two axes swapped, a random one, or half the time one this
+        # draw already has for the rank: rules compare permutations, and a
+        # cycle is not its own inverse)
+        rng = gen.rng
+        same = [p for p in gen._perms if len(p) == r]
         perm = list(range(r))
-        if r >= 2 and gen.rng.random() < 0.6:
+        if same and rng.random() < 0.5:
+            perm = list(rng.choice(same))
+        elif r >= 2 and rng.random() < 0.4:
             perm[-2], perm[-1] = perm[-1], perm[-2]
         else:
-            gen.rng.shuffle(perm)
+            rng.shuffle(perm)
+        gen._perms.append(perm)
         gen._values[a.args[1]] = perm
     dims = gen._val(a.args[1])
     if not isinstance(dims, (list, tuple)) or len(dims) != r:

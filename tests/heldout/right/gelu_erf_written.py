@@ -1,0 +1,25 @@
+"""RIGHT: BERT's exact GELU, ``x * 0.5 * (1 + erf(x / sqrt(2)))``, rewritten
+to ``gelu(x)`` (approximate="none")."""
+import math
+
+import pypm_verified as pm
+from pypm_verified.torch.ops import Add, Div, Erf, Gelu, Mul
+
+
+def _is(c, want):
+    return c.is_const and isinstance(c.value, (int, float)) and abs(c.value - want) <= 1e-6
+
+
+@pm.pattern
+def GeluErfWritten(x, h, one, r2):
+    return Mul(Mul(x, h), Add(Erf(Div(x, r2)), one, 1))
+
+
+@pm.rule(GeluErfWritten)
+def gelu_erf_written(x, h, one, r2):
+    assert _is(h, 0.5) and _is(one, 1.0) and _is(r2, math.sqrt(2.0))
+    assert x.dtype in (pm.f32, pm.f64)
+    return Gelu(x, "none")
+
+
+PATTERNS = [GeluErfWritten]

@@ -1,0 +1,25 @@
+"""WRONG: ``layer_norm(x + c)`` rewritten to ``layer_norm(x)`` (LayerNorm is
+invariant under a shift) without checking that ``c`` is constant along the
+normalized axis: a per-feature bias changes the result."""
+import pypm_verified as pm
+from pypm_verified.torch.ops import Add, LayerNorm
+
+
+@pm.pattern
+def LayerNormShifted(x, c, shape, w, b, eps, cudnn):
+    return LayerNorm(Add(x, c, 1), shape, w, b, eps, cudnn)
+
+
+@pm.rule(LayerNormShifted)
+def layer_norm_drop_shift(x, c, shape, w, b, eps, cudnn):
+    assert not x.is_const and x.rank is not None and x.rank >= 1
+    assert shape.is_const and list(shape.value) == [x.shape[-1]]
+    assert eps.is_const and isinstance(eps.value, float) and eps.value > 0
+    assert x.dtype in (pm.f32, pm.f64) and not c.is_const and c.dtype == x.dtype
+    assert c.rank <= x.rank
+    assert all(a in (1, s) for a, s in zip(reversed(c.shape), reversed(x.shape)))
+    # missing: c.shape[-1] == 1
+    return LayerNorm(x, shape.value, w, b, eps.value, False)
+
+
+PATTERNS = [LayerNormShifted]

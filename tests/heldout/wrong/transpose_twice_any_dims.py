@@ -1,0 +1,19 @@
+"""WRONG: ``transpose(transpose(x, a, b), c, d)`` rewritten to ``x`` without
+checking that the two transposes swap the same pair of axes."""
+import pypm_verified as pm
+from pypm_verified.torch.ops import Transpose
+
+
+@pm.pattern
+def TransposeTwice(x, a, b, c, d):
+    return Transpose(Transpose(x, a, b), c, d)
+
+
+@pm.rule(TransposeTwice)
+def transpose_twice_identity(x, a, b, c, d):
+    assert all(v.is_const and isinstance(v.value, int) for v in (a, b, c, d))
+    # missing: {a, b} == {c, d} (modulo the rank)
+    return x
+
+
+PATTERNS = [TransposeTwice]
