@@ -93,7 +93,11 @@ class Op:
     its pattern terms apply each, as an alternation; ``symbol`` is the
     first). Calling it with pattern terms builds a pattern; with graph
     nodes, it adds the node to their graph (like ``graph.apply``), as it does
-    in a rule body whatever its arguments.
+    in a rule body whatever its arguments. Arguments may be given by
+    keyword, and omitted ones take their defaults (:meth:`parameters`:
+    the function's, and a torch-bound operator's schema defaults, so
+    ``Add(x, y)`` is ``Add(x, y, 1)``); ``shape=``/``dtype=`` are a graph
+    node's attributes unless the operator has a parameter of that name.
 
     Inside a pattern body, ``pm.Op(n_in, n_out)`` (two ints) instead declares
     a *local operator variable* of ``n_in`` inputs (the paper's
@@ -144,10 +148,74 @@ class Op:
     def __repr__(self) -> str:
         return f"<op {self.name}/{self.arity}>"
 
-    def __call__(self, *args, shape=None, dtype=None):
-        if len(args) != self.arity:
+    def parameters(self):
+        """``(names, (defaults, aliases))``: the parameter names in order,
+        the defaults by name (the function's own, then, for an operator
+        bound to torch targets, its first overload's schema defaults:
+        ``Add(x, y)`` is ``alpha=1``) and the schema's argument names where
+        a parameter was renamed (``from`` -> ``from_``), which keywords may
+        spell too."""
+        sig = self.__dict__.get("_sig")
+        if sig is not None and sig[0] == self.torch_targets:
+            return sig[1], sig[2]
+        ps = list(inspect.signature(self.fn).parameters.values())
+        names = tuple(p.name for p in ps)
+        defaults = {p.name: p.default for p in ps if p.default is not inspect.Parameter.empty}
+        aliases = {}
+        schema = getattr(self.torch_targets[0], "_schema", None) if self.torch_targets else None
+        if schema is not None and len(schema.arguments) == len(names):
+            for name, a in zip(names, schema.arguments):
+                aliases[a.name] = name
+                if name not in defaults and a.has_default_value():
+                    defaults[name] = a.default_value
+        self._sig = (self.torch_targets, names, (defaults, aliases))
+        return names, (defaults, aliases)
+
+    def bind_arguments(self, args, kwargs) -> tuple:
+        """``args`` and ``kwargs`` as the full positional argument tuple:
+        keywords placed by parameter name, omitted parameters given their
+        defaults (:meth:`parameters`). Raises :class:`PatternError` naming
+        a missing or unknown parameter."""
+        if len(args) > self.arity:
             raise Unlocated(f"operator {self.name} takes {self.arity} argument(s), "
-                             f"got {len(args)}")
+                            f"got {len(args)}")
+        if not kwargs and len(args) == self.arity:
+            return tuple(args)
+        names, (defaults, aliases) = self.parameters()
+        out = dict(zip(names, args))
+        for k, v in kwargs.items():
+            name = k if k in names else aliases.get(k)
+            if name is None:
+                raise Unlocated(f"operator {self.name} has no parameter {k!r} (its parameters: "
+                                f"{', '.join(names)})")
+            if name in out:
+                raise Unlocated(f"operator {self.name}: argument {name!r} given twice")
+            out[name] = v
+        missing = [n for n in names if n not in out and n not in defaults]
+        if missing:
+            raise Unlocated(
+                f"operator {self.name} takes {self.arity} argument(s), got "
+                f"{len(args) + len(kwargs)}: missing {', '.join(map(repr, missing))} "
+                f"({self.signature_text()})")
+        return tuple(out[n] if n in out else defaults[n] for n in names)
+
+    def signature_text(self) -> str:
+        """``Mean(self, dim, keepdim=False, dtype=None)``: the parameters
+        with their defaults."""
+        names, (defaults, _) = self.parameters()
+        return f"{self.name}(" + ", ".join(
+            f"{n}={defaults[n]!r}" if n in defaults else n for n in names) + ")"
+
+    def __call__(self, /, *args, **kwargs):
+        shape = dtype = None
+        if kwargs:  # shape=/dtype= are a graph node's, unless the operator has such a parameter
+            names = self.parameters()[0]
+            if "shape" in kwargs and "shape" not in names:
+                shape = kwargs.pop("shape")
+            if "dtype" in kwargs and "dtype" not in names:
+                dtype = kwargs.pop("dtype")
+        if kwargs or len(args) != self.arity:
+            args = self.bind_arguments(args, kwargs)
         if any(isinstance(a, Node) for a in args):
             if any(isinstance(a, _SYMBOLIC) for a in args):
                 raise Unlocated(f"operator {self.name}: cannot mix graph nodes and pattern terms")

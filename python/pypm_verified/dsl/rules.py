@@ -201,6 +201,11 @@ class Rule:
         self.pattern = pattern
         self.fn = fn
         self.interior = "duplicate"  # set by @pm.rule(..., interior=...)
+        #: whether the replacement may stand in a training graph (autograd
+        #: derives its backward): ``@pm.rule(..., differentiable=True)``;
+        #: None when the rule does not say (the Inductor pass then asks its
+        #: own table, :data:`pypm_verified.torch.inductor.DIFFERENTIABLE`)
+        self.differentiable: Optional[bool] = None
         self.name = fn.__name__
         code = fn.__code__
         self.where = f"{code.co_filename}:{code.co_firstlineno}"
@@ -328,7 +333,8 @@ class Rule:
 INTERIOR_POLICIES = ("duplicate", "relay", "refuse")
 
 
-def rule(pattern: Pattern, *, interior: str = "duplicate"):
+def rule(pattern: Pattern, *, interior: str = "duplicate",
+         differentiable: Optional[bool] = None):
     """Declare a rule of ``pattern``: ``@pm.rule(MMxyT)``. Rules are tried in
     definition order; re-executing a ``def`` replaces its earlier rule.
 
@@ -338,18 +344,30 @@ def rule(pattern: Pattern, *, interior: str = "duplicate"):
     :mod:`pypm_verified.torch.legality`): ``"duplicate"`` (the default)
     fires anyway -- the outside user keeps that node, the replacement
     computes it again; ``"relay"`` fires only if every such outside user
-    flows into the root (Relay's check), ``"refuse"`` never fires then."""
+    flows into the root (Relay's check), ``"refuse"`` never fires then.
+
+    ``differentiable``: whether the replacement is differentiable (torch
+    has an autograd formula for every op it emits), so that the rule may
+    fire in a training graph under the Inductor pass
+    (:func:`pypm_verified.inductor_pass`); ``check-rules`` then also
+    compares the gradients of the original and the replacement. None (the
+    default): not declared (the pass fires a rule it does not know only in
+    inference)."""
     if not isinstance(pattern, Pattern):
         raise PatternError(f"@pm.rule takes a @pm.pattern, not {pattern!r}")
     if interior not in INTERIOR_POLICIES:
         raise PatternError(f"@pm.rule(interior={interior!r}): expected one of "
                            f"{INTERIOR_POLICIES}")
+    if differentiable is not None and not isinstance(differentiable, bool):
+        raise PatternError(f"@pm.rule(differentiable={differentiable!r}): expected True, "
+                           "False or None")
 
     def decorate(fn: Callable) -> Rule:
         if not inspect.isfunction(fn):
             raise PatternError(f"@pm.rule decorates a function, not {fn!r}")
         r = Rule(pattern, fn)
         r.interior = interior
+        r.differentiable = differentiable
         for i, old in enumerate(pattern.rules):
             if old.fn.__code__ is fn.__code__:
                 pattern.rules[i] = r

@@ -22,7 +22,7 @@ from ..core.symbols import OpClass
 from . import ast_transform
 from .trace import FUN, TERM, Unlocated, current
 
-__all__ = ["SymTerm", "Var", "SymShape", "SymExpr", "SymGuard", "var", "local_op",
+__all__ = ["TensorCode", "SymTerm", "Var", "SymShape", "SymExpr", "SymGuard", "var", "local_op",
            "as_pattern", "show", "HELPERS"]
 
 
@@ -34,6 +34,11 @@ def as_pattern(a, where: str, i: int):
         return a.core
     if symbols.is_constant(a):
         return core.PApp(symbols.const_symbol(a), ())
+    if type(a).__module__.startswith("torch") or (
+            isinstance(a, (list, tuple)) and a and not any(isinstance(e, SymTerm) for e in a)):
+        c = _torch_code().pattern_constant(a)  # torch.float16, torch.contiguous_format
+        if symbols.is_constant(c):
+            return core.PApp(symbols.const_symbol(c), ())
     from .operators import Op  # operators build on this module
     if isinstance(a, Op) or getattr(a, "_is_pattern", False):
         raise Unlocated(f"argument {i + 1} of {where} is {a!r}: call it to build a term")
@@ -48,7 +53,77 @@ def show(v) -> str:
 # ---------------------------------------------------------- symbolic values
 
 
-class SymTerm:
+def _torch_code():
+    try:
+        from . import torch_code
+    except ImportError as e:  # torch is not installed
+        raise Unlocated(f"PyTorch code in a pattern or rule body needs torch ({e})") from None
+    return torch_code
+
+
+class TensorCode:
+    """Values that behave as tensors in pattern and rule bodies: pattern
+    terms, and the values the PyTorch driver gives rule bodies.
+    ``torch.*`` functions (``__torch_function__``), Python operators and
+    Tensor methods lower to the ATen calls ``torch.export`` records
+    (:mod:`.torch_code`, which imports torch when first used)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return _torch_code().call(func, args, kwargs or {})
+
+    def _op(name):  # noqa: N805 -- a method factory run in the class body
+        def dunder(self, *other):
+            return _torch_code().dunder(name, self, *other)
+        dunder.__name__ = name
+        return dunder
+
+    __add__, __radd__, __sub__, __rsub__ = _op("__add__"), _op("__radd__"), _op("__sub__"), \
+        _op("__rsub__")
+    __mul__, __rmul__, __truediv__, __rtruediv__ = _op("__mul__"), _op("__rmul__"), \
+        _op("__truediv__"), _op("__rtruediv__")
+    __matmul__, __rmatmul__, __pow__, __rpow__ = _op("__matmul__"), _op("__rmatmul__"), \
+        _op("__pow__"), _op("__rpow__")
+    __neg__, __abs__, __invert__ = _op("__neg__"), _op("__abs__"), _op("__invert__")
+    __and__, __rand__, __or__, __ror__, __xor__, __rxor__ = (
+        _op("__and__"), _op("__rand__"), _op("__or__"), _op("__ror__"), _op("__xor__"),
+        _op("__rxor__"))
+
+    # comparisons are tensors too (``mask == 0`` is ``aten.eq.Scalar``); a
+    # class that defines ``__eq__`` (SymTerm) keeps its own ``__hash__``, and
+    # values that must stay hashable (the driver's) get only the orderings
+    __lt__, __gt__, __ge__, __le__ = _op("__lt__"), _op("__gt__"), _op("__ge__"), _op("__le__")
+    del _op
+
+    @property
+    def T(self):
+        """``x.T``: export's ``permute`` of the axes reversed (a pattern
+        matches it at every rank up to 6)."""
+        return _torch_code().reversed_axes(self)
+
+    @property
+    def mT(self):
+        """``x.mT``: ``transpose(x, -2, -1)``."""
+        return _torch_code().method(self, "transpose")(-2, -1)
+
+    def __getitem__(self, index):
+        """The ``index``-th result of an op with several (``x.max(-1)[0]``)."""
+        return _torch_code().getitem(self, index)
+
+    def __getattr__(self, name):
+        """A Tensor method (``x.mean``, ``x.transpose``): calling it lowers it."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            from . import torch_code
+        except ImportError:
+            raise AttributeError(name) from None
+        return torch_code.method(self, name)
+
+
+class SymTerm(TensorCode):
     """A pattern under construction (``core`` is its IR, ``text`` its
     source-like rendering for messages)."""
 
@@ -66,11 +141,13 @@ class SymTerm:
     def __bool__(self):
         raise Unlocated(f"pattern term {self!r} used as a Python truth value")
 
-    def _no_compare(self, other):
-        raise Unlocated("pattern terms cannot be compared; compare attributes such as "
-                         "x.shape, x.rank or x.dtype")
+    def __eq__(self, other):
+        """``x == y``: the tensor ``aten.eq`` (PyTorch code); guards compare
+        attributes (``x.shape``, ``x.rank``, ``x.dtype``)."""
+        return _torch_code().dunder("__eq__", self, other)
 
-    __eq__ = __ne__ = __lt__ = __gt__ = __ge__ = _no_compare
+    def __ne__(self, other):
+        return _torch_code().dunder("__ne__", self, other)
 
     def __le__(self, other):
         trace = current(required=False)
@@ -389,7 +466,11 @@ def _assert(value, lineno: int):
     trace = current()
     if isinstance(value, SymGuard):
         trace.guards.append((value.core, lineno))
-    elif isinstance(value, (SymTerm, SymExpr, SymShape)):
+    elif isinstance(value, SymTerm):
+        raise Unlocated(f"assert needs a comparison of attributes, got the tensor {value!r}: "
+                        "pattern terms cannot be compared in guards (x == y is the tensor "
+                        "eq(x, y)); compare attributes such as x.shape, x.rank or x.dtype")
+    elif isinstance(value, (SymExpr, SymShape)):
         raise Unlocated(f"assert needs a comparison, got {value!r}")
     elif not value:  # a concrete false assertion: the pattern never matches
         trace.guards.append((core.GNot(core.GTrue()), lineno))

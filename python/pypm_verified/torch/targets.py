@@ -310,5 +310,15 @@ class _Binder:
     bind = staticmethod(bind)
     label_for = staticmethod(label_for)
 
+    @staticmethod
+    def lowering():
+        """What the DSL's lowering of PyTorch code (``dsl/torch_code.py``)
+        needs of this layer: ``(list_op, TORCH_TO_PM, schema_types)``, the
+        importer's list operators and dtype table and the registry's reading
+        of schema types; importing the importer declares the library's
+        operators (:mod:`.ops`) first, so labels are theirs."""
+        from . import importer, registry
+        return importer.list_op, importer.TORCH_TO_PM, registry._schema_types
+
 
 _operators.register_target_binder(_Binder())
