@@ -14,7 +14,10 @@ module             rewrites                                        to
 
 :func:`default_patterns` is the library in this order (patterns are tried
 in order at each node); :func:`load_rules` reads patterns from a module name or a
-``.py`` file (its ``PATTERNS`` list, else every ``@pm.pattern`` with rules).
+``.py`` file (its ``PATTERNS`` list, else every ``@pm.pattern`` with rules), or
+the whole default library by its name, :data:`LIBRARY` (``--rules library
+--rules mine.py``: the library, then your rules); :func:`load_rule_specs` reads
+several.
 """
 from __future__ import annotations
 
@@ -35,6 +38,10 @@ MODULES = ("gelu", "rmsnorm", "attention", "transpose", "epilogue")
 EXTRA_MODULES = ("fusion", "xla_simplifier", "knossos")
 #: every rule module of the library: the names ``load_rules`` takes
 ALL_MODULES = MODULES + EXTRA_MODULES
+#: the name ``load_rules`` (and ``--rules``) takes for the whole default
+#: library (:data:`MODULES`, in order): a file or module of that name is
+#: given as a path (``./library.py``) or a dotted path
+LIBRARY = "library"
 
 
 def _patterns_of(mod) -> List[Pattern]:
@@ -93,10 +100,13 @@ def _load_file(path: str):
 
 
 def load_rules(spec: str) -> List[Pattern]:
-    """Patterns from ``spec``: a library module name (one of
-    :data:`ALL_MODULES`, e.g. ``attention`` or ``fusion``), a dotted module
-    path, or a ``.py`` file. Raises ValueError when it cannot be imported or
-    defines no pattern with rules."""
+    """Patterns from ``spec``: :data:`LIBRARY` (``"library"``: the whole
+    default library, as :func:`default_patterns`), a library module name
+    (one of :data:`ALL_MODULES`, e.g. ``attention`` or ``fusion``), a
+    dotted module path, or a ``.py`` file. Raises ValueError when it cannot
+    be imported or defines no pattern with rules."""
+    if spec == LIBRARY:
+        return default_patterns()
     if spec in MODULES:
         return default_patterns((spec,))
     if spec in EXTRA_MODULES:
@@ -117,6 +127,19 @@ def load_rules(spec: str) -> List[Pattern]:
         raise ValueError(f"rules {spec!r} define no @pm.pattern with @pm.rule rules")
     _warn_non_descending(pats)
     return pats
+
+
+def load_rule_specs(specs) -> List[Pattern]:
+    """The patterns of several ``specs`` (each as :func:`load_rules` takes
+    it), in the order given, each pattern once (``["library", "gelu"]``
+    does not try the GELU patterns twice); None or empty: the library."""
+    if not specs:
+        return default_patterns()
+    out: Dict[Pattern, None] = {}
+    for spec in specs:
+        for p in load_rules(spec):
+            out.setdefault(p, None)
+    return list(out)
 
 
 def _warn_non_descending(pats) -> None:

@@ -52,21 +52,30 @@ alternation over the ways real code writes one step::
   ``dropout(p, pd, False)``, ``dropout(p, 0, True)``); ``dropout(p, pd,
   True)`` and ``native_dropout`` with ``pd > 0`` (``F.dropout(a, p)``,
   whose ``training`` defaults to True) are matched to be declined.
+* A fourth alternate of :data:`Attention`: half precision with the
+  dropout between the upcast softmax and the cast back
+  (``matmul(to(clone(softmax(to(Masked, float32))), float16), v)``:
+  ``torch.dropout(., 0.0, True)`` is a ``clone``; Inductor's
+  ``fuse_attention`` forms), the rest as above.
 
 The pattern's fuel bound (``pm.termination(Attention)``) is about the
 product of the alternates' counts along the chain: each alternate added to
-one helper multiplies it. It is 65,689,540 steps, under the default fuel
+one helper multiplies it. It is 66,260,753 steps, under the default fuel
 2^26 = 67,108,864: ``mul.Scalar`` is matched on ``permute(k)`` only (SDPA's
-decomposition; on ``transpose`` it would exceed the fuel), the softmax axis
+decomposition; on ``transpose`` :data:`CoreAttention` matches it), the
+fourth alternate of :data:`Attention` has one softmax form, the softmax axis
 is a variable, and the casts and the view back sit on the logits (one
 alternate of ``Masked`` each), not around the softmax.
 
 A second pattern, :data:`CoreAttention` (rule :func:`sdpa_core`, its own
-fuel bound: 737 steps), is SDPA's math decomposed: core ATen's
+fuel bound: 11,964 steps), is SDPA's math decomposed: core ATen's
 (``ep.run_decompositions()``: ``mul.Scalar`` on ``q`` and on
-``permute(k)``, ``expand``/``view``/``bmm``/``view``, maybe ``+ mask``,
+``permute(k)``, ``expand``/``view``/``bmm``/``view``, a ``clone`` after the
+``expand`` of a permuted operand, maybe ``+ mask``,
 ``_softmax`` and ``where(!any(x != -inf), 0, .)``) and ATen's (``make_fx``:
-``transpose``, ``_unsafe_view``, ``_safe_softmax``). It becomes
+``transpose``, ``_unsafe_view``, ``_safe_softmax``), or with ``matmul``
+itself (the export IR's: ``mul.Scalar`` on ``transpose(k)``, as in
+Inductor's ``fuse_attention`` forms of BERT-like models). It becomes
 ``SDPA(q, mul.Scalar(k', c), v, mask, scale=1)``: the factors stay on the
 operands (the decomposition's products; ``c * c`` as the scale would differ
 from them by a rounding). ``check-rules`` tests it on consistent
@@ -110,6 +119,20 @@ forms"):
   restore but the NaN ones of -inf); float16 with its minimum is left alone
   (SDPA adds ``s`` to the mask in float32).
 
+* a causal mask: when the one mask SDPA would get (a boolean mask alone, or
+  one additive term alone) is computed by the program from its constants
+  (``ones(T, T).tril()``, ``triu(ones, 1)``, GPT-2's ``bias`` buffer sliced,
+  ``full(-inf).triu(1)``, HuggingFace's mask functions over ``arange``; a
+  placeholder read through ``ctx.constant``) and its value is exactly
+  ``is_causal``'s (``ones(T_q, T_k).tril()``: the top left, also for ``T_q
+  != T_k``; :mod:`._causal` folds and compares it), SDPA gets
+  ``is_causal=True`` and no mask: no row is fully masked, so nothing is
+  restored. Anything else (a KV-cache mask aligned to the bottom right, a
+  shifted diagonal, a mask from an input, a symbolic sequence length, a
+  buffer the program writes into) keeps the explicit mask. ``sdpa_core``
+  does the same for its additive mask (SDPA's own ``is_causal``
+  decomposed).
+
 Left alone, with the reason in the report: soft-capped logits, scales that
 are tensors (other than a 0-d factor on ``kT`` or a 0-d constant), a fill
 that is neither -inf nor the dtype's minimum, a mask of the wrong shape or
@@ -123,6 +146,7 @@ import math
 import torch
 
 import pypm_verified as pm
+from . import _causal
 from ..torch.ops import (
     Add, AnyDim, Baddbmm, Bmm, Clone, Div, Dropout, Expand, GetItem, LogicalNot, MaskedFill,
     MaskedFillTensor, MatMul, Mean, Mul, MulScalar, NativeDropout, Permute, Reshape,
@@ -481,6 +505,24 @@ def Attention(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, 
     return Bmm(p3, v)
 
 
+@pm.pattern
+def Attention(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv,  # noqa: F811
+              cap1, cap2, s4, vs4, m0, m1, m2, bm, bk, fill, ma, x, sdt, up, sdim, tref, cast,
+              ref, sm, p, pd, dtrain, xv, p3, pv):
+    """Half precision with an upcast softmax and the dropout (p = 0: a
+    ``clone``) *between* the softmax and the cast back: ``s.to(float32)``,
+    softmax, ``torch.dropout(., 0.0, True)``, ``.to(float16)`` (Inductor's
+    ``fuse_attention`` forms; ``Dropped(Probs)`` has the dropout outside the
+    cast). Only ``Softmax(ToCopy)`` here: each alternate of ``Soft`` or
+    ``Probs`` would multiply the family's fuel bound by about 4/3."""
+    assert q.rank >= 3 and q.rank <= 4 and v.rank == q.rank
+    p <= ToCopy(Clone(sm, None), cast, None, None, None, False, None)
+    sm <= Softmax(ToCopy(x, up, None, None, None, False, None), sdim, sdt)
+    x <= Masked(q, k, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1, cap2, s4,
+                vs4, m0, m1, m2, bm, bk, fill, ma, tref, xv)
+    return MatMul(p, v)
+
+
 # ------------------------------------------------------------ the rule
 
 def _number(c):
@@ -655,6 +697,19 @@ def sdpa(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
         if f != 0.0:  # beta == 0: baddbmm ignores the bias (NaN and inf in it too)
             terms.append((bias, f * s_only))
     terms += [(m, 1.0) for m in (m0, m1, m2) if m is not None]
+    # the one mask SDPA would get, if the program computes it from its
+    # constants alone (folded now) and it is exactly is_causal's (top left;
+    # no row fully masked, so no fix-up): is_causal=True instead (the
+    # "causal" variant), decided before any node of the mask is built
+    b = bm if bm is not None else bk
+    source = None
+    if b is not None and not terms and ma is None and s4 is None:
+        source = (b, "keep" if bk is not None else "masked")
+    elif b is None and len(terms) == 1 and terms[0][1] == 1.0 and s4 is None:
+        source = (terms[0][0], "additive")
+    causal = source is not None and _causal.is_causal(
+        _causal.folded(source[0], ctx), scores, source[1]) \
+        and ctx.profitable("attention", dtype=q.torch_dtype, variant="causal", seq=kshape[-2])
     mask = None
     for m, f in terms:
         assert not m.is_const and _widens_to(m.torch_dtype, q.torch_dtype), \
@@ -664,13 +719,14 @@ def sdpa(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
         assert m.rank is not None and m.rank >= 2 \
             and _broadcasts(m.shape, scores4 if four else scores), \
             "an additive term does not broadcast to the scores q kT"
+        if causal:
+            continue  # SDPA gets no mask
         m = _as_dtype(m, q.torch_dtype)  # the original adds it in q's dtype: exact
         m = to3(m) if four else m
         m = m if f == 1.0 else Mul(m, f)
         mask = m if mask is None else Add(mask, m, 1)
     # ---- a boolean mask applied by masked_fill / where
     keep, filled = None, None
-    b = bm if bm is not None else bk
     if b is not None:
         assert not b.is_const and b.dtype == pm.bool_ and _broadcasts(b.shape, scores4), \
             "the mask of masked_fill/where is not a boolean broadcasting to the scores"
@@ -686,8 +742,10 @@ def sdpa(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
             or filled == _lowest(x), \
             ("the masked_fill/where value is neither -inf nor the dtype's minimum: the "
              "masked weights exp(fill - max) need not vanish as in SDPA")
-        keep = to3(bk if bk is not None else LogicalNot(b))
-        if ma is None:
+        keep = None if causal else to3(bk if bk is not None else LogicalNot(b))
+        if causal:
+            pass  # SDPA gets no mask, and no row is fully masked
+        elif ma is None:
             mask = keep if mask is None else WhereScalarOther(keep, mask, -math.inf)
         else:
             # where(keep, s + pre, fill) + ma: SDPA gets the float mask
@@ -728,6 +786,8 @@ def sdpa(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
              "mode or pass training=self.training to F.dropout")
     if ctx.target == "cpu":
         assert q.device is not None and q.device.type == "cpu"
+    if causal:  # every guard above holds: the mask is is_causal's
+        return SDPA(q, kk, v, None, 0.0, True, scale, False)
     # SDPA is called with an explicit mask (or none): the "mask" variant of the table
     assert ctx.profitable("attention", dtype=q.torch_dtype, variant="mask",
                           seq=kshape[-2])
@@ -753,15 +813,38 @@ def sdpa(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, cap1,
 # room for its steps
 
 @pm.pattern
+def CoreOperand(a, e, va):
+    """An operand of the decomposed ``matmul``: ``view(expand(a, e), va)``,
+    or with a ``clone`` between (a permuted operand made contiguous, e.g. q,
+    k, v permuted from ``[B, S, H, D]``: the same values)."""
+    return View(Expand(a, e, False), va)
+
+
+@pm.pattern
+def CoreOperand(a, e, va):  # noqa: F811
+    fmt = pm.var()
+    return View(Clone(Expand(a, e, False), fmt), va)
+
+
+@pm.pattern
 def CoreBmm(a, b, ea, eb, va, vb, vo):
     """``matmul(a, b)`` as SDPA's math decomposes it: both operands expanded
     to the batch, viewed to 3-D, ``bmm``, the product viewed back."""
-    return View(Bmm(View(Expand(a, ea, False), va), View(Expand(b, eb, False), vb)), vo)
+    return View(Bmm(CoreOperand(a, ea, va), CoreOperand(b, eb, vb)), vo)
 
 
 @pm.pattern
 def CoreBmm(a, b, ea, eb, va, vb, vo):  # noqa: F811
-    return UnsafeView(Bmm(View(Expand(a, ea, False), va), View(Expand(b, eb, False), vb)), vo)
+    return UnsafeView(Bmm(CoreOperand(a, ea, va), CoreOperand(b, eb, vb)), vo)
+
+
+@pm.pattern
+def CoreBmm(a, b, ea, eb, va, vb, vo):  # noqa: F811
+    """``matmul(a, b)`` itself: the decomposition traced at the export IR
+    (Inductor's ``fuse_attention`` form of BERT-like models, the query, key
+    and value permuted from ``[B, S, H, D]``: ``mul.Scalar`` on
+    ``transpose(k)``, which the family has no fuel for)."""
+    return MatMul(a, b)
 
 
 @pm.pattern
@@ -828,9 +911,15 @@ def _core_matmul(sa, sb, ea, eb, va, vb, vo):
     """Assert that ``view(bmm(view(expand(a, ea), va), view(expand(b, eb),
     vb)), vo)``, ``a`` and ``b`` of shapes ``sa`` and ``sb``, is ``matmul(a,
     b)``: the expands keep the shapes, the views flatten the (equal) batch
-    axes and unflatten them (row-major: the same entries)."""
+    axes and unflatten them (row-major: the same entries); or that
+    ``matmul(a, b)`` (no chain: ``ea`` ... ``vo`` None) is batched with
+    equal batch axes, as SDPA's products are."""
     sa, sb = list(sa), list(sb)
     batch = sa[:-2]
+    if all(c is None for c in (ea, eb, va, vb, vo)):  # matmul(a, b) itself: no broadcast
+        assert sb[:-2] == batch and sa[-1] == sb[-2], \
+            "the matmul broadcasts its operands' batch axes (SDPA's do not)"
+        return
     n = math.prod(batch)
     kept = lambda e, s: e is not None and len(e) == len(s) and all(  # noqa: E731
         d == -1 or d == t for d, t in zip(e, s))  # expand's -1 keeps the size
@@ -870,15 +959,22 @@ def sdpa_core(q, k, v, ta, tb, perm, kmul, am, x, sm, sdim, half, ninf, adim, ze
              "q's dtype")
         assert sm.dtype == q.dtype
     assert x.dtype == q.dtype and w.dtype == q.dtype
-    mask = None
+    mask, causal = None, False
     if am is not None:
         assert not am.is_const and _widens_to(am.torch_dtype, q.torch_dtype) \
             and am.rank is not None and am.rank >= 2 and _broadcasts(am.shape, scores), \
             ("the additive mask is not a tensor of q's dtype (or one converting to it "
              "exactly) broadcasting to the scores")
-        mask = _as_dtype(am, q.torch_dtype)
+        # is_causal decomposed (a mask from arange), or any constant mask
+        # that is exactly is_causal's: no mask node is built then
+        causal = _causal.is_causal(_causal.folded(am, ctx), scores, "additive") \
+            and ctx.profitable("attention", dtype=q.torch_dtype, variant="causal",
+                               seq=kshape[-2])
+        mask = None if causal else _as_dtype(am, q.torch_dtype)
     if ctx.target == "cpu":
         assert q.device is not None and q.device.type == "cpu"
+    if causal:
+        return SDPA(q, MulScalar(kk, c), v, None, 0.0, True, 1.0, False)
     assert ctx.profitable(  # the attention family's measured table
         "attention", dtype=q.torch_dtype, variant="mask", seq=kshape[-2])
     # a row of -inf logits: 0 in the safe softmax and in SDPA

@@ -121,16 +121,21 @@ def run_on_program(driver: Driver, ep) -> RewriteReport:
 
 def _weights(ep):
     """The program's parameters, buffers and constants by placeholder name
-    (what ``RuleContext.fold_cat`` may concatenate at rewrite time), and the
-    names of the user inputs."""
+    (what ``RuleContext.fold_cat`` may concatenate and ``RuleContext.constant``
+    read at rewrite time), and the names of the user inputs. A buffer the
+    program writes into is not one: at a call it holds what the previous
+    call wrote, not the stored value."""
     from torch.export.graph_signature import InputKind
     state = ep.state_dict
     consts = getattr(ep, "constants", {}) or {}
+    mutated = set(getattr(ep.graph_signature, "buffers_to_mutate", {}).values())
     weights, users = {}, set()
     for spec in ep.graph_signature.input_specs:
         name = getattr(spec.arg, "name", None)
         if spec.kind == InputKind.USER_INPUT:
             users.add(name)
+        elif spec.target in mutated:
+            continue
         elif spec.target in state:
             weights[name] = state[spec.target]
         elif spec.target in consts and isinstance(consts[spec.target], torch.Tensor):
