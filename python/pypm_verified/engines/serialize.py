@@ -7,7 +7,7 @@ import sys
 from array import array
 from typing import List, Sequence, Tuple
 
-from .. import core
+from .. import _native, core
 
 MAGIC_GRAPH = 0x485052474D505950  # b"PYPMGRPH" read little-endian
 MAGIC_PATTERNS = 0x535441504D505950  # b"PYPMPATS"
@@ -59,6 +59,17 @@ def encode_graph_extension(graph, base: int) -> array:
 def _encode_nodes(graph, words: List[int], base: int) -> array:
     app, ext = words.append, words.extend
     labels, kids, attrs_of = graph.columns(base)
+    native = _native.reader()
+    if native is not None:  # the same words, written natively (pypm_verified._native)
+        tail = []
+        sym = graph.sym_attrs(labels)
+        tail.append(len(sym))
+        for s, a, v in sym:
+            tail.extend((s, a, _value(v, "symbol attribute value")))
+        try:
+            return array("q", native.encode_columns(words, labels, kids, attrs_of, tail))
+        except OverflowError:
+            raise EncodeError("a graph attribute does not fit in 64 bits") from None
     # a node's attributes as words, once per attribute tuple: nodes of one
     # tensor type share one tuple object (id -> (tuple, words), the tuple
     # kept so that its id is not reused while the table lives)

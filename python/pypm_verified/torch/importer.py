@@ -35,8 +35,9 @@ import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensor
 
-from .. import core
+from .. import _native, core
 from ..core.graph import Graph, Node, TensorShape, attrs_of
+from ..errors import GraphError
 from ..dsl.operators import Op
 from .targets import label_for, make_fn
 # the declared ATen operators (MatMul, Softmax, ...) are bound before any graph
@@ -268,7 +269,7 @@ class TermGraph:
             return self.graph.apply(list_op(len(kids)), *kids)
         try:
             n = self._const(a)
-        except TypeError:
+        except (TypeError, GraphError):
             # an argument with no constant form (e.g. a tensor constant): opaque
             return self.graph.input(f"opaque:{id(a)}")
         if ck is not None:
@@ -438,7 +439,24 @@ class TermGraph:
         return node
 
     def build(self) -> "TermGraph":
-        """Import every node in order, merging duplicate pure nodes."""
+        """Import every node in order, merging duplicate pure nodes (in one
+        native walk when the reader is built, :mod:`pypm_verified._native`:
+        the same result as this loop)."""
+        native = _native.reader()
+        if native is not None:
+            dups = native.build(self, list(self.fx_graph.nodes), _native_ctx())
+        else:
+            dups = self._build_nodes()
+        for node in reversed(dups):
+            self.fx_graph.erase_node(node)
+            del self.term[node]
+            self._recipe.pop(node, None)
+        self.merged = len(dups)
+        return self
+
+    def _build_nodes(self) -> List[fx.Node]:
+        """:meth:`build`'s walk in Python: import every node, merge each
+        duplicate into the first; returns the duplicates (to erase)."""
         dups = []
         for node in list(self.fx_graph.nodes):
             t = self.import_node(node)
@@ -447,12 +465,7 @@ class TermGraph:
                 node.replace_all_uses_with(first)
                 self.term[node] = t
                 dups.append(node)
-        for node in reversed(dups):
-            self.fx_graph.erase_node(node)
-            del self.term[node]
-            self._recipe.pop(node, None)
-        self.merged = len(dups)
-        return self
+        return dups
 
     def reimport(self, node: fx.Node, merge: bool = True
                  ) -> Tuple[Optional[str], List[fx.Node]]:
@@ -558,6 +571,20 @@ def _flatten(a):
             yield from _flatten(e)
     else:
         yield a
+
+
+def _native_ctx() -> tuple:
+    """What the native reader reads besides the term graph: the types it
+    tells apart and the shared tables (module-level, never rebound)."""
+    global _NATIVE_CTX
+    if _NATIVE_CTX is None:
+        from ..core import graph as _graph, symbols as _symbols
+        _NATIVE_CTX = (_FakeTensor, fx.Node, _SCALAR_TYPES, operator.getitem, _graph.Node,
+                       _symbols._ids, _schema_specs)
+    return _NATIVE_CTX
+
+
+_NATIVE_CTX: Optional[tuple] = None
 
 
 def import_graph(fx_graph: fx.Graph) -> TermGraph:

@@ -1,0 +1,47 @@
+"""Native fast paths: a CPython C extension, optional.
+
+``_fxreader`` (source ``_fxreader.c``, built in place by ``build.py``, which
+``make venv`` runs) reads a torch FX graph into the term graph in one walk
+of its node list (:meth:`pypm_verified.torch.importer.TermGraph.build`) and
+writes the engine's int64 graph encoding of the term graph's columns
+(:func:`pypm_verified.engines.serialize.encode_graph`). Both give what the
+Python code gives, state for state and word for word (tests/test_fxreader.py
+holds them equal on exported models and on random graphs); the Python code
+stays: it is used when the extension is not built (a wheel, a platform
+without a C compiler) and when ``PYPM_NATIVE=0`` is set, and it is what the
+reader calls for every case but the common ones.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+ENV = "PYPM_NATIVE"  # 0/off/false/no: the Python paths, even with the extension built
+
+try:
+    from . import _fxreader as _module
+    _load_error: Optional[str] = None
+except ImportError as e:  # not built (or built for another interpreter)
+    _module = None
+    _load_error = str(e)
+
+
+def disabled() -> bool:
+    """Whether ``PYPM_NATIVE`` turns the native paths off."""
+    return os.environ.get(ENV, "").strip().lower() in ("0", "off", "false", "no")
+
+
+def reader():
+    """The ``_fxreader`` module, or None: not built, or turned off."""
+    if _module is None or disabled():
+        return None
+    return _module
+
+
+def status() -> str:
+    """One line: whether the native reader is used, and why not."""
+    if _module is None:
+        return f"native FX reader: not built ({_load_error}); the Python reader is used"
+    if disabled():
+        return f"native FX reader: built, turned off by {ENV}"
+    return f"native FX reader: {_module.__file__}"

@@ -1,0 +1,727 @@
+/* _fxreader: a native reader of torch FX graphs for pypm_verified.
+ *
+ * build(tg, nodes, ctx) walks an FX graph's node list once and appends every
+ * node to the term graph of ``tg`` (a pypm_verified.torch.importer.TermGraph)
+ * the way TermGraph.import_node does, reading the same tables (per overload,
+ * per static tensor type, per constant, per call shape of a schema) and
+ * writing the same columns (nodes, labels, child ids, attributes, the
+ * hash-consing index) and the same maps (term, fx_of, recipes, calls).
+ * Whatever is not the common case -- a table miss, a call that does not fit
+ * its schema, an opaque call, the output node -- is handed to the Python
+ * method (import_node, call_args, _type, arg, input_typed), which also fills
+ * the tables on first sight; so the result is the Python path's, state for
+ * state (tests/test_fxreader.py compares them).  Returns the FX nodes merged
+ * into an earlier equal one (the caller erases them, as TermGraph.build).
+ *
+ * encode_columns(header, labels, children, attrs, tail) writes the engine's
+ * int64 graph encoding (docs/internals/format.md) of the columns: the header
+ * words, then per node label, child count, child ids, attribute count and
+ * (attribute, value) pairs, then the tail words; returns the bytes
+ * (native byte order).  Values outside int64 raise OverflowError, anything
+ * but an int raises TypeError, as array("q", ...) does.
+ *
+ * Every object is checked before it is read: a malformed argument raises an
+ * exception (TypeError, ValueError), never crashes the interpreter.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+
+/* interned attribute names and constant strings */
+static PyObject *s_op, *s_target, *s_meta, *s_args, *s_kwargs, *s_name, *s_val, *s_id,
+    *s_arity, *s_shape, *s_dtype, *s_call_function, *s_placeholder, *s_get_attr,
+    *s_distinct, *s_kind_op, *s_input, *s_import_node, *s_call_args, *s_type, *s_arg,
+    *s_replace_all_uses_with, *s_input_typed, *s_graph, *s_nodes, *s_labels, *s_children,
+    *s_attrs, *s_index, *s_inputs, *s_term, *s_fx_of, *s_recipe, *s_calls, *s_targets,
+    *s_types, *s_consts, *s_target_m, *empty_tuple;
+
+typedef struct {
+    PyObject *fake_tensor_type; /* torch._subclasses.fake_tensor.FakeTensor */
+    PyObject *fx_node_type;     /* torch.fx.Node */
+    PyObject *scalar_types;     /* frozenset of the constant scalar types */
+    PyObject *getitem;          /* operator.getitem */
+    PyObject *node_cls;         /* pypm_verified.core.graph.Node */
+    PyObject *sym_ids;          /* symbols._ids: key -> symbol id */
+    PyObject *schema_specs;     /* importer._schema_specs */
+} Ctx;
+
+typedef struct {
+    PyObject *tg, *g;
+    PyObject *term, *fx_of, *recipe, *calls, *targets, *types, *consts; /* dicts */
+    PyObject *nodes, *labels, *children, *attrs;                         /* lists */
+    PyObject *index, *inputs;                                            /* dicts */
+} St;
+
+static void st_clear(St *st) {
+    Py_CLEAR(st->g);
+    Py_CLEAR(st->term); Py_CLEAR(st->fx_of); Py_CLEAR(st->recipe); Py_CLEAR(st->calls);
+    Py_CLEAR(st->targets); Py_CLEAR(st->types); Py_CLEAR(st->consts);
+    Py_CLEAR(st->nodes); Py_CLEAR(st->labels); Py_CLEAR(st->children); Py_CLEAR(st->attrs);
+    Py_CLEAR(st->index); Py_CLEAR(st->inputs);
+}
+
+static PyObject *get_exact(PyObject *obj, PyObject *name, PyTypeObject *tp) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) return NULL;
+    if (!PyObject_TypeCheck(v, tp)) {
+        PyErr_Format(PyExc_TypeError, "_fxreader: attribute %R is a %s, not a %s", name,
+                     Py_TYPE(v)->tp_name, tp->tp_name);
+        Py_DECREF(v);
+        return NULL;
+    }
+    return v;
+}
+
+static int st_load(St *st, PyObject *tg) {
+    memset(st, 0, sizeof(*st));
+    st->tg = tg;
+#define D(field, name) if (!(st->field = get_exact(tg, name, &PyDict_Type))) goto fail
+#define GD(field, name) if (!(st->field = get_exact(st->g, name, &PyDict_Type))) goto fail
+#define GL(field, name) if (!(st->field = get_exact(st->g, name, &PyList_Type))) goto fail
+    D(term, s_term); D(fx_of, s_fx_of); D(recipe, s_recipe); D(calls, s_calls);
+    D(targets, s_targets); D(types, s_types); D(consts, s_consts);
+    if (!(st->g = PyObject_GetAttr(tg, s_graph))) goto fail;
+    GL(nodes, s_nodes); GL(labels, s_labels); GL(children, s_children); GL(attrs, s_attrs);
+    GD(index, s_index); GD(inputs, s_inputs);
+#undef D
+#undef GD
+#undef GL
+    return 0;
+fail:
+    st_clear(st);
+    return -1;
+}
+
+static int ctx_load(Ctx *c, PyObject *ctx) {
+    if (!PyTuple_Check(ctx) || PyTuple_GET_SIZE(ctx) != 7) {
+        PyErr_SetString(PyExc_TypeError, "_fxreader: ctx must be a tuple of 7 objects");
+        return -1;
+    }
+    c->fake_tensor_type = PyTuple_GET_ITEM(ctx, 0);
+    c->fx_node_type = PyTuple_GET_ITEM(ctx, 1);
+    c->scalar_types = PyTuple_GET_ITEM(ctx, 2);
+    c->getitem = PyTuple_GET_ITEM(ctx, 3);
+    c->node_cls = PyTuple_GET_ITEM(ctx, 4);
+    c->sym_ids = PyTuple_GET_ITEM(ctx, 5);
+    c->schema_specs = PyTuple_GET_ITEM(ctx, 6);
+    if (!PyType_Check(c->fake_tensor_type) || !PyType_Check(c->fx_node_type)
+        || !PyAnySet_Check(c->scalar_types) || !PyType_Check(c->node_cls)
+        || !PyDict_Check(c->sym_ids) || !PyDict_Check(c->schema_specs)) {
+        PyErr_SetString(PyExc_TypeError, "_fxreader: malformed ctx");
+        return -1;
+    }
+    return 0;
+}
+
+/* FX node attributes (op, target, meta, _args, _kwargs, name) are members of
+ * torch's C base class (_NodeBase): read at their offsets, as the member
+ * descriptors read them, for an exact torch.fx.Node whose type resolves the
+ * names to those descriptors; anything else (or an unset slot) through
+ * PyObject_GetAttr. */
+enum { FX_OP, FX_TARGET, FX_META, FX_ARGS, FX_KWARGS, FX_NAME, FX_N };
+static PyObject **FX_NAMES[FX_N] = {&s_op, &s_target, &s_meta, &s_args, &s_kwargs, &s_name};
+static PyObject *fx_type_seen = NULL; /* strong */
+static Py_ssize_t fx_off[FX_N];
+static int fx_direct = 0;
+
+static void fx_layout(PyObject *tp_obj) {
+    if (tp_obj == fx_type_seen) return;
+    Py_XSETREF(fx_type_seen, Py_NewRef(tp_obj));
+    fx_direct = 0;
+    PyTypeObject *tp = (PyTypeObject *)tp_obj;
+    for (int i = 0; i < FX_N; i++) {
+        PyObject *d = _PyType_Lookup(tp, *FX_NAMES[i]); /* borrowed, no error set */
+        if (d == NULL || Py_TYPE(d) != &PyMemberDescr_Type) return;
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if ((m->type != T_OBJECT && m->type != T_OBJECT_EX) || m->offset <= 0
+            || (size_t)m->offset + sizeof(PyObject *) > (size_t)tp->tp_basicsize)
+            return;
+        fx_off[i] = m->offset;
+    }
+    fx_direct = 1;
+}
+
+static PyObject *fx_attr(PyObject *node, int i) {
+    if (fx_direct && (PyObject *)Py_TYPE(node) == fx_type_seen) {
+        PyObject *v = *(PyObject **)((char *)node + fx_off[i]);
+        if (v != NULL) return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(node, *FX_NAMES[i]);
+}
+
+static int str_eq(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    if (!PyUnicode_CheckExact(a)) return 0;
+    return PyUnicode_Compare(a, b) == 0; /* both str: no error */
+}
+
+/* fx_of.setdefault(t.id, node); 0 or -1 */
+static int note_term(St *st, PyObject *node, PyObject *t) {
+    if (PyDict_SetItem(st->term, node, t) < 0) return -1;
+    PyObject *tid = PyObject_GetAttr(t, s_id);
+    if (tid == NULL) return -1;
+    PyObject *r = PyDict_SetDefault(st->fx_of, tid, node);
+    Py_DECREF(tid);
+    return r == NULL ? -1 : 0;
+}
+
+/* TermGraph._type(val): the table of static tensor types, else the method */
+static PyObject *type_of(St *st, Ctx *c, PyObject *val) {
+    if ((PyObject *)Py_TYPE(val) == c->fake_tensor_type) {
+        PyObject *shape = PyObject_GetAttr(val, s_shape);
+        if (shape == NULL) return NULL;
+        PyObject *dtype = PyObject_GetAttr(val, s_dtype);
+        if (dtype == NULL) { Py_DECREF(shape); return NULL; }
+        PyObject *key = PyTuple_Pack(2, shape, dtype);
+        Py_DECREF(shape);
+        Py_DECREF(dtype);
+        if (key == NULL) return NULL;
+        PyObject *hit = PyDict_GetItemWithError(st->types, key);
+        Py_DECREF(key);
+        if (hit != NULL && hit != Py_None) {
+            if (PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 3)
+                return Py_NewRef(hit);
+        } else if (hit == NULL && PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
+            PyErr_Clear(); /* a symbolic size is unhashable: the method decides */
+        }
+    }
+    PyObject *typ = PyObject_CallMethodOneArg(st->tg, s_type, val);
+    if (typ != NULL && !(PyTuple_Check(typ) && PyTuple_GET_SIZE(typ) == 3)) {
+        PyErr_SetString(PyExc_TypeError, "_fxreader: TermGraph._type gave no triple");
+        Py_CLEAR(typ);
+    }
+    return typ;
+}
+
+/* node.meta.get("val") (new reference; None when absent) */
+static PyObject *meta_val(PyObject *node) {
+    PyObject *meta = fx_attr(node, FX_META);
+    if (meta == NULL) return NULL;
+    PyObject *val;
+    if (PyDict_Check(meta)) {
+        val = PyDict_GetItemWithError(meta, s_val);
+        if (val == NULL && PyErr_Occurred()) { Py_DECREF(meta); return NULL; }
+        val = Py_NewRef(val != NULL ? val : Py_None);
+    } else {
+        val = PyObject_CallMethod(meta, "get", "O", s_val);
+    }
+    Py_DECREF(meta);
+    return val;
+}
+
+/* TermGraph.call_args(node): a new reference (a list, or None) */
+static PyObject *call_args(St *st, Ctx *c, PyObject *node, PyObject *target,
+                           PyObject *tid) {
+    PyObject *args = fx_attr(node, FX_ARGS);
+    if (args == NULL) return NULL;
+    PyObject *kwargs = fx_attr(node, FX_KWARGS);
+    if (kwargs == NULL) { Py_DECREF(args); return NULL; }
+    PyObject *pos = NULL;
+    PyObject *hit = PyDict_GetItemWithError(st->calls, node);
+    if (hit == NULL && PyErr_Occurred()) goto done;
+    if (hit != NULL && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 3
+        && PyTuple_GET_ITEM(hit, 0) == args && PyTuple_GET_ITEM(hit, 1) == kwargs) {
+        pos = Py_NewRef(PyTuple_GET_ITEM(hit, 2));
+        goto done;
+    }
+    if (PyTuple_CheckExact(args) && PyDict_Check(kwargs)) {
+        Py_ssize_t na = PyTuple_GET_SIZE(args);
+        if (target == c->getitem) {
+            pos = PySequence_List(args);
+            if (pos == NULL) goto done;
+        } else {
+            Py_ssize_t nkw = PyDict_GET_SIZE(kwargs);
+            PyObject *spec = PyDict_GetItemWithError(c->schema_specs, tid);
+            if (spec == NULL && PyErr_Occurred()) goto done;
+            if (spec != NULL && PyTuple_Check(spec) && PyTuple_GET_SIZE(spec) == 5
+                && PyTuple_GET_ITEM(spec, 3) == target
+                && PyTuple_Check(PyTuple_GET_ITEM(spec, 1))
+                && PyLong_Check(PyTuple_GET_ITEM(spec, 2))
+                && PyDict_Check(PyTuple_GET_ITEM(spec, 4))) {
+                Py_ssize_t n_pos = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 2));
+                if (n_pos == -1 && PyErr_Occurred()) goto done;
+                Py_ssize_t n_spec = PyTuple_GET_SIZE(PyTuple_GET_ITEM(spec, 1));
+                if (na <= n_pos && nkw > 0) {
+                    /* the rest by name, else its default; every kwarg used */
+                    PyObject *specargs = PyTuple_GET_ITEM(spec, 1);
+                    Py_ssize_t used = 0;
+                    int fits = 1;
+                    pos = PySequence_List(args);
+                    if (pos == NULL) goto done;
+                    for (Py_ssize_t i = na; fits && i < n_spec; i++) {
+                        PyObject *a = PyTuple_GET_ITEM(specargs, i), *v;
+                        if (!PyTuple_Check(a) || PyTuple_GET_SIZE(a) != 4) { fits = 0; break; }
+                        v = PyDict_GetItemWithError(kwargs, PyTuple_GET_ITEM(a, 1));
+                        if (v != NULL) {
+                            used++;
+                        } else if (PyErr_Occurred()) {
+                            Py_CLEAR(pos);
+                            goto done;
+                        } else {
+                            int has = PyObject_IsTrue(PyTuple_GET_ITEM(a, 2));
+                            if (has < 0) { Py_CLEAR(pos); goto done; }
+                            if (!has) { fits = 0; break; }
+                            v = PyTuple_GET_ITEM(a, 3);
+                        }
+                        if (PyList_Append(pos, v) < 0) { Py_CLEAR(pos); goto done; }
+                    }
+                    if (!fits || used != nkw) Py_CLEAR(pos); /* the method says why not */
+                } else if (na <= n_pos) {
+                    if (na == n_spec) {
+                        pos = PySequence_List(args);
+                        if (pos == NULL) goto done;
+                    } else {
+                        PyObject *k = PyLong_FromSsize_t(na);
+                        if (k == NULL) goto done;
+                        PyObject *tail = PyDict_GetItemWithError(PyTuple_GET_ITEM(spec, 4), k);
+                        Py_DECREF(k);
+                        if (tail == NULL && PyErr_Occurred()) goto done;
+                        if (tail != NULL && PyTuple_Check(tail)) {
+                            pos = PySequence_List(args);
+                            if (pos == NULL) goto done;
+                            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tail); i++) {
+                                if (PyList_Append(pos, PyTuple_GET_ITEM(tail, i)) < 0) {
+                                    Py_CLEAR(pos);
+                                    goto done;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if (pos != NULL) { /* computed here: cached as call_args caches it */
+        PyObject *entry = PyTuple_Pack(3, args, kwargs, pos);
+        if (entry == NULL || PyDict_SetItem(st->calls, node, entry) < 0) Py_CLEAR(pos);
+        Py_XDECREF(entry);
+        goto done;
+    }
+    pos = PyObject_CallMethodOneArg(st->tg, s_call_args, node);
+done:
+    Py_DECREF(args);
+    Py_DECREF(kwargs);
+    return pos;
+}
+
+/* the term of one argument (new reference) */
+static PyObject *kid_of(St *st, Ctx *c, PyObject *a) {
+    PyObject *tp = (PyObject *)Py_TYPE(a);
+    if (tp == c->fx_node_type) {
+        PyObject *k = PyDict_GetItemWithError(st->term, a);
+        if (k != NULL) return Py_NewRef(k);
+        if (PyErr_Occurred()) return NULL;
+    } else if (PyList_Check(a) || PyTuple_Check(a)) {
+        /* a flat list of scalars (sizes, dims): arg()'s key, (list or tuple,
+         * ((type, value), ...)), read from the table of constants directly */
+        PyObject *seq = PySequence_Fast(a, "not a sequence");
+        if (seq == NULL) return NULL;
+        Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+        PyObject *pairs = PyTuple_New(m);
+        int flat = pairs != NULL;
+        for (Py_ssize_t i = 0; flat && i < m; i++) {
+            PyObject *e = PySequence_Fast_GET_ITEM(seq, i);
+            PyObject *et = (PyObject *)Py_TYPE(e);
+            int sc = PySet_Contains(c->scalar_types, et);
+            if (sc <= 0) { flat = sc; break; }
+            PyObject *pair = PyTuple_Pack(2, et, e);
+            if (pair == NULL) { flat = -1; break; }
+            PyTuple_SET_ITEM(pairs, i, pair);
+        }
+        Py_DECREF(seq);
+        if (pairs == NULL || flat < 0) { Py_XDECREF(pairs); return NULL; }
+        if (flat) {
+            PyObject *kind = PyTuple_Check(a) ? (PyObject *)&PyTuple_Type : (PyObject *)&PyList_Type;
+            PyObject *key = PyTuple_Pack(2, kind, pairs);
+            Py_DECREF(pairs);
+            if (key == NULL) return NULL;
+            PyObject *k = PyDict_GetItemWithError(st->consts, key);
+            Py_DECREF(key);
+            if (k != NULL) return Py_NewRef(k);
+            if (PyErr_Occurred()) {
+                if (!PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
+                PyErr_Clear();
+            }
+        } else {
+            Py_DECREF(pairs);
+        }
+    } else {
+        int scalar = PySet_Contains(c->scalar_types, tp);
+        if (scalar < 0) return NULL;
+        if (scalar) {
+            PyObject *key = PyTuple_Pack(2, tp, a);
+            if (key == NULL) return NULL;
+            PyObject *k = PyDict_GetItemWithError(st->consts, key);
+            Py_DECREF(key);
+            if (k != NULL) return Py_NewRef(k);
+            if (PyErr_Occurred()) {
+                if (!PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
+                PyErr_Clear(); /* unhashable: the method decides */
+            }
+        }
+    }
+    return PyObject_CallMethodOneArg(st->tg, s_arg, a);
+}
+
+/* Node objects are made as Node(graph, id, label, kind, op, args, shape,
+ * dtype, name, value) makes them -- its __init__ only stores the ten
+ * arguments in the ten slots of the same names -- by writing the slots
+ * directly, when the class has exactly those slots (and __weakref__);
+ * otherwise by calling the class. */
+static const char *NODE_SLOTS[10] = {"graph", "id", "label", "kind", "op", "args",
+                                     "shape", "dtype", "name", "value"};
+static PyObject *node_cls_seen = NULL; /* the class node_off describes (strong) */
+static Py_ssize_t node_off[10];
+static int node_direct = 0;
+
+static int node_layout(PyObject *cls) {
+    if (cls == node_cls_seen) return 0;
+    Py_XSETREF(node_cls_seen, Py_NewRef(cls));
+    node_direct = 0;
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    PyObject *slots = PyObject_GetAttrString(cls, "__slots__");
+    if (slots == NULL) { PyErr_Clear(); return 0; }
+    int ok = PyTuple_Check(slots) && PyTuple_GET_SIZE(slots) == 11
+             && tp->tp_alloc == PyType_GenericAlloc && tp->tp_itemsize == 0;
+    for (int i = 0; ok && i < 10; i++) {
+        PyObject *want = PyUnicode_FromString(NODE_SLOTS[i]);
+        if (want == NULL) { Py_DECREF(slots); return -1; }
+        int found = PySequence_Contains(slots, want);
+        PyObject *descr = found == 1 ? PyDict_GetItemWithError(tp->tp_dict, want) : NULL;
+        Py_DECREF(want);
+        if (found < 0 || PyErr_Occurred()) { Py_DECREF(slots); return -1; }
+        if (descr == NULL || Py_TYPE(descr) != &PyMemberDescr_Type) { ok = 0; break; }
+        PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY) || m->offset <= 0
+            || (size_t)m->offset + sizeof(PyObject *) > (size_t)tp->tp_basicsize) {
+            ok = 0;
+            break;
+        }
+        node_off[i] = m->offset;
+    }
+    Py_DECREF(slots);
+    node_direct = ok;
+    return 0;
+}
+
+static PyObject *make_node(PyObject *cls, PyObject *const *argv) {
+    if (node_direct && cls == node_cls_seen) {
+        PyTypeObject *tp = (PyTypeObject *)cls;
+        PyObject *o = tp->tp_alloc(tp, 0);
+        if (o == NULL) return NULL;
+        for (int i = 0; i < 10; i++) *(PyObject **)((char *)o + node_off[i]) = Py_NewRef(argv[i]);
+        return o;
+    }
+    return PyObject_Vectorcall(cls, argv, 10, NULL);
+}
+
+/* Graph._new: append a node that ``key`` does not index yet (new reference) */
+static PyObject *new_node(St *st, Ctx *c, PyObject *key, PyObject *label, PyObject *kind,
+                          PyObject *op, PyObject *kids, PyObject *shape, PyObject *dtype,
+                          PyObject *attrs, PyObject *name, PyObject *ids) {
+    PyObject *nid = PyLong_FromSsize_t(PyList_GET_SIZE(st->nodes));
+    if (nid == NULL) return NULL;
+    PyObject *argv[] = {st->g, nid, label, kind, op, kids, shape, dtype, name, Py_None};
+    PyObject *node = make_node(c->node_cls, argv);
+    Py_DECREF(nid);
+    if (node == NULL) return NULL;
+    if (PyList_Append(st->nodes, node) < 0 || PyList_Append(st->labels, label) < 0
+        || PyList_Append(st->children, ids) < 0 || PyList_Append(st->attrs, attrs) < 0
+        || PyDict_SetItem(st->index, key, node) < 0) {
+        Py_DECREF(node);
+        return NULL;
+    }
+    return node;
+}
+
+/* 1: done (*out set), 0: not the common case (nothing changed but caches), -1: error */
+static int fast_call(St *st, Ctx *c, PyObject *node, PyObject **out) {
+    int ret = -1, r;
+    PyObject *target = NULL, *tid = NULL, *hit = NULL, *pos = NULL, *val = NULL, *typ = NULL,
+             *kids = NULL, *ids = NULL, *key = NULL, *t = NULL, *rec = NULL, *arity = NULL;
+    r = PyDict_Contains(st->recipe, node); /* imported before: the method's re-import */
+    if (r != 0) { ret = r < 0 ? -1 : 0; goto done; }
+    if (!(target = fx_attr(node, FX_TARGET))) goto done;
+    if (!(tid = PyLong_FromVoidPtr(target))) goto done;
+    hit = PyDict_GetItemWithError(st->targets, tid);
+    if (hit == NULL && PyErr_Occurred()) goto done;
+    if (hit != NULL && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 4
+        && PyTuple_GET_ITEM(hit, 0) == target) {
+        Py_INCREF(hit); /* held: the methods called below may change the table */
+    } else { /* first sight of the target: the per-overload entry, as import_node makes it */
+        if (!(hit = PyObject_CallMethodOneArg(st->tg, s_target_m, node))) goto done;
+        if (!PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 4 || PyTuple_GET_ITEM(hit, 0) != target) {
+            ret = 0;
+            goto done;
+        }
+    }
+    if (PyTuple_GET_ITEM(hit, 1) == Py_None) { ret = 0; goto done; } /* not an operator */
+    PyObject *op = PyTuple_GET_ITEM(hit, 1), *label = PyTuple_GET_ITEM(hit, 2),
+             *pure = PyTuple_GET_ITEM(hit, 3);
+    if (!(pos = call_args(st, c, node, target, tid))) goto done;
+    if (!PyList_Check(pos)) { ret = 0; goto done; } /* None: fits no schema */
+    if (!(val = meta_val(node))) goto done;
+    if (!(typ = type_of(st, c, val))) goto done;
+    Py_ssize_t n = PyList_GET_SIZE(pos);
+    if (!(arity = PyObject_GetAttr(op, s_arity))) goto done;
+    if (!PyLong_Check(arity) || PyLong_AsSsize_t(arity) != n) {
+        PyErr_Clear();
+        ret = 0; /* the method raises the arity error */
+        goto done;
+    }
+    if (!(kids = PyTuple_New(n)) || !(ids = PyTuple_New(n))) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i >= PyList_GET_SIZE(pos)) {
+            PyErr_SetString(PyExc_RuntimeError, "_fxreader: argument list changed");
+            goto done;
+        }
+        PyObject *a = Py_NewRef(PyList_GET_ITEM(pos, i)); /* held across the methods */
+        PyObject *k = kid_of(st, c, a);
+        Py_DECREF(a);
+        if (k == NULL) goto done;
+        PyTuple_SET_ITEM(kids, i, k);
+        PyObject *kid = PyObject_GetAttr(k, s_id);
+        if (kid == NULL) goto done;
+        PyTuple_SET_ITEM(ids, i, kid);
+    }
+    int distinct = PyObject_Not(pure);
+    if (distinct < 0) goto done;
+    if (distinct) {
+        PyObject *len = PyLong_FromSsize_t(PyList_GET_SIZE(st->nodes));
+        if (len == NULL) goto done;
+        key = PyTuple_Pack(2, s_distinct, len);
+        Py_DECREF(len);
+    } else {
+        key = PyTuple_Pack(3, label, ids, PyTuple_GET_ITEM(typ, 2));
+    }
+    if (key == NULL) goto done;
+    t = PyDict_GetItemWithError(st->index, key);
+    if (t != NULL) {
+        Py_INCREF(t);
+    } else {
+        if (PyErr_Occurred()) goto done;
+        t = new_node(st, c, key, label, s_kind_op, op, kids, PyTuple_GET_ITEM(typ, 0),
+                     PyTuple_GET_ITEM(typ, 1), PyTuple_GET_ITEM(typ, 2), Py_None, ids);
+        if (t == NULL) goto done;
+    }
+    rec = PyTuple_Pack(6, val, target, op, label, typ, distinct ? Py_True : Py_False);
+    if (rec == NULL || PyDict_SetItem(st->recipe, node, rec) < 0) goto done;
+    if (note_term(st, node, t) < 0) goto done;
+    *out = Py_NewRef(t);
+    ret = 1;
+done:
+    Py_XDECREF(target); Py_XDECREF(tid); Py_XDECREF(hit); Py_XDECREF(pos); Py_XDECREF(val);
+    Py_XDECREF(typ); Py_XDECREF(kids); Py_XDECREF(ids); Py_XDECREF(key); Py_XDECREF(t);
+    Py_XDECREF(rec); Py_XDECREF(arity);
+    return ret;
+}
+
+/* a placeholder or get_attr node: Graph.input_typed of its name and type */
+static int fast_input(St *st, Ctx *c, PyObject *node, PyObject *kind, PyObject **out) {
+    int ret = -1;
+    PyObject *val = NULL, *typ = NULL, *nm = NULL, *name = NULL, *t = NULL, *key = NULL;
+    if (!(val = meta_val(node))) goto done;
+    if (!(typ = type_of(st, c, val))) goto done;
+    if (!(nm = fx_attr(node, FX_NAME))) goto done;
+    if (!PyUnicode_Check(nm)) { ret = 0; goto done; }
+    if (!(name = PyUnicode_FromFormat("%U:%U", kind, nm))) goto done;
+    PyObject *old = PyDict_GetItemWithError(st->inputs, name);
+    if (old == NULL && PyErr_Occurred()) goto done;
+    PyObject *label = NULL;
+    if (!(key = PyTuple_Pack(2, s_input, name))) goto done;
+    if (old == NULL && PyDict_GetItemWithError(st->index, key) == NULL && !PyErr_Occurred())
+        label = PyDict_GetItemWithError(c->sym_ids, key); /* symbols.intern, when known */
+    if (PyErr_Occurred()) goto done;
+    if (label != NULL && PyLong_CheckExact(label)) {
+        /* input_typed's common case: a new input of a known symbol */
+        if (!(t = new_node(st, c, key, label, s_input, Py_None, empty_tuple,
+                           PyTuple_GET_ITEM(typ, 0), PyTuple_GET_ITEM(typ, 1),
+                           PyTuple_GET_ITEM(typ, 2), name, empty_tuple))
+            || PyDict_SetItem(st->inputs, name, t) < 0)
+            goto done;
+    } else {
+        PyObject *argv[] = {st->g, name, PyTuple_GET_ITEM(typ, 0), PyTuple_GET_ITEM(typ, 1),
+                            PyTuple_GET_ITEM(typ, 2)};
+        if (!(t = PyObject_VectorcallMethod(s_input_typed, argv,
+                                            5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)))
+            goto done;
+    }
+    if (note_term(st, node, t) < 0) goto done;
+    *out = Py_NewRef(t);
+    ret = 1;
+done:
+    Py_XDECREF(val); Py_XDECREF(typ); Py_XDECREF(nm); Py_XDECREF(name); Py_XDECREF(t);
+    Py_XDECREF(key);
+    return ret;
+}
+
+/* TermGraph.import_node(node), native where it is the common case (new reference) */
+static PyObject *import_one(St *st, Ctx *c, PyObject *node) {
+    PyObject *kind = fx_attr(node, FX_OP);
+    if (kind == NULL) return NULL;
+    PyObject *t = NULL;
+    int r = 0;
+    if (str_eq(kind, s_call_function))
+        r = fast_call(st, c, node, &t);
+    else if (str_eq(kind, s_placeholder) || str_eq(kind, s_get_attr))
+        r = fast_input(st, c, node, kind, &t);
+    Py_DECREF(kind);
+    if (r < 0) return NULL;
+    if (r == 0) return PyObject_CallMethodOneArg(st->tg, s_import_node, node);
+    return t;
+}
+
+static PyObject *fx_build(PyObject *self, PyObject *args) {
+    PyObject *tg, *nodes, *ctx;
+    if (!PyArg_ParseTuple(args, "OO!O:build", &tg, &PyList_Type, &nodes, &ctx)) return NULL;
+    Ctx c;
+    St st;
+    if (ctx_load(&c, ctx) < 0 || node_layout(c.node_cls) < 0 || st_load(&st, tg) < 0)
+        return NULL;
+    fx_layout(c.fx_node_type);
+    PyObject *dups = PyList_New(0);
+    if (dups == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
+        PyObject *node = Py_NewRef(PyList_GET_ITEM(nodes, i));
+        PyObject *t = import_one(&st, &c, node);
+        if (t == NULL) { Py_DECREF(node); goto fail; }
+        PyObject *tid = PyObject_GetAttr(t, s_id);
+        PyObject *first = tid ? PyDict_GetItemWithError(st.fx_of, tid) : NULL;
+        if (first == NULL && tid != NULL && !PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, tid);
+        Py_XDECREF(tid);
+        if (first == NULL) { Py_DECREF(t); Py_DECREF(node); goto fail; }
+        if (first != node) { /* a duplicate of an earlier pure node: merged into it */
+            Py_INCREF(first);
+            PyObject *r = PyObject_CallMethodOneArg(node, s_replace_all_uses_with, first);
+            Py_DECREF(first);
+            if (r == NULL || PyDict_SetItem(st.term, node, t) < 0 || PyList_Append(dups, node) < 0) {
+                Py_XDECREF(r); Py_DECREF(t); Py_DECREF(node);
+                goto fail;
+            }
+            Py_DECREF(r);
+        }
+        Py_DECREF(t);
+        Py_DECREF(node);
+    }
+    st_clear(&st);
+    return dups;
+fail:
+    Py_XDECREF(dups);
+    st_clear(&st);
+    return NULL;
+}
+
+/* ----------------------------------------------------------------- encoding */
+
+static int put_words(int64_t **w, int64_t *end, PyObject *v) {
+    if (!PyLong_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "an integer is required (got type %s)", Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    long long x = PyLong_AsLongLong(v);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    if (*w >= end) {
+        PyErr_SetString(PyExc_RuntimeError, "_fxreader: columns changed while encoding");
+        return -1;
+    }
+    *(*w)++ = (int64_t)x;
+    return 0;
+}
+
+static PyObject *encode_columns(PyObject *self, PyObject *args) {
+    PyObject *header, *labels, *children, *attrs, *tail;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!:encode_columns", &PyList_Type, &header, &PyList_Type,
+                          &labels, &PyList_Type, &children, &PyList_Type, &attrs, &PyList_Type,
+                          &tail))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(labels);
+    if (PyList_GET_SIZE(children) != n || PyList_GET_SIZE(attrs) != n) {
+        PyErr_SetString(PyExc_ValueError, "encode_columns: columns of different lengths");
+        return NULL;
+    }
+    /* size first: every column entry checked for its shape */
+    Py_ssize_t total = PyList_GET_SIZE(header) + PyList_GET_SIZE(tail);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = PyList_GET_ITEM(children, i), *a = PyList_GET_ITEM(attrs, i);
+        if (!PyTuple_Check(k) || !PyTuple_Check(a)) {
+            PyErr_Format(PyExc_TypeError, "encode_columns: node %zd: children and attributes "
+                         "must be tuples", i);
+            return NULL;
+        }
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(a); j++) {
+            PyObject *p = PyTuple_GET_ITEM(a, j);
+            if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) != 2) {
+                PyErr_Format(PyExc_TypeError, "encode_columns: node %zd: an attribute is not an "
+                             "(id, value) pair", i);
+                return NULL;
+            }
+        }
+        total += 3 + PyTuple_GET_SIZE(k) + 2 * PyTuple_GET_SIZE(a);
+    }
+    if (total > PY_SSIZE_T_MAX / 8) return PyErr_NoMemory();
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total * 8);
+    if (out == NULL) return NULL;
+    int64_t *w = (int64_t *)PyBytes_AS_STRING(out), *end = w + total;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(header); i++)
+        if (put_words(&w, end, PyList_GET_ITEM(header, i)) < 0) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = PyList_GET_ITEM(children, i), *a = PyList_GET_ITEM(attrs, i);
+        if (put_words(&w, end, PyList_GET_ITEM(labels, i)) < 0) goto fail;
+        if (w >= end) goto changed;
+        *w++ = (int64_t)PyTuple_GET_SIZE(k);
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(k); j++)
+            if (put_words(&w, end, PyTuple_GET_ITEM(k, j)) < 0) goto fail;
+        if (w >= end) goto changed;
+        *w++ = (int64_t)PyTuple_GET_SIZE(a);
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(a); j++) {
+            PyObject *p = PyTuple_GET_ITEM(a, j);
+            if (put_words(&w, end, PyTuple_GET_ITEM(p, 0)) < 0
+                || put_words(&w, end, PyTuple_GET_ITEM(p, 1)) < 0)
+                goto fail;
+        }
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tail); i++)
+        if (put_words(&w, end, PyList_GET_ITEM(tail, i)) < 0) goto fail;
+    if (w != end) goto changed;
+    return out;
+changed:
+    PyErr_SetString(PyExc_RuntimeError, "_fxreader: columns changed while encoding");
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"build", fx_build, METH_VARARGS,
+     "build(tg, nodes, ctx) -> list of merged FX nodes: import every FX node of the list into "
+     "the TermGraph tg, as TermGraph.build does."},
+    {"encode_columns", encode_columns, METH_VARARGS,
+     "encode_columns(header, labels, children, attrs, tail) -> bytes: the int64 words of a "
+     "graph encoding (native byte order)."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_fxreader",
+                                    "The native reader of FX graphs (see _native/__init__.py).",
+                                    -1, methods};
+
+PyMODINIT_FUNC PyInit__fxreader(void) {
+#define I(var, text) if (!(var = PyUnicode_InternFromString(text))) return NULL
+    I(s_op, "op"); I(s_target, "target"); I(s_meta, "meta"); I(s_args, "_args");
+    I(s_kwargs, "_kwargs"); I(s_name, "name"); I(s_val, "val"); I(s_id, "id");
+    I(s_arity, "arity"); I(s_shape, "shape"); I(s_dtype, "dtype");
+    I(s_call_function, "call_function"); I(s_placeholder, "placeholder");
+    I(s_get_attr, "get_attr"); I(s_distinct, "distinct"); I(s_kind_op, "op");
+    I(s_input, "input"); I(s_import_node, "import_node"); I(s_call_args, "call_args");
+    I(s_type, "_type"); I(s_arg, "arg"); I(s_replace_all_uses_with, "replace_all_uses_with");
+    I(s_input_typed, "input_typed"); I(s_graph, "graph"); I(s_nodes, "nodes");
+    I(s_labels, "_labels"); I(s_children, "_children"); I(s_attrs, "_attrs");
+    I(s_index, "_index"); I(s_inputs, "_inputs"); I(s_term, "term"); I(s_fx_of, "fx_of");
+    I(s_recipe, "_recipe"); I(s_calls, "_calls"); I(s_targets, "_targets");
+    I(s_types, "_types"); I(s_consts, "_consts"); I(s_target_m, "_target");
+#undef I
+    if (!(empty_tuple = PyTuple_New(0))) return NULL;
+    return PyModule_Create(&moddef);
+}

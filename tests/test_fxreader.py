@@ -1,0 +1,457 @@
+"""The native FX reader gives what the Python reader gives.
+
+``pypm_verified._native._fxreader`` (a CPython C extension, built in place
+by ``make venv``) walks an FX graph's node list once and builds the term
+graph (:meth:`TermGraph.build`), and writes the engine's graph encoding
+(:func:`pypm_verified.engines.serialize.encode_graph`). Held equal here to
+the Python reader (``PYPM_NATIVE=0``), on the same FX graph copied twice:
+
+* every column of the term graph (labels, child ids, attributes), every
+  term node (kind, operator, shape, dtype, name, value), the hash-consing
+  index and the inputs table;
+* the maps: FX node -> term, term -> FX node, the constants' values, the
+  re-import recipes and cached positional arguments, the merged count;
+* the FX graph left behind (duplicates merged alike);
+* the encoding, word for word, native and Python, of whole graphs and of
+  extensions;
+
+on exported models (BERT and GPT-2, static and with dynamic shapes, and
+models of the zoo), and on random graphs of ATen calls with duplicates,
+constants, kwargs, defaults, tuples, impure calls and missing metadata.
+Malformed input to the extension raises, never crashes.
+
+Skipped when the extension is not built, except under
+``PYPM_REQUIRE_TOOLS=1`` (``make test``, after ``make venv`` built it).
+"""
+import copy
+import operator
+import os
+import random
+import sys
+from array import array
+
+import pytest
+
+torch = pytest.importorskip("torch")
+fx = torch.fx
+
+from pypm_verified import _native  # noqa: E402
+from pypm_verified.engines import serialize  # noqa: E402
+from pypm_verified.errors import GraphError  # noqa: E402
+from pypm_verified.torch.importer import TermGraph, is_pure  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import models  # noqa: E402
+
+aten = torch.ops.aten
+
+
+@pytest.fixture(scope="module")
+def native():
+    mod = _native._module  # built (each test turns it on and off itself)
+    if mod is None:
+        msg = _native.status()
+        if os.environ.get("PYPM_REQUIRE_TOOLS"):
+            pytest.fail(f"PYPM_REQUIRE_TOOLS is set but {msg}")
+        pytest.skip(msg)
+    return mod
+
+
+def _build(fx_graph, native_on: bool, monkeypatch, size_hints=False):
+    monkeypatch.setenv(_native.ENV, "1" if native_on else "0")
+    tg = TermGraph(fx_graph, size_hints=size_hints).build()
+    monkeypatch.delenv(_native.ENV)
+    return tg
+
+
+def _names(x):
+    """``x`` with FX nodes replaced by their names (nested lists, tuples)."""
+    if isinstance(x, fx.Node):
+        return ("fx", x.name)
+    if isinstance(x, (list, tuple)):
+        return type(x).__name__, [_names(e) for e in x]
+    return x
+
+
+def snapshot(tg):
+    """Everything a term graph built from an FX graph holds, FX nodes by name
+    (two copies of one FX graph are compared)."""
+    g = tg.graph
+    nodes = [(n.id, n.label, n.kind, n.op, n.args and tuple(a.id for a in n.args), n.shape,
+              n.dtype, n.name, n.value) for n in g.nodes]
+    assert [type(n.args) for n in g.nodes] == [tuple] * len(g.nodes)
+    index = sorted((repr(k), v.id) for k, v in g._index.items())
+    recipes = {n.name: (type(r[0]).__name__, getattr(r[0], "shape", None),
+                        getattr(r[0], "dtype", None), r[1], r[2], r[3], r[4], r[5])
+               for n, r in tg._recipe.items()}
+    for n, r in tg._recipe.items():
+        assert r[0] is n.meta.get("val"), n  # the node's own metadata object
+    calls = {n.name: (_names(c[2]), c[0] is n._args, c[1] is n._kwargs)
+             for n, c in tg._calls.items()}
+    return {
+        "columns": (g._labels, g._children, g._attrs),
+        "nodes": nodes,
+        "index": index,
+        "inputs": sorted((k, v.id) for k, v in g._inputs.items()),
+        "term": {n.name: t.id for n, t in tg.term.items()},
+        "fx_of": {i: n.name for i, n in tg.fx_of.items()},
+        "const_values": {i: _names(v) for i, v in tg.const_values.items()},
+        "consts": sorted((repr(k), v.id) for k, v in tg._consts.items()),
+        "recipes": recipes,
+        "calls": calls,
+        "merged": tg.merged,
+        "fx_graph": str(tg.fx_graph),
+        "encoding": list(g.encode()),
+    }
+
+
+def assert_same_import(fx_graph, monkeypatch, size_hints=False):
+    a, b = copy.deepcopy(fx_graph), copy.deepcopy(fx_graph)
+    py = _build(a, False, monkeypatch, size_hints)
+    nat = _build(b, True, monkeypatch, size_hints)
+    sp, sn = snapshot(py), snapshot(nat)
+    for k in sp:
+        assert sn[k] == sp[k], f"native and Python readers differ in {k}"
+    return py, nat
+
+
+def assert_same_encoding(graph, monkeypatch):
+    """Native and Python encodings of ``graph`` and of its extensions."""
+    n = len(graph)
+    for base in sorted({0, n // 3, n // 2, n}):
+        words = {}
+        for on in (False, True):
+            monkeypatch.setenv(_native.ENV, "1" if on else "0")
+            whole = serialize.encode_graph(graph)
+            ext = serialize.encode_graph_extension(graph, base)
+            assert isinstance(whole, array) and whole.typecode == "q"
+            words[on] = (list(whole), list(ext))
+        monkeypatch.delenv(_native.ENV)
+        assert words[True] == words[False]
+
+
+# ------------------------------------------------------------------ models
+
+@pytest.fixture(scope="module")
+def programs():
+    return {"bert": (models.export("bert", "small", layers=2), False),
+            "gpt2": (models.export("gpt2", "small", layers=2), False),
+            "llama": (models.export("llama", "small", layers=2), False),
+            "bert dynamic": (models.export_dynamic("bert", "small", layers=2), True)}
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "bert dynamic"])
+def test_models_read_alike(native, programs, name, monkeypatch):
+    ep, dynamic = programs[name]
+    py, nat = assert_same_import(ep.graph_module.graph, monkeypatch, size_hints=dynamic)
+    assert len(py.graph) > 100 and py.merged > 0  # duplicates merged, by both
+    assert_same_encoding(py.graph, monkeypatch)
+    # a re-import of every pure node after the native build (its recipes
+    # read back): nothing changes (an impure node is new on every import)
+    before = list(nat.graph.encode())
+    pure = [x for x in nat.fx_graph.nodes if x.op == "placeholder"
+            or (x.op == "call_function" and is_pure(x))]
+    assert len(pure) > 0.8 * len(nat.fx_graph.nodes)
+    for node in pure:
+        assert nat.reimport(node) == (None, []), node.name
+    assert list(nat.graph.encode()) == before
+
+
+ZOO = ("t5", "vit", "resnet", "mixtral")
+
+
+@pytest.fixture(scope="module")
+def zoo_programs():
+    import zoo_models
+    out = {}
+    for name in ZOO:
+        m, kw, spec = zoo_models.build(name)
+        with torch.no_grad():
+            out[name] = torch.export.export(m, (), kw, dynamic_shapes=spec).run_decompositions({})
+    return out
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_zoo_models_read_alike(native, zoo_programs, name, monkeypatch):
+    """Zoo models exported with their dynamic shapes (symbolic sizes), read
+    with and without size hints."""
+    graph = zoo_programs[name].graph_module.graph
+    for hints in (False, True):
+        py, _ = assert_same_import(graph, monkeypatch, size_hints=hints)
+    assert_same_encoding(py.graph, monkeypatch)
+
+
+def test_the_driver_rewrites_alike(native, programs, monkeypatch):
+    """The fixpoint on a natively read graph: the same firings and the same
+    rewritten program as with the Python reader."""
+    from pypm_verified.library import default_patterns
+    from pypm_verified.torch.driver import Driver
+    ep, _ = programs["bert"]
+    out = {}
+    for on in ("0", "1"):
+        monkeypatch.setenv(_native.ENV, on)
+        gm = copy.deepcopy(ep.graph_module)
+        rep = Driver(gm, default_patterns(), target="cpu", recompile=False,
+                     check_profitability=False).run()
+        out[on] = (dict(rep.firings), str(gm.graph))
+    assert out["0"] == out["1"]
+    assert sum(out["1"][0].values()) >= 2
+
+
+# ------------------------------------------------------------ random graphs
+
+def _random_program(seed):
+    """A random FX graph of ATen calls with fake-tensor metadata: duplicates
+    (merged), constants and lists, kwargs and omitted defaults, tuple outputs
+    with getitem, random (impure) calls, calls that fit no schema, Python
+    callables, get_attr leaves, nodes without metadata."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    rng = random.Random(seed)
+    g = fx.Graph()
+    val = {}
+    mode = FakeTensorMode()
+    dtype = rng.choice([torch.float32, torch.float16])
+    shape = rng.choice([(4, 8), (2, 4, 8), (8, 8)])
+    with mode:
+        tensors = []
+        for i in range(rng.randint(1, 3)):
+            p = g.placeholder(f"x{i}")
+            p.meta["val"] = val[p] = torch.empty(shape, dtype=dtype)
+            tensors.append(p)
+        if rng.random() < 0.5:
+            a = g.get_attr(f"w{seed}")
+            a.meta["val"] = val[a] = torch.empty(shape, dtype=dtype)
+            tensors.append(a)
+        calls = []
+        for _ in range(rng.randint(3, 25)):
+            x, y = rng.choice(tensors), rng.choice(tensors)
+            r = rng.random()
+            if calls and r < 0.15:  # a duplicate of an earlier call
+                target, args, kwargs = rng.choice(calls)
+            elif r < 0.3:
+                target, args, kwargs = rng.choice([aten.relu.default, aten.neg.default,
+                                                   aten.exp.default, aten.sigmoid.default]), (x,), {}
+            elif r < 0.4:
+                target, args, kwargs = aten.add.Tensor, (x, y), rng.choice(
+                    [{}, {"alpha": 2}, {"alpha": 1}])
+            elif r < 0.5:
+                target, args, kwargs = aten.mul.Tensor, (x, rng.choice([y, 2, 0.5, True])), {}
+            elif r < 0.6:
+                dim = rng.choice([0, -1])
+                target, args, kwargs = aten.sum.dim_IntList, rng.choice(
+                    [(x, [dim]), (x, [dim], True)]), rng.choice([{}, {"dtype": torch.float32}])
+                if len(args) == 3 and kwargs:
+                    kwargs = {}
+            elif r < 0.65:
+                target, args, kwargs = aten.cat.default, ([x, y], rng.choice([0, -1])), {}
+            elif r < 0.7:
+                target, args, kwargs = aten.split.Tensor, (x, 2), rng.choice([{}, {"dim": -1}])
+            elif r < 0.75:
+                target, args, kwargs = aten.rand_like.default, (x,), {}
+            elif r < 0.8:
+                target, args, kwargs = aten.clone.default, (x,), rng.choice(
+                    [{}, {"memory_format": torch.contiguous_format}])
+            elif r < 0.85:
+                target, args, kwargs = aten.transpose.int, (x, 0, -1), {}
+            elif r < 0.9:
+                target, args, kwargs = aten.relu.default, (x,), {"bogus": 1}  # fits no schema
+            elif r < 0.95:
+                target, args, kwargs = operator.add, (x, y), {}  # a Python callable: opaque
+            else:
+                target, args, kwargs = aten._to_copy.default, (x,), {"dtype": torch.float64}
+            calls.append((target, args, kwargs))
+            n = g.call_function(target, args, kwargs)
+            try:
+                v = target(*fx.node.map_arg(args, lambda a: val[a]),
+                           **fx.node.map_arg(kwargs, lambda a: val[a]))
+            except Exception:
+                v = None
+            if v is not None and rng.random() < 0.9:
+                n.meta["val"] = val[n] = v
+            if isinstance(v, (list, tuple)):  # a tuple output: its items by getitem
+                for i in range(len(v)):
+                    if rng.random() < 0.7:
+                        gi = g.call_function(operator.getitem, (n, i))
+                        gi.meta["val"] = val[gi] = v[i]
+                        tensors.append(gi)
+            elif n in val and isinstance(v, torch.Tensor) and v.shape == val[x].shape \
+                    and v.dtype == dtype:
+                tensors.append(n)
+        outs = [n for n in g.nodes if n.op == "call_function"][-2:] or tensors[:1]
+        g.output(tuple(outs))
+    return g
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_graphs_read_alike(native, seed, monkeypatch):
+    g = _random_program(seed)
+    py, _ = assert_same_import(g, monkeypatch)
+    assert_same_encoding(py.graph, monkeypatch)
+
+
+def test_random_graphs_cover_the_cases(native, monkeypatch):
+    """The random graphs reach every case the reader hands to Python and the
+    common ones: merges, opaque calls, impure calls, tuples, kwargs."""
+    merged = opaque = impure = getitems = 0
+    for seed in range(40):
+        g = _random_program(seed)
+        tg = _build(copy.deepcopy(g), True, monkeypatch)
+        merged += tg.merged
+        names = [t.op.name for t in tg.graph.nodes if t.op is not None]
+        opaque += sum(n.startswith("opaque:") for n in names)
+        impure += sum(r[5] for r in tg._recipe.values())
+        getitems += sum(1 for n in tg.fx_graph.nodes if n.target is operator.getitem)
+    assert merged > 10 and opaque > 10 and impure > 5 and getitems > 5
+
+
+# ---------------------------------------------------------- bad input
+
+def test_malformed_input_raises(native):
+    g = fx.Graph()
+    tg = TermGraph(g)
+    from pypm_verified.torch.importer import _native_ctx
+    ctx = _native_ctx()
+    with pytest.raises(TypeError):
+        native.build(tg, (), ctx)  # not a list
+    with pytest.raises(TypeError):
+        native.build(tg, [], ctx[:3])
+    with pytest.raises(TypeError):
+        native.build(tg, [], (1,) * 7)
+    with pytest.raises(AttributeError):
+        native.build(object(), [], ctx)
+    with pytest.raises(AttributeError):
+        native.build(tg, [1, "x", None], ctx)  # not FX nodes
+    broken = TermGraph(g)
+    broken.term = []  # not a dict
+    with pytest.raises(TypeError):
+        native.build(broken, [], ctx)
+    enc = native.encode_columns
+    assert array("q", enc([1, 2], [5], [(1, 2)], [((0, 3),)], [0])) == array(
+        "q", [1, 2, 5, 2, 1, 2, 1, 0, 3, 0])
+    with pytest.raises(ValueError):
+        enc([], [1, 2], [()], [()], [])
+    with pytest.raises(TypeError):
+        enc([], [1], [[1]], [()], [])
+    with pytest.raises(TypeError):
+        enc([], [1], [()], [((1, 2, 3),)], [])
+    with pytest.raises(TypeError):
+        enc([], ["a"], [()], [()], [])
+    with pytest.raises(OverflowError):
+        enc([], [1 << 64], [()], [()], [])
+    with pytest.raises(TypeError):
+        enc(None, [], [], [], [])
+
+
+def test_encoding_overflow_is_an_encode_error(native, monkeypatch):
+    import pypm_verified as pm
+    graph = pm.Graph()
+    graph.input("a", shape=(4,), dtype=pm.f32)
+    graph._labels[0] = 1 << 63  # out of int64: both paths refuse it alike
+    for on in ("0", "1"):
+        monkeypatch.setenv(_native.ENV, on)
+        with pytest.raises(serialize.EncodeError):
+            serialize.encode_graph(graph)
+
+
+def test_env_var_turns_the_reader_off(native, monkeypatch):
+    monkeypatch.setenv(_native.ENV, "0")
+    assert _native.reader() is None and "turned off" in _native.status()
+    monkeypatch.setenv(_native.ENV, "1")
+    assert _native.reader() is native
+
+
+_TINY = """
+import json, sys
+if sys.argv[1] == "hidden":
+    sys.modules["pypm_verified._native._fxreader"] = None  # as if it were not built
+import torch
+from pypm_verified import _native
+from pypm_verified.torch.importer import TermGraph
+
+class M(torch.nn.Module):
+    def forward(self, x, y):
+        a = torch.relu(x @ y.t())
+        return a + torch.relu(x @ y.t()), a.sum(-1, keepdim=True)
+
+ep = torch.export.export(M(), (torch.randn(4, 8), torch.randn(6, 8))).run_decompositions({})
+tg = TermGraph(ep.graph_module.graph).build()
+print(json.dumps({"status": _native.status(), "native": _native.reader() is not None,
+                  "terms": [repr(n) for n in tg.graph.nodes], "merged": tg.merged,
+                  "words": len(tg.graph.encode())}))
+"""
+
+
+def test_without_the_extension_the_python_reader_reads():
+    """A process where the extension cannot be imported (a wheel, no C
+    compiler) reads with Python, and reads the same terms."""
+    import json
+    import subprocess
+    env = dict(os.environ)
+    env.pop(_native.ENV, None)
+    env["PYTHONPATH"] = os.path.join(ROOT, "python") + os.pathsep + env.get("PYTHONPATH", "")
+    out = {}
+    for how in ("hidden", "as built"):
+        r = subprocess.run([sys.executable, "-c", _TINY, how], capture_output=True, text=True,
+                           env=env, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        out[how] = json.loads(r.stdout.strip().splitlines()[-1])
+    hidden, built = out["hidden"], out["as built"]
+    assert not hidden["native"] and "not built" in hidden["status"]
+    assert hidden["merged"] >= 1 and len(hidden["terms"]) > 5  # the repeated x @ y.t()
+    if built["native"]:
+        assert (built["terms"], built["merged"], built["words"]) == (
+            hidden["terms"], hidden["merged"], hidden["words"])
+
+
+def _odd_program(objs):
+    """An FX graph of what exported programs seldom hold: nested lists holding
+    nodes, metadata that is not a tensor, a node without meta, a call_method,
+    a call_module, a Python callable, kwargs and defaults that make two calls
+    equal (``objs`` shared, so two builds see the same objects)."""
+    g = fx.Graph()
+    x = g.placeholder("x")
+    x.meta["val"] = objs["fake"]
+    y = g.placeholder("y")
+    y.meta["val"] = objs["thing"]  # not a tensor
+    a = g.call_function(aten.add.Tensor, (x, 2.5))
+    b = g.call_function(aten.cat.default, ([x, [a, 1]], 0))
+    d = g.call_function(aten.add.Tensor, (x, x), {"alpha": 2.5})
+    e = g.call_method("view", (x, -1))
+    f = g.call_module("sub", (x,), {"k": [a, (b, 3)]})
+    h = g.call_function(aten.add.Tensor, (x, x), {"alpha": 1})
+    i = g.call_function(aten.add.Tensor, (x, x))  # merged into h (alpha's default is 1)
+    j = g.call_function(aten.sum.dim_IntList, (x, [0, 1.5, None, True]))
+    k = g.call_function(objs["fn"], (x, 7), {"z": "s"})
+    m = g.call_function(operator.getitem, (e, 0))
+    g.output((a, b, d, e, f, h, i, j, k, m, y))
+    for n in (a, b, d, h, i, j):
+        n.meta["val"] = objs["fake"]
+    return g
+
+
+def test_odd_graphs_read_alike(native, monkeypatch):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        fake = torch.empty(2, 3)
+    objs = {"fake": fake, "thing": object(), "tensor": torch.ones(3), "fn": lambda *a: a}
+    snaps = {}
+    for on in (False, True):
+        tg = _build(_odd_program(objs), on, monkeypatch)
+        snaps[on] = snapshot(tg)
+    for key in snaps[False]:
+        assert snaps[True][key] == snaps[False][key], key
+    assert snaps[True]["merged"] == 1
+    # a tensor or an object as an argument has no constant form: both
+    # readers make it an opaque input (it was a GraphError, the exception
+    # the importer meant to catch)
+    for bad in (objs["tensor"], objs["thing"]):
+        g = fx.Graph()
+        x = g.placeholder("x")
+        g.output(g.call_function(aten.add.Tensor, (x, bad)))
+        for on in (False, True):
+            tg = _build(copy.deepcopy(g), on, monkeypatch)
+            add = next(n for n in tg.fx_graph.nodes if n.op == "call_function")
+            other = tg.term[add].args[1]
+            assert other.kind == "input" and other.name.startswith("opaque:"), other
