@@ -6,14 +6,15 @@ PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS := coq ocaml-nox dune ocaml-findlib libctypes-ocaml-dev libffi-dev graphviz chromium
+APT_PKGS := coq ocaml-nox dune ocaml-findlib libctypes-ocaml-dev libffi-dev graphviz chromium \
+            python3-dev
 COQ_SRCS := $(filter theories/%.v,$(shell cat _CoqProject))
 COQ_MODULES := $(patsubst theories/%.v,PyPM.%,$(COQ_SRCS))
 EXTRACTED := ocaml/extracted/matcher.ml
 LIB_SO := python/pypm_verified/_lib/libpypm_verified.so
 
 .PHONY: all deps apt-deps check-toolchain venv proofs check-admitted check-assumptions \
-        check-coqchk extract lib test test-ocaml test-python example bench bench-gpu paper \
+        check-coqchk extract lib native test test-ocaml test-python example bench bench-gpu paper \
         wheel sdist clean
 
 all: lib
@@ -29,8 +30,10 @@ else
 apt-deps:
 	@if (command -v coqc && command -v dune && command -v ocamlfind \
 	     && ocamlfind query ctypes ctypes.stubs && command -v dot \
-	     && command -v chromium) >/dev/null 2>&1; then \
-	  echo "deps: Coq/OCaml toolchain, Graphviz and Chromium present"; \
+	     && command -v chromium && $(PYTHON) -c 'import os, sys, sysconfig; sys.exit(not \
+	       os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h")))') \
+	     >/dev/null 2>&1; then \
+	  echo "deps: Coq/OCaml toolchain, Graphviz, Chromium and the Python headers present"; \
 	else \
 	  echo "deps: installing $(APT_PKGS) with apt-get"; \
 	  $(SUDO) apt-get update -q && \
@@ -55,12 +58,22 @@ check-toolchain:
 	fi
 
 venv: $(VENV)/.installed
+	@$(MAKE) --no-print-directory native
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
 	$(VPY) -m pip install -q -c requirements/constraints.txt -e '.[test,torch,check,hf,bench,docs,cluster]'
 	$(VPY) -c 'import torch, transformers; assert torch.__version__.split("+")[0] == "2.13.0", torch.__version__'
 	touch $@
+
+## native: the optional C extension that reads FX graphs natively
+## (python/pypm_verified/_native/_fxreader.c), built in place for the venv's
+## Python (make venv runs it); without a compiler or the Python headers it
+## says so and the package reads FX graphs in Python (the same result).
+## PYPM_NATIVE=0 at run time: the Python reader even when it is built.
+native:
+	@if [ -x $(VPY) ]; then $(VPY) python/pypm_verified/_native/build.py; \
+	else echo "native: no $(VENV) yet (make venv makes it, then builds this)"; fi
 
 ## proofs: check every theorem; fail on Admitted/admit/axioms; golden Print
 ## Assumptions; coqchk (the kernel checker) re-checks the compiled .vo files.
@@ -134,6 +147,7 @@ bench: deps lib
 	$(BENCH_ENV) $(VPY) bench/bench_forms.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_kernels.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_matchers.py $(if $(QUICK),--quick)
+	$(BENCH_ENV) $(VPY) bench/bench_fxreader.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_models.py $(if $(QUICK),--quick)
 	$(if $(QUICK),,$(BENCH_ENV) $(VPY) bench/bench_models.py --models bert --layers 12 \
 	  --threads 1,2 --no-sdpa --budget 60 --min-repeats 3 --max-repeats 10 \
@@ -198,9 +212,25 @@ pictures: venv apt-deps
 
 ## docs: the documentation site (MkDocs + Material, mkdocs.yml) built offline
 ## into build/site (open build/site/index.html); --strict: a warning fails it.
-.PHONY: docs
-docs: venv
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+## Needs only the [docs] extra: .venv's mkdocs when `make venv` installed it,
+## else a venv of the docs extra alone (build/docs-venv; no torch).
+DOCS_VENV := build/docs-venv
+.PHONY: docs docs-venv
+docs:
+	@if [ -x $(VENV)/bin/mkdocs ]; then mkdocs=$(VENV)/bin/mkdocs; \
+	else $(MAKE) --no-print-directory docs-venv || exit 1; mkdocs=$(DOCS_VENV)/bin/mkdocs; fi; \
+	echo "NO_MKDOCS_2_WARNING=1 $$mkdocs build --strict"; \
+	NO_MKDOCS_2_WARNING=1 $$mkdocs build --strict
+docs-venv: $(DOCS_VENV)/.installed
+$(DOCS_VENV)/.installed: pyproject.toml requirements/constraints.txt
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PYTHON) -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+	  print("\n".join(p["dependencies"] + p["optional-dependencies"]["docs"]))' \
+	  > $(DOCS_VENV)/requirements.txt
+	$(DOCS_VENV)/bin/python -m pip install -q -c requirements/constraints.txt \
+	  -r $(DOCS_VENV)/requirements.txt
+	touch $@
 
 ## paper: paper/paper.md from paper/sections/, docs/guarantees/correspondence.md and bench/results/.
 paper: venv
@@ -231,4 +261,4 @@ sdist: venv
 
 clean:
 	[ ! -f CoqMakefile ] || $(MAKE) -f CoqMakefile clean
-	rm -rf build dist ocaml/_build ocaml/extracted $(LIB_SO) CoqMakefile CoqMakefile.conf .assumptions.out .extract.log
+	rm -rf build dist ocaml/_build ocaml/extracted $(LIB_SO) python/pypm_verified/_native/*.so CoqMakefile CoqMakefile.conf .assumptions.out .extract.log

@@ -167,6 +167,7 @@ def test_wheel_is_a_platform_wheel_with_the_engine(built):
         metadata = z.read(f"{meta_dir}/METADATA").decode()
         entry_points = z.read(f"{meta_dir}/entry_points.txt").decode()
     assert LIB_IN_WHEEL in names
+    assert "pypm_verified/_lib/BUILD_ID" in names  # what the package expects its library to be
     assert "Root-Is-Purelib: false" in wheel_meta
     assert f"Tag: py3-none-{plat}" in wheel_meta
     assert re.search(r"^pypm-verified = pypm_verified\.cli:main$", entry_points, re.M)
@@ -221,14 +222,16 @@ def venv(built, clone, tmp_path_factory):
 def test_installed_engine_is_the_clones(venv, clone, tmp_path):
     py = venv / "bin" / "python"
     r = _run([py, "-c", "import json, pypm_verified, pypm_verified._version as v; "
-                        "print(json.dumps([pypm_verified.__file__, v.version_info()]))"],
+                        "print(json.dumps([pypm_verified.__file__, v.version_info(), "
+                        "v.package_build_id()[0]]))"],
              tmp_path)
     assert r.returncode == 0, r.stdout
-    where, info = json.loads(r.stdout.strip().splitlines()[-1])
+    where, info, expected = json.loads(r.stdout.strip().splitlines()[-1])
     assert where.startswith(str(venv)), where  # not the checkout
     assert info["library_path"].startswith(str(venv)), info
     assert info["engine_build_id"] == _version.expected_build_id(str(clone)), info
     assert re.fullmatch(r"[0-9a-f]{64}", info["engine_build_id"])
+    assert expected == info["engine_build_id"]  # recorded by the wheel's build, checked at load
     coq = _run(["coqc", "--version"], tmp_path).stdout
     assert info["coq"] and f"version {info['coq']}" in coq, (info, coq)
     assert info["package"] == _version.package_version()
@@ -271,6 +274,36 @@ def test_console_script_rewrites_without_the_checkout(venv, mha_model, tmp_path)
     report = json.loads((work / "report.json").read_text())
     assert report["engine"] == "verified"
     assert report["firings"] == {"sdpa": 1}, report["firings"]
+
+
+def test_readme_pip_path_with_the_torch_extra_only(venv, tmp_path):
+    """The README's first rewrite as a pip user runs it (the wheel and
+    ``[torch]`` only): ``pypm-verified example mlp`` writes a model the
+    library rewrites; torch imports without the NumPy warning (the extra
+    brings numpy); ``check-rules`` says in one line, exit 2, that z3 is the
+    ``[check]`` extra, and ``--no-symbolic`` needs none."""
+    bin_dir = venv / "bin"
+    r = _run([bin_dir / "python", "-W", "default", "-c", "import torch, torch.export"],
+             tmp_path)
+    assert r.returncode == 0 and "NumPy" not in r.stdout, r.stdout[-3000:]
+    r = _run([bin_dir / "pypm-verified", "example", "mlp", "-o", "mlp.pt2"], tmp_path)
+    assert r.returncode == 0 and "wrote mlp.pt2 (mlp, size small" in r.stdout, r.stdout[-3000:]
+    assert "NumPy" not in r.stdout, r.stdout[-3000:]
+    r = _run([bin_dir / "pypm-verified", "rewrite", "mlp.pt2", "-o", "mlp.fast.pt2",
+              "--report", "report.json", "-q"], tmp_path)
+    assert r.returncode == 0, r.stdout[-4000:]
+    firings = json.loads((tmp_path / "report.json").read_text())["firings"]
+    assert firings == {"gelu_tanh": 2, "linear_act": 2}, firings
+    r = _run([bin_dir / "pypm-verified", "example", "bert", "-o", "bert.pt2"], tmp_path)
+    assert r.returncode == 2 and "pip install 'pypm_verified[hf]'" in r.stdout, r.stdout
+    r = _run([bin_dir / "pypm-verified", "check-rules", "--fast", "--rules", "gelu"], tmp_path)
+    lines = [line for line in r.stdout.splitlines() if line.strip()]
+    assert r.returncode == 2 and len(lines) == 1, r.stdout[-3000:]
+    assert lines[0].startswith("error: check-rules proves the rules with z3, which is not "
+                               "installed: pip install 'pypm_verified[check]'"), lines
+    r = _run([bin_dir / "pypm-verified", "check-rules", "--fast", "--rules", "gelu",
+              "--no-symbolic", "-q"], tmp_path)
+    assert r.returncode == 0 and "2 rule(s): 2 tested" in r.stdout, r.stdout[-3000:]
 
 
 def test_sdist_has_what_the_build_needs_and_no_products(built, clone, tmp_path):

@@ -9,6 +9,9 @@ Commands (one module each, registered in :data:`COMMANDS`):
                              its exit codes are in `check-rules --help`).
   explain MODEL --pattern P  why pattern P does not match (at --node, or the
                              near misses over the model).
+  example NAME -o NAME.pt2   write an example model to rewrite (mlp and
+                             attention: plain PyTorch; bert, gpt2, llama, ...:
+                             the hf extra).
 
 Every path and every rule is checked before the model is loaded, so a
 mistake costs a second, not an export; each problem is one line on stderr
@@ -39,9 +42,9 @@ tracebacks. Tables and results are plain output on stdout (on stderr with
 file or an exception is shown inert: control characters and bidi controls
 escaped (``\\x1b``), no ``[...]`` read as rich markup (:mod:`.text`).
 
-Modules: :mod:`.rewrite`, :mod:`.checkrules` and :mod:`.explain` are the
-subcommands; :mod:`.exitcodes` (exit codes and the exceptions that map to
-them), :mod:`.parsing` (the parser, argument types, shared options, the
+Modules: :mod:`.rewrite`, :mod:`.checkrules`, :mod:`.explain` and
+:mod:`.example` are the subcommands; :mod:`.exitcodes` (exit codes and the
+exceptions that map to them), :mod:`.parsing` (the parser, argument types, shared options, the
 registry), :mod:`.checks` (everything checked before the work),
 :mod:`.output` (tables, results, files written), :mod:`.text` (text made
 inert for the terminal), :mod:`.logs` (logging setup), :mod:`.version`
@@ -64,6 +67,7 @@ from .timing import benchmark_lines, compare_timings, interleaved_timings, sprea
 from .rewrite import REWRITE_DESCRIPTION, program_device, rewrite_main, rule_failure
 from .checkrules import CHECK_RULES_EXIT_CODES, EXIT_REFUTED, check_rules_main
 from .explain import explain_main
+from .example import example_main
 from .app import main
 
 __all__ = ["main", "COMMANDS", "EXIT_CODES", "EXIT_OK", "EXIT_NUMERICS", "EXIT_INPUT",

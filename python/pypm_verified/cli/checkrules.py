@@ -9,7 +9,7 @@ import time
 from typing import Dict, Optional, Sequence, Tuple
 
 from .checks import (_same, check_engine_library, check_patterns, check_rules, check_writable,
-                     load_rule_spec)
+                     load_rule_specs)
 from .exitcodes import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RULE, EXIT_TERMINATED,
                         RuleFailure, UsageError, exit_code_table)
 from .output import _first_line, write_text_atomic
@@ -23,12 +23,43 @@ CHECK_RULES_EXIT_CODES = (
     (1, "a rule is refuted (a counterexample), vacuous (its guards admit no generated "
         "instance) or degenerate (it fired only where an axis its pattern reads says "
         "nothing); the reports are written"),
-    (EXIT_INPUT, "bad input: an option, a path or a rules module is wrong"),
+    (EXIT_INPUT, "bad input: an option, a path or a rules module is wrong, or z3 (the "
+                 "check extra) is not installed; --no-symbolic needs no z3"),
     (EXIT_RULE, "a rule uses a name its module does not define (found before checking)"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
     (EXIT_TERMINATED, "terminated (SIGTERM)"),
 )
 EXIT_REFUTED = 1
+
+#: the one line check-rules says when z3 (the ``check`` extra) is missing
+Z3_MISSING = ("check-rules proves the rules with z3, which is not installed: pip install "
+              "'pypm_verified[check]' -c requirements/constraints.txt (or pass --no-symbolic "
+              "to test the rules without the proofs)")
+#: the same, when the instance generator itself needed z3 under --no-symbolic
+Z3_NEEDED = ("check-rules needs z3 for rule {rule!r} (its size equations are solved with "
+             "it), which is not installed: pip install 'pypm_verified[check]' "
+             "-c requirements/constraints.txt")
+
+
+def z3_installed() -> bool:
+    """Whether z3 (the ``check`` extra) can be imported."""
+    try:
+        import z3  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _z3_missing_in(e: BaseException) -> bool:
+    """Whether a failed task (:class:`~pypm_verified.parallel.TaskFailed`)
+    failed because z3 could not be imported (its exception, or in a worker
+    the text ``ModuleNotFoundError: ... z3 ...``)."""
+    inner = e.__cause__
+    if isinstance(inner, ModuleNotFoundError):
+        return inner.name == "z3"
+    cause = str(getattr(e, "cause", ""))
+    return cause.startswith("ModuleNotFoundError") and "'z3'" in cause
+
 
 CHECK_RULES_DESCRIPTION = """\
 Check every @pm.rule of the rule library (or of --rules) on PyTorch subgraphs
@@ -81,7 +112,8 @@ example:
   python -m pypm_verified check-rules --rules my_rules.py --report rules.json
 """, formatter_class=argparse.RawDescriptionHelpFormatter)
     cr.add_argument("--rules", action="append", metavar="MODULE_OR_FILE",
-                    help="rules to check (repeatable; default: the whole library)")
+                    help="rules to check (repeatable; default: the whole library, which "
+                    "'library' names: --rules library --rules mine.py checks both)")
     cr.add_argument("--report", metavar="R.json", help="write the results as JSON ('-': on "
                     "stdout, alone; the table then goes to stderr)")
     cr.add_argument("--markdown", metavar="R.md", help="write the results as Markdown")
@@ -101,7 +133,8 @@ example:
                     "necessity)")
     cr.add_argument("--no-guards", action="store_true", help="skip guard necessity")
     cr.add_argument("--no-symbolic", action="store_true",
-                    help="skip the symbolic proofs (z3); rules are then at best tested")
+                    help="skip the symbolic proofs (z3, the check extra; not needed then): "
+                    "rules are then at best tested")
     cr.add_argument("--engine", choices=("verified", "reference"), default=None,
                     help="matcher (default: verified when its library is built, else "
                     "reference)")
@@ -127,7 +160,7 @@ def _patterns(specs: Optional[Sequence[str]]) -> list:
             from ..library import default_patterns
             _PATTERNS[key] = default_patterns()
         else:
-            _PATTERNS[key] = [p for spec in key for p in load_rule_spec(spec)]
+            _PATTERNS[key] = load_rule_specs(key)
     return _PATTERNS[key]
 
 
@@ -229,12 +262,14 @@ def check_rules_main(args, state: dict) -> int:
     except ImportError:
         raise UsageError("PyTorch is not installed; pip install -e '.[torch]' "
                          "-c requirements/constraints.txt") from None
+    if not args.no_symbolic and not z3_installed():
+        raise UsageError(Z3_MISSING)
     from ..checking import FAST, FULL, default_engine, markdown, summary_lines
     from ..checking.report import repro_path, repro_source
     from ..parallel import RayUnavailable, TaskFailed, executor
     specs = _rule_specs(args.rules)
     if specs:  # loaded as given (messages name the paths given), kept for the tasks
-        _PATTERNS[specs] = [p for spec in args.rules for p in load_rule_spec(spec)]
+        _PATTERNS[specs] = load_rule_specs(args.rules)
     patterns = _patterns(specs)
     check_patterns(patterns, args.engine or default_engine())
     check_rules(patterns)
@@ -259,6 +294,8 @@ def check_rules_main(args, state: dict) -> int:
                                              progress=args.verbosity >= 0)
         except TaskFailed as e:  # a rule module may break the checker
             r = rules[e.label]
+            if _z3_missing_in(e):
+                raise UsageError(Z3_NEEDED.format(rule=r.name)) from None
             raise RuleFailure(f"checking rule {r.name!r} ({r.where}) failed: "
                               f"{_first_line(e.cause)}") from None
     run = {**ex.describe(), "tasks": tasks}

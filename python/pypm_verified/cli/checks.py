@@ -206,9 +206,16 @@ def load_rule_spec(spec: str) -> list:
                         f"{known[1]!r}: use --rules {known[1]}")
             elif spec.lower() in ALL_MODULES:
                 hint = f"; did you mean --rules {spec.lower()}"
-            msg += (f"{hint} (--rules takes a library module: {', '.join(ALL_MODULES)}; a "
-                    "dotted module path; or a .py file)")
+            msg += (f"{hint} (--rules takes 'library' (the whole default library), a library "
+                    f"module: {', '.join(ALL_MODULES)}; a dotted module path; or a .py file)")
         raise UsageError(msg) from None
+
+
+def load_rule_specs(specs: Sequence[str]) -> list:
+    """The patterns of several ``--rules`` arguments, in the order given,
+    each pattern once (``--rules library --rules gelu`` tries the GELU
+    patterns once): :func:`load_rule_spec` of each."""
+    return list(dict.fromkeys(p for spec in specs for p in load_rule_spec(spec)))
 
 
 def check_patterns(patterns: Sequence, engine: Optional[str]) -> None:

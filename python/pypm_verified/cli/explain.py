@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Optional
+from typing import Dict, List, Optional, Tuple
 
 from .checks import (check_engine_library, check_html, check_imports, check_model_path,
                      check_patterns, load_program, load_rule_spec, read_example_inputs)
-from .exitcodes import EXIT_OK, UsageError
+from .exitcodes import EXIT_OK, RuleFailure, UsageError
 from .output import _first_line, say, write_html
 from .logs import log
 from .parsing import _html_options, _import_option, _int_at_least, _verbosity_options, command
@@ -20,7 +20,11 @@ match: which sub-pattern, alternate and child position failed, at which
 node, and why: operator, guard and the values it read, unknown size,
 conflict, fuel); without --node, the near misses over the whole model,
 deepest first. The verdict is the matcher's (--engine); the explanation is
-only attached to its "no".
+only attached to its "no". Where the pattern matches and has rules, its
+rules are run on a copy of the model (as `rewrite` runs them, for --target,
+the profitability table included unless --ignore-profitability) and each
+match says which rule fires, or why each rule declines (its failed assert
+with the values it read, or the profitability threshold and the size seen).
 """
 
 
@@ -37,11 +41,18 @@ example:
     ex.add_argument("--node", metavar="FX_NODE_NAME",
                     help="the FX node to explain at (default: the near misses of the model)")
     ex.add_argument("--rules", action="append", metavar="MODULE_OR_FILE",
-                    help="where the pattern is defined (repeatable; default: the library)")
+                    help="where the pattern is defined (repeatable; default: the library, "
+                    "which 'library' names)")
     ex.add_argument("--engine", choices=("verified", "reference"), default="verified",
                     help="matcher whose verdict is explained (default: verified)")
+    ex.add_argument("--target", choices=("cuda", "cpu"), default=None,
+                    help="device the rules are run for at the matches (default: the device "
+                    "the program's tensors are on, as rewrite)")
+    ex.add_argument("--ignore-profitability", action="store_true",
+                    help="run the rules at the matches whatever the profitability table says")
     ex.add_argument("--top", type=_int_at_least(1, "too few"), default=10, metavar="N",
-                    help="near misses shown without --node (default 10)")
+                    help="near misses shown without --node, and matches whose rules are run "
+                    "(default 10)")
     ex.add_argument("--example-inputs", metavar="FILE",
                     help="torch.save'd tuple of example inputs (TorchScript models)")
     _import_option(ex)
@@ -148,6 +159,9 @@ def explain_main(args, state: dict) -> int:
         why = for_every_size(node, e.match if e.matched else None)
         if why:
             say(args, f"  but not for every size: {why}")
+        if e.matched:
+            for line in _rule_lines(args, prog, pat, [args.node]):
+                say(args, line)
         if dot:
             _explain_html(args, state, dot, prog, tg, pat, [], [e])
         return EXIT_OK
@@ -162,6 +176,9 @@ def explain_main(args, state: dict) -> int:
         if why:
             say(args, f"  {describe(n).split(' = ')[0]}: matches at the example sizes only: "
                 f"{why}")
+    for line in _rule_lines(args, prog, pat, [describe(n).split(" = ")[0]
+                                              for n in matched[:args.top]]):
+        say(args, line)
     misses = explain_all(pat, g, top=args.top, engine=args.engine, describe=describe)
     if not misses:
         say(args, "no near misses: the root operator of the pattern occurs nowhere else")
@@ -173,6 +190,72 @@ def explain_main(args, state: dict) -> int:
     if dot:
         _explain_html(args, state, dot, prog, tg, pat, [m for _, _, m in found], misses)
     return EXIT_OK
+
+
+class _RuleVerdicts:
+    """The driver's observer for :func:`rule_verdicts`: what the rules of
+    ``pattern`` did at each of its matches, by the root's FX name."""
+
+    def __init__(self, pattern):
+        self.pattern = pattern
+        self.at: Dict[str, Tuple[Optional[str], List[Tuple[str, str]]]] = {}
+
+    def matched(self, pattern, node, match, tg):
+        if pattern is not self.pattern:
+            return None
+        return _Verdict(self.at, node.name)
+
+
+class _Verdict:
+    def __init__(self, at, name):
+        self.at, self.name = at, name
+
+    def fired(self, rule: str, created) -> None:
+        self.at[self.name] = (rule, [])
+
+    def declined(self, reasons) -> None:
+        self.at[self.name] = (None, list(reasons))
+
+
+def rule_verdicts(prog, pattern, target: str, engine: str = "verified",
+                  check_profitability: bool = True
+                  ) -> Dict[str, Tuple[Optional[str], List[Tuple[str, str]]]]:
+    """What ``pattern``'s rules do at its matches in ``prog`` (a loaded
+    model; a copy of its graph is rewritten, one pass, with this pattern
+    alone, for ``target``): FX name of each match's root -> ``(rule that
+    fired or None, [(rule, why it declined), ...])``. A rule that raises is
+    a :class:`RuleFailure` naming it."""
+    from ..torch.pipeline import rewrite_program
+    from .rewrite import rule_failure
+    obs = _RuleVerdicts(pattern)
+    try:
+        rewrite_program(prog, [pattern], engine=engine, target=target, max_iterations=1,
+                        check=False, observer=obs, check_profitability=check_profitability)
+    except Exception as e:  # noqa: BLE001 -- a user's rule may raise anything
+        raise RuleFailure(rule_failure(e, [pattern])) from None
+    return obs.at
+
+
+def _rule_lines(args, prog, pat, names) -> List[str]:
+    """The lines saying what ``pat``'s rules do at its matches rooted at the
+    FX nodes ``names`` (none when it matches nowhere or has no rules)."""
+    if not names or not getattr(pat, "rules", None) or getattr(pat, "is_multi", False):
+        return []
+    from .rewrite import program_device
+    target = args.target or program_device(prog)[0]
+    verdicts = rule_verdicts(prog, pat, target, args.engine, not args.ignore_profitability)
+    prof = "profitability ignored" if args.ignore_profitability else "profitability checked"
+    out = [f"its rules at the matches (target {target}, {prof}):"]
+    for name in names:
+        rule, declined = verdicts.get(name, (None, None))
+        if rule is not None:
+            out.append(f"  {name}: rule {rule} fires")
+        elif declined:
+            out.append(f"  {name}: matched, but no rule fires:")
+            out.extend(f"    {r}: {why}" for r, why in declined)
+        else:
+            out.append(f"  {name}: not reached (an earlier firing replaced it)")
+    return out
 
 
 def _explain_html(args, state, dot, prog, tg, pat, matches, explanations) -> None:

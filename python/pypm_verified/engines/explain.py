@@ -19,6 +19,10 @@ failing graph node, and why it failed:
 * ``operator``  — the node's operator is not the one the pattern expects
   (expected vs found names); ``arity`` — the same operator with another
   number of arguments;
+* ``literal``   — a constant the pattern writes (an axis ``[-1]``, a flag)
+  is another constant in the graph, both shown as literals (``expected
+  [-1], found [2]``), with the hint to bind it to a parameter and guard its
+  value in the rule;
 * ``guard``     — an ``assert`` was false, with the values it read
   (``x.rank == 4: x.rank = 3``); ``unknown`` — it could not be decided
   because an attribute it reads is unknown (a symbolic or missing size):
@@ -153,19 +157,53 @@ def _spine(p) -> Tuple[core.CorePattern, ...]:
 
 
 def op_name(label: int) -> str:
-    """The readable name of an operator symbol (or leaf)."""
-    return symbols.describe(label)
+    """The readable name of an operator symbol (or leaf): a constant as the
+    literal it is (``[-1]``, ``True``, ``None``, ``f32``)."""
+    lit = _literal(label)
+    return symbols.describe(label) if lit is None else lit
+
+
+def _key_literal(key) -> str:
+    """A constant key (:func:`~pypm_verified.core.symbols.const_key`) as
+    Python source: ``("seq", (("num", -1),))`` is ``[-1]``."""
+    kind = key[0]
+    if kind == "none":
+        return "None"
+    if kind == "seq":
+        return "[" + ", ".join(_key_literal(k) for k in key[1]) + "]"
+    if kind == "dtype":
+        dt = core.DTYPE_BY_CODE.get(key[1])
+        return dt.name if dt is not None else f"dtype {key[1]}"
+    if kind == "num" and key[1] == "nan":
+        return "nan"
+    return repr(key[1])
+
+
+def _literal(label: int) -> Optional[str]:
+    """The constant ``label`` stands for, as a literal; None for an
+    operator or an input."""
+    try:
+        key = symbols.lookup(label)
+    except (IndexError, TypeError):
+        return None
+    if isinstance(key, tuple) and key and key[0] in ("none", "bool", "num", "str", "seq",
+                                                      "dtype"):
+        return _key_literal(key)
+    return None
 
 
 def _what(label: int) -> str:
     """``operator X`` or ``constant 3`` for an expected symbol."""
-    try:
-        key = symbols.lookup(label)
-    except (IndexError, TypeError):
-        key = None
-    if isinstance(key, tuple) and key and key[0] != "input":
-        return f"constant {op_name(label)}"
+    lit = _literal(label)
+    if lit is not None:
+        return f"constant {lit}"
     return f"operator {op_name(label)}"
+
+
+#: what a literal mismatch suggests
+LITERAL_HINT = ("a literal in a pattern matches that constant only: to match others, take "
+                "it as a pattern parameter (say d) and guard its value in the rule "
+                "(assert d.is_const and d.value in (...))")
 
 
 def node_desc(n: Node) -> str:
@@ -301,14 +339,17 @@ class _Search:
         b = self.best
         if b is None or depth > b.depth:
             self.best = _Failure(depth, path, node, kind, message, details)
-        elif (depth == b.depth and kind == b.kind == "operator" and node == b.node
-              and details["whats"][0] not in b.details["whats"]):
-            # another alternate wanted another operator at the same node and
-            # depth: "expected constant -1 or constant 3, found const 2"
+        elif (depth == b.depth and kind == b.kind and kind in ("operator", "literal")
+              and node == b.node and details["whats"][0] not in b.details["whats"]):
+            # another alternate wanted another operator (or constant) at the
+            # same node and depth: "expected [-1] or [3], found [2]"
             b.details["whats"].append(details["whats"][0])
             b.details["expected"].append(details["expected"][0])
-            b.message = f"expected {' or '.join(b.details['whats'])}, found " \
-                        f"{self.describe(node)}"
+            if kind == "literal":
+                b.message = _literal_message(b.details)
+            else:
+                b.message = f"expected {' or '.join(b.details['whats'])}, found " \
+                            f"{self.describe(node)}"
 
     def fresh(self) -> int:
         c = self.next_cell
@@ -356,7 +397,16 @@ class _Search:
                           f"variable {name} is already bound to {self.describe(bound)}, "
                           f"found {self.describe(t)}", variable=name, bound=bound, found=t)
         elif k is core.PApp:
-            if t.label != p.f:
+            lit = _literal(p.f) if t.label != p.f and t.kind == "const" else None
+            found = _literal(t.label) if lit is not None else None
+            if found is not None:  # a constant where another constant was written
+                where = path[1] if path is not None else None
+                arg = (f"argument {where[2]} of {where[1]}"
+                       if where is not None and where[0] == "arg" else None)
+                details = dict(expected=[lit], whats=[lit], found=found, argument=arg,
+                               hint=LITERAL_HINT)
+                self.fail(st, path, t, "literal", _literal_message(details), **details)
+            elif t.label != p.f:
                 self.fail(st, path, t, "operator",
                           f"expected {_what(p.f)}, found {self.describe(t)}",
                           expected=[op_name(p.f)], whats=[_what(p.f)],
@@ -464,6 +514,13 @@ class _Search:
             yield from self.alternates(p.P, t, scope, st, path)
         else:
             raise TypeError(f"not a pattern: {p!r}")
+
+
+def _literal_message(details: dict) -> str:
+    """``expected [-1], found [2] (argument 1 of Mean); HINT``."""
+    arg = f" ({details['argument']})" if details.get("argument") else ""
+    return (f"expected {' or '.join(details['whats'])}, found {details['found']}{arg}; "
+            f"{details['hint']}")
 
 
 # ------------------------------------------------------------ explanations

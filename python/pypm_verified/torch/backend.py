@@ -136,10 +136,17 @@ class GraphRecord:
         return dict(self.report.firings)
 
     def line(self) -> str:
+        """One line: the graph, its status, the firings (``[sdpax1]``,
+        ``[nothing fired]``), the matches whose rules all declined with the
+        first rule's reason (``matched, declined: Attention x1 (sdpa: not
+        profitable ...)``) and the note."""
         fired = ", ".join(f"{k}x{n}" for k, n in sorted(self.firings.items())) or "nothing fired"
         s = f"graph {self.index} ({self.nodes} nodes): {self.status}"
         if self.status != "passed through":
             s += f" [{fired}]"
+            declined = self.report.declined_summary() if self.report is not None else ""
+            if declined:  # a pattern matched, its rules declined: why
+                s += f" matched, declined: {declined}"
         if self.note:
             s += f" -- {self.note}"
         return s

@@ -12,12 +12,18 @@ sample inputs (or random ones of their shapes) that is
 runs (:mod:`.memory`) and refused past it (:class:`~.memory.MemoryLimitExceeded`);
 the random input sets are made one at a time and outputs are compared in
 chunks, so the check itself holds no more than one input set and the
-original's outputs besides the run it estimates."""
+original's outputs besides the run it estimates.
+
+A mismatch is blamed on the firings responsible (:func:`blame`): the
+rewrite is re-applied with subsets of its firings (the driver declines the
+others), each result run with torch on the input sets that failed, and the
+subsets bisected down to the firings that reproduce it, each named with its
+rule's file and line."""
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.utils._pytree as pytree
@@ -35,17 +41,23 @@ TOLERANCE = {
 class Numerics:
     """``max_abs``/``max_rel`` over every output of every run (``max_rel``
     relative to the output's largest magnitude), ``ok`` (all within
-    tolerance), ``runs`` (input sets tried), ``failures`` (what exceeded)."""
+    tolerance), ``runs`` (input sets tried), ``failures`` (what exceeded),
+    ``failed_runs`` (the indices of the input sets that disagreed: 0 the
+    sample inputs, 1.. the random sets, then the extra sets) and ``blame``
+    (filled on a mismatch by the CLI from :func:`blame`: the firings
+    responsible, one line each)."""
 
     max_abs: float = 0.0
     max_rel: float = 0.0
     ok: bool = True
     runs: int = 0
     failures: List[str] = field(default_factory=list)
+    failed_runs: List[int] = field(default_factory=list)
+    blame: List[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"max_abs": self.max_abs, "max_rel": self.max_rel, "ok": self.ok,
-                "runs": self.runs, "failures": self.failures}
+                "runs": self.runs, "failures": self.failures, "blame": self.blame}
 
 
 class OriginalFailed(RuntimeError):
@@ -160,6 +172,7 @@ def compare(orig_ep, new_ep, args: Tuple, kwargs: dict, n_random: int = 2,
                 continue
             got = _tensors(b_mod(*a, **k))
             res.runs += 1
+            bad = len(res.failures)
             if len(ref) != len(got):
                 res.ok = False
                 res.failures.append(f"run {i}: {len(ref)} outputs vs {len(got)}")
@@ -191,8 +204,159 @@ def compare(orig_ep, new_ep, args: Tuple, kwargs: dict, n_random: int = 2,
                     res.failures.append(
                         f"run {i} output {j} ({r.dtype}): max abs diff {mabs:.3g} exceeds "
                         f"atol {atol:g} + rtol {rtol:g}*|ref| at {nbad} element(s)")
+            if len(res.failures) > bad:
+                res.failed_runs.append(i)
             del ref, got
     return res
+
+
+def _disagrees(ref: List[torch.Tensor], got: List[torch.Tensor]) -> bool:
+    """Whether outputs ``got`` disagree with ``ref`` as :func:`compare` judges."""
+    if len(ref) != len(got):
+        return True
+    for r, o in zip(ref, got):
+        if r.shape != o.shape or r.dtype != o.dtype:
+            return True
+        if not r.is_floating_point():
+            if not torch.equal(r, o):
+                return True
+            continue
+        atol, rtol = TOLERANCE.get(r.dtype, (1e-4, 1e-3))
+        c = _compare_floats(r, o, atol, rtol)
+        if c is None or c[3]:
+            return True
+    return False
+
+
+@dataclass
+class Blame:
+    """The firings a numerics mismatch comes from (:func:`blame`):
+    ``firings`` (``(rule, FX root, rule's file:line)``, in firing order),
+    ``of`` (firings in the rewrite), ``checks`` (rewrites re-applied and
+    run), ``together`` (the mismatch needs these firings together: no one of
+    them alone reproduces it) and ``note`` (why nothing is blamed)."""
+
+    firings: List[Tuple[str, str, str]] = field(default_factory=list)
+    of: int = 0
+    checks: int = 0
+    together: bool = False
+    note: str = ""
+
+    def lines(self) -> List[str]:
+        """What the CLI prints: a head line and one line per firing blamed
+        (or the note)."""
+        if not self.firings:
+            return [self.note] if self.note else []
+        tail = [f"({self.note})"] if self.note else []
+        how = ("together (no one of them alone reproduces it)" if self.together
+               and len(self.firings) > 1 else "each reproducing it alone")
+        head = (f"the mismatch comes from {len(self.firings)} of the {self.of} firing(s), "
+                f"{how} (bisected: {self.checks} rewrite(s) re-applied with subsets of the "
+                "firings, run with torch on the failing inputs):")
+        return [head] + [f"  rule {r!r} at {node} ({where})"
+                         for r, node, where in self.firings] + tail
+
+
+def input_set(args, kwargs, run: int, seed: int = 0):
+    """The input set ``run`` of :func:`compare` (0: ``(args, kwargs)``; ``i``
+    >= 1: the random set drawn from ``seed + i - 1``)."""
+    return (args, kwargs) if run == 0 else random_like(args, kwargs, seed + run - 1)
+
+
+def blame(prog, patterns, firings: Sequence[Tuple[str, str]], runs: Sequence[int] = (0,),
+          engine: str = "verified", target: str = "cpu", check_profitability: bool = True,
+          max_iterations: int = 20, max_checks: int = 64,
+          rewrite: Optional[Callable] = None) -> Blame:
+    """The firings a numerics mismatch comes from. ``prog``: the loaded
+    model (:class:`~.loader.LoadedModel`); ``patterns`` and the options:
+    those of the rewrite; ``firings``: its ``(rule, root FX name)`` in
+    order (``RewriteReport.rewrites``); ``runs``: the input sets that
+    disagreed (:func:`input_set`; the extra sets of other sizes are not
+    redrawn: the sample inputs stand for them).
+
+    The rewrite is re-applied with only a subset of the firings (the driver
+    declines every other (rule, node): its ``skip``) and, with torch alone,
+    the result is run on the same inputs and compared with the original's
+    outputs. Bisection: a subset that reproduces the mismatch is split in
+    halves, each tried alone and kept when it reproduces it; a subset
+    neither half of which does is blamed whole (``together``). At most
+    ``max_checks`` rewrites. ``rewrite``: the re-application (``(skip) ->
+    ExportedProgram``; default: :func:`.pipeline.rewrite_program` with the
+    options given)."""
+    firings = list(dict.fromkeys((r, n) for r, n in firings))
+    rules = {r.name: r for p in patterns for r in getattr(p, "rules", ())}
+    out = Blame(of=len(firings))
+    if not firings:
+        out.note = "no rule fired: nothing to blame"
+        return out
+    if rewrite is None:
+        from .pipeline import rewrite_program
+
+        def rewrite(skip):
+            return rewrite_program(prog, patterns, engine=engine, target=target,
+                                   max_iterations=max_iterations, check=False, skip=skip,
+                                   check_profitability=check_profitability).ep
+    own = sorted({i for i in runs if 0 <= i})
+    sets = [input_set(prog.args, prog.kwargs, i) for i in own] or [(prog.args, prog.kwargs)]
+    mod = prog.ep.module()
+    with torch.no_grad():
+        refs = [_tensors(mod(*a, **k)) for a, k in sets]
+    cache: Dict[frozenset, bool] = {}
+
+    def bad(subset) -> bool:
+        key = frozenset(subset)
+        if key not in cache:
+            if out.checks >= max_checks:
+                raise _Spent()
+            out.checks += 1
+            ep = rewrite(lambda rule, node: (rule, node) not in key)
+            m = ep.module()
+            with torch.no_grad():
+                cache[key] = any(_disagrees(ref, _tensors(m(*a, **k)))
+                                 for ref, (a, k) in zip(refs, sets))
+        return cache[key]
+
+    culprits: List[Tuple[str, str]] = []  # found so far (kept if the checks run out)
+
+    def find(subset) -> None:
+        if len(subset) == 1:
+            culprits.extend(subset)
+            return
+        half = len(subset) // 2
+        before = len(culprits)
+        for part in (subset[:half], subset[half:]):
+            if bad(part):
+                find(part)
+        if len(culprits) == before:
+            out.together = True
+            culprits.extend(subset)
+
+    try:
+        if not bad(firings):
+            out.note = ("the mismatch did not come back when the firings were re-applied "
+                        "(it depends on more than which rules fired where)")
+            return out
+        find(firings)
+    except _Spent:
+        out.note = (f"stopped after {max_checks} re-applied rewrites: "
+                    + ("more firings may be responsible" if culprits else "not narrowed down"))
+        if not culprits:
+            return out
+    order = {f: i for i, f in enumerate(firings)}
+    for r, n in sorted(culprits, key=order.get):
+        rule = rules.get(r)
+        out.firings.append((r, n, _short_where(rule.where) if rule is not None else "?"))
+    return out
+
+
+class _Spent(Exception):
+    """:func:`blame` ran out of re-applied rewrites."""
+
+
+def _short_where(where: str) -> str:
+    from ..dsl.rules import short_path
+    path, _, line = where.rpartition(":")
+    return f"{short_path(path)}:{line}" if path else where
 
 
 def check_run_limit(orig_ep, new_ep, args, kwargs, limit: Optional[int]) -> None:

@@ -37,11 +37,13 @@ backward of the replacements (SDPA's own backward kernel) and Inductor's
 decompositions apply to them as to any op.
 
 Training graphs (grad enabled, an input requiring grad): only the rules whose
-replacement is differentiable fire (:data:`DIFFERENTIABLE`; ``pypm.linear_act``
-is an inference kernel); the others are declined with the reason in the
-report. Dynamic shapes (symbolic sizes, ``dynamic=True`` or a recompile)
-are rewritten with their symbols (the driver decides each match for every
-admissible size).
+replacement is differentiable fire (:meth:`InductorPass.rule_differentiable`:
+``inductor_pass(differentiable={name: flag})``, else the rule's own
+``@pm.rule(..., differentiable=flag)``, else :data:`DIFFERENTIABLE` for the
+library's rules; ``pypm.linear_act`` is an inference kernel); the others are
+declined with the reason in the report. Dynamic shapes (symbolic sizes,
+``dynamic=True`` or a recompile) are rewritten with their symbols (the
+driver decides each match for every admissible size).
 
 ``uuid()`` hashes the rules' sources, the profitability table and the
 options, so Inductor's caches key on them. With a uuid Inductor runs the
@@ -86,7 +88,8 @@ REPLACEMENT_OPS: Dict[str, Tuple[str, ...]] = {
 #: an autograd formula for every op it emits (the op registry's
 #: :func:`~.registry.differentiable`), for the library's rules. In a
 #: training graph only rules marked True fire; a rule not listed here (a
-#: user's) fires there only when ``differentiable={"name": True}`` says so.
+#: user's) fires there only when it declares ``@pm.rule(...,
+#: differentiable=True)`` or the pass is given ``differentiable={"name": True}``.
 DIFFERENTIABLE: Dict[str, bool] = {
     rule: all(registry.differentiable(op) for op in ops) for rule, ops in REPLACEMENT_OPS.items()}
 
@@ -118,8 +121,9 @@ class InductorPass(CustomGraphPass, Recorded):
     ``max_iterations``: as for :class:`~.backend.Backend`. ``skip``: rule
     names never fired; ``"auto"`` (default) is ``COMPILED_SKIP["inductor"]``
     (the rules whose kernel Inductor generates itself). ``differentiable``:
-    rule name -> bool, added to :data:`DIFFERENTIABLE` (for user rules in
-    training graphs). ``verbose``: print one line per graph.
+    rule name -> bool, for training graphs: overrides the rule's own
+    ``@pm.rule(..., differentiable=...)`` and :data:`DIFFERENTIABLE`
+    (:meth:`rule_differentiable`). ``verbose``: print one line per graph.
 
     ``records`` (one :class:`~.backend.GraphRecord` per graph the pass saw),
     ``reports`` (the driver's :class:`RewriteReport` of each graph it
@@ -140,10 +144,12 @@ class InductorPass(CustomGraphPass, Recorded):
             "(COMPILED_SKIP; skip=() fires it)",
             "skipped under Inductor (skip=...)")
         self.differentiable = dict(DIFFERENTIABLE)
+        self._given: Dict[str, bool] = {}  # the call's own: they win over the rules'
         for name, flag in (differentiable or {}).items():
             if not isinstance(flag, bool):
                 raise TypeError(f"differentiable[{name!r}] must be a bool, not {flag!r}")
             self.differentiable[name] = flag
+            self._given[name] = flag
         self.verbose = bool(verbose)
         self.records: List[GraphRecord] = []
         self._uuid: Optional[str] = None
@@ -182,7 +188,9 @@ class InductorPass(CustomGraphPass, Recorded):
             parts = [_file_text(__name__), _file_text(__name__.rsplit(".", 1)[0] + ".driver"),
                      repr((self.target, self.engine, self.check_profitability,
                            self.max_iterations, self.skip,
-                           sorted(self.differentiable.items())))]
+                           sorted(self.differentiable.items()),
+                           [(r.name, r.differentiable) for p in self.patterns
+                            for r in p.rules]))]
             for p in self.patterns:
                 parts.append(f"{p.module}.{p.qualname}:{_file_text(p.module)}")
                 parts.extend(f"{r.name}:{_source(r.fn)}" for r in p.rules)
@@ -193,6 +201,21 @@ class InductorPass(CustomGraphPass, Recorded):
         # the table may change between compiles (profitability.use_table)
         table = json.dumps(profitability.table(), sort_keys=True, default=str)
         return hashlib.sha256((self._uuid + table).encode()).hexdigest()
+
+    def rule_differentiable(self, rule) -> Tuple[Optional[bool], str]:
+        """Whether ``rule`` may fire in a training graph, and who says so:
+        the pass's ``differentiable={name: flag}`` first, then the rule's own
+        ``@pm.rule(..., differentiable=flag)``, then :data:`DIFFERENTIABLE`
+        (the library's rules, from the op registry); ``(None, "")`` when
+        none does (the rule then fires in inference only)."""
+        if rule.name in self._given:
+            return self._given[rule.name], "inductor_pass(differentiable=...)"
+        flag = getattr(rule, "differentiable", None)
+        if flag is not None:
+            return flag, f"@pm.rule(differentiable={flag}) at {rule.where}"
+        if rule.name in DIFFERENTIABLE:
+            return DIFFERENTIABLE[rule.name], "DIFFERENTIABLE"
+        return None, ""
 
     # --------------------------------------------------------------------- the pass
 
@@ -234,12 +257,19 @@ class InductorPass(CustomGraphPass, Recorded):
         if training:
             for p in self.patterns:
                 for r in p.rules:
-                    if r.name not in declined and not self.differentiable.get(r.name, False):
+                    if r.name in declined:
+                        continue
+                    flag, said = self.rule_differentiable(r)
+                    if flag is None:
+                        declined[r.name] = (
+                            "training graph: not known to be differentiable "
+                            f"(@pm.rule(..., differentiable=True) or inductor_pass("
+                            f"differentiable={{{r.name!r}: True}}) fires it)")
+                    elif not flag:
                         declined[r.name] = (
                             "training graph: the replacement has no autograd formula "
-                            "(inference-only)" if r.name in self.differentiable else
-                            "training graph: not known to be differentiable "
-                            f"(inductor_pass(differentiable={{{r.name!r}: True}}) fires it)")
+                            "(inference-only)" if said == "DIFFERENTIABLE" else
+                            f"training graph: not differentiable ({said})")
         t0 = time.perf_counter()
         driver = _SkippingDriver(traced, self.patterns, engine=self.engine, target=self.target,
                                  max_iterations=self.max_iterations,
