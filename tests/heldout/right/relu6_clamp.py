@@ -6,7 +6,7 @@ import pypm_verified as pm
 from pypm_verified.torch.ops import Clamp
 
 
-@pm.op(torch=[torch.ops.aten.relu6.default], op_class="unary_pointwise")
+@pm.op(torch=[torch.ops.aten.relu6.default])
 def Relu6(x):
     return 1
 

@@ -6,7 +6,7 @@ import pypm_verified as pm
 from pypm_verified.torch.ops import Add, Clamp, Div
 
 
-@pm.op(torch=[torch.ops.aten.hardswish.default], op_class="unary_pointwise")
+@pm.op(torch=[torch.ops.aten.hardswish.default])
 def Hardswish(x):
     return 1
 
