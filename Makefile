@@ -135,7 +135,7 @@ test-ocaml: lib
 	cd ocaml && dune test --profile release 2>&1
 
 test-python: venv lib
-	PYPM_REQUIRE_LIB=1 PYPM_REQUIRE_TOOLS=1 TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/build/inductor $(VPY) -m pytest tests -q
+	PYPM_REQUIRE_LIB=1 PYPM_REQUIRE_TOOLS=1 TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/build/inductor $(VPY) -m pytest tests -q -n $${PYTEST_JOBS:-2} --dist worksteal --durations=25
 
 ## bench: every benchmark (JSON, Markdown and PNG in bench/results/; under
 ## 30 min on 2 cores, plus about 20 for bench_partition's Inductor compiles);

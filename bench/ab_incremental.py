@@ -11,7 +11,7 @@ verified fixpoint by phase (bench/profile_fixpoint.py, same clock).
 Systems: pypm_verified, pypm_reference, inductor_pattern (Inductor's
 hand-built PatternMatcherPass, the same in both checkouts).
 
-    python bench/ab_incremental.py --before /tmp/base/python --after python \\
+    python bench/ab_incremental.py --before build/base/python --after python \\
         [--cases bert:12,gpt2:4,llama:4] [--rounds 3] [--repeats 3]
 
 Prints a markdown section (medians over rounds of the per-round medians).

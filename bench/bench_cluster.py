@@ -120,7 +120,8 @@ def main(argv=None) -> int:
         runs = [run_config(args.rules, args.mode, how, Path(tmp)) for how in configs]
     same = all(r["same"] == runs[0]["same"] for r in runs)
     starts = startup(has_ray)
-    cmd = "python bench/bench_cluster.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    cmd = "python bench/bench_cluster.py " + " ".join(
+        common.display_argv(sys.argv[1:] if argv is None else argv))
     base = runs[0]["wall"]
     lines = [f"## {args.mode} mode: {', '.join(args.rules)}", "", f"`{cmd}` ({args.mode} mode, rules: {', '.join(args.rules)}; commit "
              f"{common.git_commit(short=True)}{'+' if common.git_dirty() else ''}; "

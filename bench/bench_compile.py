@@ -614,7 +614,7 @@ def main(argv=None) -> int:
            "loadavg_end": common.loadavg()[0], "when": common.when(),
            "git": common.git_commit(short=True)}
     res = {"benchmark": "compile", "quick": q,
-           "argv": list(argv if argv is not None else sys.argv[1:]),
+           "argv": common.display_argv(argv if argv is not None else sys.argv[1:]),
            "size": args.size, "layers": args.layers, "batch": args.batch, "seqs": seqs,
            "dims": {"hidden": hidden, "heads": heads, "kv_heads": kv, "inter": inter},
            "models": models_, "warmup": args.warmup, "repeats": args.repeats,

@@ -312,7 +312,7 @@ def raw_match_all(lib, gh, ph):
 
 
 def environment():
-    lib = binding.library_path()
+    lib = binding.engine_library_path()
     st = os.stat(lib) if os.path.exists(lib) else None
     try:
         import cffi
@@ -330,7 +330,7 @@ def environment():
         "cffi": cffi_version,
         "git_commit": common.git_commit(),
         "git_dirty": common.git_dirty(),
-        "library": lib,
+        "library": common.display_path(lib) if lib else lib,
         "library_mtime": (datetime.datetime.fromtimestamp(st.st_mtime).isoformat(timespec="seconds")
                           if st else None),
         "library_bytes": st.st_size if st else None,
@@ -345,7 +345,7 @@ def fixed_cost(quick):
     """Per-call costs on a 3-node graph: the cffi floor, pypm_match on a root
     that fails at once, pm.match (failing and matching root) and
     pm.match_all on a 1-node graph, per engine."""
-    lib = binding.open_library()
+    lib = binding.open_engine_library()
     calls = 2_000 if quick else 10_000
     g = pm.Graph()
     a = g.input("a", shape=S, dtype=F32)
@@ -632,7 +632,7 @@ def main():
         if f not in FORMS:
             ap.error(f"unknown form {f!r}; expected some of {','.join(FORMS)}")
     ref_max = args.ref_max_nodes if args.ref_max_nodes is not None else 10 ** 9
-    lib = binding.open_library()
+    lib = binding.open_engine_library()
     env = environment()
 
     def log(msg):

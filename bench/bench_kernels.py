@@ -341,7 +341,7 @@ def main(argv=None):
         "when": common.when(),
         "mkldnn": torch.backends.mkldnn.is_available(),
         "loadavg_start": common.loadavg(),
-        "argv": " ".join(sys.argv[1:]),
+        "argv": " ".join(common.display_argv(sys.argv[1:])),
     }
     rows = []
     t_start = time.perf_counter()

@@ -861,8 +861,8 @@ def run(args, argv, threads, time_limit, models_, batches, seqs, q):
            "processor": platform.processor(), "python": platform.python_version(),
            "cpus": os.cpu_count(), "loadavg_start": load0, "loadavg_end": common.loadavg()[0],
            "when": common.when(), "git": _git_commit()}
-    res = {"benchmark": "models", "quick": q, "argv": list(argv if argv is not None
-                                                           else sys.argv[1:]),
+    res = {"benchmark": "models", "quick": q,
+           "argv": common.display_argv(argv if argv is not None else sys.argv[1:]),
            "size": args.size, "layers": args.layers, "device": args.device,
            "dtype": args.dtype, "compile": args.compile,
            "dims": {"hidden": hidden, "heads": heads, "kv_heads": kv, "inter": inter},

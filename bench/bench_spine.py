@@ -48,7 +48,7 @@ def main():
 
     # the bare C call through cffi, handles already loaded (no Python wrapping)
     from pypm_verified.engines import binding
-    lib = binding.open_library()
+    lib = binding.open_engine_library()
     from pypm_verified.engines.matching import PreparedPatterns
     s = PreparedPatterns([MMxyT])
     gh = binding.graph_handle(lib, g)

@@ -440,6 +440,19 @@ def run_child(fn, args, out_path: Path, timeout: float) -> dict:
     return res
 
 
+def _shown(arg: str) -> str:
+    """A path of the command line as the results show it: relative to the
+    repository, or to ``$PYPM_ZOO_BUILD`` when the build directory is
+    elsewhere (no directory of the machine the run was on)."""
+    if not os.path.isabs(arg):
+        return arg
+    for base, name in ((ROOT, None), (BUILD, "$PYPM_ZOO_BUILD")):
+        rel = os.path.relpath(arg, base)
+        if rel != os.pardir and not rel.startswith(os.pardir + os.sep):
+            return rel if name is None else f"{name}/{rel}"
+    return common.display_path(arg)
+
+
 def run_cli(work: Path, timeout: float) -> dict:
     cmd = [sys.executable, "-m", "pypm_verified", "rewrite", str(work / "model.pt2"),
            "-o", str(work / "model.rw.pt2"), "--report", str(work / "report.json"),
@@ -472,8 +485,7 @@ def run_cli(work: Path, timeout: float) -> dict:
     (work / "cli.stderr").write_text(err)
     (work / "cli.stdout").write_text(out)
     tail = [ln for ln in err.splitlines() if ln.strip()][-6:]
-    return {"cmd": " ".join(os.path.relpath(c, ROOT) if c.startswith(str(ROOT)) else c
-                            for c in cmd[1:]),
+    return {"cmd": " ".join(_shown(c) for c in cmd[1:]),
             "exit": rc, "wall_s": wall, **cls, "stderr_tail": tail,
             "written": (work / "model.rw.pt2").exists(), "report": rep}
 

@@ -258,8 +258,8 @@ def main(argv=None) -> int:
     env = {"torch": torch.__version__, "machine": common.machine(), "when": common.when(),
            "loadavg_start": load0, "loadavg_end": common.loadavg()[0],
            "git": BM._git_commit()}
-    res = {"benchmark": "calibrate_cpu", "quick": q, "argv": list(argv if argv is not None
-                                                                   else sys.argv[1:]),
+    res = {"benchmark": "calibrate_cpu", "quick": q,
+           "argv": common.display_argv(argv if argv is not None else sys.argv[1:]),
            "size": size, "layers": layers, "models": models_, "batches": batches,
            "seqs": seqs, "threads": args.threads, "budget": args.budget,
            "min_repeats": args.min_repeats, "max_repeats": args.max_repeats,

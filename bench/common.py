@@ -112,6 +112,35 @@ def results_dir(out: Optional[str] = None) -> Path:
     return d
 
 
+def display_path(path) -> str:
+    """``path`` as a result shows it: relative to the repository when under
+    it, else ``.../NAME`` (the machine's own directories stay out of the
+    committed results)."""
+    p = str(path)
+    if not os.path.isabs(p):
+        return p
+    try:
+        rel = os.path.relpath(p, ROOT)
+    except ValueError:  # another drive
+        rel = os.pardir
+    if rel != os.pardir and not rel.startswith(os.pardir + os.sep):
+        return rel
+    return ".../" + os.path.basename(p.rstrip(os.sep))
+
+
+def display_argv(argv: Iterable[str]) -> List[str]:
+    """The command line with :func:`display_path` applied to its absolute
+    paths (``--out=PATH`` included)."""
+    out = []
+    for a in argv:
+        key, eq, val = a.partition("=")
+        if eq and key.startswith("-") and os.path.isabs(val):
+            out.append(f"{key}={display_path(val)}")
+        else:
+            out.append(display_path(a) if os.path.isabs(a) else a)
+    return out
+
+
 def write_json(path: Path, data, indent: int = 2) -> Path:
     path.write_text(json.dumps(data, indent=indent) + "\n")
     return path

@@ -39,10 +39,10 @@ PHASES = (
     ("rule bodies (guards, building)", "pypm_verified.dsl.rules", "Rule.fire"),
     ("meta[val] (fake-tensor propagation)", "pypm_verified.torch.driver", "Driver.meta_val"),
     ("graph surgery (replace uses)", "torch.fx.node", "Node.replace_all_uses_with"),
-    ("dead-code elimination", "pypm_verified.torch.driver", "Driver._dce"),
+    ("dead-code elimination", "pypm_verified.torch.driver", "Driver.remove_dead"),
     ("pattern set preparation", "pypm_verified.engines.matching", "PatternSet.__init__"),
-    ("rewrite validation: snapshot", "pypm_verified.rewriting.validate", "FxChecker.begin"),
-    ("rewrite validation: encode + check", "pypm_verified.rewriting.validate", "FxChecker.end"),
+    ("rewrite validation: snapshot", "pypm_verified.torch.validate_fx", "FxChecker.begin"),
+    ("rewrite validation: encode + check", "pypm_verified.torch.validate_fx", "FxChecker.end"),
 )
 OTHER = "driver walk and the rest"
 

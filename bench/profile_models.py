@@ -100,7 +100,8 @@ def main(argv=None) -> int:
                 BM.log(f"{m} b{b} s{s}: " + "  ".join(
                     f"{n} {row[n + '_wall_ms']:.0f} ms" for n in ("original", "guarded")))
                 rows.append(row)
-    res = {"benchmark": "profile_models", "argv": list(argv if argv is not None else sys.argv[1:]),
+    res = {"benchmark": "profile_models", "argv": common.display_argv(argv if argv is not None
+                                                                     else sys.argv[1:]),
            "layers": args.layers, "threads": args.threads, "runs": args.runs, "rows": rows,
            "env": {"when": common.when(), "loadavg_start": load0,
                    "loadavg_end": common.loadavg()[0], "torch": torch.__version__,

@@ -5,8 +5,8 @@ eager latency, and the cost model's rank correlation with latency.
 Per model (examples/models.py, ``bench`` width, 1 layer, its example
 inputs), the variants: the original program; greedy with the rule library
 as shipped (``guarded``: profitability guards read the measured table);
-greedy with every rule forced (``check_profitability=False``); beam and A*
-search over the driver's choices with the rules forced
+greedy with every rule forced (``check_profitability=False``); beam and
+best-first search over the driver's choices with the rules forced
 (pypm_verified.torch.search; 16 driver runs, beam width 4, depth 4). Each
 variant's outputs are compared with the original's (``check_numerics``),
 and its latency measured eagerly on 1 thread, the variants interleaved in
@@ -112,11 +112,11 @@ def model_section(quick: bool, names=None):
         variants = [("original", prog.ep, {}, None, None)]
         g = rewrite_program(prog, check=False)
         variants.append(("greedy (guarded)", g.ep, g.report.firings, None, None))
-        for strat in ("greedy", "beam", "astar"):
+        for strat in ("greedy", "beam", "best_first"):
             s = search_program(prog, None, strat, check_profitability=False, max_expansions=16,
                                beam_width=4, max_depth=4, cost=cm)
-            variants.append((f"{strat} (forced)", s.result.ep, s.result.report.firings,
-                             sorted(s.skipped), s))
+            variants.append((f"{strat.replace('_', '-')} (forced)", s.result.ep,
+                             s.result.report.firings, sorted(s.skipped), s))
         lat = latencies([v[1] for v in variants], prog.args, prog.kwargs, rounds)
         for (label, ep, firings, skipped, s), (t, t_min) in zip(variants, lat):
             num = None
@@ -135,7 +135,8 @@ def model_section(quick: bool, names=None):
           "(256 -> 1024 -> 256), where the kernel measurements say both `linear_act` fusions "
           "are slower than linear + activation. Variants: the original; greedy with the rules as shipped "
           "(`guarded`: the profitability guards read the measured table); greedy with every "
-          "rule forced (`check_profitability=False`); beam and A* over the driver's choices "
+          "rule forced (`check_profitability=False`); beam and best-first search (ordered by "
+          "predicted cost, no heuristic) over the driver's choices "
           "(`pypm_verified.torch.search`: a state is the set of firings the driver skips) "
           "with the rules forced, 16 driver runs, beam width 4, depth 4. `predicted` is the "
           "cost model's (`pypm_verified.torch.cost`, roofline plus the measured kernel "
@@ -170,7 +171,7 @@ def model_section(quick: bool, names=None):
                   f"{k} {'n/a' if v is None else format(v, '.2f')}" for k, v in per.items())
               + " (within a model the variants differ by a few percent, inside the "
               "machine's noise, so those are weak).")
-    better = [r for r in rows if r["variant"] in ("beam (forced)", "astar (forced)")
+    better = [r for r in rows if r["variant"] in ("beam (forced)", "best-first (forced)")
               and r["skipped"]]
     if better:
         md.append("")

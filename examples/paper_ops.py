@@ -114,11 +114,11 @@ def MMxyT(x, y):
 @pm.rule(MMxyT)
 def cublasrule(x, y):
     """MMxyT to a cuBLAS call in f32 or i8; other dtypes: the rule does not fire."""
-    assert (x.elType == pm.f32 and y.elType == pm.f32) or \
-        (x.elType == pm.i8 and y.elType == pm.i8)
-    if x.elType == pm.f32 and y.elType == pm.f32:
+    assert (x.dtype == pm.f32 and y.dtype == pm.f32) or \
+        (x.dtype == pm.i8 and y.dtype == pm.i8)
+    if x.dtype == pm.f32 and y.dtype == pm.f32:
         return cublasMM_xyT_f32(x, y)
-    elif x.elType == pm.i8 and y.elType == pm.i8:
+    elif x.dtype == pm.i8 and y.dtype == pm.i8:
         return cublasMM_xyT_i8(x, y)
 
 

@@ -62,7 +62,7 @@ def test_engine_unavailable(monkeypatch, tmp_path):
 
 def test_default_library_path(monkeypatch):
     monkeypatch.delenv(binding.ENV_VAR, raising=False)
-    assert binding.library_path() == os.path.join(
+    assert binding.engine_library_path() == os.path.join(
         os.path.dirname(pm.__file__), "_lib", "libpypm_verified.so")
 
 
@@ -258,12 +258,14 @@ def _agree(p, root):
         assert declarative.check(core.as_program(p), ver[0], root, ver[1])
 
 
+@pytest.mark.slow
 @diff(5000)  # >= 5,000 full-calculus cases in CI
 @given(problems())
 def test_verified_agrees_with_reference(lib, prob):
     _agree(prob[2], prob[1])
 
 
+@pytest.mark.slow
 @diff(1000)
 @given(basic_problems())
 def test_verified_agrees_with_reference_basic(lib, prob):
@@ -303,6 +305,7 @@ def match_all_problems(draw):
     return g, items
 
 
+@pytest.mark.slow
 @diff(1000)
 @given(match_all_problems())
 def test_match_all_agrees_with_reference(lib, prob):
@@ -597,7 +600,7 @@ def test_fork_while_another_thread_holds_the_locks(lib, tmp_path):
     script = tmp_path / "fork_child.py"
     script.write_text(_FORK_SCRIPT)
     path = os.path.dirname(os.path.dirname(os.path.abspath(pm.__file__)))
-    env = dict(os.environ, PYPM_VERIFIED_LIB=binding.library_path(),
+    env = dict(os.environ, PYPM_VERIFIED_LIB=binding.engine_library_path(),
                PYTHONPATH=os.pathsep.join(filter(None, [path, os.environ.get("PYTHONPATH")])))
     p = subprocess.run([sys.executable, str(script), "20"], capture_output=True, text=True,
                        env=env, timeout=180)
@@ -633,7 +636,7 @@ _START_SCRIPT = textwrap.dedent("""
 
     g = pm.Graph()
     n = g.apply(Relu, g.input("a"))
-    binding.open_library()  # loaded, the runtime not started
+    binding.open_engine_library()  # loaded, the runtime not started
     R.linked
 
     def trial():
@@ -664,8 +667,18 @@ def test_fork_while_another_thread_starts_the_runtime(lib, tmp_path):
     script = tmp_path / "fork_start.py"
     script.write_text(_START_SCRIPT)
     path = os.path.dirname(os.path.dirname(os.path.abspath(pm.__file__)))
-    env = dict(os.environ, PYPM_VERIFIED_LIB=binding.library_path(),
+    env = dict(os.environ, PYPM_VERIFIED_LIB=binding.engine_library_path(),
                PYTHONPATH=os.pathsep.join(filter(None, [path, os.environ.get("PYTHONPATH")])))
     p = subprocess.run([sys.executable, str(script), "20", "10"], capture_output=True,
                        text=True, env=env, timeout=180)
     assert (p.returncode, p.stdout.strip()) == (0, "ok"), p.stderr[-3000:]
+
+
+def test_cffi_smoke_script(lib):
+    """ocaml/test/cffi_smoke.py (the C API from cffi's ABI mode, documented
+    in ocaml/README.md) passes on the installed library."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    so = os.path.join(root, "python", "pypm_verified", "_lib", "libpypm_verified.so")
+    r = subprocess.run([sys.executable, os.path.join(root, "ocaml", "test", "cffi_smoke.py"),
+                        so], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "cffi smoke test OK" in r.stdout, r.stdout + r.stderr

@@ -257,14 +257,15 @@ def _fx_rewrite(tmp_path, capsys):
 def _fx_checker_of(monkeypatch):
     """The FX checkers the drivers make, as they are made."""
     made = []
-    real = validate.fx_checker
+    from pypm_verified.torch import validate_fx
+    real = validate_fx.fx_checker
 
     def fx_checker(driver):
         c = real(driver)
         made.append(c)
         return c
 
-    monkeypatch.setattr(validate, "fx_checker", fx_checker)
+    monkeypatch.setattr(validate_fx, "fx_checker", fx_checker)
     return made
 
 
@@ -290,9 +291,8 @@ def _break_builder(monkeypatch, how):
     """Make the FX driver's builder build something else than the rule asked
     for: a fault inside the builder, after it recorded the rule's call (the
     record is what the template is made of)."""
-    from pypm_verified.torch import driver as drv
-    from pypm_verified.torch import ops
-    real = drv._Builder.apply
+    from pypm_verified.torch import firing, ops
+    real = firing.Builder.apply
 
     def apply(self, op, *args, **kw):
         asked = (op, args)
@@ -308,7 +308,7 @@ def _break_builder(monkeypatch, how):
             self.trace[-1] = (asked[0], asked[1], v)
         return v
 
-    monkeypatch.setattr(drv._Builder, "apply", apply)
+    monkeypatch.setattr(firing.Builder, "apply", apply)
 
 
 def _break_match(monkeypatch):
@@ -331,7 +331,7 @@ def _break_match(monkeypatch):
         if node.target is not None and "mul" in str(node.target) and "m" in found:
             m = found.pop("m")
             values = {k: self.bound_value(t) for k, t in m.bindings.items()}
-            self._matching = (0, m, node, values)
+            self.matching = (0, m, node, values)
             return self.fire_at(self.patterns[0].rules[0], values, node, [])
         return real_try(self, node, term)
 
@@ -347,10 +347,16 @@ def _break_match(monkeypatch):
 ])
 def test_fx_driver_fault_refused_exit_3(on, tmp_path, capsys, monkeypatch, fault, verdict):
     from test_cli import _one_line_error
+    # the pass checker's verdict on each certified pass (the certificate
+    # checker checks the pass too, then the firings)
     passes = []
-    real_rewrite = binding.validate_rewrite
-    monkeypatch.setattr(binding, "validate_rewrite",
-                        lambda w: passes.append(real_rewrite(w)) or passes[-1])
+    real_certified = validate.Pass.check_certified
+
+    def check_certified(p, *a, **k):
+        passes.append(tuple(binding.validate_rewrite(p.words())))
+        return real_certified(p, *a, **k)
+
+    monkeypatch.setattr(validate.Pass, "check_certified", check_certified)
     if fault == "match":
         _break_match(monkeypatch)
     else:

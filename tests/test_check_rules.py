@@ -49,6 +49,7 @@ SHIPPED = [(p.name, r.name) for p in default_patterns() for r in p.rules]
 KNOWN_REFUTED: dict = {}  # sdpa's mask-broadcast guard was one (fixed: it now checks q kT)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", [
     pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=KNOWN_REFUTED[r]))
     if r in KNOWN_REFUTED else r for _, r in SHIPPED])
@@ -188,6 +189,7 @@ def test_wrong_variants_are_refuted_with_a_counterexample(name, check):
 
 # ----------------------------------------- SDPA's math decomposed (sdpa_core)
 
+@pytest.mark.slow
 def test_sdpa_core_is_tested_on_every_form():
     """The generator builds CoreAttention instances the rule accepts: the
     expand/view/bmm/view chains consistent (ranks 3 and 4), with and without
@@ -225,6 +227,7 @@ def test_sdpa_core_without_the_key_factor_is_refuted():
 
 # ------------------------------------------------------------ vacuity
 
+@pytest.mark.slow
 def test_a_rule_whose_asserts_decline_everything_is_vacuous(tmp_path):
     path = _write(tmp_path, "vacuous_rules.py", """\
         import pypm_verified as pm
@@ -440,6 +443,7 @@ def test_cli_undefined_name_is_exit_3(tmp_path, capsys):
     assert code == 3 and "undefined_helper" in err
 
 
+@pytest.mark.slow
 def test_cli_sigterm_ends_it_at_once(tmp_path):
     """SIGTERM while check-rules works (its proofs included): exit 143 in
     seconds, one line, no report written."""

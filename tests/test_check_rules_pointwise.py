@@ -1,5 +1,5 @@
 """``check-rules`` on pointwise rules: the common activation functions have
-definitions in the symbolic semantics (checking/symbolic.py: from the
+definitions in the symbolic semantics (checking/smt.py: from the
 uninterpreted primitives exp, log, erf and sqrt), so rules that hold by
 those definitions are proved; a difference z3 finds is "differs" only with
 a concrete input on which torch confirms it (re-evaluated here), and one
@@ -19,9 +19,9 @@ z3 = pytest.importorskip("z3")
 import torch.fx as fx  # noqa: E402
 
 import pypm_verified as pm  # noqa: E402
-from test_symbolic import B  # noqa: E402 -- the graph builder with fake-tensor metadata
+from test_smt import B  # noqa: E402 -- the graph builder with fake-tensor metadata
 from pypm_verified.checking import check_rule, check_rules  # noqa: E402
-from pypm_verified.checking import symbolic as S  # noqa: E402
+from pypm_verified.checking import smt as S  # noqa: E402
 from pypm_verified.library import load_rules  # noqa: E402
 from pypm_verified.torch.check import TOLERANCE  # noqa: E402
 from pypm_verified.torch.ops import (Add, Clamp, ClampMin, Exp, Gelu, Log, Mul,  # noqa: E402

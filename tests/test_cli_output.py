@@ -198,7 +198,7 @@ def test_version(capsys):
         coq = subprocess.run(["coqc", "--version"], capture_output=True, text=True)
         if coq.returncode == 0:
             assert lines[2].split()[-1] in coq.stdout
-        assert lines[3] == f"engine library: {os.path.abspath(binding.library_path())}"
+        assert lines[3] == f"engine library: {os.path.abspath(binding.engine_library_path())}"
     else:
         assert lines[1].startswith("engine library: ")
 

@@ -143,6 +143,6 @@ def test_library_passes_the_checks():
         for engine in ("verified", "reference"):
             if engine == "verified" and not os.environ.get("PYPM_REQUIRE_LIB"):
                 from pypm_verified.engines import binding
-                if not os.path.exists(binding.library_path()):
+                if not os.path.exists(binding.engine_library_path()):
                     continue
             check_patterns(pats, engine)

@@ -101,6 +101,7 @@ def test_readme_is_short_and_its_links_resolve():
         "make test      # set everything up and pass the tests (what CI runs)"]
 
 
+@pytest.mark.docs
 def test_docs_site_builds_strict(tmp_path):
     mkdocs = shutil.which("mkdocs", path=os.path.dirname(sys.executable))
     if mkdocs is None:
@@ -140,3 +141,57 @@ def test_no_text_names_work_items_or_outside_paths():
             if _OUTSIDE.search(line):
                 bad.append(f"{f}:{i}: {line.strip()[:100]}")
     assert not bad, "\n".join(bad[:40])
+
+
+# An absolute path of some machine: a home directory (/home/NAME/, /Users/NAME/,
+# C:\Users\NAME\), a work, temporary or scratch directory (/work/X, /tmp/X,
+# /private/var/..., /mnt/X, /scratch/X, /root/X), or a file:// URL of one. A
+# path inside a word or a URL (``build/zoo/work/``, ``https://x.org/home/``) is
+# not one; system paths (/dev/null, /usr/bin/env, /proc/..., /etc/...) are
+# not matched at all.
+_MACHINE_PATH = re.compile(
+    r"(?:(?<![\w.~$/-])|(?<=file://))"
+    r"/(?:home|Users)/[\w.-]+/"
+    r"|(?:(?<![\w.~$/-])|(?<=file://))/(?:work|tmp|private|mnt|scratch|root)/[\w.$-]+"
+    r"|\b[A-Za-z]:\\+Users\\+[\w.-]+")
+#: Illustrative paths the documentation may show (placeholders, no one's machine).
+_ILLUSTRATIVE_PATHS = frozenset({"/home/user/", "/Users/user/"})
+
+
+def test_no_tracked_text_holds_a_machines_absolute_path():
+    """Results, reports and docs name files relative to the repository (or
+    by rule ``module:line``), never where they happened to be generated."""
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
+    bad = []
+    for f in files:
+        p = ROOT / f
+        if f == "tests/test_docs.py":  # the pattern itself
+            continue
+        if p.suffix in (".png", ".so", ".pdf", ".pt2", ".pt") or not p.is_file():
+            continue
+        try:
+            text = p.read_text()
+        except UnicodeDecodeError:
+            continue
+        for i, line in enumerate(text.splitlines(), 1):
+            for m in _MACHINE_PATH.finditer(line):
+                if m.group(0) not in _ILLUSTRATIVE_PATHS:
+                    bad.append(f"{f}:{i}: {m.group(0)}")
+    assert not bad, f"{len(bad)} absolute path(s):\n" + "\n".join(bad[:40])
+
+
+@pytest.mark.parametrize("text,found", [
+    ("rule 'x' (/work/wt/xla/python/pypm_verified/library/gelu.py:83)", True),
+    ('"library": "/home/alice/src/lib.so"', True),
+    ("--out /tmp/calib/recheck", True),
+    ("see file:///Users/bob/report.html", True),
+    (r"C:\Users\carol\proj", True),
+    ("build/zoo/work/bert.static/model.pt2", False),
+    ("$PYPM_ZOO_BUILD/work/bert.static/model.pt2", False),
+    ("https://example.org/home/page", False),
+    ("#!/usr/bin/env python; > /dev/null; /proc/meminfo; /etc/hosts", False),
+    ("python/pypm_verified/library/gelu.py:83", False),
+])
+def test_machine_path_pattern(text, found):
+    assert bool(_MACHINE_PATH.search(text)) is found

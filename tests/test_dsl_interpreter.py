@@ -88,7 +88,7 @@ def _settings(share):
 @pytest.fixture(scope="module")
 def engines():
     try:
-        binding.open_library()
+        binding.open_engine_library()
         return ("reference", "verified")
     except EngineUnavailable as e:
         if os.environ.get("PYPM_REQUIRE_LIB"):
@@ -206,6 +206,7 @@ def test_random_cases_in_batches():
     assert not failed, "\n\n".join(failed)
 
 
+@pytest.mark.slow
 @in_batches
 @_settings(0.6)
 @given(st.data())

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import pypm_verified as pm
 from pypm_verified.engines import explain as ex
-from pypm_verified.engines.binding import open_library
+from pypm_verified.engines.binding import open_engine_library
 from pypm_verified.errors import EngineUnavailable
 
 from strategies import chain_graphs, graphs, programs
@@ -209,7 +209,7 @@ def test_bad_arguments(g):
 
 def _engines():
     try:
-        open_library()
+        open_engine_library()
         return ("reference", "verified")
     except EngineUnavailable:
         if os.environ.get("PYPM_REQUIRE_LIB"):
@@ -222,7 +222,7 @@ def _consistent(pattern, node, engine, fuel):
         want = pm.match(pattern, node, engine=engine, fuel=fuel)
     except pm.OutOfFuel:
         want = "oof"
-    e = pm.explain(pattern, node, engine=engine, fuel=fuel, budget=1 << 16)
+    e = pm.explain(pattern, node, engine=engine, fuel=fuel, step_limit=1 << 16)
     if want == "oof":
         assert e.verdict == "out of fuel" and e.kind == "fuel"
     elif want is None:
@@ -245,6 +245,7 @@ def test_every_explained_no_is_an_engine_no_core(data):
         _consistent(prog, root, engine, 20_000)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.filter_too_much])

@@ -21,6 +21,7 @@ torch = pytest.importorskip("torch")
 
 from pypm_verified.library import default_patterns  # noqa: E402
 from pypm_verified.torch import driver as D  # noqa: E402
+from pypm_verified.torch import firing, metadata  # noqa: E402
 
 aten = torch.ops.aten
 
@@ -30,7 +31,7 @@ class _Slow(D.Driver):
     run of its operator, no value taken from the root."""
 
     def meta_val(self, target, pos, kw, like=None):
-        self._meta_cache.clear()
+        self.metadata.cache.clear()
         return super().meta_val(target, pos, kw, None)
 
 
@@ -41,7 +42,7 @@ def _rewrite(ep, cls, grad=True, taken=None):
     gm = copy.deepcopy(ep).graph_module
     d = cls(gm, default_patterns(), engine="verified", target="cpu", recompile=False,
             check_profitability=False)
-    settle = D._Builder.settle
+    settle = firing.Builder.settle
 
     def spy(b, replacement):
         if b.holder is replacement and replacement is not None and b.root._erased:
@@ -49,12 +50,12 @@ def _rewrite(ep, cls, grad=True, taken=None):
         return settle(b, replacement)
 
     if taken is not None:  # record which replacements took the root's fake tensor
-        D._Builder.settle = spy
+        firing.Builder.settle = spy
     try:
         with torch.set_grad_enabled(grad):
             d.run()
     finally:
-        D._Builder.settle = settle
+        firing.Builder.settle = settle
     return gm, d
 
 
@@ -137,7 +138,7 @@ def test_settle_gives_an_interior_node_its_own_value():
     x = root.args[0]
     # fill the cache: the same call again is a hit
     d.meta_val(aten.sigmoid.default, [x], {})
-    b = D._Builder(d, root, rule=type("R", (), {"name": "r"})(), take_root_val=True)
+    b = firing.Builder(d, root, rule=type("R", (), {"name": "r"})(), take_root_val=True)
     assert b._lend is not None and b._lend[0] is root.meta["val"]
     node = b.apply(_SIGMOID, d.value(x)).fx
     assert node is not root and not root._erased
@@ -153,7 +154,7 @@ def test_settle_keeps_the_value_only_for_the_replacement_of_a_removed_root():
     d, root = _builder(gm, aten.relu.default)
     x = root.args[0]
     d.meta_val(aten.sigmoid.default, [x], {})
-    b = D._Builder(d, root, rule=type("R", (), {"name": "r"})(), take_root_val=True)
+    b = firing.Builder(d, root, rule=type("R", (), {"name": "r"})(), take_root_val=True)
     node = b.apply(_SIGMOID, d.value(x)).fx
     assert node is not root and not root._erased
     old = root.meta["val"]
@@ -162,7 +163,7 @@ def test_settle_keeps_the_value_only_for_the_replacement_of_a_removed_root():
     b.holder = node
     node.meta["val"] = old
     root.replace_all_uses_with(node)
-    d._dce([root])
+    d.remove_dead([root])
     assert root._erased
     b.settle(node)
     assert node.meta["val"] is old
@@ -175,7 +176,7 @@ def test_a_view_of_the_holder_views_its_own_value():
     d, root = _builder(gm, aten.relu.default)
     x = root.args[0]
     d.meta_val(aten.sigmoid.default, [x], {})
-    b = D._Builder(d, root, rule=type("R", (), {"name": "r"})(), take_root_val=True)
+    b = firing.Builder(d, root, rule=type("R", (), {"name": "r"})(), take_root_val=True)
     node = b.apply(_SIGMOID, d.value(x)).fx
     assert node.meta["val"] is root.meta["val"]
     view = b.apply(_Op(aten.t.default), d.value(node)).fx
@@ -204,6 +205,6 @@ def test_a_view_root_lends_no_value():
         r.meta["val"] = aten._unsafe_view.default(a.meta["val"], [8, 4])
         f.meta["val"] = aten.relu.default(a.meta["val"])
     assert r.meta["val"]._base is None  # so the storage comparison is what catches it
-    assert D._ownable_val(r, mode) is None
-    assert D._ownable_val(f, mode) is not None
-    assert D._ownable_val(f, FakeTensorMode()) is None  # another fake mode's value
+    assert metadata.ownable_val(r, mode) is None
+    assert metadata.ownable_val(f, mode) is not None
+    assert metadata.ownable_val(f, FakeTensorMode()) is None  # another fake mode's value

@@ -20,6 +20,7 @@ import pypm_verified as pm  # noqa: E402
 from pypm_verified.engines import matching  # noqa: E402
 from pypm_verified.library import default_patterns  # noqa: E402
 from pypm_verified.torch import driver as D  # noqa: E402
+from pypm_verified.torch import metadata  # noqa: E402
 from pypm_verified.torch.importer import TermGraph, is_pure, positional_args  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -109,7 +110,7 @@ def test_meta_val_reuse_equals_a_fresh_fake_run(bert2):
              (aten.sum.dim_IntList, [x, [-1], True], {})]
     for target, pos, kw in calls:
         first = d.meta_val(target, pos, kw)
-        assert D._meta_key(target, pos, kw) in d._meta_cache
+        assert metadata.meta_key(target, pos, kw) in d.metadata.cache
         again = d.meta_val(target, pos, kw)  # from the cache
         fake = torch.fx.node.map_arg((tuple(pos), kw), lambda n: n.meta["val"])
         with d.fake_mode:
@@ -119,11 +120,12 @@ def test_meta_val_reuse_equals_a_fresh_fake_run(bert2):
         assert again.untyped_storage()._cdata != first.untyped_storage()._cdata  # own storage
     assert nodes  # the graph was read
     # an int and a float scalar are different keys (type promotion differs)
-    assert D._meta_key(aten.mul.Tensor, [x, 2], {}) != D._meta_key(aten.mul.Tensor, [x, 2.0], {})
+    key = metadata.meta_key
+    assert key(aten.mul.Tensor, [x, 2], {}) != key(aten.mul.Tensor, [x, 2.0], {})
     # views and in-place ops are never cached (the result aliases an input)
-    assert D._meta_key(aten.permute.default, [x, [0, 2, 1]], {}) is None
-    assert D._meta_key(aten.view.default, [x, [-1]], {}) is None
-    assert D._meta_key(aten.relu_.default, [x], {}) is None
+    assert metadata.meta_key(aten.permute.default, [x, [0, 2, 1]], {}) is None
+    assert metadata.meta_key(aten.view.default, [x, [-1]], {}) is None
+    assert metadata.meta_key(aten.relu_.default, [x], {}) is None
 
 
 # ------------------------------------------------------------------ engines

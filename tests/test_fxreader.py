@@ -173,6 +173,7 @@ def zoo_programs():
     return out
 
 
+@pytest.mark.zoo
 @pytest.mark.parametrize("name", ZOO)
 def test_zoo_models_read_alike(native, zoo_programs, name, monkeypatch):
     """Zoo models exported with their dynamic shapes (symbolic sizes), read

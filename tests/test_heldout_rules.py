@@ -95,6 +95,7 @@ def test_wrong_rule_is_refuted(path, wrong_run):
     assert code == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", RIGHT, ids=_name)
 def test_right_rule_passes(path, right_run):
     code, results = right_run
@@ -103,6 +104,7 @@ def test_right_rule_passes(path, right_run):
         (r["rule"], r["status"], r["reason"], r["counterexample"])
 
 
+@pytest.mark.slow
 def test_the_right_set_exits_0(right_run):
     code, results = right_run
     assert code == 0, {k: r["status"] for k, r in results.items()}

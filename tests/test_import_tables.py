@@ -20,7 +20,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import pypm_verified as pm  # noqa: E402
-from pypm_verified.rewriting import validate  # noqa: E402
+from pypm_verified.torch import validate_fx  # noqa: E402
 from pypm_verified.torch.importer import TermGraph, positional_args  # noqa: E402
 
 aten = torch.ops.aten
@@ -86,7 +86,7 @@ def test_the_validator_reads_the_positional_form_the_import_computed(monkeypatch
     seen = []
     real = tg.call_args
     monkeypatch.setattr(tg, "call_args", lambda n: seen.append(n) or real(n))
-    checker = validate.FxChecker(d)
+    checker = validate_fx.FxChecker(d)
     enc = checker.encode()
     assert set(seen) == {a, b, c}
     # softmax(b, -1) and softmax(b, -1, None) are one call, one label
@@ -111,7 +111,7 @@ def test_validator_labels_stand_for_targets():
 
     d = Driver()
     d.gm, d.firings = torch.fx.GraphModule(torch.nn.Module(), g), []
-    checker = validate.FxChecker(d)
+    checker = validate_fx.FxChecker(d)
     label = {v: checker._node(v)[0] for v in (m1, m2, r, n, r2)}
     assert label[m1] == label[m2]
     assert label[r] == label[r2] != label[n]

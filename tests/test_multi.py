@@ -219,6 +219,7 @@ def test_engines_agree_on_random_multi_root(prob):
         assert a.root is root and multi.check(prog, a)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(multi_problems())
 def test_no_match_means_no_tuple(prob):

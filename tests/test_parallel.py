@@ -114,6 +114,7 @@ def serial(setup):
     return doc
 
 
+@pytest.mark.slow
 def test_local_workers_same_report_and_a_dead_worker_retried(setup, serial, capsys):
     setup[1].unlink()
     doc = _check_rules(setup, "--jobs", "2")
@@ -126,6 +127,7 @@ def test_local_workers_same_report_and_a_dead_worker_retried(setup, serial, caps
     assert "retried after a worker died" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_ray_same_report_and_a_dead_worker_retried(setup, serial, capsys):
     ray = pytest.importorskip("ray", reason="the 'cluster' extra (Ray) is not installed")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

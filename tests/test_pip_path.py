@@ -201,6 +201,7 @@ def test_check_rules_without_z3_is_one_line_and_exit_2(tmp_path, lib):
     assert r.stdout == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_check_rules_no_symbolic_needs_no_z3(tmp_path, lib, jobs):
     pytest.importorskip("torch")
@@ -220,10 +221,10 @@ def test_the_checker_imports_and_tests_without_z3(tmp_path):
     code = ("import sys\n"
             "from pypm_verified.checking import check_rule\n"
             "from pypm_verified.library import gelu\n"
-            "assert 'pypm_verified.checking.symbolic' not in sys.modules\n"
+            "assert 'pypm_verified.checking.smt' not in sys.modules\n"
             "r = check_rule(gelu.GeluTanh, gelu.gelu_tanh, examples=4, guards=False,\n"
             "               symbolic=False)\n"
-            "print(r.status, 'pypm_verified.checking.symbolic' in sys.modules)\n")
+            "print(r.status, 'pypm_verified.checking.smt' in sys.modules)\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                        text=True, env=_hiding(tmp_path, "z3"), timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -294,6 +295,7 @@ def site_without_torch(tmp_path_factory):
     return tmp / "site"
 
 
+@pytest.mark.docs
 def test_docs_build_without_torch(site_without_torch):
     ops = (site_without_torch / "reference" / "operators.html").read_text()
     assert "aten.gelu" in ops  # the committed table
@@ -301,6 +303,7 @@ def test_docs_build_without_torch(site_without_torch):
     assert "pypm-verified example" in cli_page and "--no-symbolic" in cli_page
 
 
+@pytest.mark.docs
 def test_api_page_renders_the_cross_references(site_without_torch):
     api = (site_without_torch / "reference" / "api.html").read_text()
     raw = RAW_ROLE.findall(api)

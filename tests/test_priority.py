@@ -236,6 +236,7 @@ def test_answer_is_the_first_solution(engine, prob, fuel):
             assert fst is None
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(problems())
 def test_first_solution_is_the_answer(engine, prob):
@@ -278,9 +279,9 @@ def test_reference_enumerates_the_specified_order(prob):
             assert sols[:len(psols)] == psols if pcut else (sols, cut) == prev
         prev = sols, cut
         if not cut:
-            budget = reference.Fuel(200_000)
+            fuel = reference.Fuel(200_000)
             try:
-                ref = list(reference.solutions(prog, root, fuel=budget))
+                ref = list(reference.solutions(prog, root, fuel=fuel))
             except pm.OutOfFuel:
                 return
             assert ref == sols

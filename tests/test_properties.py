@@ -12,6 +12,7 @@ full calculus (tests/strategies.py):
 """
 import itertools
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -48,6 +49,7 @@ def ref_outcome(prog, node, fuel):
         return OUT_OF_FUEL
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.one_of(problems(), basic_problems()), st.integers(1, 400))
 def test_reference_is_the_algorithm(prob, fuel):
@@ -75,6 +77,7 @@ def _assignments(prog, g):
             for fs in itertools.product(labels, repeat=d.nfparams))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.one_of(problems(), basic_problems()))
 def test_reference_against_the_declarative_relation(prob):
@@ -98,14 +101,15 @@ def test_reference_against_the_declarative_relation(prob):
                 assert not declarative.check(prog, theta, root, phi)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(problems())
 def test_every_solution_is_derivable(prob):
     g, root, prog = prob
-    budget = reference.Fuel(FUEL)
+    fuel = reference.Fuel(FUEL)
     seen = []
     try:
-        for theta, phi in itertools.islice(reference.solutions(prog, root, fuel=budget), 20):
+        for theta, phi in itertools.islice(reference.solutions(prog, root, fuel=fuel), 20):
             assert declarative.check(prog, theta, root, phi)
             seen.append((theta, phi))
     except pm.OutOfFuel:

@@ -7,7 +7,7 @@ Inductor pass, the declarations and the documentation's operator table.
 * each entry's signature is its torch schema's, and the declaration's
   parameters are those names;
 * every op has a shape rule of the instance generator or says why not, a
-  cost class the cost model reads, and semantics in checking/symbolic.py or
+  cost class the cost model reads, and semantics in checking/smt.py or
   says why not;
 * the semantics, as terms evaluated on concrete inputs (the primitives
   exp, log, erf and sqrt read as the real functions, sums summed), are
@@ -31,7 +31,7 @@ from pypm_verified.torch import cost, registry
 try:
     import z3
 
-    from pypm_verified.checking import symbolic as S
+    from pypm_verified.checking import smt as S
 except ImportError:  # the semantics' tests need z3 (`make test` installs it)
     z3 = S = None
 needs_z3 = pytest.mark.skipif(z3 is None, reason="z3 is not installed")
@@ -447,7 +447,7 @@ _ALL = [(name, i, case) for src in (CASES, EXTRA) for name, cases in src.items()
 @needs_z3
 def test_every_op_with_semantics_has_a_numeric_case():
     for e in registry.ENTRIES.values():
-        assert (e.kind != "none") == bool(e.semantics_functions), e.name
+        assert (e.kind != "none") == bool(S.handlers(e.key)), e.name
         if e.kind != "none":
             assert e.name in CASES, f"{e.name}: no numeric check of its semantics"
     assert set(CASES) <= set(registry.ENTRIES)
@@ -493,7 +493,7 @@ def _layer_norm_written(b, eps, sqrt_div=False):
 @needs_z3
 @pytest.mark.parametrize("sqrt_div", [False, True], ids=["rsqrt", "div_sqrt"])
 def test_layer_norm_written_out_is_proved_and_eps_times_100_refuted(sqrt_div):
-    from test_symbolic import B
+    from test_smt import B
     b = B(x=(2, 3, 4), w=(4,), b=(4,))
     orig = _layer_norm_written(b, 1e-5, sqrt_div)
     right = b(aten.layer_norm.default, b.p["x"], [4], b.p["w"], b.p["b"], 1e-5)
@@ -522,7 +522,7 @@ def test_layer_norm_written_out_is_proved_and_eps_times_100_refuted(sqrt_div):
 def test_split_heads_view_round_trip_is_proved():
     """view (B, S, H·D) -> (B, S, H, D), transposed and back: x itself, for
     every B and S (H·D fixed by the view)."""
-    from test_symbolic import B
+    from test_smt import B
     b = B(x=(2, 3, 8))
     x = b.p["x"]
     h = b(aten.transpose.int, b(aten.view.default, x, [2, 3, 2, 4]), 1, 2)

@@ -492,7 +492,7 @@ def shaped(draw, alternates):
 @pytest.fixture(scope="module")
 def engines():
     try:
-        binding.open_library()
+        binding.open_engine_library()
         return ("reference", "verified")
     except EngineUnavailable as e:
         if os.environ.get("PYPM_REQUIRE_LIB"):

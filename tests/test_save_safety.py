@@ -14,7 +14,6 @@ import stat
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
@@ -120,6 +119,7 @@ def test_disk_full_in_the_cli_report_writer(small_fs, tmp_path):
     assert rep.read_bytes() == OLD and _temps(small_fs) == []
 
 
+@pytest.mark.slow
 def test_disk_full_cli_exit_2_one_line(small_fs, tmp_path, ep):
     """End to end, in a process of its own (what aborted with SIGABRT, exit
     134): exit 2, one error line naming the output and the OS error, the
@@ -485,13 +485,43 @@ def test_output_equal_to_input_is_refused(tmp_path, ep, capsys):
     assert src.read_bytes() == before and _temps(tmp_path) == []
 
 
-def test_save_is_quick(tmp_path, ep):
-    """The sink adds no measurable cost: a 130 KB program saves in well under
-    a second (torch's own path writer takes about as long)."""
-    t = time.perf_counter()
-    for _ in range(10):
-        save_atomic(ep, str(tmp_path / "o.pt2"))
-    assert (time.perf_counter() - t) / 10 < 0.5
+def test_save_adds_nothing_to_what_torch_writes(tmp_path, ep, monkeypatch):
+    """The sink adds no cost of its own: the save is torch's own writes to a
+    file object, each passed on as one ``os.write`` (no splitting, no
+    buffering copy, no byte written twice), the same bytes, and two fsyncs
+    (the file, its directory). Counted, not timed: a slow machine cannot
+    fail it, a sink that writes byte by byte or copies the archive can."""
+    import io
+
+    class Counting(io.BytesIO):
+        writes = 0
+
+        def write(self, b):
+            Counting.writes += 1
+            return super().write(b)
+
+    plain = Counting()
+    torch.export.save(ep, plain)
+    calls = {"write": 0, "bytes": 0, "fsync": 0}
+    real_write, real_fsync = os.write, os.fsync
+
+    def write(fd, data):
+        calls["write"] += 1
+        k = real_write(fd, data)
+        calls["bytes"] += k
+        return k
+
+    def fsync(fd):
+        calls["fsync"] += 1
+        return real_fsync(fd)
+    monkeypatch.setattr(os, "write", write)
+    monkeypatch.setattr(os, "fsync", fsync)
+    out = tmp_path / "o.pt2"
+    save_atomic(ep, str(out))
+    monkeypatch.undo()
+    data = out.read_bytes()
+    assert data == plain.getvalue()  # saves are deterministic
+    assert calls == {"write": Counting.writes, "bytes": len(data), "fsync": 2}, calls
 
 
 # ------------------------------- only a regular file is replaced

@@ -22,7 +22,7 @@ from pypm_verified.engines import binding, serialize
 from pypm_verified.errors import EngineError
 
 def _load(defs):
-    lib = binding.open_library()
+    lib = binding.open_engine_library()
     return binding.load_patterns(lib, serialize.encode_patterns(defs, list(range(len(defs)))))
 
 
@@ -39,7 +39,7 @@ def test_out_of_scope_body_is_ill_formed(defs, problem):
     assert not core.wf_defs(defs)
     with pytest.raises(EngineError) as e:
         _load(defs)
-    assert e.value.code == binding.open_library().PYPM_E_ILL_FORMED
+    assert e.value.code == binding.open_engine_library().PYPM_E_ILL_FORMED
     assert problem in e.value.detail
 
 
@@ -64,7 +64,7 @@ PRELUDE = textwrap.dedent("""
     from pypm_verified.engines import binding, serialize
 
     LEAF, RELU, OTHER, NEG = 0, 1, 2, 3
-    lib = binding.open_library()
+    lib = binding.open_engine_library()
     ffi = binding.ffi
 
     def stack_kib():

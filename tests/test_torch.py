@@ -54,6 +54,7 @@ def _inductor_cache(tmp_path_factory, monkeypatch):
 
 # ------------------------------------------------------------ architectures
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(models.MODELS))
 def test_every_attention_block_is_rewritten(hf, name, lib, tmp_path):
     m, inputs, prog = hf(name)
@@ -304,6 +305,7 @@ def test_transpose_matmul_figure_1(lib, monkeypatch):
     assert torch.ops.aten.linear.default in targets(r.ep) and r.numerics.ok
 
 
+@pytest.mark.slow
 def test_bad_rule_is_refused_by_numerics(lib, tmp_path):
     rules = tmp_path / "bad_rules.py"
     rules.write_text(
@@ -405,6 +407,7 @@ def test_loader_errors(tmp_path):
         load_model(nn.Linear(2, 2))
 
 
+@pytest.mark.slow
 def test_pickled_module_and_cli(tmp_path, lib):
     m, inputs = models.build("bert", "small")
     pk = tmp_path / "bert.pt"

@@ -175,11 +175,13 @@ def run_page(page: Path, workdir: Path) -> int:
     return steps
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", TUTORIALS, ids=lambda p: p.stem)
 def test_tutorial_runs(page, tmp_path, lib):
     assert run_page(page, tmp_path) >= 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", OTHER_PAGES, ids=lambda p: str(p.relative_to(DOCS)))
 def test_page_runs(page, tmp_path, lib):
     assert run_page(page, tmp_path) >= 1

@@ -23,7 +23,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import zipfile
 
 import pytest
@@ -500,26 +499,46 @@ def test_tampered_partitioned_file_runs_nothing(tmp_path, good):
 
 # ------------------------------------------------ 7. the engine library
 
+# the CLI with the model loader instrumented: it says on stderr each time it is called
+_SPIED_CLI = """
+import sys
+from pypm_verified.torch import loader
+real = loader.load_model
+def spy(path, *a, **k):
+    print("spy: load_model", path, file=sys.stderr)
+    return real(path, *a, **k)
+loader.load_model = spy
+from pypm_verified.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _spied_cli(args, **env):
+    return subprocess.run([sys.executable, "-c", _SPIED_CLI, *map(str, args)],
+                          env=_env(**env), capture_output=True, text=True, timeout=300)
+
+
 def test_missing_engine_library_is_exit_2_before_loading(tmp_path):
     """PYPM_VERIFIED_LIB=/nope.so: exit 2 and one line about the library,
     before the model is read (the model here is a text file, which loading
-    would refuse with another message) and fast; a library that is not the
-    engine's (libc) the same; --engine reference needs none."""
+    would refuse with another message; the loader is never called); a
+    library that is not the engine's (libc) the same; --engine reference
+    needs none (and does load the model: the spy sees loads)."""
     text = tmp_path / "notes.txt"
     text.write_text("not a model\n")
     import _cffi_backend  # a shared library that is not the engine's
     for lib, needle in (("/nope.so", "not found at /nope.so"),
                         (_cffi_backend.__file__, "not a pypm_verified engine library")):
-        t = time.perf_counter()
-        p = _cli(["rewrite", text, "-o", tmp_path / "o.pt2"], PYPM_VERIFIED_LIB=lib)
+        p = _spied_cli(["rewrite", text, "-o", tmp_path / "o.pt2"], PYPM_VERIFIED_LIB=lib)
         assert p.returncode == 2, p.stderr
         line = _one_error(p.stderr)
         assert "--engine verified" in line and needle in line and "--engine reference" in line
         assert "notes.txt" not in line
-        assert time.perf_counter() - t < 60
-    p = _cli(["rewrite", text, "-o", tmp_path / "o.pt2", "--engine", "reference"],
-             PYPM_VERIFIED_LIB="/nope.so")
+        assert "spy: load_model" not in p.stderr, p.stderr
+    p = _spied_cli(["rewrite", text, "-o", tmp_path / "o.pt2", "--engine", "reference"],
+                   PYPM_VERIFIED_LIB="/nope.so")
     assert p.returncode == 2 and "not a PyTorch file" in _one_error(p.stderr)
+    assert f"spy: load_model {text}" in p.stderr, p.stderr
     p = _cli(["explain", text, "--pattern", "Gelu"], PYPM_VERIFIED_LIB="/nope.so")
     assert p.returncode == 2 and "not found at /nope.so" in _one_error(p.stderr)
 

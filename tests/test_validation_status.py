@@ -197,7 +197,7 @@ def test_library_not_loaded_shows_everywhere(files, tmp_path, capsys, monkeypatc
 
 
 def test_term_graph_search_is_not_validated(lib):
-    for strategy in ("greedy", "astar"):
+    for strategy in ("greedy", "best_first"):
         res = tsearch.search(_graph(), [NN], strategy)
         assert res.steps and res.cost < res.start_cost  # it did rewrite
         assert str(res.validation) == SEARCH
@@ -247,7 +247,7 @@ def other_library(tmp_path_factory):
     """A copy of the library with another build id compiled in (its one
     occurrence of the id replaced by zeros): a library built from other
     sources, as far as the check can tell."""
-    path = binding.library_path()
+    path = binding.engine_library_path()
     if not os.path.isfile(path) or binding.build_info() is None:
         pytest.skip("no engine library")
     own = binding.build_info()[0].encode()
@@ -269,7 +269,7 @@ def _run(args, **env):
 def test_mismatch_is_refused(other_library, files, tmp_path):
     other, own = other_library
     p = _run(["-c", "from pypm_verified.engines import binding\n"
-                    "try:\n    binding.open_library()\n"
+                    "try:\n    binding.open_engine_library()\n"
                     "except binding.BuildIdMismatch as e:\n    print('refused:', e)\n"
                     "print(binding.available(), binding.build_info()[0])"],
              PYPM_VERIFIED_LIB=other)

@@ -39,6 +39,9 @@ from pypm_verified import _version
 ROOT = Path(__file__).resolve().parents[1]
 
 REQUIRE = bool(os.environ.get("PYPM_REQUIRE_TOOLS"))
+
+# minutes: a clone, make wheel-build, a venv with torch
+pytestmark = [pytest.mark.wheel, pytest.mark.slow]
 LIB_IN_WHEEL = "pypm_verified/_lib/libpypm_verified.so"
 
 # make proofs' inputs and the products copied with them (see the docstring)
@@ -322,7 +325,7 @@ def test_sdist_has_what_the_build_needs_and_no_products(built, clone, tmp_path):
                    "requirements/constraints.txt", "extraction/Extraction.v",
                    "tests/coq/Assumptions.v", "tests/coq/assumptions.golden",
                    "ocaml/dune-project", "ocaml/capi/build_id.sh", "ocaml/capi/pypm_capi.c",
-                   "ocaml/capi/pypm_verified.h", "ocaml/lib/decode.ml",
+                   "ocaml/capi/pypm_verified.h", "ocaml/lib/decode.ml", "ocaml/proved/dune",
                    "python/pypm_verified/_version.py"):
         assert needed in names, needed
     theories = {f"theories/{p.name}" for p in (clone / "theories").glob("*.v")}

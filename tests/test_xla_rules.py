@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("z3")
 
 from pypm_verified.checking import check_rule  # noqa: E402
-from pypm_verified.checking import symbolic as S  # noqa: E402
+from pypm_verified.checking import smt as S  # noqa: E402
 from pypm_verified.checking.evaluate import compare_outputs  # noqa: E402
 from pypm_verified.library import xla_simplifier as X  # noqa: E402
 

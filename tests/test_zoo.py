@@ -27,6 +27,8 @@ for p in (str(BENCH), str(ROOT / "python")):
 import bench_zoo  # noqa: E402
 import zoo_models  # noqa: E402
 
+pytestmark = pytest.mark.zoo
+
 
 def _env(**extra):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
@@ -51,6 +53,7 @@ def zoo_run(tmp_path_factory, lib):
     return recs, p.stdout, build
 
 
+@pytest.mark.slow
 def test_zoo_bert_blocks_counted_and_fused(zoo_run):
     recs, out, build = zoo_run
     r = recs["bert"]
@@ -71,6 +74,7 @@ def test_zoo_bert_blocks_counted_and_fused(zoo_run):
     assert '"model": "bert"' in out
 
 
+@pytest.mark.slow
 def test_zoo_cnn_has_no_blocks(zoo_run):
     recs, _, _ = zoo_run
     r = recs["nn_cnn"]
@@ -79,6 +83,7 @@ def test_zoo_cnn_has_no_blocks(zoo_run):
     assert r["export"]["nodes"] > 5  # it was exported: convolutions, relu, pooling, linear
 
 
+@pytest.mark.slow
 def test_zoo_export_failure_is_the_models(zoo_run):
     recs, _, _ = zoo_run
     r = recs["nn_data_dependent"]

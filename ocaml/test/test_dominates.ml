@@ -6,7 +6,6 @@
    users table the answers are equal (dom_check_correct); with a corrupted
    one a yes must still be right (dom_check_sound). *)
 
-open Pypm_core
 module M = Matcher
 
 let failures = ref 0

@@ -25,13 +25,13 @@ calculus, the term graph), :mod:`.dsl` (operators, patterns, rules),
 (rules to a fixpoint), :mod:`.torch` (PyTorch programs) and :mod:`.library`
 (the PyTorch rule library).
 """
-import importlib
+from typing import Optional as _Optional
 
 from . import core
 from .core import DType, bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8
 from .core.graph import Graph, Node, TensorShape
 from .core.symbols import OpClass, opclass
-from .dsl import Op, Pattern, Rule, op, pattern, rule, var
+from .dsl import Op, Pattern, Rule, pattern, rule, var
 from .dsl import operators as _operators
 from .dsl.relay import (GetItem, commute, getitem, has_attr, is_constant, is_input, is_tuple,
                         optional, tuple_op, wildcard)
@@ -40,11 +40,9 @@ from .engines import ENGINES, Match, match, match_all
 from .engines.binding import available as engine_available
 from .engines.explain import Explanation, explain, explain_all
 from .errors import EngineError, EngineUnavailable, GraphError, OutOfFuel, PatternError
-from .rewriting import RewriteReport, rewrite
-
-# ``@pm.op(torch=...)``: the DSL asks for the PyTorch layer's target registry
-# through this loader rather than importing that layer itself
-_operators.set_binder_loader(lambda: importlib.import_module(".torch.targets", __name__))
+from .engines.matching import check_engine as _check_engine
+from .rewriting import RewriteReport
+from .rewriting import graph_rewrite as _graph_rewrite
 
 __all__ = [
     "core", "ENGINES", "Match", "match", "match_all", "engine_available",
@@ -140,3 +138,82 @@ def load_partitioned(path, backend="inductor", allow_pickle=False):
     :func:`load`). Imports torch only when called."""
     from .torch.partition import load_partitioned as _load
     return _load(path, backend, allow_pickle=allow_pickle)
+
+
+def op(fn=None, *, op_class: _Optional[str] = None, torch=None, commutative=False):
+    """Declare an operator: ``@pm.op``, ``@pm.op(op_class="...")`` or
+    ``@pm.op(torch=[torch.ops.aten.matmul.default, ...])``.
+
+    The function's parameters give the arity; its return value (an int) is
+    the output arity. ``op_class`` names the operator's class (interned with
+    :func:`opclass`; guards compare ``F.op_class`` with it).
+    ``commutative=True`` (or a pair of positions) lets every application of
+    this operator match its two arguments in either order.
+
+    ``torch`` binds the operator to PyTorch targets: op overloads
+    (``aten.mul.Tensor``), op packets (``aten.mul``: the functional
+    overloads of the operator's arity), torch functions with an ATen op of
+    the same name (``torch.sigmoid``, ``torch.nn.functional.silu``) or
+    ``operator.getitem``; anything else is refused here, naming the
+    declaration's ``file:line``. The arity must be each overload's schema
+    argument count (calls are imported in full positional form). Each
+    declaration is an operator of its own (its name, arity, commutativity):
+    declaring ``Mul`` on ``aten.mul.Tensor`` in a user's module neither
+    returns nor changes the library's ``Mul``; both match the graph's
+    ``aten.mul.Tensor`` nodes, each with its own properties. Its ``op_class``
+    must agree with the class the overloads already have, if any (guards
+    read one class per overload); see :mod:`pypm_verified.torch.overloads`.
+    Replacements in rule bodies call the first overload.
+    """
+    if torch is None:
+        return _operators.op(fn, op_class=op_class, commutative=commutative)
+
+    def make(f):
+        o = _operators.op(f, op_class=op_class, torch=torch, commutative=commutative)
+        from .torch import overloads  # binds the recorded targets now (imports torch)
+        return overloads.bind_requested(o)
+    if fn is None:
+        return make
+    return make(fn)
+
+
+def rewrite(graph, patterns, engine: str = "verified", max_iterations: int = 100,
+            fuel: _Optional[int] = None) -> RewriteReport:
+    """Apply the rules of ``patterns`` to ``graph`` until none fires.
+
+    Each pass matches every pattern at every node the outputs reach (nodes in
+    id order, patterns in the given order); for each match whose root is
+    still live, the pattern's rules are tried in definition order and the
+    first whose assertions pass fires: its replacement is substituted for the
+    root (a rule returning the root itself changes nothing and does not
+    count). Passes repeat until one fires nothing, at most
+    ``max_iterations`` times. Each firing is checked by the verified
+    rewrite validator (:mod:`pypm_verified.rewriting.validate`; a rejection raises
+    :class:`~pypm_verified.rewriting.validate.RewriteRejected`); the report's ``validation`` says
+    "validated (N firings)", or "not validated: REASON" when the check did
+    not run (``PYPM_VALIDATE=0``, no engine library). A graph without designated
+    outputs gets its current sinks (nodes no node uses) as outputs. Raises
+    OutOfFuel like
+    :func:`match_all`. For each match where no rule fired, the report
+    records why each rule declined (:attr:`RewriteReport.declines`).
+
+    A rule's interior policy (``@pm.rule(P, interior=...)``,
+    :mod:`pypm_verified.rewriting.legality`) is applied before it fires: under ``"refuse"`` or
+    ``"relay"``, a match whose interior nodes are used outside it (by live
+    nodes) may be declined, with the reason in the report.
+
+    ``graph`` may also be a PyTorch program: a ``torch.export.ExportedProgram``
+    or its ATen-level ``fx.GraphModule``, rewritten in place by
+    :func:`pypm_verified.torch.rewrite_graph_module` (``fuel`` does not
+    apply; the report is the driver's).
+    """
+    _check_engine(engine)
+    if _graph_rewrite.is_torch_program(graph):
+        if fuel is not None:
+            raise ValueError("rewrite(): fuel= applies to pm.Graph rewriting, not to PyTorch "
+                             "programs")
+        from .torch.driver import rewrite_graph_module  # the PyTorch layer, when needed
+        return rewrite_graph_module(graph, patterns, engine=engine,
+                                    max_iterations=max_iterations)
+    return _graph_rewrite.rewrite(graph, patterns, engine=engine, max_iterations=max_iterations,
+                                  fuel=fuel)

@@ -119,7 +119,7 @@ def version_info() -> dict:
         "package": package_version(),
         "engine_build_id": info[0] if info else None,
         "coq": info[1] if info else None,
-        "library_path": binding.library_path(),
+        "library_path": binding.engine_library_path(),
     }
 
 

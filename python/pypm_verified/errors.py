@@ -1,4 +1,6 @@
-"""Exceptions raised by pypm_verified."""
+"""Exceptions raised by pypm_verified, and :func:`first_line`: how one-line
+messages quote an exception."""
+from typing import Optional
 
 
 class PatternError(Exception):
@@ -41,11 +43,11 @@ class MemoryBudget(OutOfFuel):
 
 
 class EngineUnavailable(RuntimeError):
-    """The verified engine (the shared library) cannot be loaded."""
+    """The verified engine (the engine library, a shared library) cannot be loaded."""
 
 
 class EngineError(RuntimeError):
-    """The shared library returned a non-zero error code.
+    """The engine library returned a non-zero error code.
 
     Attributes: ``code`` (int), ``name`` (``pypm_error_name(code)``) and
     ``detail`` (``pypm_last_error()``).
@@ -57,3 +59,14 @@ class EngineError(RuntimeError):
         self.detail = detail
         where = f"{call}: " if call else ""
         super().__init__(f"{where}{name} (code {code}): {detail}")
+
+
+def first_line(e: BaseException, limit: Optional[int] = None) -> str:
+    """The first line of ``str(e)``, stripped, cut to ``limit`` characters
+    (None: whole): what a one-line message shows of an exception, whose
+    message may run over many lines (a traceback, a listing). ``""`` when
+    the message is empty; callers that show nothing else of ``e`` write
+    ``first_line(e) or type(e).__name__``."""
+    lines = str(e).strip().splitlines()
+    line = lines[0].strip() if lines else ""
+    return line if limit is None else line[:limit]

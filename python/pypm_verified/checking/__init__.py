@@ -19,7 +19,7 @@ torch. Each rule comes out (:class:`RuleResult`):
   constant inputs along it), where a wrong rule cannot show;
 * **proved**: tested, and every structure it fired on (operators, axes,
   constants and input ranks fixed, sizes free) proved equal to its
-  replacement over the reals for every size by :mod:`.symbolic` (z3 over an
+  replacement over the reals for every size by :mod:`.smt` (z3 over an
   index-level semantics of the ATen ops); the structures are those the
   generator reached, not every rank.
 
@@ -30,7 +30,7 @@ ones did not change any result.
 
 One module per concept: :mod:`.instances` (instance generation from the
 lowered pattern), :mod:`.hints` (constants read from the rule's source),
-:mod:`.evaluate` (build, match, fire, compare), :mod:`.symbolic` (proofs), :mod:`.guards` (guard
+:mod:`.evaluate` (build, match, fire, compare), :mod:`.smt` (proofs), :mod:`.guards` (guard
 necessity), :mod:`.checker` (the search per rule, and its split into units
 of work: the instance search, one proof per structure, the merge),
 :mod:`.report` (result types, JSON, Markdown).

@@ -11,7 +11,7 @@ runs the first two as tasks of :mod:`pypm_verified.parallel`):
    steers the next draws, and the first counterexample ends it) and the
    guards; the structures to prove come back as :class:`Structure`\\ s;
 2. :func:`prove_structure`, one per structure: its instances run again and
-   the structure proved (z3, capped per proof as :mod:`.symbolic` says);
+   the structure proved (z3, capped per proof as :mod:`.smt` says);
 3. :func:`finish_rule`: the proofs merged into the rule's result.
 
 Each step depends only on its inputs (the instances are seeded by the run's
@@ -49,7 +49,7 @@ FAST = {"examples": 12, "per_guard": 0}
 
 
 def default_engine() -> str:
-    """"verified" when the Coq-extracted matcher's library loads, else "reference"."""
+    """"verified" when the engine library (the Coq-extracted matcher) loads, else "reference"."""
     return "verified" if binding.available() else "reference"
 
 
@@ -245,9 +245,9 @@ def check_rule(pattern, rule, examples: int = FULL["examples"], seed: int = 0,
     With ``guards``, a tested rule's guards are checked for necessity,
     ``per_guard`` violating instances each (``pattern_guards``: its
     pattern's guards too). ``engine``: "verified" or "reference"
-    (default: verified when its library is built). With ``symbolic``, every
+    (default: verified when the engine library is built). With ``symbolic``, every
     structure the rule fired and agreed on is also proved over the reals for
-    every size (:mod:`.symbolic`); a tested rule all of whose structures are
+    every size (:mod:`.smt`); a tested rule all of whose structures are
     so proved is "proved" (see :func:`symbolic_summary` for the scope).
     ``special_values``: the share of instances whose inputs hold NaN, +-inf,
     +-0.0 and +-100 (integers: their type's extremes) among normal values,

@@ -28,7 +28,7 @@ small magnitudes: the instance's ``values_mix``). :class:`RuleRunner` then
 :func:`confirm_difference` is the numeric side of the symbolic check: a
 structure that z3 says differs over the reals is reported "differs" only
 with a concrete input on which the two sides, evaluated with torch, differ
-beyond the tolerance (:mod:`.symbolic`).
+beyond the tolerance (:mod:`.smt`).
 
 The :class:`Outcome` says which: ``invalid`` (torch rejects the generated
 subgraph), ``no_match``, ``declined`` (an assert of the rule failed: its
@@ -49,13 +49,13 @@ import torch.fx as fx
 
 from ..dsl import ast_transform
 from ..engines.matching import PatternSet
-from ..errors import OutOfFuel, PatternError
+from ..errors import OutOfFuel, PatternError, first_line
 from ..torch.check import TOLERANCE
 from ..torch.driver import Driver, RewriteError, schema_call
 from .instances import App, Instance, Leaf, Lit, dump_instance, render
 
 if TYPE_CHECKING:  # z3 is imported where a proof is asked for
-    from . import symbolic
+    from . import smt
 
 __all__ = ["Built", "InvalidInstance", "Outcome", "RuleRunner", "StructureProof", "build",
            "compare_outputs", "closer_to_exact", "shrink", "COUNTEREXAMPLES",
@@ -312,8 +312,8 @@ def build(inst: Instance, promote: bool = False) -> Built:
             with mode:
                 val = a.target(*fake[0], **fake[1])
         except Exception as e:  # noqa: BLE001 -- torch rejects it, whatever the type
-            raise InvalidInstance(f"{a.target}: {type(e).__name__}: {_first_line(e)}") \
-                from None
+            raise InvalidInstance(f"{a.target}: {type(e).__name__}: "
+                                  f"{first_line(e, NOTE_CHARS)}") from None
         if not isinstance(val, torch.Tensor):
             raise InvalidInstance(f"{a.target} does not return one tensor")
         node = graph.call_function(a.target, tuple(pos), kw)
@@ -356,9 +356,8 @@ def _narrowing_cast(inst: Instance, a: App) -> Optional[torch.dtype]:
     return None
 
 
-def _first_line(e: BaseException) -> str:
-    lines = str(e).strip().splitlines()
-    return lines[0][:300] if lines else ""
+#: The most characters of an exception's message a report note quotes.
+NOTE_CHARS = 300
 
 
 @dataclass
@@ -654,7 +653,7 @@ def confirm_difference(original: fx.Node, replacement: fx.Node, candidates,
 
 #: ops with arguments that are sizes of the instance (a shape, a normalized
 #: shape, split sizes): at other sizes they may fail where the structure
-#: (:mod:`.symbolic`, which reads them as the inputs' sizes) is well-defined
+#: (:mod:`.smt`, which reads them as the inputs' sizes) is well-defined
 _SIZE_ARGUMENT_OPS = frozenset(
     getattr(getattr(torch.ops.aten, op), ov) for op, ov in (
         ("rms_norm", "default"), ("layer_norm", "default"), ("expand", "default"),
@@ -684,7 +683,7 @@ def _confirm_one(original, replacement, siblings, phs, sizes, values, seed, scal
             env = {name: _tensor_for(ph, sizes[name], None if values is None else values[name],
                                      promote, seed, scale) for name, ph in phs.items()}
         except Exception as e:  # noqa: BLE001 -- values that fit no tensor
-            return None, f"{source}: no input tensors: {_first_line(e)}"
+            return None, f"{source}: no input tensors: {first_line(e, NOTE_CHARS)}"
         memo: dict = {}
         with torch.no_grad(), _quiet_fake_tensors():
             try:
@@ -692,17 +691,18 @@ def _confirm_one(original, replacement, siblings, phs, sizes, values, seed, scal
                 for s in siblings:
                     evaluate_fx(s, env, promote, memo)
             except Exception as e:  # noqa: BLE001 -- torch rejects the original there
-                note = f"{source}: the original fails: {type(e).__name__}: {_first_line(e)}"
+                note = (f"{source}: the original fails: {type(e).__name__}: "
+                        f"{first_line(e, NOTE_CHARS)}")
                 continue
             try:
                 got = evaluate_fx(replacement, env, promote, {})
             except Exception as e:  # noqa: BLE001
                 if promote:
                     note = (f"{source}: the replacement fails in float64: "
-                            f"{type(e).__name__}: {_first_line(e)}")
+                            f"{type(e).__name__}: {first_line(e, NOTE_CHARS)}")
                     continue
                 return _cex(source, env, "error", f"the replacement fails: {type(e).__name__}: "
-                            f"{_first_line(e)}", None, None, None, ref, None), ""
+                            f"{first_line(e, NOTE_CHARS)}", None, None, None, ref, None), ""
         differs, msg, mabs, mrel, tol = _numeric_difference(ref, got)
         if differs:
             return _cex(source, env, "disagree", msg, mabs, mrel, tol, ref, got), ""
@@ -742,8 +742,8 @@ class StructureProof:
     original: str
     replacement: str
     ranks: Dict[str, int]
-    free: "symbolic.Proof"
-    like: Dict[tuple, "symbolic.Proof"] = field(default_factory=dict)
+    free: "smt.Proof"
+    like: Dict[tuple, "smt.Proof"] = field(default_factory=dict)
     #: the time its proofs took (and the rerun of its instances, when proved
     #: apart from the instance search: :func:`.checker.prove_structure`)
     seconds: float = 0.0
@@ -762,7 +762,7 @@ def _size_pattern(shapes: Dict[str, tuple]) -> tuple:
 def _render_fx(node, depth: int = 0, split_sizes: bool = True) -> str:
     """The expression of ``node``; without ``split_sizes``, a
     ``split_with_sizes``'s integer sizes are shown as ``sizes`` (the
-    structure of a proof: :func:`.symbolic._split_sizes` reads them as sizes
+    structure of a proof: :func:`.smt._split_sizes` reads them as sizes
     of the inputs)."""
     if not isinstance(node, fx.Node):
         if isinstance(node, (list, tuple)):
@@ -813,7 +813,7 @@ class RuleRunner:
         self.pattern = pattern
         self.engine = engine
         #: with ``symbolic``, every structure the rule fired and agreed on is
-        #: proved (:mod:`.symbolic`): structure key -> :class:`StructureProof`
+        #: proved (:mod:`.smt`): structure key -> :class:`StructureProof`
         self.symbolic = symbolic
         self.proofs: Dict[tuple, "StructureProof"] = {}
         #: with ``defer``: structure key -> {size pattern -> the first instance
@@ -856,12 +856,13 @@ class RuleRunner:
         try:
             return fire(), None
         except RewriteError as e:
-            return None, Outcome("error", f"invalid replacement: {_first_line(e)}")
+            return None, Outcome("error", f"invalid replacement: {first_line(e, NOTE_CHARS)}")
         except PatternError as e:
-            return None, Outcome("error", _first_line(e))
+            return None, Outcome("error", first_line(e, NOTE_CHARS))
         except Exception as e:  # noqa: BLE001 -- a rule may raise anything
             return None, Outcome("error", f"the rule raised {type(e).__name__}: "
-                                 f"{_first_line(e)}", line=_raise_line(e, self.probe.codes))
+                                 f"{first_line(e, NOTE_CHARS)}",
+                                 line=_raise_line(e, self.probe.codes))
 
     def run(self, inst: Instance, built: Optional[Built] = None, prove: bool = True) -> Outcome:
         """The :class:`Outcome` of the rule on ``inst``; ``prove``: prove the
@@ -885,7 +886,7 @@ class RuleRunner:
                 expected = b.gm(*b.inputs)
             except Exception as e:  # noqa: BLE001
                 return Outcome("invalid", f"the subgraph fails at run time: "
-                                          f"{type(e).__name__}: {_first_line(e)}")
+                                          f"{type(e).__name__}: {first_line(e, NOTE_CHARS)}")
         d = Driver(b.gm, [self.pattern], engine=self.engine, target="cpu", recompile=False,
                    check_profitability=False)
         d.prepare()
@@ -921,7 +922,8 @@ class RuleRunner:
                 got = b.gm(*b.inputs)
             except Exception as e:  # noqa: BLE001
                 return Outcome("error", f"the replacement fails at run time: "
-                               f"{type(e).__name__}: {_first_line(e)}", replacement=replacement)
+                               f"{type(e).__name__}: {first_line(e, NOTE_CHARS)}",
+                               replacement=replacement)
         floor = input_scale(b.inputs)
         ok, mabs, mrel, msg = compare_outputs(expected, got, zero_sign=inst.signed_zeros,
                                               floor=floor)
@@ -995,7 +997,8 @@ class RuleRunner:
                 got = b.gm(*args)
             except Exception as e:  # noqa: BLE001
                 return Outcome("error", f"the replacement fails at run time: "
-                               f"{type(e).__name__}: {_first_line(e)}", replacement=replacement)
+                               f"{type(e).__name__}: {first_line(e, NOTE_CHARS)}",
+                               replacement=replacement)
         exact = None
         n_roots = len(expected)
         worst = None
@@ -1066,10 +1069,10 @@ class RuleRunner:
             return
         if self.only is not None and key != self.only:
             return
-        from . import symbolic  # z3: only where a proof is asked for (--no-symbolic needs none)
+        from . import smt  # z3: only where a proof is asked for (--no-symbolic needs none)
         sp = self.proofs.get(key)
         if sp is None:
-            free = symbolic.prove(original_root, new_root, shapes,
+            free = smt.prove(original_root, new_root, shapes,
                                   **({"siblings": siblings} if siblings else {}))
             sp = self.proofs[key] = StructureProof(key[0], replacement, dict(key[2]), free)
         # not proved for every size (differs, or z3 gave up): then for the
@@ -1077,7 +1080,7 @@ class RuleRunner:
         if sp.free.status in ("differs", "unknown"):
             pat = _size_pattern(shapes)
             if pat not in sp.like:
-                sp.like[pat] = symbolic.prove(original_root, new_root, shapes,
+                sp.like[pat] = smt.prove(original_root, new_root, shapes,
                                               like_instance=True,
                                               **({"siblings": siblings} if siblings else {}))
 

@@ -295,7 +295,7 @@ def check_guards(pattern, rule, gen: InstanceGenerator, runner: RuleRunner,
     guards = rule_guards(rule)
     lines = sorted({g.line for g in guards if not g.profitability})
     # one top-up for all of them: draw until every assert has ``per_guard``
-    # instances declined there, or the budget is spent; each draw for the
+    # instances declined there, or ``max_attempts`` draws are made; each draw for the
     # next assert short of them, its size equations untied
     drawn = 0
     while drawn < max_attempts and any(len(declined.get(ln, ())) < per_guard for ln in lines):

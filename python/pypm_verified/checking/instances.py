@@ -63,8 +63,9 @@ import torch
 from .. import core
 from ..core import symbols
 from ..dsl.operators import Op
+from ..engines import truth
 from ..torch.importer import PM_TO_TORCH, TORCH_TO_PM
-from ..torch.targets import TORCH_OPS
+from ..torch.overloads import TORCH_OPS
 from . import shapes as _shapes
 from .hints import RuleHints
 from .terms import SIZES as _SIZES, DimList as _DimList, op_name as _op_name
@@ -1200,56 +1201,34 @@ def _attr(inst: Instance, t, attr: int, dtype_of=None) -> Optional[int]:
     return None
 
 
-_ABSENT, _PENDING = "absent", "pending"
+class _InstanceGuards(truth.Evaluator):
+    """The matcher's guard semantics (the one evaluator,
+    :class:`..engines.truth.Evaluator`: strict in the unknown, bounded
+    arithmetic) on an instance's terms: ``ctx = (site, inst, dtype_of)``. An
+    attribute the term lacks (the rank of a constant) is unknown, so the
+    guard fails as in the matcher; the dtype of an operator's result that
+    torch has not computed yet (no ``dtype_of``) is
+    :data:`~..engines.truth.PENDING`."""
 
+    __slots__ = ()
 
-def _expr(e, site: GuardSite, inst: Instance, dtype_of):
-    if isinstance(e, core.EConst):
-        return e.z
-    if isinstance(e, core.EAttr):
-        iv = site.env.get(e.x)
+    def attr(self, x, attr, ctx):
+        site, inst, dtype_of = ctx
+        iv = site.env.get(x)
         t = iv.term if isinstance(iv, _IVar) else iv
-        if e.attr == core.DTYPE and isinstance(t, App) and dtype_of is None:
-            return _PENDING
-        v = _attr(inst, t, e.attr, dtype_of)
-        return _ABSENT if v is None else v
-    if isinstance(e, core.EFAttr):
-        fv = site.fenv.get(e.F)
+        if attr == core.DTYPE and isinstance(t, App) and dtype_of is None:
+            return truth.PENDING
+        return _attr(inst, t, attr, dtype_of)
+
+    def fattr(self, F, attr, ctx):
+        fv = ctx[0].fenv.get(F)
         op = fv.op if isinstance(fv, _FVar) else fv
-        if e.attr == core.OPCLASS and op is not None and op.op_class is not None:
+        if attr == core.OPCLASS and op is not None and op.op_class is not None:
             return op.op_class.code
-        return _ABSENT
-    a, b = _expr(e.e1, site, inst, dtype_of), _expr(e.e2, site, inst, dtype_of)
-    for u in (_ABSENT, _PENDING):
-        if a == u or b == u:
-            return u
-    return a + b if isinstance(e, core.EAdd) else a - b if isinstance(e, core.ESub) else a * b
+        return truth.UNKNOWN
 
 
-def _truth(g, site, inst, dtype_of):
-    """Four-valued: True, False, _ABSENT (an attribute is missing: the
-    matcher's guard is unknown, so it fails) or _PENDING (a dtype torch has
-    not decided yet)."""
-    if isinstance(g, core.GTrue):
-        return True
-    if isinstance(g, (core.GEq, core.GLt)):
-        a, b = _expr(g.e1, site, inst, dtype_of), _expr(g.e2, site, inst, dtype_of)
-        if _ABSENT in (a, b):
-            return _ABSENT
-        if _PENDING in (a, b):
-            return _PENDING
-        return a == b if isinstance(g, core.GEq) else a < b
-    if isinstance(g, core.GNot):
-        v = _truth(g.g, site, inst, dtype_of)
-        return v if v in (_ABSENT, _PENDING) else not v
-    a, b = _truth(g.g1, site, inst, dtype_of), _truth(g.g2, site, inst, dtype_of)
-    if _ABSENT in (a, b):
-        return _ABSENT
-    if isinstance(g, core.GAnd) and (a is False or b is False):
-        return False
-    if _PENDING in (a, b):
-        return _PENDING
-    return (a and b) if isinstance(g, core.GAnd) else (a or b)
+_GUARDS = _InstanceGuards()
 
 
 def eval_guard(g, site: GuardSite, inst: Instance, dtype_of=None) -> Optional[bool]:
@@ -1258,8 +1237,8 @@ def eval_guard(g, site: GuardSite, inst: Instance, dtype_of=None) -> Optional[bo
     as the rank of a constant), or None when it depends on the dtype of an
     operator's result that torch has not computed yet (``dtype_of(app)``
     gives them once the instance is built)."""
-    v = _truth(g, site, inst, dtype_of)
-    if v is _PENDING:
+    v = _GUARDS.truth(g, (site, inst, dtype_of))
+    if v is truth.PENDING:
         return None
     return v is True
 

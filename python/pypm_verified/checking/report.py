@@ -5,7 +5,7 @@ or a necessary guard; JSON (:meth:`RuleResult.as_dict`), Markdown
 
 A rule's ``status`` is one of :data:`STATUSES`:
 
-* ``proved`` -- tested, and the symbolic check (:mod:`.symbolic`) proved
+* ``proved`` -- tested, and the symbolic check (:mod:`.smt`) proved
   every structure the rule fired on equal over the reals for every size
   (``symbolic``: how many structures, which input ranks); the structures
   are those the instance generator reached (every alternate and

@@ -59,7 +59,8 @@ from .exitcodes import (EXIT_CODES, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED,
 from .text import printable
 from .parsing import COMMANDS, MAX_FUEL, command, parser
 from .checks import (check_engine_library, check_html, check_imports, check_model_path,
-                     check_rules, check_writable, load_rule_spec, undefined_globals)
+                     check_undefined_globals, check_writable, load_rule_spec,
+                     undefined_globals)
 from .output import load_hint, why_not_fired, write_html, write_text_atomic
 from .version import version_text
 from .timing import benchmark_lines, compare_timings, interleaved_timings, spread

@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 from .exitcodes import (EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_RULE,
                         EXIT_TERMINATED, RuleFailure, Terminated, UsageError)
 from .logs import log, logging_to_stderr
-from .output import _first_line
+from ..errors import first_line
 from .parsing import COMMANDS, parse, parser
 from .text import printable
 
@@ -83,7 +83,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             done = state["written"]
             log.error("internal error (a bug, not a verdict on the model or the rules): "
                       "%s: %s; %s; PYPM_TRACEBACK=1 prints the traceback", type(e).__name__,
-                      _first_line(e), f"wrote {', '.join(done)}" if done else "nothing written")
+                      first_line(e), f"wrote {', '.join(done)}" if done else "nothing written")
             _tb(e, own=True)
             return EXIT_INTERNAL
         finally:

@@ -8,11 +8,12 @@ import sys
 import time
 from typing import Dict, Optional, Sequence, Tuple
 
-from .checks import (_same, check_engine_library, check_patterns, check_rules, check_writable,
-                     load_rule_specs)
+from .checks import (_same, check_engine_library, check_patterns, check_undefined_globals,
+                     check_writable, load_rule_specs)
 from .exitcodes import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RULE, EXIT_TERMINATED,
                         RuleFailure, UsageError, exit_code_table)
-from .output import _first_line, write_text_atomic
+from ..errors import first_line
+from .output import write_text_atomic
 from .logs import log
 from .output import say
 from .text import printable
@@ -77,7 +78,7 @@ float16: 1e-2, 1e-2; bfloat16: 5e-2, 5e-2; float64: 1e-9, 1e-7). Each
 structure the rule fired on (the subgraph and its
 replacement, input ranks fixed, sizes free) is then proved equal over the
 reals for every size with z3, from an index-level semantics of the ATen ops
-(pypm_verified/checking/symbolic.py). Each rule is reported:
+(pypm_verified/checking/smt.py). Each rule is reported:
 
   proved    tested, and every structure it fired on proved over the reals
             for every size (the structures generated: input ranks up to 4)
@@ -136,7 +137,7 @@ example:
                     help="skip the symbolic proofs (z3, the check extra; not needed then): "
                     "rules are then at best tested")
     cr.add_argument("--engine", choices=("verified", "reference"), default=None,
-                    help="matcher (default: verified when its library is built, else "
+                    help="matcher (default: verified when the engine library is built, else "
                     "reference)")
     cr.add_argument("--special-values", type=_share, default=0.0, metavar="P",
                     help="share of instances whose inputs also hold NaN, +-inf, +-0.0, "
@@ -272,7 +273,7 @@ def check_rules_main(args, state: dict) -> int:
         _PATTERNS[specs] = load_rule_specs(args.rules)
     patterns = _patterns(specs)
     check_patterns(patterns, args.engine or default_engine())
-    check_rules(patterns)
+    check_undefined_globals(patterns)
     mode = FAST if args.fast else FULL
     examples = args.examples or mode["examples"]
     per_guard = 0 if args.no_guards else (
@@ -297,7 +298,7 @@ def check_rules_main(args, state: dict) -> int:
             if _z3_missing_in(e):
                 raise UsageError(Z3_NEEDED.format(rule=r.name)) from None
             raise RuleFailure(f"checking rule {r.name!r} ({r.where}) failed: "
-                              f"{_first_line(e.cause)}") from None
+                              f"{first_line(e.cause)}") from None
     run = {**ex.describe(), "tasks": tasks}
     repros = []
     if args.repro:

@@ -14,26 +14,26 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .exitcodes import RuleFailure, UsageError
 from .logs import log
-from .output import _first_line
+from ..errors import first_line
 
 
 def check_engine_library(engine: Optional[str]) -> None:
-    """``--engine verified``: UsageError (exit 2, before any work) unless its
-    library (``$PYPM_VERIFIED_LIB`` or the built one) loads and reads this
+    """``--engine verified``: UsageError (exit 2, before any work) unless the
+    engine library (``$PYPM_VERIFIED_LIB`` or the built one) loads and reads this
     package's format."""
     if engine != "verified":
         return
     from ..engines import binding
     from ..errors import EngineUnavailable
     try:
-        binding.open_library()
+        binding.open_engine_library()
     except EngineUnavailable as e:
         raise UsageError(f"--engine verified: {e}".replace(
             "engine='reference' needs no library", "--engine reference needs no library")) \
             from None
     except Exception as e:  # noqa: BLE001 -- a library that is not ours (missing symbols)
-        raise UsageError(f"--engine verified: cannot use {binding.library_path()}: "
-                         f"{type(e).__name__}: {_first_line(e)} (not a pypm_verified engine "
+        raise UsageError(f"--engine verified: cannot use {binding.engine_library_path()}: "
+                         f"{type(e).__name__}: {first_line(e)} (not a pypm_verified engine "
                          "library?); rebuild it with `make lib`, or point "
                          f"{binding.ENV_VAR} at it (--engine reference needs no library)") \
             from None
@@ -144,7 +144,7 @@ def undefined_globals(fn) -> List[Tuple[str, int]]:
     return out
 
 
-def check_rules(patterns: Sequence) -> None:
+def check_undefined_globals(patterns: Sequence) -> None:
     """RuleFailure for a rule whose body reads an undefined name."""
     for p in patterns:
         for r in getattr(p, "rules", ()):
@@ -235,7 +235,7 @@ def check_patterns(patterns: Sequence, engine: Optional[str]) -> None:
             raise UsageError(str(e)) from None
         except Exception as e:  # noqa: BLE001 -- lowering a user's pattern
             raise UsageError(f"pattern {p.name!r} ({_pattern_where(p)}): cannot lower it: "
-                             f"{type(e).__name__}: {_first_line(e)}") from None
+                             f"{type(e).__name__}: {first_line(e)}") from None
         unbound = _unbound_params(p)
         for r in getattr(p, "rules", ()):
             _check_rule_calls(r)
@@ -254,7 +254,7 @@ def check_patterns(patterns: Sequence, engine: Optional[str]) -> None:
         raise UsageError(str(e)) from None
     except Exception as e:  # noqa: BLE001 -- the engine refusing a pattern set
         raise UsageError(f"the rules cannot be loaded into the {engine} engine: "
-                         f"{type(e).__name__}: {_first_line(e)}") from None
+                         f"{type(e).__name__}: {first_line(e)}") from None
 
 
 def _pattern_where(p) -> str:
@@ -337,7 +337,7 @@ def read_example_inputs(args, torch) -> Optional[tuple]:
         example = torch.load(args.example_inputs, weights_only=True)
     except Exception as e:  # noqa: BLE001 -- torch raises many types
         import zipfile
-        why = (f"{type(e).__name__}: {_first_line(e)}" if zipfile.is_zipfile(
+        why = (f"{type(e).__name__}: {first_line(e)}" if zipfile.is_zipfile(
             args.example_inputs) else "not a file torch.save wrote (not a zip archive)")
         raise UsageError(f"--example-inputs {args.example_inputs}: cannot read it as a "
                          f"torch.save'd tuple of tensors: {why}") from None
@@ -358,4 +358,4 @@ def load_program(args, example):
         raise UsageError(str(e)) from None
     except Exception as e:  # noqa: BLE001 -- anything torch raises
         raise UsageError(f"{args.model}: cannot load it: {type(e).__name__}: "
-                         f"{_first_line(e)}") from None
+                         f"{first_line(e)}") from None

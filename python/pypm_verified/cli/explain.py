@@ -8,7 +8,8 @@ from typing import Dict, List, Optional, Tuple
 from .checks import (check_engine_library, check_html, check_imports, check_model_path,
                      check_patterns, load_program, load_rule_spec, read_example_inputs)
 from .exitcodes import EXIT_OK, RuleFailure, UsageError
-from .output import _first_line, say, write_html
+from ..errors import first_line
+from .output import say, write_html
 from .logs import log
 from .parsing import _html_options, _import_option, _int_at_least, _verbosity_options, command
 
@@ -84,7 +85,7 @@ def _explain_patterns(specs) -> list:
                 mspec.loader.exec_module(mod)
             except Exception as e:  # noqa: BLE001 -- a user's file may raise anything
                 raise UsageError(f"--rules {spec}: cannot import it: {type(e).__name__}: "
-                                 f"{_first_line(e)}") from None
+                                 f"{first_line(e)}") from None
             roots.extend(v for v in vars(mod).values() if isinstance(v, Pattern))
     out = {}
     for p in roots:
@@ -93,7 +94,7 @@ def _explain_patterns(specs) -> list:
             for q in p.linked.index:
                 out.setdefault(q, None)
         except Exception as e:  # noqa: BLE001 -- PatternError and tracing errors
-            raise UsageError(f"pattern {p.name}: {_first_line(e)}") from None
+            raise UsageError(f"pattern {p.name}: {first_line(e)}") from None
     return list(out)
 
 

@@ -12,11 +12,6 @@ from .exitcodes import UsageError
 from .text import printable
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return text[0] if text else ""
-
-
 def results_stream(args):
     """Where tables and results go: stdout, except with ``--report -`` (the
     JSON report is stdout then, alone): stderr."""

@@ -10,15 +10,16 @@ import types
 from typing import Dict, Optional, Tuple
 
 from .checks import (_same, check_engine_library, check_html, check_imports, check_model_path,
-                     check_patterns, check_rules, check_writable, load_program,
+                     check_patterns, check_undefined_globals, check_writable, load_program,
                      load_rule_specs, read_example_inputs)
 from .exitcodes import EXIT_NUMERICS, EXIT_OK, RuleFailure, UsageError, exit_code_table
 from .logs import log
-from .output import (_first_line, _table, load_hint, rich_console, say, status_line, write_html,
+from ..errors import first_line
+from .output import (_table, load_hint, rich_console, say, status_line, write_html,
                      write_text_atomic)
 from .parsing import (_fuel_option, _html_options, _import_option, _int_at_least,
                       _max_memory_option, _verbosity_options, command)
-from .timing import benchmark_lines, compare_timings, interleaved_timings
+from .timing import benchmark, benchmark_lines
 
 REWRITE_DESCRIPTION = """\
 Rewrite a PyTorch model into a faster one with pattern-matching rules whose
@@ -117,18 +118,20 @@ def _configure_rewrite(sub) -> None:
     rw.add_argument("--max-iterations", "--max-iters", type=_int_at_least(1, "too few"),
                     default=20, metavar="N",
                     help="cap on rewrite passes (default 20; reported if reached)")
-    rw.add_argument("--search", choices=("greedy", "beam", "astar"), default="greedy",
+    rw.add_argument("--search", choices=("greedy", "beam", "best-first", "astar"),
+                    default="greedy",
                     help="how rules are chosen: greedy (default: the first rule whose guards "
-                    "pass fires), or beam / A* search over the driver's choices guided by the "
-                    "cost model (pypm_verified.torch.cost)")
+                    "pass fires), or beam / best-first search over the driver's choices guided "
+                    "by the cost model (pypm_verified.torch.cost); astar: the former, "
+                    "deprecated name of best-first (there is no heuristic)")
     rw.add_argument("--search-budget", type=_int_at_least(1, "too few"), default=None,
-                    metavar="N", help="beam/astar: driver runs at most (default 16)")
+                    metavar="N", help="beam/best-first: driver runs at most (default 16)")
     rw.add_argument("--beam-width", type=_int_at_least(1, "too few"), default=None,
                     metavar="N", help="beam: states kept per depth (default 4)")
     rw.add_argument("--search-depth", type=_int_at_least(1, "too few"), default=None,
-                    metavar="N", help="beam/astar: firings skipped at most (default 4)")
+                    metavar="N", help="beam/best-first: firings skipped at most (default 4)")
     rw.add_argument("--search-time", type=float, default=None, metavar="SECONDS",
-                    help="beam/astar: time limit of the search")
+                    help="beam/best-first: time limit of the search")
     rw.add_argument("--report", metavar="FILE", help="write the report as JSON (atomically); "
                     "'-': on stdout, alone (the tables and results then go to stderr)")
     rw.add_argument("--markdown", metavar="R.md", help="write the report as Markdown "
@@ -209,7 +212,7 @@ def rule_failure(e: BaseException, patterns) -> str:
         if r is not None:
             rule, line = r, tb.tb_lineno
         tb = tb.tb_next
-    what = f"{type(e).__name__}: {_first_line(e)}"
+    what = f"{type(e).__name__}: {first_line(e)}"
     if rule is None:
         return f"rewriting failed: {what}"
     return f"rule {rule.name!r} ({rule.where}) failed at line {line}: {what}"
@@ -235,15 +238,20 @@ def rewrite_main(args, state: dict) -> int:
 
 
 def _check_search_options(args) -> None:
-    """The search options: budget options only with ``--search beam|astar``,
-    ``--beam-width`` only with beam, no ``--html`` with a search (its pictures
-    show one driver run)."""
+    """The search options: budget options only with ``--search
+    beam|best-first``, ``--beam-width`` only with beam, no ``--html`` with a
+    search (its pictures show one driver run). ``astar``, the former name of
+    best-first, is warned about and becomes ``best-first``."""
+    if args.search == "astar":
+        log.warning("--search astar is deprecated: it runs best-first search on the predicted "
+                    "cost (there is no heuristic); use --search best-first")
+        args.search = "best-first"
     given = [f for f, v in (("--search-budget", args.search_budget),
                             ("--beam-width", args.beam_width),
                             ("--search-depth", args.search_depth),
                             ("--search-time", args.search_time)) if v is not None]
     if args.search == "greedy" and given:
-        raise UsageError(f"{given[0]}: only with --search beam or --search astar")
+        raise UsageError(f"{given[0]}: only with --search beam or --search best-first")
     if args.beam_width is not None and args.search != "beam":
         raise UsageError("--beam-width: only with --search beam")
     if args.search_time is not None and not args.search_time > 0:
@@ -254,11 +262,11 @@ def _check_search_options(args) -> None:
 
 
 def _search_rewrite(args, prog, patterns, target):
-    """``--search beam|astar``: the driver's choices searched under the cost
-    model (:mod:`pypm_verified.torch.search`); the chosen run's result."""
+    """``--search beam|best-first``: the driver's choices searched under the
+    cost model (:mod:`pypm_verified.torch.search`); the chosen run's result."""
     from ..torch.search import search_program
-    s = search_program(prog, patterns, args.search, target=target, engine=args.engine,
-                       max_expansions=args.search_budget or 16,
+    s = search_program(prog, patterns, args.search.replace("-", "_"), target=target,
+                       engine=args.engine, max_expansions=args.search_budget or 16,
                        beam_width=args.beam_width or 4, max_depth=args.search_depth or 4,
                        time_limit=args.search_time, max_iterations=args.max_iterations,
                        check_profitability=not args.ignore_profitability)
@@ -417,14 +425,14 @@ def _require_torch():
 def _load_patterns(args) -> list:
     """The ``--rules`` (default: the library), loaded, linked into the
     engine and checked: every mistake in them found before the model is
-    touched (:func:`.checks.check_patterns`, :func:`.checks.check_rules`)."""
+    touched (:func:`.checks.check_patterns`, :func:`.checks.check_undefined_globals`)."""
     from ..library import default_patterns
     if args.rules:
         patterns = load_rule_specs(args.rules)
     else:
         patterns = default_patterns()
     check_patterns(patterns, args.engine)
-    check_rules(patterns)
+    check_undefined_globals(patterns)
     return patterns
 
 
@@ -485,7 +493,7 @@ def _check_numerics(args, prog, res) -> None:
                                    if e.run else "")) from None
     except Exception as e:  # noqa: BLE001
         raise RuleFailure("the rewritten program fails to run on the example inputs: "
-                          f"{type(e).__name__}: {_first_line(e)}") from None
+                          f"{type(e).__name__}: {first_line(e)}") from None
 
 
 def _blame(args, prog, res, patterns, target) -> None:
@@ -503,7 +511,7 @@ def _blame(args, prog, res, patterns, target) -> None:
                       max_iterations=args.max_iterations)
     except Exception as e:  # noqa: BLE001 -- a diagnosis: never in the way of the verdict
         res.numerics.blame = [f"the firings could not be bisected: {type(e).__name__}: "
-                              f"{_first_line(e)}"]
+                              f"{first_line(e)}"]
         return
     res.numerics.blame = b.lines()
 
@@ -546,10 +554,9 @@ def _benchmark(args, prog, res, torch) -> dict:
     _check_memory(args, prog, res.ep)
     a_mod, b_mod = prog.ep.module(), res.ep.module()
     with torch.no_grad():
-        ta, tb = interleaved_timings(lambda: a_mod(*prog.args, **prog.kwargs),
-                                     lambda: b_mod(*prog.args, **prog.kwargs),
-                                     rounds=args.benchmark_runs)
-    return compare_timings(ta, tb)
+        return benchmark(lambda: a_mod(*prog.args, **prog.kwargs),
+                         lambda: b_mod(*prog.args, **prog.kwargs),
+                         rounds=args.benchmark_runs)
 
 
 def _save(ep, out_path: str) -> None:

@@ -1,6 +1,8 @@
-"""The matcher core: the calculus of ``theories/Syntax.v`` (:mod:`.syntax`,
-:mod:`.wellformed`), the wire-level tables (:mod:`.wire`), the term graph
-patterns match on (:mod:`.graph`) and the symbol table (:mod:`.symbols`).
+"""The calculus and the data every layer shares (no matcher: the engines
+are :mod:`pypm_verified.engines`): the calculus of ``theories/Syntax.v``
+(:mod:`.syntax`, :mod:`.wellformed`), the wire-level tables (:mod:`.wire`),
+the term graph patterns match on (:mod:`.graph`), the symbol table
+(:mod:`.symbols`) and the fuel bound of ``theories/Fuel.v`` (:mod:`.fuel`).
 
 ``pm.core.X`` names every constructor and check of the calculus."""
 from .syntax import *  # noqa: F401,F403

@@ -432,6 +432,6 @@ class Graph:
         until the next node is added. Do not mutate the returned array."""
         n = len(self.nodes)
         if self._encoded is None or self._encoded[0] != n:
-            from ..engines.serialize import encode_graph
+            from .encoding import encode_graph  # imports the native writer when first used
             self._encoded = (n, encode_graph(self))
         return self._encoded[1]

@@ -3,7 +3,10 @@
 (:mod:`.symbolic`), the AST frontend (:mod:`.ast_transform`), patterns
 (:mod:`.patterns`), their lowering to the core calculus (:mod:`.lowering`),
 rules (:mod:`.rules`), the context their bodies build in
-(:mod:`.building`) and Relay's pattern features as sugar (:mod:`.relay`)."""
+(:mod:`.building`), Relay's pattern features as sugar (:mod:`.relay`), and
+PyTorch code in bodies (:mod:`.torch_code`, with the labels of PyTorch
+targets it applies, :mod:`.torch_labels`: both import torch when used).
+Never the PyTorch layer (:mod:`pypm_verified.torch`)."""
 from .operators import Op, op
 from .patterns import Pattern, pattern
 from .rules import Rule, rule

@@ -2,17 +2,18 @@
 
 Calling an operator with pattern terms builds a pattern; with graph nodes,
 or inside a rule body (see :mod:`.building`), it asks the builder to add a
-node. ``@pm.op(torch=[...])`` binds it to PyTorch targets through the
-*target binder* the PyTorch layer installs when it is imported
-(:func:`register_target_binder`, :mod:`pypm_verified.torch.targets`): the
-DSL never imports that layer itself. ``pypm_verified`` registers a loader
-(:func:`set_binder_loader`) that imports it the first time ``torch=`` is
-used.
+node. ``op(torch=[...])`` records the PyTorch targets asked for on the
+operator (``Op.torch_request``) and in a list of requests
+(:func:`take_torch_requests`): data the PyTorch layer reads and binds
+(:mod:`pypm_verified.torch.overloads`): ``pm.op`` (:func:`pypm_verified.op`,
+the API above both layers) has it bound at once, and the layer binds the
+requests left when it loads. The DSL never imports or calls that layer.
 """
 from __future__ import annotations
 
 import inspect
-from typing import Callable, Optional
+import threading
+from typing import Callable, List, Optional
 
 from ..core import symbols
 from ..core.graph import Node
@@ -23,40 +24,34 @@ from .symbolic import SymTerm, SymExpr, SymGuard, SymShape, as_pattern, local_op
 from .trace import Unlocated
 from .. import core
 
-__all__ = ["Op", "op", "OpTerm", "register_target_binder", "set_binder_loader",
-           "target_binder"]
+__all__ = ["Op", "op", "OpTerm", "take_torch_requests", "take_torch_request"]
 
 _SYMBOLIC = (SymTerm, SymExpr, SymGuard, SymShape)
 
-_binder = None  # the PyTorch layer's target registry, once imported
-_binder_loader: Optional[Callable[[], object]] = None
+#: operators declared with ``torch=`` whose targets are not bound yet, in
+#: the order declared: what the PyTorch layer binds when it loads
+_torch_requests: List["Op"] = []
+_requests_lock = threading.Lock()
 
 
-def register_target_binder(binder) -> None:
-    """Install the registry that binds ``@pm.op(torch=...)`` declarations:
-    an object with ``bind(op, targets)`` (resolve ``targets``, set
-    ``op.torch_targets``, ``op.labels`` and ``op.symbol``; raise
-    PatternError for targets it refuses) and ``label_for(target)`` (the
-    operator graph nodes calling ``target`` are labelled with). The PyTorch
-    layer (:mod:`pypm_verified.torch.targets`) installs itself on import."""
-    global _binder
-    _binder = binder
+def take_torch_requests() -> List["Op"]:
+    """The operators declared with ``torch=`` and not bound yet, in the
+    order declared, taken off the list (the PyTorch layer binds them)."""
+    with _requests_lock:
+        out = list(_torch_requests)
+        del _torch_requests[:]
+    return out
 
 
-def set_binder_loader(loader: Callable[[], object]) -> None:
-    """``loader()`` is called (once) when ``torch=`` is used before any
-    binder is registered: it imports the layer that registers one."""
-    global _binder_loader
-    _binder_loader = loader
-
-
-def target_binder():
-    """The registered target binder (loading it first if needed)."""
-    if _binder is None and _binder_loader is not None:
-        _binder_loader()
-    if _binder is None:
-        raise PatternError("torch= needs the PyTorch layer: import pypm_verified.torch")
-    return _binder
+def take_torch_request(o: "Op") -> bool:
+    """Take ``o`` off the list of requests; whether it was on it (declared
+    with ``torch=`` and not bound yet)."""
+    with _requests_lock:
+        for i, r in enumerate(_torch_requests):
+            if r is o:
+                del _torch_requests[i]
+                return True
+    return False
 
 
 def _where(fn) -> str:
@@ -89,7 +84,7 @@ class Op:
     of the definition) and ``symbol`` (interned id: graph nodes it builds
     carry it). An operator bound to torch targets also has
     ``torch_targets`` (the overloads; rule bodies build the first) and
-    ``labels`` (the symbols of their labels, :mod:`pypm_verified.torch.targets`:
+    ``labels`` (the symbols of their labels, :mod:`.torch_labels`:
     its pattern terms apply each, as an alternation; ``symbol`` is the
     first). Calling it with pattern terms builds a pattern; with graph
     nodes, it adds the node to their graph (like ``graph.apply``), as it does
@@ -142,11 +137,20 @@ class Op:
         self.where = _where(fn)
         self.torch_targets = ()
         self.torch_auto = False
+        self.torch_request = None  # the targets ``op(torch=...)`` asked for, until bound
+        self.torch_error = None  # why the PyTorch layer refused them
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
     def __repr__(self) -> str:
         return f"<op {self.name}/{self.arity}>"
+
+    def _unbound(self):
+        if self.torch_error is not None:
+            raise self.torch_error
+        raise Unlocated(f"operator {self.name} ({self.where}) is declared with torch= but not "
+                        "bound to its targets: declare it with pm.op (pypm_verified.op), or "
+                        "load the PyTorch layer (import pypm_verified.torch), which binds it")
 
     def parameters(self):
         """``(names, (defaults, aliases))``: the parameter names in order,
@@ -207,6 +211,8 @@ class Op:
             f"{n}={defaults[n]!r}" if n in defaults else n for n in names) + ")"
 
     def __call__(self, /, *args, **kwargs):
+        if self.torch_request is not None and not self.torch_targets:
+            self._unbound()
         shape = dtype = None
         if kwargs:  # shape=/dtype= are a graph node's, unless the operator has such a parameter
             names = self.parameters()[0]
@@ -274,25 +280,20 @@ def op(fn: Optional[Callable] = None, *, op_class: Optional[str] = None, torch=N
     ``commutative=True`` (or a pair of positions) lets every application of
     this operator match its two arguments in either order.
 
-    ``torch`` binds the operator to PyTorch targets: op overloads
-    (``aten.mul.Tensor``), op packets (``aten.mul``: the functional
-    overloads of the operator's arity), torch functions with an ATen op of
-    the same name (``torch.sigmoid``, ``torch.nn.functional.silu``) or
-    ``operator.getitem``; anything else is refused here, naming the
-    declaration's ``file:line``. The arity must be each overload's schema
-    argument count (calls are imported in full positional form). Each
-    declaration is an operator of its own (its name, arity, commutativity):
-    declaring ``Mul`` on ``aten.mul.Tensor`` in a user's module neither
-    returns nor changes the library's ``Mul``; both match the graph's
-    ``aten.mul.Tensor`` nodes, each with its own properties. Its ``op_class``
-    must agree with the class the overloads already have, if any (guards
-    read one class per overload); see :mod:`pypm_verified.torch.targets`.
-    Replacements in rule bodies call the first overload.
+    ``torch`` asks for the operator to be bound to PyTorch targets: this
+    records them (``Op.torch_request``, and the list
+    :func:`take_torch_requests`) for the PyTorch layer to bind
+    (:mod:`pypm_verified.torch.overloads`); ``pm.op``
+    (:func:`pypm_verified.op`, which says what ``torch`` accepts) has them
+    bound as the operator is declared, else the PyTorch layer binds them
+    when it loads. Until then the operator cannot be applied.
     """
     def make(f):
         o = Op(f, op_class=op_class, commutative=commutative)
         if torch is not None:
-            target_binder().bind(o, torch)
+            o.torch_request = torch
+            with _requests_lock:
+                _torch_requests.append(o)
         return o
     if fn is None:
         return make

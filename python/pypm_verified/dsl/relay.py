@@ -280,8 +280,8 @@ def getitem(tup, index: Optional[int] = None) -> SymTerm:
     p = tup.core
     root = getattr(tup, "op", None) or (symbols.lookup(p.f) if isinstance(p, core.PApp) else None)
     if getattr(root, "torch_targets", ()):
-        from .operators import target_binder  # installed: root is bound to torch targets
-        getter = target_binder().label_for(_operator.getitem)
+        from .torch_labels import label_for  # imports torch: root is bound to torch targets
+        getter = label_for(_operator.getitem)
     elif root is not None and index is not None and getattr(root, "n_outputs", 1) > 1 \
             and not 0 <= index < root.n_outputs:
         raise Unlocated(f"getitem: {root.name} has {root.n_outputs} outputs, no index {index}")

@@ -329,7 +329,7 @@ class Rule:
 
 
 #: What a rule does with a match whose interior nodes are used outside it
-#: (``@pm.rule(P, interior=...)``; :mod:`pypm_verified.rewriting.interior`).
+#: (``@pm.rule(P, interior=...)``; :mod:`pypm_verified.rewriting.legality`).
 INTERIOR_POLICIES = ("duplicate", "relay", "refuse")
 
 
@@ -340,7 +340,7 @@ def rule(pattern: Pattern, *, interior: str = "duplicate",
 
     ``interior`` says what ``pm.rewrite`` (on a ``pm.Graph``) and the
     PyTorch driver do when a node the match covers, other than its root, is
-    also used outside the match (:mod:`pypm_verified.rewriting.interior`,
+    also used outside the match (:mod:`pypm_verified.rewriting.legality`,
     :mod:`pypm_verified.torch.legality`): ``"duplicate"`` (the default)
     fires anyway -- the outside user keeps that node, the replacement
     computes it again; ``"relay"`` fires only if every such outside user

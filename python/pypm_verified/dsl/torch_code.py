@@ -6,9 +6,9 @@ Python operators called on them become the ATen call ``torch.export``
 records for the same code (the export IR the importer reads, after
 ``run_decompositions({})``): the overload the Python binding picks,
 keyword arguments placed, defaults filled in (the *full positional form*),
-applied with the overload's label operator (:func:`pypm_verified.torch.targets.label_for`:
-the library's declaration such as ``Mul``, else the operator the importer
-makes for that overload). So ``x * torch.sigmoid(x)`` is
+applied with the overload's label operator (:func:`.torch_labels.label_for`:
+the library's declaration such as ``Mul``, else the operator made on first
+sight for that overload, the one the importer labels its nodes with). So ``x * torch.sigmoid(x)`` is
 ``Mul(x, Sigmoid(x))`` and ``(x - mu).pow(2).mean(-1, keepdim=True)`` is
 ``Mean(PowScalar(Sub(x, mu, 1), 2), [-1], True, None)``.
 
@@ -61,6 +61,7 @@ import torch
 from .. import core
 from . import building
 from .symbolic import SymTerm, TensorCode, Var
+from .torch_labels import TORCH_TO_PM, label_for, list_op, schema_types
 from .trace import Unlocated
 
 __all__ = ["TensorCode", "call", "dunder", "method", "getitem", "reversed_axes",
@@ -165,22 +166,10 @@ def _kind(v) -> str:
 _ALIAS = re.compile(r"\([a-z][^)]*\)")
 
 
-_LAYER = []
-
-
-def _layer():
-    """``(list_op, TORCH_TO_PM, schema_types)`` of the PyTorch layer, through
-    the target binder (the DSL does not import that layer)."""
-    if not _LAYER:
-        from .operators import target_binder
-        _LAYER.append(target_binder().lowering())
-    return _LAYER[0]
-
-
 def _types(schema) -> List[str]:
     """The schema's argument types as spelled (``Tensor?``, ``int[1]?``,
     ``ScalarType?``), alias annotations removed."""
-    ts = _layer()[2](schema) or [str(a.type) for a in schema.arguments]
+    ts = schema_types(schema) or [str(a.type) for a in schema.arguments]
     return [_ALIAS.sub("", t) for t in ts]
 
 
@@ -394,7 +383,7 @@ def pattern_constant(v):
     it: a dtype as the DSL's (``pm.f32``), a memory format, layout or device
     by its ``repr``; lists elementwise; other values unchanged."""
     if isinstance(v, torch.dtype):
-        return _layer()[1].get(v) or repr(v)
+        return TORCH_TO_PM.get(v) or repr(v)
     if isinstance(v, (torch.memory_format, torch.layout, torch.device)):
         return repr(v)
     if isinstance(v, (list, tuple)) and not isinstance(v, _TensorList):
@@ -403,15 +392,13 @@ def pattern_constant(v):
 
 
 def _apply(overload, values, building_mode: bool):
-    from .operators import target_binder
-    _layer()  # the library's declarations first: they label their overloads
-    op = target_binder().label_for(overload)
+    op = label_for(overload)  # the library's declaration, once the PyTorch layer is loaded
     if building_mode:
         return op(*values)
     vals = []
     for v in values:
         if isinstance(v, _TensorList):
-            v = _layer()[0](len(v))(*[pattern_constant(e) for e in v])
+            v = list_op(len(v))(*[pattern_constant(e) for e in v])
         else:
             v = pattern_constant(v)
         vals.append(v)
@@ -633,9 +620,7 @@ def getitem(obj, index):
     by the index's form)."""
     import operator
     if isinstance(index, int) and not isinstance(index, bool) and _multi_output(obj):
-        from .operators import target_binder
-        _layer()
-        return target_binder().label_for(operator.getitem)(obj, index)
+        return label_for(operator.getitem)(obj, index)
     raise Unlocated(f"indexing {obj!r}[{index!r}]: indexing a tensor is not supported in "
                     "PyTorch code in a pattern or rule; use torch.select, torch.narrow, "
                     "x.unbind or the operator Slice (an int index picks a result of "

@@ -1,5 +1,5 @@
 """The two matching engines behind one interface (:mod:`.matching`): the
-verified engine (the Coq-extracted matcher in the shared library, reached
+verified engine (the Coq-extracted matcher in the engine library, reached
 through :mod:`.binding` with the wire format of :mod:`.serialize`) and the
 pure-Python reference engine (:mod:`.reference`); plus the declarative
 checker (:mod:`.declarative`), an executable reading of ``p@θ ≈ t`` that the

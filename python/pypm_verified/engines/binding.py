@@ -1,15 +1,15 @@
 """cffi (ABI mode) binding to the verified matcher, ``libpypm_verified.so``.
 
-The library is found through the environment variable ``PYPM_VERIFIED_LIB``,
+The engine library is found through the environment variable ``PYPM_VERIFIED_LIB``,
 else at ``python/pypm_verified/_lib/libpypm_verified.so`` (built by
 ``make lib``); it must read the format version this package writes
 (``serialize.VERSION``) and carry the build id the package expects (the id
-of the sources it was built from: :func:`open_library`, override
+of the sources it was built from: :func:`open_engine_library`, override
 ``PYPM_ALLOW_BUILD_MISMATCH=1``). Graph and pattern-set handles are cached on the
 Graph / Pattern objects (released by a weakref finalizer when those die),
 so matching in a loop does not re-encode anything.
 
-Fork safety: once the library is loaded and a graph's and a pattern set's
+Fork safety: once the engine library is loaded and a graph's and a pattern set's
 handles are made, a match takes no Python lock (the :class:`SetMatcher`
 path: only its buffer mutex). The locks (``_lock``, every SetMatcher's
 mutex) are made anew in a child process after ``fork()``
@@ -18,10 +18,10 @@ not exist there, and would hold it forever. Every critical section leaves
 the state usable when it stops anywhere (a graph handle being extended is
 marked, and reloaded whole). cffi's own locks are taken only to parse a
 type or find a symbol the first time: the types are parsed at import
-(``_CTYPES``), the symbols found when the library is loaded. The library
+(``_CTYPES``), the symbols found when the engine library is loaded. The engine library
 waits for a call in progress before a fork (``pthread_atfork``), so the
 child's engine is never stopped in the middle of a call; ``fork()`` waits
-for the library's load and the start of its runtime too (``_start_lock``),
+for the engine library's load and the start of its runtime too (``_start_lock``),
 which that handler does not cover.
 """
 from __future__ import annotations
@@ -111,15 +111,15 @@ DEFAULT_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fi
                             "libpypm_verified.so")
 
 _lock = threading.RLock()
-_libs = {}  # path -> loaded lib
+_engine_libs = {}  # path -> loaded engine library
 _matchers: "weakref.WeakSet[SetMatcher]" = weakref.WeakSet()  # their mutexes, for fork
-_start_lock = threading.Lock()  # held to load a library or start its runtime; fork() waits
-_started = set()  # id() of the loaded libraries whose OCaml runtime was started
+_start_lock = threading.Lock()  # held to load an engine library or start its runtime; fork() waits
+_started = set()  # id() of the loaded engine libraries whose OCaml runtime was started
 
 
 def _start(lib) -> None:
     """Start ``lib``'s OCaml runtime (its first call does) holding
-    ``_start_lock``, which ``fork()`` takes first: the library's own
+    ``_start_lock``, which ``fork()`` takes first: the engine library's own
     ``pthread_atfork`` handler exists only once the runtime is up, and a
     child forked in the middle of the start hangs in its first call."""
     if id(lib) in _started:
@@ -154,24 +154,24 @@ if hasattr(os, "register_at_fork"):
                         after_in_child=_after_fork_in_child)
 
 
-def library_path() -> str:
-    """Where the library is looked for (``$PYPM_VERIFIED_LIB`` or the default)."""
+def engine_library_path() -> str:
+    """Where the engine library is looked for (``$PYPM_VERIFIED_LIB`` or the default)."""
     return os.environ.get(ENV_VAR) or DEFAULT_PATH
 
 
-def open_library():
-    """The loaded library; raises :class:`EngineUnavailable` if it is missing,
+def open_engine_library():
+    """The loaded engine library; raises :class:`EngineUnavailable` if it is missing,
     cannot be loaded, or reads another format version, and
     :class:`BuildIdMismatch` (one) if its build id is not the package's
     (:func:`pypm_verified._version.package_build_id`) unless
     ``PYPM_ALLOW_BUILD_MISMATCH=1`` (:func:`build_id_mismatch` then says
     why, and rewrites are reported as not validated)."""
-    path = library_path()
-    lib = _libs.get(path)
+    path = engine_library_path()
+    lib = _engine_libs.get(path)
     if lib is not None:
         return lib  # loaded: no lock
     with _lock:
-        lib = _libs.get(path)
+        lib = _engine_libs.get(path)
         if lib is not None:
             return lib
         if not os.path.exists(path):
@@ -194,7 +194,7 @@ def open_library():
                 try:
                     getattr(lib, name)
                 except AttributeError:
-                    pass  # a function an older library lacks (pypm_build_id)
+                    pass  # a function an older engine library lacks (pypm_build_id)
             mismatch = _build_id_mismatch(lib, path)
             if mismatch is not None:
                 if not allow_build_mismatch():
@@ -204,15 +204,15 @@ def open_library():
                         f"library), or set {ALLOW_MISMATCH_VAR}=1 to use it anyway: every "
                         "rewrite is then reported as not validated")
                 _mismatches[path] = mismatch
-        _libs[path] = lib
+        _engine_libs[path] = lib
         return lib
 
 
-#: set to 1 to use a library whose build id is not the package's (every
+#: set to 1 to use an engine library whose build id is not the package's (every
 #: rewrite's report then says "not validated: build id mismatch")
 ALLOW_MISMATCH_VAR = "PYPM_ALLOW_BUILD_MISMATCH"
-_mismatches = {}  # path -> why its library's build id is not the package's (loaded anyway)
-_refused = {}  # path -> a library refused for its build id (its ids stay readable)
+_mismatches = {}  # path -> why its engine library's build id is not the package's (loaded anyway)
+_refused = {}  # path -> an engine library refused for its build id (its ids stay readable)
 
 
 class BuildIdMismatch(EngineUnavailable):
@@ -223,7 +223,7 @@ class BuildIdMismatch(EngineUnavailable):
 
 def allow_build_mismatch() -> bool:
     """Whether ``PYPM_ALLOW_BUILD_MISMATCH`` (1, true, yes, on) lets a
-    library with another build id load."""
+    engine library with another build id load."""
     return os.environ.get(ALLOW_MISMATCH_VAR, "").strip().lower() in ("1", "true", "yes", "on")
 
 
@@ -247,36 +247,36 @@ def _build_id_mismatch(lib, path: str) -> Optional[str]:
 
 
 def build_id_mismatch() -> Optional[str]:
-    """Why the loaded library's build id is not the package's when it was
+    """Why the loaded engine library's build id is not the package's when it was
     loaded anyway (``PYPM_ALLOW_BUILD_MISMATCH=1``), else None. Does not
-    load the library."""
-    return _mismatches.get(library_path())
+    load the engine library."""
+    return _mismatches.get(engine_library_path())
 
 
-def current_library():
-    """The library :func:`open_library` would return now, or None if it is
+def current_engine_library():
+    """The engine library :func:`open_engine_library` would return now, or None if it is
     not loaded yet (cheap: no file system access)."""
-    return _libs.get(library_path())
+    return _engine_libs.get(engine_library_path())
 
 
 def available() -> bool:
     """Whether the verified engine can be loaded."""
     try:
-        open_library()
+        open_engine_library()
     except EngineUnavailable:
         return False
     return True
 
 
 def build_info() -> Optional[Tuple[str, str]]:
-    """``(build_id, coq_version)`` compiled into the library (see
+    """``(build_id, coq_version)`` compiled into the engine library (see
     :mod:`pypm_verified._version`), or None if it cannot be loaded or was
-    built before the library carried them; a library refused for its build id
+    built before the engine library carried them; one refused for its build id
     (:class:`BuildIdMismatch`) is read too. Does not start the OCaml runtime."""
     try:
-        lib = open_library()
+        lib = open_engine_library()
     except BuildIdMismatch:
-        lib = _refused.get(library_path())  # refused, but what it carries is shown
+        lib = _refused.get(engine_library_path())  # refused, but what it carries is shown
     except EngineUnavailable:
         return None
     try:
@@ -303,7 +303,7 @@ def _release(lib, handle: int) -> None:
 
 
 class Handle:
-    """An owned library handle, released when this object is collected (or by
+    """An owned engine library handle, released when this object is collected (or by
     :meth:`release`)."""
 
     __slots__ = ("lib", "value", "key", "caps", "_fin", "__weakref__")
@@ -423,7 +423,7 @@ def match(graph, root: int, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...],
           index: int = 0, fuel: Optional[int] = None, owner=None) -> Result:
     """Run ``pypm_match`` for root ``index``: ``(status, [(var, node_id)],
     [(fvar, symbol)])``."""
-    lib = open_library()
+    lib = open_engine_library()
     gh = graph_handle(lib, graph)
     ph = pattern_set_handle(lib, defs, roots, owner)
     cap = ph.caps[index]
@@ -440,16 +440,16 @@ def match(graph, root: int, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...],
 
 class SetMatcher:
     """``pypm_match`` for many calls on one pattern set (the rewrite driver's
-    loop): the library, the set's handle, the entry point and the result
-    buffer are looked up once, not per call (the per-call Python cost was
-    ~10x the library's). The library is the one :func:`open_library` gave
-    when this object was made."""
+    loop): the engine library, the set's handle, the entry point and the
+    result buffer are looked up once, not per call (the per-call Python cost
+    was ~10x the engine library's). It is the one :func:`open_engine_library`
+    gave when this object was made."""
 
     __slots__ = ("lib", "handle", "_call", "_pv", "_out", "_cap", "_len", "_mutex",
                  "__weakref__")
 
     def __init__(self, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], owner=None):
-        self.lib = open_library()
+        self.lib = open_engine_library()
         self.handle = pattern_set_handle(self.lib, defs, roots, owner)
         self._call = self.lib.pypm_match
         self._pv = self.handle.value
@@ -498,7 +498,7 @@ def match_all(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...],
     """Run ``pypm_match_all``: list of ``(root_index, node, status, bindings,
     function_bindings)``; ``owner`` caches the set's handle (as in
     :func:`pattern_set_handle`)."""
-    lib = open_library()
+    lib = open_engine_library()
     gh = graph_handle(lib, graph)
     ph = pattern_set_handle(lib, defs, roots, owner)
     result = ffi.new("int64_t *")
@@ -513,7 +513,7 @@ def candidates(defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], symbol: int,
     """Run ``pypm_candidates``: the root indices (increasing) whose
     root-operator index admits operator ``symbol`` (``Entry.set_candidates``);
     the others answer no match at every node with that operator."""
-    lib = open_library()
+    lib = open_engine_library()
     ph = pattern_set_handle(lib, defs, roots, owner)
     cap = 1 + len(roots)
     out = ffi.new("int64_t[]", cap)
@@ -528,7 +528,7 @@ def match_multi(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], spec
     ``Multi.match_all_multi`` when ``root < 0``): list of ``(root, status,
     nodes, bindings, function_bindings)``. ``spec`` names root indices of
     the pattern set ``(defs, roots)``."""
-    lib = open_library()
+    lib = open_engine_library()
     gh = graph_handle(lib, graph)
     ph = pattern_set_handle(lib, defs, roots, owner)
     sbuf = ffi.new("int64_t[]", list(spec))
@@ -545,7 +545,7 @@ def dominates(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], spec: 
     every node when ``root < 0``): list of ``(root, status, parent, region)``.
     ``spec`` is :func:`serialize.encode_dominates_spec` over root indices of
     the pattern set ``(defs, roots)``."""
-    lib = open_library()
+    lib = open_engine_library()
     gh = graph_handle(lib, graph)
     ph = pattern_set_handle(lib, defs, roots, owner)
     sbuf = ffi.from_buffer("int64_t[]", spec)
@@ -581,7 +581,7 @@ def validate_rewrite(words) -> Tuple[int, int]:
     ``REJECT_*`` codes. ``words`` is a sequence of ints or an ``array('q')``.
     Raises :class:`EngineError` (code ``PYPM_E_MALFORMED``) when the buffer
     does not parse, a word outside int64 included."""
-    lib = open_library()
+    lib = open_engine_library()
     _start(lib)
     if isinstance(words, array) and words.typecode == "q":
         buf = words
@@ -623,7 +623,7 @@ def validate_firings(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...],
     (``where``: the firing, for ``REJECT_MATCH``, ``REJECT_SUBST`` and
     ``REJECT_TEMPLATE``). Raises :class:`EngineError` (``PYPM_E_MALFORMED``)
     when the buffer does not parse."""
-    lib = open_library()
+    lib = open_engine_library()
     gh = graph_handle(lib, graph)
     ph = pattern_set_handle(lib, defs, roots, owner)
     buf = _words(lib, words, "firing-certificate buffer", "pypm_validate_firings")

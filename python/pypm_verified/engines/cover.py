@@ -1,63 +1,73 @@
 """The term-graph nodes a match covers: those its pattern's operators
-matched (the explanation's search, :mod:`.explain`, recording them). Used
-for legality of fusion (the interior of a match: ``pm.rewrite``, the
-PyTorch driver, ``pm.partition``) and by the HTML report."""
+matched, recorded by a trace of the reference matcher (the explanation's
+trace, :class:`.explain.Trace`, extended: :class:`CoverTrace`). Used for
+legality of fusion (the interior of a match: ``pm.rewrite``, the PyTorch
+driver, ``pm.partition``) and by the HTML report."""
 from __future__ import annotations
 
 from typing import Optional
 
 from .. import core
-from . import explain as _explain
+from ..errors import MemoryBudget
+from . import explain
 
 
-class _CoverSearch(_explain._Search):
-    """The explanation's search, recording in each state the graph nodes
-    its pattern's operators matched (under keys ``("cover", id)`` of the
-    substitution, which the search only reads by integer cells)."""
+class CoverTrace(explain.Trace):
+    """The explanation's trace, recording the graph nodes the pattern's
+    operators matched on the way (an operator pattern whose label is the
+    node's, an operator variable: from the step that tries it, so also
+    for the failures there) in a store of the search, undone on
+    backtracking with the bindings; ``best_cover``: those of the deepest
+    failure's way."""
+
+    stores = 2  # store 2: the depth (explain.Trace); store 3: node id -> node
 
     best_cover: list = []
 
-    def fail(self, st, path, node, kind, message, **details) -> None:
-        before = self.best
-        super().fail(st, path, node, kind, message, **details)
-        if self.best is not before:  # a new deepest failure: what had matched on its way
-            self.best_cover = _covered(st[0])
-
-    def solve(self, p, t, env, st, di, path):
+    def step(self, p, t, at) -> None:
+        super().step(p, t, at)
         k = type(p)
         if (k is core.PApp and t.label == p.f) or k is core.PFunVar:
-            th = dict(st[0])
-            th[("cover", t.id)] = t
-            st = (th, st[1], st[2])
-        yield from super().solve(p, t, env, st, di, path)
+            cover = self.search.st[3]
+            if t.id not in cover:
+                self.search.bind(3, t.id, t)
+
+    def record(self, path, node, kind, message, **details) -> None:
+        before = self.best
+        super().record(path, node, kind, message, **details)
+        if self.best is not before:  # a new deepest failure: what had matched on its way
+            self.best_cover = self.covered()
+
+    def covered(self) -> list:
+        """The nodes covered on the current way, in the order they were met."""
+        return list(self.search.st[3].values())
 
 
-def _covered(theta) -> list:
-    return [t for k, t in theta.items() if isinstance(k, tuple) and k[0] == "cover"]
-
-
-def _search_for(pattern, node, cache: Optional[dict], budget: int) -> _CoverSearch:
+def _trace_for(pattern, node, cache: Optional[dict], step_limit: int) -> CoverTrace:
     key = id(pattern)
     cache = {} if cache is None else cache
     tab = cache.get(key)
     if tab is None:
-        defs, root = _explain._table(pattern)
-        tab = cache[key] = (pattern, defs, root, _explain._Names(defs, root, pattern))
+        defs, root = explain.table(pattern)
+        tab = cache[key] = (pattern, defs, root, explain.Names(defs, root, pattern))
     _, defs, root, names = tab
-    return _CoverSearch(defs, root, names, node.graph, budget, _explain.node_desc)
+    return CoverTrace(defs, root, names, node.graph, step_limit, explain.node_desc)
+
+
+_STOPS = (explain.StepLimit, MemoryBudget, RecursionError)
 
 
 def near_terms(pattern, node, cache: Optional[dict] = None) -> list:
     """The term-graph nodes the deepest failed attempt of ``pattern`` at
     ``node`` had matched when it failed (what :func:`pypm_verified.explain`
-    reports as the deepest partial match; the same search)."""
-    s = _search_for(pattern, node, cache, _explain.DEFAULT_BUDGET)
+    reports as the deepest partial match; the same trace)."""
+    tr = _trace_for(pattern, node, cache, explain.DEFAULT_STEP_LIMIT)
     try:
-        for _ in s.run(node):
+        for _ in tr.run(node):
             break
-    except (_explain._Budget, RecursionError):
+    except _STOPS:
         pass
-    return list(s.best_cover) or [node]
+    return list(tr.best_cover) or [node]
 
 
 def cover_terms(pattern, match, cache: Optional[dict] = None, tries: int = 64) -> list:
@@ -65,22 +75,21 @@ def cover_terms(pattern, match, cache: Optional[dict] = None, tries: int = 64) -
     covers: those its pattern's operators matched, in the order the search
     met them (the root first). Of the search's solutions, the first whose
     bindings are the match's; the root alone if none is found in ``tries``
-    solutions or the search's budget."""
+    solutions or the search's step limit."""
     node = match.root
     want = {v: n.id for v, n in match.substitution.items()}
-    s = _search_for(pattern, node, cache, 1 << 16)
+    tr = _trace_for(pattern, node, cache, 1 << 16)
     first = None
     try:
-        for i, (theta, _, _) in enumerate(s.run(node)):
-            if first is None:
-                first = theta
-            if all(getattr(theta.get(v), "id", None) == n for v, n in want.items()):
-                first = theta
+        for i, _ in enumerate(tr.run(node)):
+            theta = tr.search.st[0]  # the whole store (cells), read before resuming
+            same = all(getattr(theta.get(v), "id", None) == n for v, n in want.items())
+            if first is None or same:
+                first = tr.covered()
+            if same or i + 1 >= tries:
                 break
-            if i + 1 >= tries:
-                break
-    except (_explain._Budget, RecursionError):
+    except _STOPS:
         pass
     if first is None:
         return [node]
-    return _covered(first)
+    return first

@@ -16,8 +16,15 @@ judgment inside itself: a call that recurs to a judgment being decided fails
 on that branch, and call judgments are memoized (a failure only when it did
 not depend on an enclosing judgment's assumption). The search therefore
 terminates, also for ``P(x) = P(x)``. Used by the tests to validate every
-match an engine returns and to confirm that "no match" is right. Written
-independently of ``reference.py``.
+match an engine returns and to confirm that "no match" is right.
+
+Kept apart on purpose: this is the independent oracle of the differential
+tests, so it must not share the matcher (:mod:`.reference`, which the
+explanations, the cover and the multi-root engine also run) or the guard
+evaluator (:mod:`.truth`, shared by the reference matcher, the dynamic-shape
+re-check and the instance checker) with what it checks: its own reading of
+the rules and its own three-valued guards below, written independently of
+``reference.py`` and ``truth.py``.
 """
 from __future__ import annotations
 

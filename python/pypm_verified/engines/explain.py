@@ -4,11 +4,12 @@ The verdict always comes from an engine: :func:`explain` calls
 :func:`pypm_verified.match` first (``engine="verified"`` by default), so a
 match is reported as a match, a fuel exhaustion as one, and an explanation
 is only ever attached to a "no" the engine gave. The explanation itself is
-computed by an *instrumented backtracking search* over the lowered core
-table, with the semantics and the alternate order of
-:mod:`.reference` (the declarative rules read left to right): it tries
-every alternate, every way of threading the substitution through the
-children, and records each failure as ``(depth, path, reason)``, where
+a *trace* of the reference matcher (:mod:`.reference`, the declarative rules
+read left to right), as egg's explanations are traces of its one matcher:
+:class:`Trace` observes that search over the lowered core table (the same
+program, not a copy of its rules) as it tries every alternate, every way
+of threading the substitution through the children, and records each
+failure as ``(depth, path, reason)``, where
 *depth* is the number of pattern steps that succeeded on the way there
 (pattern nodes matched, guards and constraints passed). The deepest failure
 (the first one found at that depth, in the engine's order) is the
@@ -35,7 +36,7 @@ failing graph node, and why it failed:
 * ``fuel``      — the engine ran out of fuel (the deepest partial match of a
   bounded search is still shown).
 
-If the instrumented search finds a match where the engine said "no" (or
+If the traced search finds a match where the engine said "no" (or
 the other way round, finds none where it said "yes"), that is an internal
 inconsistency and :class:`ExplainInconsistency` is raised: the explanation
 never contradicts the engine.
@@ -49,28 +50,34 @@ from ..core import symbols
 from ..core.graph import Graph, Node
 from ..dsl.lowering import option_locals
 from ..dsl.patterns import Pattern
+from ..dsl.rules import short_path
 from ..dsl.trace import FUN, TERM
-from ..errors import OutOfFuel
-from . import matching
+from ..errors import MemoryBudget, OutOfFuel
+from . import matching, reference
 
-#: steps (pattern nodes tried) the instrumented search may take before it
+#: steps (pattern nodes tried) the traced search may take before it
 #: stops and reports the deepest failure found so far
-DEFAULT_BUDGET = 1 << 20
+DEFAULT_STEP_LIMIT = 1 << 20
+#: the longest path (alternates entered, children taken, match constraints)
+#: the traced search follows before it stops: an endless recursion at one
+#: node only nests, so the step limit alone would take long to end it
+NESTING_LIMIT = 500
 
-__all__ = ["Explanation", "ExplainInconsistency", "explain", "explain_all", "DEFAULT_BUDGET"]
+__all__ = ["Explanation", "ExplainInconsistency", "explain", "explain_all", "DEFAULT_STEP_LIMIT"]
 
 
 class ExplainInconsistency(AssertionError):
-    """The instrumented search disagrees with the engine's verdict (a bug)."""
+    """The traced search disagrees with the engine's verdict (a bug)."""
 
 
-class _Budget(Exception):
-    pass
+class StepLimit(Exception):
+    """The traced search took its ``step_limit`` steps, or nested
+    :data:`NESTING_LIMIT` deep (:class:`Trace`)."""
 
 
 # ------------------------------------------------------------------ naming
 
-class _Names:
+class Names:
     """Readable names for the definitions, alternates, variables and guards
     of a table: from the ``@pm.pattern`` sources when there are some."""
 
@@ -107,7 +114,7 @@ class _Names:
             lines = []
             traced = P.traced_alternates()
             for body, a in zip(alts, traced):
-                lines.append(f"{a.filename}:{a.lineno}")
+                lines.append(f"{short_path(a.filename)}:{a.lineno}")
                 for sym in option_locals(a)[0]:  # the alternate's locals, numbered first
                     names[(sym.kind, counters[sym.kind])] = sym.name
                     counters[sym.kind] += 1
@@ -127,17 +134,17 @@ class _Names:
                 if not isinstance(g, core.GAnd):
                     parts = []
                     break
-                parts.append((g.g1, f"{a.filename}:{line}"))
+                parts.append((g.g1, f"{short_path(a.filename)}:{line}"))
                 g = g.g2
             else:
-                parts.append((g, f"{a.filename}:{guards[-1]}"))
+                parts.append((g, f"{short_path(a.filename)}:{guards[-1]}"))
             if parts:
                 self.guard_lines[id(q)] = parts
             q = q.p
         for _, _, line in reversed(a.trace.constraints):
             if not isinstance(q, core.PConstr):
                 break
-            self.constr_line[id(q)] = f"{a.filename}:{line}"
+            self.constr_line[id(q)] = f"{short_path(a.filename)}:{line}"
             q = q.p
 
     def conjuncts(self, p: core.PGuard) -> List[Tuple[core.Guard, Optional[str]]]:
@@ -233,14 +240,14 @@ def _fmt_value(attr: Optional[int], v) -> str:
 
 class _GuardView:
     """A guard under a state: its text, the attribute values it read and
-    its three-valued truth (as :mod:`.reference` computes it)."""
+    its three-valued truth (the reference matcher's: :func:`.reference.scoped_truth`)."""
 
-    def __init__(self, g, st, env, graph, names: _Names, di: int):
+    def __init__(self, g, st, env, graph, names: Names, di: int):
         self.st, self.env, self.graph, self.names, self.di = st, env, graph, names, di
         self.reads: Dict[str, str] = {}
         self.unknown: List[str] = []
         self.text = self._guard(g, None)
-        self.truth = _truth(g, st, env, graph)
+        self.truth = reference.scoped_truth(g, st, env, graph)
 
     def _expr(self, e, hint: Optional[int]) -> str:
         if isinstance(e, core.EConst):
@@ -250,7 +257,7 @@ class _GuardView:
             var = e.x if is_t else e.F
             label = f"{self.names.name(self.di, TERM if is_t else FUN, var)}." \
                     f"{core.attr_name(e.attr)}"
-            v = _value(e, self.st, self.env, self.graph)
+            v = reference.scoped_value(e, self.st, self.env, self.graph)
             shown = _fmt_value(e.attr, v)
             if v is None and label not in self.unknown:
                 self.unknown.append(label)
@@ -290,17 +297,7 @@ class _GuardView:
         return ", ".join(f"{k} = {v}" for k, v in self.reads.items())
 
 
-def _value(e, st, env, graph):
-    from .reference import _value as ref_value
-    return ref_value(e, st, env, graph)
-
-
-def _truth(g, st, env, graph):
-    from .reference import _truth as ref_truth
-    return ref_truth(g, st, env, graph)
-
-
-# ------------------------------------------------------------- the search
+# ------------------------------------------------------------- the trace
 
 class _Failure:
     __slots__ = ("depth", "path", "node", "kind", "message", "details")
@@ -319,23 +316,80 @@ def _path_list(path) -> List[tuple]:
     return out
 
 
-class _Search:
-    """The instrumented search: :mod:`.reference`'s rules as recursive
-    generators, each failure recorded with its depth and path. States are
-    ``(theta, phi, depth)`` over cells (as in :mod:`.reference`)."""
+class Trace(reference.Tracer):
+    """The explanation's search: the reference matcher's
+    (:func:`.reference.solutions`) traced, each failure recorded with its
+    depth and path, the deepest kept (``best``). A position is ``(path,
+    d, n)``: the steps from the root (a linked list ``(parent, step)`` of
+    alternates entered, children taken and match constraints), the
+    definition being matched and the path's length; the depth (the pattern
+    steps that succeeded on the way: variables and operators matched,
+    guards and match constraints passed) is the trace's store in the
+    search, undone on backtracking with the bindings. The search stops
+    (:class:`StepLimit`) after ``step_limit`` steps, or when a path passes
+    :data:`NESTING_LIMIT` steps: a definition that calls itself at the same
+    node without end (``P(x) = P(x) ‖ …``) never fails, it only nests."""
 
-    def __init__(self, defs, root: int, names: _Names, graph: Graph, budget: int,
+    stores = 1  # store 2: one entry per step that succeeded on the way
+
+    def __init__(self, defs, root: int, names: Names, graph: Graph, step_limit: int,
                  describe: Callable[[Node], str]):
         self.defs, self.root, self.names, self.graph = defs, root, names, graph
-        self.budget = budget
+        self.step_limit = step_limit
         self.steps = 0
         self.best: Optional[_Failure] = None
         self.describe = describe
-        d = defs[root]
-        self.next_cell = max(d.nparams, d.nfparams)
+        self.search: Optional[reference.Search] = None
 
-    def fail(self, st, path, node, kind, message, **details) -> None:
-        depth = st[2]
+    def run(self, node: Node):
+        """The search's solutions at ``node`` (the search stops with
+        :class:`StepLimit`, or :class:`MemoryBudget`)."""
+        return reference.solutions(core.Program(self.defs, self.root), node, tracer=self)
+
+    @property
+    def depth(self) -> int:
+        return len(self.search.st[2])
+
+    # ---- positions
+
+    def start(self, search) -> None:
+        self.search = search
+
+    def alternates(self, d, body):
+        return self.names.alts[d]
+
+    def alternate(self, at, d, j):
+        if at is None:
+            return (None, ("alt", d, j)), d, 1
+        if at[2] >= NESTING_LIMIT:
+            raise StepLimit()
+        return (at[0], ("alt", d, j)), d, at[2] + 1
+
+    def argument(self, at, p, i):
+        path, di, n = at
+        f = op_name(p.f) if type(p) is core.PApp else self.names.name(di, FUN, p.F)
+        return (path, ("arg", f, i)), di, n + 1
+
+    def constraint(self, at, p):
+        path, di, n = at
+        names = self.names
+        return ((path, ("constr", names.name(di, TERM, p.x), names.constr_line.get(id(p)))),
+                di, n + 1)
+
+    # ---- events
+
+    def step(self, p, t, at) -> None:
+        self.steps += 1
+        if self.steps > self.step_limit:
+            raise StepLimit()
+
+    def advance(self) -> None:
+        marks = self.search.st[2]
+        self.search.bind(2, len(marks), True)
+
+    def record(self, path, node, kind, message, **details) -> None:
+        """A failure at the current depth: kept if it is the deepest."""
+        depth = self.depth
         b = self.best
         if b is None or depth > b.depth:
             self.best = _Failure(depth, path, node, kind, message, details)
@@ -351,53 +405,20 @@ class _Search:
                 b.message = f"expected {' or '.join(b.details['whats'])}, found " \
                             f"{self.describe(node)}"
 
-    def fresh(self) -> int:
-        c = self.next_cell
-        self.next_cell += 1
-        return c
-
-    def run(self, node: Node):
-        d = self.defs[self.root]
-        env = ({i: i for i in range(d.nparams)}, {i: i for i in range(d.nfparams)})
-        st = ({}, {}, 0)
-        yield from self.alternates(self.root, node, env, st, None)
-
-    def alternates(self, di, t, env, st, path):
-        for j, body in enumerate(self.names.alts[di]):
-            yield from self.solve(body, t, env, st, di, (path, ("alt", di, j)))
-
-    def each(self, ps, ts, i, env, st, di, path, f):
-        if i == len(ps):
-            yield st
-            return
-        for s in self.solve(ps[i], ts[i], env, st, di, (path, ("arg", f, i))):
-            yield from self.each(ps, ts, i + 1, env, s, di, path, f)
-
-    def solve(self, p, t, env, st, di, path):
-        self.steps += 1
-        if self.steps > self.budget:
-            raise _Budget()
+    def fail(self, why, p, t, env, at, other=None) -> None:
+        path, di, _ = at
+        names, describe = self.names, self.describe
         k = type(p)
-        theta, phi, depth = st
         if k is core.PVar:
-            cell = env[0].get(p.x)
-            name = self.names.name(di, TERM, p.x)
-            if cell is None:
-                self.fail(st, path, t, "scope", f"variable {name} is not in scope")
-                return
-            bound = theta.get(cell)
-            if bound is None:
-                th = dict(theta)
-                th[cell] = t
-                yield th, phi, depth + 1
-            elif bound == t:
-                yield theta, phi, depth + 1
+            name = names.name(di, TERM, p.x)
+            if why == "scope":
+                self.record(path, t, "scope", f"variable {name} is not in scope")
             else:
-                self.fail(st, path, t, "nonlinear",
-                          f"variable {name} is already bound to {self.describe(bound)}, "
-                          f"found {self.describe(t)}", variable=name, bound=bound, found=t)
+                self.record(path, t, "nonlinear",
+                            f"variable {name} is already bound to {describe(other)}, "
+                            f"found {describe(t)}", variable=name, bound=other, found=t)
         elif k is core.PApp:
-            lit = _literal(p.f) if t.label != p.f and t.kind == "const" else None
+            lit = _literal(p.f) if why == "operator" and t.kind == "const" else None
             found = _literal(t.label) if lit is not None else None
             if found is not None:  # a constant where another constant was written
                 where = path[1] if path is not None else None
@@ -405,115 +426,72 @@ class _Search:
                        if where is not None and where[0] == "arg" else None)
                 details = dict(expected=[lit], whats=[lit], found=found, argument=arg,
                                hint=LITERAL_HINT)
-                self.fail(st, path, t, "literal", _literal_message(details), **details)
-            elif t.label != p.f:
-                self.fail(st, path, t, "operator",
-                          f"expected {_what(p.f)}, found {self.describe(t)}",
-                          expected=[op_name(p.f)], whats=[_what(p.f)],
-                          found=op_name(t.label))
-            elif len(t.args) != len(p.args):
-                self.fail(st, path, t, "arity",
-                          f"{op_name(p.f)} with {len(p.args)} argument(s) expected, "
-                          f"{self.describe(t)} has {len(t.args)}",
-                          expected=len(p.args), found=len(t.args))
+                self.record(path, t, "literal", _literal_message(details), **details)
+            elif why == "operator":
+                self.record(path, t, "operator", f"expected {_what(p.f)}, found {describe(t)}",
+                            expected=[op_name(p.f)], whats=[_what(p.f)],
+                            found=op_name(t.label))
             else:
-                yield from self.each(p.args, t.args, 0, env, (theta, phi, depth + 1), di, path,
-                                     op_name(p.f))
-        elif k is core.PAlt:
-            yield from self.solve(p.p1, t, env, st, di, path)
-            yield from self.solve(p.p2, t, env, st, di, path)
+                self.record(path, t, "arity",
+                            f"{op_name(p.f)} with {len(p.args)} argument(s) expected, "
+                            f"{describe(t)} has {len(t.args)}",
+                            expected=len(p.args), found=len(t.args))
         elif k is core.PGuard:
-            for s in self.solve(p.p, t, env, st, di, path):
-                ok = True
-                for g, line in self.names.conjuncts(p):
-                    view = _GuardView(g, s, env, self.graph, self.names, di)
-                    if view.truth is True:
-                        continue
-                    ok = False
-                    where = f" ({line})" if line else ""
-                    whole = view.text
-                    while isinstance(g, core.GAnd):  # the first conjunct that is not true
-                        first = _GuardView(g.g1, s, env, self.graph, self.names, di)
-                        g = g.g1 if first.truth is not True else g.g2
-                        view = first if first.truth is not True else \
-                            _GuardView(g, s, env, self.graph, self.names, di)
-                    if view.text != whole:
-                        where = f" (in `{whole}`" + (f", {line}" if line else "") + ")"
-                    if view.truth is None:
-                        self.fail(s, path, t, "unknown",
-                                  f"guard `{view.text}`{where} is unknown: "
-                                  f"{', '.join(view.unknown)} unknown (a symbolic or missing "
-                                  f"size/attribute); a guard must be true to pass",
-                                  guard=view.text, assertion=whole, values=dict(view.reads),
-                                  line=line)
-                    else:
-                        self.fail(s, path, t, "guard",
-                                  f"guard `{view.text}`{where} is false: {view.values()}",
-                                  guard=view.text, assertion=whole, values=dict(view.reads),
-                                  line=line)
-                    break
-                if ok:
-                    yield s[0], s[1], s[2] + 1
+            self._guard(p, t, env, path, di)
         elif k is core.PExists or k is core.PExistsF:
-            cell = self.fresh()
-            if k is core.PExists:
-                scope, which = ({**env[0], p.x: cell}, env[1]), 0
-                name = self.names.name(di, TERM, p.x)
-            else:
-                scope, which = (env[0], {**env[1], p.F: cell}), 1
-                name = self.names.name(di, FUN, p.F)
-            for s in self.solve(p.p, t, scope, st, di, path):
-                if cell in s[which]:
-                    yield s
-                else:
-                    self.fail(s, path, t, "local", f"local variable {name} was not bound")
+            name = names.name(di, TERM, p.x) if k is core.PExists else names.name(di, FUN, p.F)
+            self.record(path, t, "local", f"local variable {name} was not bound")
         elif k is core.PConstr:
-            name = self.names.name(di, TERM, p.x)
-            line = self.names.constr_line.get(id(p))
-            for s in self.solve(p.p, t, env, st, di, path):
-                cell = env[0].get(p.x)
-                target = None if cell is None else s[0].get(cell)
-                if target is None:
-                    self.fail(s, path, t, "constraint",
-                              f"match constraint on {name}: {name} is not bound")
-                    continue
-                sub = (path, ("constr", name, line))
-                yield from self.solve(p.p2, target, env, (s[0], s[1], s[2] + 1), di, sub)
+            name = names.name(di, TERM, p.x)
+            self.record(path, t, "constraint",
+                        f"match constraint on {name}: {name} is not bound")
         elif k is core.PFunVar:
-            name = self.names.name(di, FUN, p.F)
-            if len(t.args) != len(p.args):
-                self.fail(st, path, t, "arity",
-                          f"operator variable {name} with {len(p.args)} argument(s) expected, "
-                          f"{self.describe(t)} has {len(t.args)}",
-                          expected=len(p.args), found=len(t.args))
-                return
-            cell = env[1].get(p.F)
-            if cell is None:
-                self.fail(st, path, t, "scope", f"operator variable {name} is not in scope")
-                return
-            bound = phi.get(cell)
-            if bound is None:
-                phi = dict(phi)
-                phi[cell] = t.label
-            elif bound != t.label:
-                self.fail(st, path, t, "opvar",
-                          f"operator variable {name} is already bound to {op_name(bound)}, "
-                          f"found {self.describe(t)}",
-                          variable=name, expected=[op_name(bound)], found=op_name(t.label))
-                return
-            yield from self.each(p.args, t.args, 0, env, (theta, phi, depth + 1), di, path,
-                                 name)
-        elif k is core.PCall:
-            d = self.defs[p.P] if 0 <= p.P < len(self.defs) else None
-            if d is None or len(p.xs) != d.nparams or len(p.Fs) != d.nfparams:
-                self.fail(st, path, t, "call", f"ill-formed call of definition {p.P}")
-                return
-            tenv, fenv = env
-            scope = ({i: tenv[x] for i, x in enumerate(p.xs) if x in tenv},
-                     {i: fenv[F] for i, F in enumerate(p.Fs) if F in fenv})
-            yield from self.alternates(p.P, t, scope, st, path)
+            name = names.name(di, FUN, p.F)
+            if why == "arity":
+                self.record(path, t, "arity",
+                            f"operator variable {name} with {len(p.args)} argument(s) "
+                            f"expected, {describe(t)} has {len(t.args)}",
+                            expected=len(p.args), found=len(t.args))
+            elif why == "scope":
+                self.record(path, t, "scope", f"operator variable {name} is not in scope")
+            else:
+                self.record(path, t, "opvar",
+                            f"operator variable {name} is already bound to {op_name(other)}, "
+                            f"found {describe(t)}",
+                            variable=name, expected=[op_name(other)], found=op_name(t.label))
         else:
-            raise TypeError(f"not a pattern: {p!r}")
+            self.record(path, t, "call", f"ill-formed call of definition {p.P}")
+
+    def _guard(self, p, t, env, path, di) -> None:
+        """The guard of ``p`` is not true under the store: the first conjunct
+        (by source line) that is not, and in it the first that is not."""
+        st, graph, names = self.search.st, self.graph, self.names
+        for g, line in names.conjuncts(p):
+            view = _GuardView(g, st, env, graph, names, di)
+            if view.truth is True:
+                continue
+            where = f" ({line})" if line else ""
+            whole = view.text
+            while isinstance(g, core.GAnd):  # the first conjunct that is not true
+                first = _GuardView(g.g1, st, env, graph, names, di)
+                g = g.g1 if first.truth is not True else g.g2
+                view = first if first.truth is not True else \
+                    _GuardView(g, st, env, graph, names, di)
+            if view.text != whole:
+                where = f" (in `{whole}`" + (f", {line}" if line else "") + ")"
+            if view.truth is None:
+                self.record(path, t, "unknown",
+                            f"guard `{view.text}`{where} is unknown: "
+                            f"{', '.join(view.unknown)} unknown (a symbolic or missing "
+                            f"size/attribute); a guard must be true to pass",
+                            guard=view.text, assertion=whole, values=dict(view.reads),
+                            line=line)
+            else:
+                self.record(path, t, "guard",
+                            f"guard `{view.text}`{where} is false: {view.values()}",
+                            guard=view.text, assertion=whole, values=dict(view.reads),
+                            line=line)
+            return
 
 
 def _literal_message(details: dict) -> str:
@@ -538,7 +516,7 @@ class Explanation:
     when known), ``path`` (the steps from the root: alternates entered,
     children taken, match constraints), ``details`` (expected/found names,
     the values a guard read, the two nodes of a conflict) and
-    ``truncated`` (the search stopped at its step budget).
+    ``truncated`` (the search stopped at its step limit).
     ``str(explanation)`` is the readable report.
     """
 
@@ -597,7 +575,7 @@ class Explanation:
             lines.append(f"  at node: {self._describe(self.at)}")
         lines.append(f"  why: [{self.kind}] {self.message}")
         if self.truncated:
-            lines.append("  (the explanation's search stopped at its step budget: deepest "
+            lines.append("  (the explanation's search stopped at its step limit: deepest "
                          "failure found so far)")
         return "\n".join(lines)
 
@@ -620,7 +598,8 @@ class Explanation:
                 "truncated": self.truncated}
 
 
-def _table(pattern) -> Tuple[tuple, int]:
+def table(pattern) -> Tuple[tuple, int]:
+    """The definition table and the root definition of ``pattern``."""
     if isinstance(pattern, Pattern):
         linked = pattern.linked
         return linked.defs, linked.index[pattern]
@@ -628,7 +607,7 @@ def _table(pattern) -> Tuple[tuple, int]:
     return prog.defs, prog.root
 
 
-def _render_path(items, names: _Names, describe) -> Tuple[List[str], Optional[tuple]]:
+def _render_path(items, names: Names, describe) -> Tuple[List[str], Optional[tuple]]:
     out, last_alt = [], None
     for it in items:
         if it[0] == "alt":
@@ -643,10 +622,10 @@ def _render_path(items, names: _Names, describe) -> Tuple[List[str], Optional[tu
     return out, last_alt
 
 
-def _search(pattern, node: Node, engine: str, budget: int, describe, verdict: str,
+def _search(pattern, node: Node, engine: str, step_limit: int, describe, verdict: str,
             match=None) -> Explanation:
-    defs, root = _table(pattern)
-    names = _Names(defs, root, pattern)
+    defs, root = table(pattern)
+    names = Names(defs, root, pattern)
     if not core.root_admits(defs, root, node.label):
         syms = core.root_symbols(defs)[root] or frozenset()
         can = ", ".join(sorted(op_name(s) for s in syms)) or "nothing (no finite derivation)"
@@ -656,14 +635,14 @@ def _search(pattern, node: Node, engine: str, budget: int, describe, verdict: st
                            details={"expected": sorted(op_name(s) for s in syms),
                                     "found": op_name(node.label)},
                            describe=describe)
-    s = _Search(defs, root, names, node.graph, budget, describe)
+    s = Trace(defs, root, names, node.graph, step_limit, describe)
     truncated = False
     found = None
     try:
         for sol in s.run(node):
             found = sol
             break
-    except (_Budget, RecursionError):  # a very deep (or endless) pattern: stop there
+    except (StepLimit, MemoryBudget, RecursionError):  # an endless (or huge) search
         truncated = True
     if found is not None and verdict == "no match":
         raise ExplainInconsistency(
@@ -676,7 +655,7 @@ def _search(pattern, node: Node, engine: str, budget: int, describe, verdict: st
     b = s.best
     if verdict == "out of fuel":
         kind, msg = "fuel", ("the engine ran out of fuel: the search did not end within its "
-                             "step budget")
+                             "fuel")
         if isinstance(pattern, Pattern):
             msg += f" ({pattern.termination()})"
         if b is not None:
@@ -702,16 +681,16 @@ PatternLike = Union[Pattern, core.CorePattern, core.Program]
 
 
 def explain(pattern: PatternLike, node: Node, engine: str = "verified",
-            fuel: Optional[int] = None, budget: int = DEFAULT_BUDGET,
+            fuel: Optional[int] = None, step_limit: int = DEFAULT_STEP_LIMIT,
             describe: Callable[[Node], str] = node_desc) -> Explanation:
     """Why ``pattern`` does (not) match at ``node``.
 
     The verdict is ``pm.match(pattern, node, engine=engine, fuel=fuel)``'s:
     a match is returned as an :class:`Explanation` with ``verdict ==
     "match"`` and the :class:`Match`; a "no" gets the deepest partial match
-    of the instrumented search (see the module docstring); an
+    of the traced search (see the module docstring); an
     :class:`OutOfFuel` gets ``verdict == "out of fuel"``, ``kind ==
-    "fuel"``. ``budget`` bounds the instrumented search (``truncated`` is
+    "fuel"``. ``step_limit`` bounds the traced search (``truncated`` is
     set when it is spent); ``describe`` names graph nodes in messages (the
     CLI passes FX node names). Raises :class:`ExplainInconsistency` if the
     search contradicts the engine."""
@@ -721,15 +700,15 @@ def explain(pattern: PatternLike, node: Node, engine: str = "verified",
     try:
         m = matching.match(pattern, node, engine=engine, fuel=fuel)
     except OutOfFuel:
-        return _search(pattern, node, engine, min(budget, 1 << 16), describe, "out of fuel")
+        return _search(pattern, node, engine, min(step_limit, 1 << 16), describe, "out of fuel")
     if m is not None:
         return Explanation(pattern, node, "match", engine, match=m, describe=describe)
-    return _search(pattern, node, engine, budget, describe, "no match")
+    return _search(pattern, node, engine, step_limit, describe, "no match")
 
 
 def explain_all(pattern: PatternLike, graph_or_nodes: Union[Graph, Iterable[Node]],
                 top: int = 10, engine: str = "verified", fuel: Optional[int] = None,
-                budget: int = DEFAULT_BUDGET,
+                step_limit: int = DEFAULT_STEP_LIMIT,
                 describe: Callable[[Node], str] = node_desc) -> List[Explanation]:
     """The near misses of ``pattern``: an :class:`Explanation` for each node
     where it does not match (or runs out of fuel) and its root operator is
@@ -738,12 +717,12 @@ def explain_all(pattern: PatternLike, graph_or_nodes: Union[Graph, Iterable[Node
     nodes = graph_or_nodes.nodes if isinstance(graph_or_nodes, Graph) else list(graph_or_nodes)
     if not nodes:
         return []
-    defs, root = _table(pattern)
+    defs, root = table(pattern)
     out = []
     for n in nodes:
         if not core.root_admits(defs, root, n.label):
             continue
-        e = explain(pattern, n, engine=engine, fuel=fuel, budget=budget, describe=describe)
+        e = explain(pattern, n, engine=engine, fuel=fuel, step_limit=step_limit, describe=describe)
         if not e.matched:
             out.append(e)
     out.sort(key=lambda e: (-e.depth, e.node.id))

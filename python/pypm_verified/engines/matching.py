@@ -32,6 +32,13 @@ class Match:
     parameter names (variable ids for core patterns) to nodes and
     ``functions`` operator parameter names (ids) to the bound operators
     (the :class:`~pypm_verified.dsl.Op` objects).
+
+    Two words on purpose: "substitution" (``substitution``,
+    ``fsubstitution``) is Coq's name (θ and φ, ``Subst.subst`` and
+    ``Declarative.fsubst``, keyed by variable id), kept where Python mirrors
+    those definitions (this class, the reference engine, the validator's
+    certificates); "bindings" (``bindings``, ``functions``) is the same
+    match keyed by name, as users see it.
     """
 
     __slots__ = ("pattern", "root", "substitution", "fsubstitution", "bindings", "functions")
@@ -343,7 +350,7 @@ class PatternSet:
         """Indices (increasing) of the patterns whose root can have operator
         ``label``; every other pattern answers no match at a node labelled
         ``label``, whatever the fuel, so the driver does not try it. The
-        verified engine asks the library (``pypm_candidates``, the extracted
+        verified engine asks the engine library (``pypm_candidates``, the extracted
         ``Entry.set_candidates``: the same index its matches consult); the
         reference engine reads :func:`core.root_symbols` (the index its
         ``first_solution`` consults). Cached per label."""
@@ -366,10 +373,10 @@ class PatternSet:
         if m is None:
             if self.engine != "verified":
                 return _match_at(self._s, i, node, self.engine, self.fuel, self._owner)
-            # the library is looked up once per set (it may have changed since
+            # the engine library is looked up once per set (it may have changed since
             # the shared matcher was made: $PYPM_VERIFIED_LIB)
             m = self._owner.matcher
-            if type(m) is not binding.SetMatcher or m.lib is not binding.current_library():
+            if type(m) is not binding.SetMatcher or m.lib is not binding.current_engine_library():
                 m = self._owner.matcher = binding.SetMatcher(self._s.defs, self._s.roots,
                                                              self._owner)
             self._matcher = m

@@ -32,13 +32,15 @@ solution. So each set is reported at the smallest node that is the first
 root of a match with that set (``Multi.match_all_multi_first``), in the
 root order :func:`root_order` chooses (``Multi.mmatches_perm``: any order finds the same sets); matches
 report their roots in the written order. Fuel: each run has its own
-budget; a run out of fuel ends the enumeration (:class:`OutOfFuel`).
+fuel; a run out of fuel ends the enumeration (:class:`OutOfFuel`).
 
 The verified engine runs the extracted ``Multi.match_multi_c`` /
 ``match_all_multi`` (``pypm_match_multi``); the reference engine below is
-the same search written over the reference matcher's generator of
-solutions (``reference.py``), and :func:`check` decides ``Multi.mmatches``
-directly for the tests.
+the same search written over the reference matcher's public interface
+(:func:`.reference.joint_solutions`: the roots matched in sequence under
+one substitution; :func:`.reference.guard_value`: the cross-root guard),
+and :func:`check` decides ``Multi.mmatches`` directly for the tests, with
+the declarative oracle (:func:`.declarative.check`).
 """
 from __future__ import annotations
 
@@ -173,20 +175,20 @@ def program(pattern) -> MultiProgram:
 
 
 def _run(prog: MultiProgram, ts: Sequence[Node], with_guard: bool, fuel: int):
-    """The first solution of the first ``len(ts)`` roots at ``ts`` (and the
-    cross-root guard when ``with_guard``), or None: ``Multi.run_prefix`` /
-    ``run_full``, a fresh budget of ``fuel`` steps each."""
-    budget = reference.Fuel(fuel)
-    ctx = reference._Ctx(prog.defs, ts[0].graph, budget, max(prog.n, prog.m))
-    env = ({i: i for i in range(prog.n)}, {i: i for i in range(prog.m)})
-    ps = prog.bodies[:len(ts)]
-    for s in reference._drive(ctx, reference._each(ctx, ps, list(ts), 0, env)):
+    """The first solution ``(theta, phi)`` of the first ``len(ts)`` roots at
+    ``ts`` (and the cross-root guard when ``with_guard``), or None:
+    ``Multi.run_prefix`` / ``run_full``, fresh fuel of ``fuel`` steps each
+    (:func:`.reference.joint_solutions`, :func:`.reference.guard_value`)."""
+    fuel_left = reference.Fuel(fuel)
+    graph = ts[0].graph
+    for theta, phi in reference.joint_solutions(prog.defs, prog.bodies[:len(ts)], ts, prog.n,
+                                                prog.m, fuel_left):
         if with_guard:
-            budget.tick()
-            if reference._truth(prog.guard, s, env, ctx.graph) is not True:
+            fuel_left.tick()
+            if reference.guard_value(prog.guard, theta, phi, graph) is not True:
                 continue
-        budget.tick()  # ST-SUCCESS
-        return dict(s[0]), dict(s[1])  # the live state: copied
+        fuel_left.tick()  # ST-SUCCESS
+        return theta, phi
     return None
 
 
@@ -319,9 +321,7 @@ def _first(prog: MultiProgram, node: Node, fuel: int, cands=None):
         return None
     ts, s = found
     assert len(ts) == k
-    theta = {i: s[0][i] for i in range(prog.n) if i in s[0]}
-    phi = {i: s[1][i] for i in range(prog.m) if i in s[1]}
-    return ts, theta, phi
+    return ts, s[0], s[1]
 
 
 def _every(prog: MultiProgram, graph: Graph, fuel: int) -> List[MultiMatch]:
@@ -342,8 +342,7 @@ def _every(prog: MultiProgram, graph: Graph, fuel: int) -> List[MultiMatch]:
             s = _run(prog, ts, True, fuel)
             if s is not None:
                 seen.add(key)
-                out.append(prog.make(list(ts), {v: s[0][v] for v in range(prog.n) if v in s[0]},
-                                     {F: s[1][F] for F in range(prog.m) if F in s[1]}))
+                out.append(prog.make(list(ts), s[0], s[1]))
             return
         used = {t.id for t in ts}
         for c in cands[i](ts):
@@ -415,7 +414,7 @@ def _oof(prog: MultiProgram, node_id: int) -> OutOfFuel:
 def match_multi(pattern, node: Node, engine: str = "verified",
                 fuel: Optional[int] = None) -> Optional[MultiMatch]:
     """The multi-root ``pattern`` with its first root at ``node``: a
-    :class:`MultiMatch` or None; :class:`OutOfFuel` when a step budget is
+    :class:`MultiMatch` or None; :class:`OutOfFuel` when the fuel is
     spent."""
     prog = program(pattern)
     if engine == "reference":
@@ -472,7 +471,7 @@ def check(prog: MultiProgram, m: MultiMatch) -> bool:
         return False
     graph = m.roots[0].graph
     theta, phi = dict(m.substitution), dict(m.fsubstitution)
-    for body, t in zip(prog.bodies, m.roots):
-        if not declarative._Decider(prog.defs, graph).holds(body, theta, phi, t):
+    for r, t in zip(prog.roots, m.roots):
+        if not declarative.check(core.Program(prog.defs, r), theta, t, phi):
             return False
     return declarative.guard_holds(prog.guard, theta, phi, graph)

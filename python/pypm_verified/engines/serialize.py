@@ -7,14 +7,13 @@ import sys
 from array import array
 from typing import List, Sequence, Tuple
 
-from .. import _native, core
+from .. import core
+# the graph's own encoding lives with the graph (core/encoding.py)
+from ..core.encoding import (ID_LIMIT, MAGIC_EXTENSION, MAGIC_GRAPH, VERSION,  # noqa: F401
+                             EncodeError, _id, _value, encode_graph, encode_graph_extension)
 
-MAGIC_GRAPH = 0x485052474D505950  # b"PYPMGRPH" read little-endian
 MAGIC_PATTERNS = 0x535441504D505950  # b"PYPMPATS"
-MAGIC_EXTENSION = 0x545845474D505950  # b"PYPMGEXT"
-VERSION = 2
 MAX_DEPTH = 10000
-ID_LIMIT = 1 << 62  # node, symbol, variable and attribute ids lie in [0, 2^62)
 
 STATUS_MATCH, STATUS_NO_MATCH, STATUS_OUT_OF_FUEL = 0, 1, 2
 
@@ -22,77 +21,6 @@ STATUS_MATCH, STATUS_NO_MATCH, STATUS_OUT_OF_FUEL = 0, 1, 2
 P_VAR, P_APP, P_ALT, P_GUARD, P_EXISTS, P_EXISTSF, P_CONSTR, P_FUNVAR, P_CALL = range(1, 10)
 G_TRUE, G_EQ, G_LT, G_AND, G_OR, G_NOT = 1, 2, 3, 4, 5, 6
 E_CONST, E_ATTR, E_ADD, E_SUB, E_MUL, E_FATTR = 1, 2, 3, 4, 5, 6
-
-
-class EncodeError(ValueError):
-    """A value that the wire format cannot represent."""
-
-
-def _value(v: int, what: str) -> int:
-    if not isinstance(v, int) or not core.VALUE_MIN <= v <= core.VALUE_MAX:
-        raise EncodeError(f"{what} {v!r} is not in (-2^62, 2^62)")
-    return v
-
-
-def _id(v: int, what: str) -> int:
-    if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < ID_LIMIT:
-        raise EncodeError(f"{what} {v!r} is not in [0, 2^62)")
-    return v
-
-
-def encode_graph(graph) -> array:
-    """Encode a :class:`~pypm_verified.core.graph.Graph` (``MAGIC_GRAPH`` layout,
-    nodes then symbol attributes)."""
-    return _encode_nodes(graph, [MAGIC_GRAPH, VERSION, len(graph)], 0)
-
-
-def encode_graph_extension(graph, base: int) -> array:
-    """Encode the nodes ``base ..`` of ``graph`` as a graph extension
-    (``MAGIC_EXTENSION`` layout), for ``pypm_graph_extend`` on a handle that
-    holds the first ``base`` nodes."""
-    n = len(graph)
-    if not 0 <= base <= n:
-        raise EncodeError(f"extension base {base} outside [0, {n}]")
-    return _encode_nodes(graph, [MAGIC_EXTENSION, VERSION, base, n - base], base)
-
-
-def _encode_nodes(graph, words: List[int], base: int) -> array:
-    app, ext = words.append, words.extend
-    labels, kids, attrs_of = graph.columns(base)
-    native = _native.reader()
-    if native is not None:  # the same words, written natively (pypm_verified._native)
-        tail = []
-        sym = graph.sym_attrs(labels)
-        tail.append(len(sym))
-        for s, a, v in sym:
-            tail.extend((s, a, _value(v, "symbol attribute value")))
-        try:
-            return array("q", native.encode_columns(words, labels, kids, attrs_of, tail))
-        except OverflowError:
-            raise EncodeError("a graph attribute does not fit in 64 bits") from None
-    # a node's attributes as words, once per attribute tuple: nodes of one
-    # tensor type share one tuple object (id -> (tuple, words), the tuple
-    # kept so that its id is not reused while the table lives)
-    flat = {}
-    for label, children, attrs in zip(labels, kids, attrs_of):
-        app(label)
-        app(len(children))
-        ext(children)
-        hit = flat.get(id(attrs))
-        if hit is None:
-            w = [len(attrs)]
-            for a, v in attrs:
-                w += (a, v)
-            hit = flat[id(attrs)] = (attrs, w)
-        ext(hit[1])
-    sym = graph.sym_attrs(labels)
-    app(len(sym))
-    for s, a, v in sym:
-        ext((s, a, _value(v, "symbol attribute value")))
-    try:
-        return array("q", words)
-    except OverflowError:
-        raise EncodeError("a graph attribute does not fit in 64 bits") from None
 
 
 _PATTERNS = core.PATTERN_TYPES

@@ -111,6 +111,8 @@ def load_rules(spec: str) -> List[Pattern]:
         return default_patterns((spec,))
     if spec in EXTRA_MODULES:
         spec = f"{__name__}.{spec}"
+    else:
+        _declarations_first()
     try:
         if spec.endswith(".py") or os.sep in spec:
             if not os.path.isfile(spec):
@@ -127,6 +129,18 @@ def load_rules(spec: str) -> List[Pattern]:
         raise ValueError(f"rules {spec!r} define no @pm.pattern with @pm.rule rules")
     _warn_non_descending(pats)
     return pats
+
+
+def _declarations_first() -> None:
+    """Load the PyTorch layer's operator declarations (where torch is
+    installed) before a user's rules: they label their overloads, so the
+    labels the file's PyTorch code applies (:mod:`pypm_verified.dsl.torch_labels`)
+    are theirs whatever the file traces first."""
+    try:
+        from ..torch import ops  # noqa: F401
+    except ModuleNotFoundError as e:
+        if e.name != "torch":
+            raise
 
 
 def load_rule_specs(specs) -> List[Pattern]:

@@ -14,12 +14,12 @@ from ..dsl.rules import short_path
 from ..engines.dominates import graph_users
 from ..engines.matching import check_engine, match_all
 from ..errors import PatternError
-from . import interior, validate
+from . import legality, validate
 from .report import RewriteReport, validation_status
 from ..core.graph import Graph, Node
 
 
-def _is_torch_program(graph) -> bool:
+def is_torch_program(graph) -> bool:
     """Whether ``graph`` is an ``ExportedProgram`` or an ``fx.GraphModule``
     (without importing torch: such an object means torch is loaded)."""
     for mod, cls in (("torch.export", "ExportedProgram"), ("torch.fx", "GraphModule")):
@@ -31,42 +31,16 @@ def _is_torch_program(graph) -> bool:
 
 def rewrite(graph, patterns: Sequence[Pattern], engine: str = "verified",
             max_iterations: int = 100, fuel: Optional[int] = None) -> RewriteReport:
-    """Apply the rules of ``patterns`` to ``graph`` until none fires.
-
-    Each pass matches every pattern at every node the outputs reach (nodes in
-    id order, patterns in the given order); for each match whose root is
-    still live, the pattern's rules are tried in definition order and the
-    first whose assertions pass fires: its replacement is substituted for the
-    root (a rule returning the root itself changes nothing and does not
-    count). Passes repeat until one fires nothing, at most
-    ``max_iterations`` times. Each firing is checked by the verified
-    rewrite validator (:mod:`.validate`; a rejection raises
-    :class:`~.validate.RewriteRejected`); the report's ``validation`` says
-    "validated (N firings)", or "not validated: REASON" when the check did
-    not run (``PYPM_VALIDATE=0``, no engine library). A graph without designated
-    outputs gets its current sinks (nodes no node uses) as outputs. Raises
-    OutOfFuel like
-    :func:`match_all`. For each match where no rule fired, the report
-    records why each rule declined (:attr:`RewriteReport.declines`).
-
-    A rule's interior policy (``@pm.rule(P, interior=...)``,
-    :mod:`.interior`) is applied before it fires: under ``"refuse"`` or
-    ``"relay"``, a match whose interior nodes are used outside it (by live
-    nodes) may be declined, with the reason in the report.
-
-    ``graph`` may also be a PyTorch program: a ``torch.export.ExportedProgram``
-    or its ATen-level ``fx.GraphModule``, rewritten in place by
-    :func:`pypm_verified.torch.rewrite_graph_module` (``fuel`` does not
-    apply; the report is the driver's).
+    """Apply the rules of ``patterns`` to the :class:`Graph` ``graph`` until
+    none fires: ``pm.rewrite`` on a ``pm.Graph`` (:func:`pypm_verified.rewrite`
+    describes it). A PyTorch program is not taken here: ``pm.rewrite`` hands
+    it to the PyTorch layer (:func:`pypm_verified.torch.rewrite_graph_module`).
     """
     check_engine(engine)
-    if _is_torch_program(graph):
-        if fuel is not None:
-            raise ValueError("rewrite(): fuel= applies to pm.Graph rewriting, not to PyTorch "
-                             "programs")
-        from ..torch.driver import rewrite_graph_module  # the PyTorch layer, when needed
-        return rewrite_graph_module(graph, patterns, engine=engine,
-                                    max_iterations=max_iterations)
+    if is_torch_program(graph):
+        raise TypeError("a PyTorch program is rewritten by pm.rewrite (pypm_verified.rewrite) "
+                        "or pypm_verified.torch.rewrite_graph_module, not by the pm.Graph "
+                        "rewriter")
     if not isinstance(graph, Graph):
         raise TypeError(f"rewrite() needs a pm.Graph, a torch.export.ExportedProgram or an "
                         f"ATen-level torch.fx.GraphModule, not {graph!r}")
@@ -106,7 +80,7 @@ def rewrite(graph, patterns: Sequence[Pattern], engine: str = "verified",
                     if policy not in refusals:
                         if uses is None:
                             uses = graph_users(graph)
-                        refusals[policy] = interior.graph_verdict(graph, pattern, m, policy, uses)
+                        refusals[policy] = legality.graph_verdict(graph, pattern, m, policy, uses)
                     if refusals[policy] is not None:
                         declined.append((rule.name, refusals[policy]))
                         continue

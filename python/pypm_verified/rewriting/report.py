@@ -83,7 +83,7 @@ def bypass_reason() -> Optional[str]:
     if raw.strip().lower() in VALIDATE_OFF:
         return f"validation turned off by PYPM_VALIDATE={raw}"
     try:
-        binding.open_library()
+        binding.open_engine_library()
     except EngineUnavailable as e:  # the hint to use the reference engine: beside the point
         return f"native library not loaded: {e}".replace(
             " (engine='reference' needs no library)", "")
@@ -98,7 +98,7 @@ def bypass_reason() -> Optional[str]:
 
 def validation_status(checker, unit: str = "pass") -> Validation:
     """The :class:`Validation` of a rewrite whose validator was ``checker``
-    (a :class:`~pypm_verified.rewriting.validate.FxChecker` or
+    (a :class:`~pypm_verified.torch.validate_fx.FxChecker` or
     ``TermChecker``; None when validation was off): from the checks it
     made, or the reason it did not run (:func:`bypass_reason`)."""
     from ..engines import binding

@@ -1,12 +1,14 @@
-"""Cost-guided rewriting: greedy, beam and A* search over hash-consed graphs
-(after Knossos, "Knossos: Compiling AI with AI", §3-4).
+"""Cost-guided rewriting: greedy, beam, best-first and A* search over
+hash-consed graphs (after Knossos, "Knossos: Compiling AI with AI", §3-4).
 
 ``pm.rewrite`` is greedy: the first rule whose guards pass fires, to a
 fixpoint. That is right when rules only ever help and never compete; when
 they compete (two rules want the same nodes) or when an improvement needs a
 step that costs before it pays (reassociate, then fuse), the order of
 firings decides the result. This module searches over rewrite sequences
-instead, guided by a cost model.
+instead, guided by a cost model. It is the term-graph search space; the
+algorithms are :mod:`.search_algorithms`' (shared with
+:mod:`pypm_verified.torch.search`).
 
 **States.** All states of one search live in one append-only, hash-consed
 :class:`~pypm_verified.Graph` (the *store*); a state is the tuple of its
@@ -31,7 +33,8 @@ other states.
 the distinct nodes its outputs reach (a shared subterm is computed once, as
 a ``let`` would). :func:`node_count_cost` is the default.
 
-**Strategies** (:func:`search`, ``strategy=``):
+**Strategies** (:func:`search`, ``strategy=``; the budget counts expanded
+states):
 
 * ``greedy`` -- the driver's policy, the baseline: at each step the first
   transition (nodes in id order, patterns in the given order, rules in
@@ -40,18 +43,20 @@ a ``let`` would). :func:`node_count_cost` is the default.
   fixpoint or the budget. Its answer is its last state.
 * ``beam`` -- breadth by depth: at each depth the ``beam_width`` cheapest
   new states are kept and expanded. Its answer is the cheapest state seen.
-* ``astar`` -- best-first on ``f(s) = heuristic(s)``, a lower bound on the
-  cost of every state reachable from ``s`` within the remaining depth (the
-  state's own cost when ``heuristic="cost"``, the default: then ``f`` orders
-  like Knossos' A* with a zero value function). With an *admissible* bound
-  (``heuristic`` returns a true lower bound, e.g. ``"zero"``), a state whose
-  bound is not below the best cost found is never expanded, and when the
-  open list empties within the budget the answer is the optimum of all
-  states reachable within ``max_depth`` steps (``SearchResult.exhausted``).
-  With the default ``"cost"`` ordering nothing is pruned, so the same holds
-  whenever the search exhausts the open list: the ordering only decides how
-  soon the optimum is found, which the result records
-  (``SearchResult.best_at``).
+* ``best_first`` (the default) -- the cheapest open state first, ordered by
+  the state's own cost (Knossos' A* with a zero value function); nothing is
+  pruned. When the open list empties within the budget, the answer is the
+  optimum of all states reachable within ``max_depth`` steps
+  (``SearchResult.exhausted``); the ordering only decides how soon it is
+  found, which the result records (``SearchResult.best_at``).
+* ``astar`` -- A*: ordered by ``heuristic``, an admissible bound
+  (``"zero"``, or a function of ``(space, state)`` returning a lower bound
+  on the cost of every state reachable from ``state`` within the remaining
+  depth); a state whose bound is not below the best cost found is never
+  expanded, and an exhausted search's answer is again the optimum.
+  ``"astar"`` without an admissible heuristic (``None``, ``"cost"``) is the
+  former spelling of ``best_first``: it runs best-first, with a
+  DeprecationWarning.
 * ``exhaustive`` -- breadth-first over every state within ``max_depth``
   (the reference optimum, where it is tractable).
 
@@ -71,18 +76,21 @@ replayable by :func:`replay`. For PyTorch programs,
 """
 from __future__ import annotations
 
-import heapq
 import time
+import warnings
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..core.graph import Graph, Node
 from ..dsl.patterns import Pattern
 from ..engines.matching import PatternSet, check_engine
 from ..errors import PatternError
+from . import search_algorithms as algo
 from .report import TERM_SEARCH, Validation
 
-STRATEGIES = ("greedy", "beam", "astar", "exhaustive")
+STRATEGIES = ("greedy", "beam", "best_first", "astar", "exhaustive")
+#: ``heuristic=`` by name: "zero" (admissible: A*); "cost" (the state's own
+#: cost, no bound: best-first; with "astar", the deprecated spelling of it)
 HEURISTICS = ("cost", "zero")
 
 State = Tuple[int, ...]  # output node ids in the store
@@ -228,6 +236,18 @@ class SearchSpace:
         live = self.live(state) if live is None else live
         return [(r, nid, new) for nid in live for r, new in self.moves_at(nid)]
 
+    def successors(self, state: State) -> Iterator[Tuple[Move, State]]:
+        """The protocol's successors (:mod:`.search_algorithms`): each
+        transition of :meth:`moves` with the state it leads to, applied
+        only when asked for."""
+        live = self.live(state)
+        for mv in self.moves(state, live):
+            yield mv, self.apply(state, mv[1], mv[2], live)
+
+    def key(self, state: State) -> State:
+        """The protocol's key: the output ids (ties by id)."""
+        return state
+
     def apply(self, state: State, root: int, new: int,
               live: Optional[List[int]] = None) -> State:
         """``state`` with ``new`` substituted for ``root`` (its ancestors
@@ -247,65 +267,27 @@ class SearchSpace:
         return tuple(dict.fromkeys(memo[i].id if i in memo else i for i in state))
 
 
-class _Budget:
-    def __init__(self, max_expansions, time_limit):
-        if not isinstance(max_expansions, int) or isinstance(max_expansions, bool) \
-                or max_expansions < 1:
-            raise ValueError(f"max_expansions must be a positive int, not {max_expansions!r}")
-        if time_limit is not None and (not isinstance(time_limit, (int, float))
-                                       or isinstance(time_limit, bool) or time_limit <= 0):
-            raise ValueError(f"time_limit must be a positive number of seconds or None, "
-                             f"not {time_limit!r}")
-        self.max_expansions = max_expansions
-        self.deadline = None if time_limit is None else time.perf_counter() + time_limit
-        self.expanded = 0
-        self.hit = False
-
-    def spend(self) -> bool:
-        """Count one expansion; False (and ``hit``) when the budget is spent."""
-        if self.expanded >= self.max_expansions or (
-                self.deadline is not None and time.perf_counter() > self.deadline):
-            self.hit = True
-            return False
-        self.expanded += 1
-        return True
+def _astar_or_best_first(strategy: str, heuristic) -> str:
+    """The strategy that runs: ``astar`` without an admissible heuristic is
+    best-first (its former spelling, deprecated); ``best_first`` takes no
+    heuristic."""
+    admissible = heuristic is not None and heuristic != "cost"
+    if strategy == "astar" and not admissible:
+        warnings.warn("search strategy 'astar' without an admissible heuristic runs best-first "
+                      "search on the state's cost; say strategy='best_first' (or give "
+                      "heuristic='zero' or a lower-bound function for A*)",
+                      DeprecationWarning, stacklevel=3)
+        return "best_first"
+    if strategy == "best_first" and admissible:
+        raise ValueError("best_first orders by the state's cost and takes no heuristic; "
+                         "strategy='astar' takes an admissible one")
+    return strategy
 
 
-def _path(parent: Dict[State, Optional[Tuple[State, Move]]], s: State) -> List[Move]:
-    steps = []
-    while parent.get(s) is not None:
-        s, mv = parent[s]
-        steps.append(mv)
-    return steps[::-1]
-
-
-def _greedy(space: SearchSpace, budget: _Budget, max_depth: int):
-    s = space.start
-    seen = {s}
-    steps: List[Move] = []
-    while len(steps) < max_depth:
-        nxt = None
-        live = space.live(s)
-        for mv in space.moves(s, live):
-            t = space.apply(s, mv[1], mv[2], live)
-            if t not in seen:
-                nxt = (t, mv)
-                break
-        if nxt is None:
-            return s, steps, len(seen), True
-        if not budget.spend():
-            return s, steps, len(seen), False
-        s, mv = nxt
-        seen.add(s)
-        steps.append(mv)
-    budget.hit = True  # the depth cut it short: not a fixpoint
-    return s, steps, len(seen), False
-
-
-def search(graph: Graph, patterns: Sequence[Pattern], strategy: str = "astar", *,
+def search(graph: Graph, patterns: Sequence[Pattern], strategy: str = "best_first", *,
            cost: Callable[[Node], float] = node_count_cost, engine: str = "verified",
            max_expansions: int = 5000, time_limit: Optional[float] = None,
-           max_depth: int = 10, beam_width: int = 16, heuristic="cost",
+           max_depth: int = 10, beam_width: int = 16, heuristic=None,
            seed_greedy: bool = True, fuel: Optional[int] = None, context=None,
            space: Optional[SearchSpace] = None) -> SearchResult:
     """Search for the cheapest graph reachable from ``graph`` by the rules of
@@ -313,9 +295,9 @@ def search(graph: Graph, patterns: Sequence[Pattern], strategy: str = "astar", *
     and what is guaranteed). ``graph`` is not rewritten in place: it becomes
     the store the states live in; the answer is ``result.outputs()``
     (:func:`apply_result` sets ``graph``'s outputs to it). ``heuristic``
-    (astar): ``"cost"``, ``"zero"`` or a function of ``(space, state)``
-    returning a lower bound. ``space`` reuses a :class:`SearchSpace`
-    (its caches) across strategies."""
+    (astar): ``"zero"`` or a function of ``(space, state)`` returning a
+    lower bound. ``space`` reuses a :class:`SearchSpace` (its caches)
+    across strategies."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown search strategy {strategy!r}; expected one of "
                          f"{', '.join(STRATEGIES)}")
@@ -327,108 +309,37 @@ def search(graph: Graph, patterns: Sequence[Pattern], strategy: str = "astar", *
         if heuristic not in HEURISTICS:
             raise ValueError(f"unknown heuristic {heuristic!r}; expected one of "
                              f"{', '.join(HEURISTICS)} or a function (space, state) -> bound")
-    elif not callable(heuristic):
+    elif heuristic is not None and not callable(heuristic):
         raise TypeError(f"heuristic must be a name or a function, not {heuristic!r}")
-    budget = _Budget(max_expansions, time_limit)
+    strategy = _astar_or_best_first(strategy, heuristic)
+    budget = algo.SearchBudget(max_expansions, time_limit)
     if space is None:
         space = SearchSpace(graph, patterns, cost, engine, fuel, context)
     elif space.graph is not graph:
         raise ValueError("space was built over another graph")
     t0 = time.perf_counter()
-    start = space.start
-    c0 = space.cost(start)
-
-    def result(name, state, steps, generated, exhausted, best_at):
-        return SearchResult(name, space.graph, state, space.cost(state), c0, steps,
-                            budget.expanded, generated, time.perf_counter() - t0,
-                            budget.hit, exhausted, best_at)
-
+    c0 = space.cost(space.start)
     if strategy == "greedy":
-        s, steps, generated, fixpoint = _greedy(space, budget, max_depth)
-        return result("greedy", s, steps, generated, False, budget.expanded)
-
-    # incumbent: the start, or greedy's answer (same budget object: it counts)
-    best, best_steps, best_at = start, [], 0
-    parent: Dict[State, Optional[Tuple[State, Move]]] = {start: None}
-    depth: Dict[State, int] = {start: 0}
-    if seed_greedy:
-        gs, gsteps, _, _ = _greedy(space, _Budget(max_expansions, time_limit), max_depth)
-        if space.cost(gs) < c0:
-            best, best_steps = gs, gsteps
-
-    def consider(t: State) -> None:
-        nonlocal best, best_steps, best_at
-        if space.cost(t) < space.cost(best):
-            best, best_steps, best_at = t, _path(parent, t), budget.expanded
-
-    def children(s: State):
-        d = depth[s] + 1
-        live = space.live(s)
-        for mv in space.moves(s, live):
-            t = space.apply(s, mv[1], mv[2], live)
-            if t not in depth or depth[t] > d:  # new, or reached in fewer steps
-                depth[t] = d
-                parent[t] = (s, mv)
-                yield t
-
-    exhausted = False
-    if strategy == "beam":
-        level = [start]
-        while level and not budget.hit:
-            nxt = {}
-            for s in level:
-                if depth[s] >= max_depth:
-                    continue
-                if not budget.spend():
-                    break
-                for t in children(s):
-                    consider(t)
-                    nxt[t] = None
-            level = sorted(nxt, key=lambda t: (space.cost(t), t))[:beam_width]
-    elif strategy == "exhaustive":
-        frontier = [start]
-        while frontier and not budget.hit:
-            nxt = []
-            for s in frontier:
-                if depth[s] >= max_depth:
-                    continue
-                if not budget.spend():
-                    break
-                for t in children(s):
-                    consider(t)
-                    nxt.append(t)
-            frontier = nxt
-        exhausted = not budget.hit
-    else:  # astar
-        if heuristic == "cost":
-            h = space.cost
-            admissible = False
-        elif heuristic == "zero":
-            h = lambda s: 0.0  # noqa: E731 -- costs are non-negative
-            admissible = True
+        out = algo.greedy(space, budget, max_depth)
+    else:
+        incumbent = None  # the start, or greedy's answer (on a budget of its own)
+        if seed_greedy:
+            g = algo.greedy(space, algo.SearchBudget(max_expansions, time_limit), max_depth)
+            if g.cost < c0:
+                incumbent = (g.state, g.steps)
+        if strategy == "beam":
+            out = algo.beam(space, budget, max_depth, beam_width, incumbent)
+        elif strategy == "exhaustive":
+            out = algo.breadth_first(space, budget, max_depth, incumbent)
+        elif strategy == "best_first":
+            out = algo.best_first(space, budget, max_depth, incumbent)
         else:
-            h = lambda s: heuristic(space, s)  # noqa: E731
-            admissible = True
-        tie = 0
-        opened = [(h(start), 0, tie, start)]
-        expanded: Dict[State, int] = {}  # state -> depth it was expanded at
-        while opened:
-            f, d, _, s = heapq.heappop(opened)
-            if expanded.get(s, max_depth + 1) <= d or depth.get(s, d) < d:
-                continue  # stale entry
-            if admissible and f >= space.cost(best):
-                continue  # cannot lead below the incumbent
-            if d >= max_depth:
-                continue
-            if not budget.spend():
-                break
-            expanded[s] = d
-            for t in children(s):
-                consider(t)
-                tie += 1
-                heapq.heappush(opened, (h(t), depth[t], tie, t))
-        exhausted = not budget.hit
-    return result(strategy, best, best_steps, len(depth), exhausted, best_at)
+            bound = (lambda s: 0.0) if heuristic == "zero" else (  # costs are >= 0
+                lambda s: heuristic(space, s))
+            out = algo.astar(space, budget, max_depth, bound, incumbent)
+    return SearchResult(strategy, space.graph, out.state, out.cost, c0, out.steps,
+                        out.expanded, out.generated, time.perf_counter() - t0,
+                        out.budget_hit, out.exhausted, out.best_at)
 
 
 def apply_result(graph: Graph, result: SearchResult) -> None:

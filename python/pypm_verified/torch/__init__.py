@@ -2,8 +2,8 @@
 a term graph (:mod:`.importer`), rewrite it with the rule library
 (:mod:`.driver`, rules from :mod:`pypm_verified.library`), check numerics
 (:mod:`.check`) and save it (:mod:`.pipeline`). Also here: the torch
-operators the rules use (:mod:`.ops`), the torch-target registry
-(:mod:`.targets`), the fused kernels (:mod:`.kernels`) and the measured
+operators the rules use (:mod:`.ops`), the ATen overload registry
+(:mod:`.overloads`), the fused kernels (:mod:`.kernels`) and the measured
 profitability table (:mod:`.profitability`).
 
     from pypm_verified.torch import load_model, rewrite_program

@@ -64,6 +64,8 @@ and nothing otherwise.
 """
 from __future__ import annotations
 
+import logging
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -74,11 +76,17 @@ import torch.fx as fx
 
 from ..dsl.patterns import Pattern
 from ..engines.matching import check_engine
+from ..errors import first_line
 from ..rewriting.report import RewriteReport
 from .check import TOLERANCE
 from .driver import TARGETS, Driver, count_calls
 
-__all__ = ["Backend", "GraphRecord", "PassThroughWarning", "COMPILED_SKIP", "backend"]
+__all__ = ["Backend", "GraphRecord", "PassThroughWarning", "COMPILED_SKIP", "backend",
+           "SkippingDriver"]
+
+#: the backend's logger: one record per graph (``verbose=True``: INFO, shown
+#: on stdout by :func:`show_verbose`; else DEBUG)
+log = logging.getLogger(__name__)
 
 #: Rules skipped by default (``skip="auto"``) when the rewritten graph goes to
 #: Inductor: those whose replacement Inductor generates itself from the
@@ -200,7 +208,42 @@ def _resolve_then(then) -> Tuple[str, Callable]:
     return then, torch._dynamo.lookup_backend(then)
 
 
-class _SkippingDriver(Driver):
+class _Stdout(logging.StreamHandler):
+    """A handler writing to ``sys.stdout`` as it is when a record comes (a
+    test, or a caller, may have replaced it since), flushed after each."""
+
+    def __init__(self):
+        super().__init__(sys.stdout)
+
+    @property
+    def stream(self):
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+def show_verbose(logger: logging.Logger) -> None:
+    """What a compiled path's ``verbose=True`` installs on its ``logger``
+    (once): its INFO records, one line each as is, on stdout (what the
+    option always showed); the logger is set to INFO if it showed less."""
+    if not any(isinstance(h, _Stdout) for h in logger.handlers):
+        h = _Stdout()
+        h.setLevel(logging.INFO)
+        h.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(h)
+    if not logger.isEnabledFor(logging.INFO):
+        logger.setLevel(logging.INFO)
+
+
+def log_graph(logger: logging.Logger, verbose: bool, what: str, rec: "GraphRecord") -> None:
+    """Log ``rec``'s line (``what: line``): INFO when ``verbose`` (shown by
+    :func:`show_verbose`'s handler), else DEBUG."""
+    logger.log(logging.INFO if verbose else logging.DEBUG, "%s: %s", what, rec.line())
+
+
+class SkippingDriver(Driver):
     """The driver, declining the rules named in ``skip`` (with the reason
     ``why``; or ``skip`` maps each rule name to its own reason)."""
 
@@ -344,7 +387,9 @@ class Backend(Recorded):
     :data:`COMPILED_SKIP` for ``then``.
     ``check``: compare the rewritten graph's outputs with the captured graph's
     on the example inputs (runs both once; a mismatch passes the graph
-    through unchanged). ``verbose``: print one line per graph.
+    through unchanged). ``verbose``: one line per graph on stdout (logger
+    ``pypm_verified.torch.backend``, INFO; without it the line is logged at
+    DEBUG).
 
     ``records`` (one :class:`GraphRecord` per graph, in the order Dynamo
     compiled them), :attr:`firings` and :meth:`summary` say what happened."""
@@ -362,6 +407,8 @@ class Backend(Recorded):
             "skipped under torch.compile (skip=...)")
         self.check = bool(check)
         self.verbose = bool(verbose)
+        if self.verbose:
+            show_verbose(log)
         self.records: List[GraphRecord] = []
 
     # ------------------------------------------------------------------ reporting
@@ -375,8 +422,7 @@ class Backend(Recorded):
         if rec.status == "passed through":
             warnings.warn(f"pypm_verified.backend: {rec.line()}", PassThroughWarning,
                           stacklevel=3)
-        if self.verbose:
-            print(f"pypm_verified.backend: {rec.line()}", flush=True)
+        log_graph(log, self.verbose, "pypm_verified.backend", rec)
 
     # --------------------------------------------------------------------- the pass
 
@@ -419,10 +465,10 @@ class Backend(Recorded):
             return None, rec
         t0 = time.perf_counter()
         try:
-            driver = _SkippingDriver(ep.graph_module, self.patterns, engine=self.engine,
-                                     target=self.target, max_iterations=self.max_iterations,
-                                     check_profitability=self.check_profitability,
-                                     skip=self.skip, why=self.skip_reason)
+            driver = SkippingDriver(ep.graph_module, self.patterns, engine=self.engine,
+                                    target=self.target, max_iterations=self.max_iterations,
+                                    check_profitability=self.check_profitability,
+                                    skip=self.skip, why=self.skip_reason)
             rec.report = driver.run()
             for spec in ep.graph_signature.output_specs:
                 arg = getattr(spec, "arg", None)
@@ -486,8 +532,7 @@ class Backend(Recorded):
 
 
 def _first_line(e: BaseException) -> str:
-    s = str(e).strip().splitlines()
-    return (s[0] if s else "")[:300]
+    return first_line(e, 300)  # a record's note stays short
 
 
 def backend(rules=None, then: Union[str, Callable] = "inductor", **kwargs) -> Backend:

@@ -28,6 +28,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.utils._pytree as pytree
 
+from ..errors import first_line
+
 # dtype -> (atol, rtol): what a reordered float computation may change
 TOLERANCE = {
     torch.float64: (1e-9, 1e-7),
@@ -151,7 +153,7 @@ def compare(orig_ep, new_ep, args: Tuple, kwargs: dict, n_random: int = 2,
         a_mod = orig_ep.module()
     except Exception as e:  # noqa: BLE001 -- whatever torch raises
         raise OriginalFailed("the original program fails to run on its sample inputs: "
-                             f"{type(e).__name__}: {_first_line(e)}") from e
+                             f"{type(e).__name__}: {first_line(e)}") from e
     b_mod = new_ep.module()
     n_own = 1 + n_random
     # made one at a time: a random set of a huge (expanded) input is the
@@ -168,7 +170,7 @@ def compare(orig_ep, new_ep, args: Tuple, kwargs: dict, n_random: int = 2,
                     which = "its sample inputs" if i == 0 else (
                         f"random inputs of its sample inputs' shapes (set {i})")
                     raise OriginalFailed(f"the original program fails to run on {which}: "
-                                         f"{type(e).__name__}: {_first_line(e)}", i) from e
+                                         f"{type(e).__name__}: {first_line(e)}", i) from e
                 continue
             got = _tensors(b_mod(*a, **k))
             res.runs += 1
@@ -399,8 +401,3 @@ def fits(orig_ep, new_ep, limit: Optional[int], args=None, kwargs=None, sizes=No
         return max(est.total, new.total + est.outputs) <= limit
     except Exception:  # noqa: BLE001 -- the estimate never stops a set
         return True
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else ""

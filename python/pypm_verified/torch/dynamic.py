@@ -55,7 +55,7 @@ import torch.fx as fx
 from .. import core
 from ..core import (EAdd, EAttr, EConst, EFAttr, EMul, ESub, GAnd, GEq, GLt, GNot, GOr, GTrue,
                     PExists, PGuard)
-from ..engines import declarative
+from ..engines import declarative, truth
 
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
@@ -206,8 +206,8 @@ def explain_guard_error(e: BaseException) -> str:
 
 # ------------------------------------------------ symbolic re-check of a match
 
-_UNDECIDED = "undecided"  # defined at every size, true at some, maybe false at others
-_UNKNOWN = "unknown"      # the engine's "unknown" at some admissible size: the guard fails
+_UNDECIDED = truth.UNDECIDED  # defined at every size, true at some, maybe false at others
+_UNKNOWN = truth.UNKNOWN      # the engine's "unknown" at some admissible size: the guard fails
 
 
 class SymbolicAttrs:
@@ -273,61 +273,42 @@ class SymbolicAttrs:
         return _UNDECIDED
 
 
-def _eval(e, theta, phi, graph, attrs: SymbolicAttrs):
-    match e:
-        case EConst(z):
-            return z
-        case EAttr(x, attr):
-            if x not in theta:
-                return _UNKNOWN
-            return attrs.attr(theta[x], attr)
-        case EFAttr(F, attr):
-            if F not in phi or graph is None:
-                return _UNKNOWN
-            v = graph.sym_attr(phi[F], attr)
-            return _UNKNOWN if v is None else v
-        case EAdd(a, b) | ESub(a, b) | EMul(a, b):
-            va, vb = _eval(a, theta, phi, graph, attrs), _eval(b, theta, phi, graph, attrs)
-            if va is _UNKNOWN or vb is _UNKNOWN:
-                return _UNKNOWN
-            bound = core.MUL_BOUND if type(e) is EMul else core.ADD_BOUND
-            if not (attrs.within(va, bound) and attrs.within(vb, bound)):
-                return _UNKNOWN
-            r = va + vb if type(e) is EAdd else va - vb if type(e) is ESub else va * vb
-            return int(r) if not isinstance(r, int) and r.is_number else r
-    raise TypeError(f"not an expression: {e!r}")
+class _SymbolicGuards(truth.Evaluator):
+    """The engine's guard semantics (the one evaluator,
+    :class:`..engines.truth.Evaluator`) over symbolic sizes: ``x.α`` from
+    :class:`SymbolicAttrs` (an int or a sympy expression), bounded over the
+    sizes' ranges (:meth:`SymbolicAttrs.within`), compared by the shape
+    environment (:meth:`SymbolicAttrs.decide`: true / false at every
+    admissible size, else :data:`_UNDECIDED`, under Kleene's logic and
+    strict in the unknown, as the engine). ``ctx = (theta, phi)``."""
 
+    __slots__ = ("graph", "attrs")
 
-def _truth(g, theta, phi, graph, attrs: SymbolicAttrs):
-    """True / False (at every admissible size), ``_UNDECIDED`` or ``_UNKNOWN``."""
-    import sympy
-    match g:
-        case GTrue():
-            return True
-        case GEq(a, b) | GLt(a, b):
-            va, vb = _eval(a, theta, phi, graph, attrs), _eval(b, theta, phi, graph, attrs)
-            if va is _UNKNOWN or vb is _UNKNOWN:
-                return _UNKNOWN
-            if isinstance(va, int) and isinstance(vb, int):
-                return va == vb if type(g) is GEq else va < vb
-            rel = sympy.Eq(va, vb) if type(g) is GEq else sympy.Lt(va, vb)
-            return attrs.decide(rel)
-        case GNot(h):
-            v = _truth(h, theta, phi, graph, attrs)
-            return v if v in (_UNKNOWN, _UNDECIDED) else not v
-        case GAnd(h1, h2) | GOr(h1, h2):
-            v1 = _truth(h1, theta, phi, graph, attrs)
-            v2 = _truth(h2, theta, phi, graph, attrs)
-            if v1 is _UNKNOWN or v2 is _UNKNOWN:  # strict, as the engine
-                return _UNKNOWN
-            if type(g) is GAnd:
-                if v1 is False or v2 is False:
-                    return False
-                return True if v1 is True and v2 is True else _UNDECIDED
-            if v1 is True or v2 is True:
-                return True
-            return False if v1 is False and v2 is False else _UNDECIDED
-    raise TypeError(f"not a guard: {g!r}")
+    def __init__(self, graph, attrs: SymbolicAttrs):
+        self.graph, self.attrs = graph, attrs
+
+    def attr(self, x, attr, ctx):
+        theta = ctx[0]
+        return self.attrs.attr(theta[x], attr) if x in theta else _UNKNOWN
+
+    def fattr(self, F, attr, ctx):
+        phi = ctx[1]
+        if F not in phi or self.graph is None:
+            return _UNKNOWN
+        return self.graph.sym_attr(phi[F], attr)
+
+    def within(self, v, bound: int) -> bool:
+        return self.attrs.within(v, bound)
+
+    def arith(self, kind, a, b):
+        r = super().arith(kind, a, b)
+        return int(r) if not isinstance(r, int) and r.is_number else r
+
+    def compare(self, eq: bool, a, b):
+        if isinstance(a, int) and isinstance(b, int):
+            return a == b if eq else a < b
+        import sympy
+        return self.attrs.decide(sympy.Eq(a, b) if eq else sympy.Lt(a, b))
 
 
 class _SymbolicDecider(declarative._Decider):
@@ -337,6 +318,7 @@ class _SymbolicDecider(declarative._Decider):
     def __init__(self, defs, graph, attrs: SymbolicAttrs):
         super().__init__(defs, graph)
         self.attrs = attrs
+        self.guards = _SymbolicGuards(graph, attrs)
         self.failed: List[Tuple[object, object]] = []
         self._order: Dict[int, list] = {}
 
@@ -367,7 +349,7 @@ class _SymbolicDecider(declarative._Decider):
         if isinstance(p, PGuard):
             if not self.holds(p.p, theta, phi, t):
                 return False
-            v = _truth(p.g, theta, phi, self.graph, self.attrs)
+            v = self.guards.truth(p.g, (theta, phi))
             if v is not True:
                 self.failed.append((p.g, v))
             return v is True

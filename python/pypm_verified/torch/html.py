@@ -40,8 +40,8 @@ stays a page of a few hundred kilobytes that ``dot`` lays out in about a
 second).
 
 The matched subgraph of a match (the nodes its pattern's operators matched,
-not the bound variables) is found by re-running the instrumented search of
-:mod:`pypm_verified.engines.explain` at the match's root and recording the
+not the bound variables) is found by re-running the reference matcher with
+the tracer of :mod:`pypm_verified.engines.cover` at the match's root and recording the
 nodes it matched, keeping the solution whose bindings are the engine's.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """FX graph -> PyPM term graph (hash-consed), kept in step with the FX graph.
 
 * One operator per torch target (op overload, or ``operator.getitem``): its
-  *label* (:mod:`.targets`): the library's declaration
+  *label* (:mod:`.overloads`): the library's declaration
   (:mod:`pypm_verified.torch.ops`), else the first declaration of that
   overload alone, else an operator made on first sight and named after the
   overload. Every ``@pm.op(torch=[...])`` declaration of the overload
@@ -39,40 +39,21 @@ from .. import _native, core
 from ..core.graph import Graph, Node, TensorShape, attrs_of
 from ..errors import GraphError
 from ..dsl.operators import Op
-from .targets import label_for, make_fn
+# the labels, list operators and dtype table are shared with the DSL's
+# reading of PyTorch code: data of the DSL's (dsl/torch_labels.py)
+from ..dsl.torch_labels import (PM_TO_TORCH, TORCH_TO_PM, is_list_op,  # noqa: F401
+                                label_for, list_op, make_fn)
 # the declared ATen operators (MatMul, Softmax, ...) are bound before any graph
 # is imported: a target seen first would get an operator of its own, made on
 # first sight, that the library's patterns (declared later) never match
 from . import ops as _declared_ops  # noqa: F401,E402
 
-TORCH_TO_PM = {
-    torch.float32: core.f32, torch.float16: core.f16, torch.bfloat16: core.bf16,
-    torch.float64: core.f64, torch.int8: core.i8, torch.int16: core.i16,
-    torch.int32: core.i32, torch.int64: core.i64, torch.uint8: core.u8,
-    torch.bool: core.bool_,
-}
-PM_TO_TORCH = {v: k for k, v in TORCH_TO_PM.items()}
-
-_list_ops: Dict[int, Op] = {}
 _opaque_ops: Dict[tuple, Op] = {}
-
-
-def list_op(n: int) -> Op:
-    """The operator of lists of ``n`` elements some of which are tensors."""
-    op = _list_ops.get(n)
-    if op is None:
-        op = _list_ops[n] = Op(make_fn(f"list{n}", n))
-    return op
-
-
-def is_list_op(op) -> bool:
-    """Whether ``op`` is one of :func:`list_op`'s operators."""
-    return _list_ops.get(getattr(op, "arity", -1)) is op
 
 
 def op_for(target) -> Op:
     """The label operator of the torch target ``target`` (made on first use
-    when nobody declared one; :func:`.targets.label_for`)."""
+    when nobody declared one; :func:`pypm_verified.dsl.torch_labels.label_for`)."""
     return label_for(target)
 
 

@@ -55,6 +55,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import logging
 import sys
 import time
 import warnings
@@ -66,11 +67,19 @@ from torch._inductor.custom_graph_pass import CustomGraphPass
 
 from ..rewriting.report import RewriteReport
 from . import profitability, registry
-from .backend import (COMPILED_SKIP, GraphRecord, PassThroughWarning, Recorded, _first_line,
-                      _SkippingDriver)
+from .backend import (COMPILED_SKIP, GraphRecord, PassThroughWarning, Recorded, SkippingDriver,
+                      _first_line, log_graph, show_verbose)
 from .driver import count_calls
 
 __all__ = ["InductorPass", "DIFFERENTIABLE", "inductor_pass"]
+
+#: the pass's logger: one record per graph (``verbose=True``: INFO, shown on
+#: stdout, :func:`.backend.show_verbose`; else DEBUG)
+log = logging.getLogger(__name__)
+
+#: the modules whose code decides a rewrite besides this one (their files'
+#: hashes are in :meth:`InductorPass.uuid`): the driver and its collaborators
+_DRIVER_MODULES = ("driver", "firing", "metadata", "deadcode", "folding", "rule_api")
 
 #: Rule name -> the ops its replacement emits, for the library's rules (the
 #: layout and pointwise ops around them have autograd formulas)
@@ -123,7 +132,9 @@ class InductorPass(CustomGraphPass, Recorded):
     (the rules whose kernel Inductor generates itself). ``differentiable``:
     rule name -> bool, for training graphs: overrides the rule's own
     ``@pm.rule(..., differentiable=...)`` and :data:`DIFFERENTIABLE`
-    (:meth:`rule_differentiable`). ``verbose``: print one line per graph.
+    (:meth:`rule_differentiable`). ``verbose``: one line per graph on stdout
+    (logger ``pypm_verified.torch.inductor``, INFO; without it the line is
+    logged at DEBUG).
 
     ``records`` (one :class:`~.backend.GraphRecord` per graph the pass saw),
     ``reports`` (the driver's :class:`RewriteReport` of each graph it
@@ -151,6 +162,8 @@ class InductorPass(CustomGraphPass, Recorded):
             self.differentiable[name] = flag
             self._given[name] = flag
         self.verbose = bool(verbose)
+        if self.verbose:
+            show_verbose(log)
         self.records: List[GraphRecord] = []
         self._uuid: Optional[str] = None
 
@@ -182,15 +195,17 @@ class InductorPass(CustomGraphPass, Recorded):
     def uuid(self) -> str:
         """A hash of what decides the rewrite: the rules' sources (their
         modules' files and the rule functions), the profitability table, the
-        options and the pass's own code."""
+        options and the code of the pass and of the driver."""
         if self._uuid is None:  # the rules and options: fixed for this pass
             h = hashlib.sha256()
-            parts = [_file_text(__name__), _file_text(__name__.rsplit(".", 1)[0] + ".driver"),
-                     repr((self.target, self.engine, self.check_profitability,
-                           self.max_iterations, self.skip,
-                           sorted(self.differentiable.items()),
-                           [(r.name, r.differentiable) for p in self.patterns
-                            for r in p.rules]))]
+            package = __name__.rsplit(".", 1)[0]
+            parts = [_file_text(__name__)]
+            parts += [_file_text(f"{package}.{m}") for m in _DRIVER_MODULES]
+            parts.append(repr((self.target, self.engine, self.check_profitability,
+                               self.max_iterations, self.skip,
+                               sorted(self.differentiable.items()),
+                               [(r.name, r.differentiable) for p in self.patterns
+                                for r in p.rules])))
             for p in self.patterns:
                 parts.append(f"{p.module}.{p.qualname}:{_file_text(p.module)}")
                 parts.extend(f"{r.name}:{_source(r.fn)}" for r in p.rules)
@@ -233,8 +248,7 @@ class InductorPass(CustomGraphPass, Recorded):
         if rec.status == "passed through":
             warnings.warn(f"pypm_verified.inductor_pass: {rec.line()}", PassThroughWarning,
                           stacklevel=2)
-        if self.verbose:
-            print(f"pypm_verified.inductor_pass: {rec.line()}", flush=True)
+        log_graph(log, self.verbose, "pypm_verified.inductor_pass", rec)
 
     def _rewrite(self, gm: Optional[fx.GraphModule], rec: GraphRecord) -> None:
         if gm is None:
@@ -271,9 +285,9 @@ class InductorPass(CustomGraphPass, Recorded):
                             "(inference-only)" if said == "DIFFERENTIABLE" else
                             f"training graph: not differentiable ({said})")
         t0 = time.perf_counter()
-        driver = _SkippingDriver(traced, self.patterns, engine=self.engine, target=self.target,
-                                 max_iterations=self.max_iterations,
-                                 check_profitability=self.check_profitability, skip=declined)
+        driver = SkippingDriver(traced, self.patterns, engine=self.engine, target=self.target,
+                                max_iterations=self.max_iterations,
+                                check_profitability=self.check_profitability, skip=declined)
         rec.report = driver.run()
         rec.rewrite_s = time.perf_counter() - t0
         if rec.report.total == 0:

@@ -24,7 +24,7 @@ interior=...)``) and per partition call:
 ``"relay"``      Relay's check above (the default of :func:`partition`)
 ``"refuse"``     refuse any match whose interior is used outside
 
-The check itself is torch-free (:mod:`pypm_verified.rewriting.interior`,
+The check itself is torch-free (:mod:`pypm_verified.rewriting.legality`,
 which ``pm.rewrite`` applies on a ``pm.Graph``); this module gives it the
 FX users. Uses by ``aten._assert_tensor_metadata`` (checks the exporter inserts) do
 not count.
@@ -37,8 +37,8 @@ import torch
 import torch.fx as fx
 
 from ..engines.dominates import post_dominates
-from ..rewriting import interior as _interior
-from ..rewriting.interior import POLICIES, check_policy  # noqa: F401
+from ..rewriting import legality as _torch_free
+from ..rewriting.legality import POLICIES, check_policy  # noqa: F401
 ASSERT_METADATA = torch.ops.aten._assert_tensor_metadata.default
 
 
@@ -58,7 +58,7 @@ def _is_output(n: fx.Node) -> bool:
 def escapes(region: Set[fx.Node], root: fx.Node) -> List[Tuple[fx.Node, fx.Node]]:
     """``(interior node, outside user)`` for every use of an interior node
     (a region node other than the root) by a node outside the region."""
-    return _interior.escapes(region, root, users, _name)
+    return _torch_free.escapes(region, root, users, _name)
 
 
 def dominated_by(root: fx.Node, node: fx.Node) -> bool:
@@ -71,6 +71,6 @@ def verdict(region: Iterable[fx.Node], root: fx.Node, policy: str
             ) -> Tuple[Optional[str], List[Tuple[fx.Node, fx.Node]]]:
     """``(reason, escapes)``: ``reason`` is None when ``policy`` lets the
     match proceed (``escapes`` then lists the uses whose interior node is
-    duplicated), else why it is refused (:func:`..rewriting.interior.verdict`
+    duplicated), else why it is refused (:func:`..rewriting.legality.verdict`
     over the FX users)."""
-    return _interior.verdict(region, root, policy, users, _is_output, _name)
+    return _torch_free.verdict(region, root, policy, users, _is_output, _name)

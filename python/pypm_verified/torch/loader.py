@@ -68,6 +68,7 @@ import torch
 
 from . import archive as zipcheck
 from . import untrusted
+from ..errors import first_line
 from .errors import LoadError
 
 
@@ -184,11 +185,6 @@ def _capture_export_logs() -> Iterator[_Capture]:
 
 # ------------------------------------------------------------------ messages
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return text[0].strip() if text else type(e).__name__
-
-
 def _innermost(e: BaseException) -> BaseException:
     """The first error of an explicit ``raise ... from`` chain."""
     seen = set()
@@ -221,7 +217,9 @@ def source_line(e: BaseException) -> Optional[str]:
     """``file:line (code)`` of the user's source line that ``e`` (an export
     failure) comes from: the call torch's message names ("The following call
     raised this error"), else the deepest traceback frame outside torch and
-    this package; None when there is none."""
+    this package (the file relative to the current directory when under it:
+    :func:`~pypm_verified.dsl.rules.short_path`); None when there is none."""
+    from ..dsl.rules import short_path
     chain, seen = [], set()
     x: Optional[BaseException] = e
     while x is not None and id(x) not in seen:
@@ -234,12 +232,13 @@ def source_line(e: BaseException) -> Optional[str]:
         for m in _FILE_LINE.finditer(text, i if i >= 0 else 0):
             if _is_user_file(m.group(1)):
                 code = (m.group(3) or "").strip()
-                return f"{m.group(1)}:{m.group(2)}" + (f" ({code})" if code else "")
+                return f"{short_path(m.group(1))}:{m.group(2)}" + (f" ({code})" if code else "")
     for x in chain:
         frames = [f for f in traceback.extract_tb(x.__traceback__) if _is_user_file(f.filename)]
         if frames:
             f = frames[-1]
-            return f"{f.filename}:{f.lineno}" + (f" ({f.line.strip()})" if f.line else "")
+            return (f"{short_path(f.filename)}:{f.lineno}"
+                    + (f" ({f.line.strip()})" if f.line else ""))
     return None
 
 
@@ -249,7 +248,7 @@ _DATA_DEPENDENT = ("GuardOnDataDependentSymNode", "DataDependentOutputException"
 
 def _export_error(e: BaseException) -> LoadError:
     """One line: torch's reason, and the user's source line where known."""
-    reason = f"{type(e).__name__}: {_first_line(e).split(' (unhinted')[0]}"
+    reason = f"{type(e).__name__}: {first_line(e).split(' (unhinted')[0]}"
     where = source_line(e)
     if type(e).__name__ in _DATA_DEPENDENT and "data-dependent" in str(e):
         return LoadError("torch.export could not export the model: a Python branch on a "
@@ -434,7 +433,8 @@ def _scan(path, label: Optional[str] = None) -> "untrusted.Scan":
     try:
         arch = zipcheck.classify(zipcheck.inspect(path, label))
     except zipfile.BadZipFile as e:
-        raise LoadError(f"{label}: not a readable .pt2 archive ({_first_line(e)})") from None
+        raise LoadError(f"{label}: not a readable .pt2 archive "
+                        f"({first_line(e) or type(e).__name__})") from None
     scan = untrusted.Scan()
     with zipfile.ZipFile(path) as z:
         for m in arch.members:
@@ -444,7 +444,7 @@ def _scan(path, label: Optional[str] = None) -> "untrusted.Scan":
                 doc = json.loads(z.read(m.name))
             except (ValueError, UnicodeDecodeError, RecursionError) as e:
                 what = "a nesting deeper than Python's parser takes" \
-                    if isinstance(e, RecursionError) else _first_line(e)
+                    if isinstance(e, RecursionError) else first_line(e) or type(e).__name__
                 raise LoadError(f"{label}: the program ({m.name}) is damaged: not valid JSON "
                                 f"({what}); re-save or re-copy it") from None
             where = f" (in {m.rel})"
@@ -502,10 +502,10 @@ def _import_for_type(path: str, full: str) -> None:
             if e.name and (mod == e.name or mod.startswith(e.name + ".")):
                 continue  # not a module: try a shorter prefix
             raise LoadError(f"{path}: the program's inputs/outputs use {full}; importing "
-                            f"{mod} failed: {type(e).__name__}: {_first_line(e)}") from None
+                            f"{mod} failed: {type(e).__name__}: {first_line(e)}") from None
         except Exception as e:  # noqa: BLE001 -- an installed module failing to import
             raise LoadError(f"{path}: the program's inputs/outputs use {full}; importing "
-                            f"{mod} failed: {type(e).__name__}: {_first_line(e)}") from None
+                            f"{mod} failed: {type(e).__name__}: {first_line(e)}") from None
         if full in _registered_types():
             return
         raise LoadError(f"{path}: the program's inputs/outputs use {full}, which importing "
@@ -564,7 +564,7 @@ def import_modules(modules) -> List[str]:
         try:
             importlib.import_module(mod)
         except Exception as e:  # noqa: BLE001 -- whatever the module raises on import
-            raise LoadError(f"cannot import {mod}: {type(e).__name__}: {_first_line(e)}") \
+            raise LoadError(f"cannot import {mod}: {type(e).__name__}: {first_line(e)}") \
                 from None
         done.append(mod)
     return done
@@ -587,7 +587,7 @@ def _register_namespace(ns: str, ops: List[str]) -> Tuple[List[str], List[str]]:
         try:
             importlib.import_module(mod)
         except Exception as e:  # noqa: BLE001 -- an installed module failing to import
-            failed.append(f"{mod} cannot be imported: {type(e).__name__}: {_first_line(e)}")
+            failed.append(f"{mod} cannot be imported: {type(e).__name__}: {first_line(e)}")
             continue
         imported.append(mod)
         if all(_op_resolves(o) for o in ops):
@@ -721,7 +721,7 @@ def _load_pt2(path, allow_pickle: bool = False, label: Optional[str] = None):
         cause = _innermost(cause)
         raise LoadError(f"{label}: torch.export.load could not read the program (its "
                         "models/model.json is damaged, or was written by an incompatible "
-                        f"torch): {type(cause).__name__}: {_first_line(cause)}") from None
+                        f"torch): {type(cause).__name__}: {first_line(cause)}") from None
     return ep
 
 
@@ -755,7 +755,8 @@ def load_exported(source, allow_pickle: bool = False, imports=(),
         arch = zipcheck.classify(zipcheck.inspect(source, label))
         zipcheck.read_all(source, arch)
     except (zipfile.BadZipFile, OSError, EOFError) as e:
-        raise LoadError(f"{label}: not a readable .pt2 archive ({_first_line(e)})") from None
+        raise LoadError(f"{label}: not a readable .pt2 archive "
+                        f"({first_line(e) or type(e).__name__})") from None
     source.seek(0)
     return _load_pt2(source, allow_pickle, label)
 
@@ -792,7 +793,7 @@ def load_rewritten(path, imports=(), allow_pickle: bool = False) -> Any:
 # ------------------------------------------------------------------ pickles
 
 def _unpickle_error(path: str, e: BaseException) -> LoadError:
-    msg = _first_line(e)
+    msg = first_line(e)
     m = re.search(r"Can't get attribute '([^']+)' on <module '([^']+)'", msg)
     if m:
         cls, mod = m.groups()
@@ -843,7 +844,7 @@ def _load_file(path: str, example_inputs: Optional[Tuple] = None,
                 ep = TS2EPConverter(ts, tuple(example_inputs)).convert()
         except Exception as e:
             raise LoadError(f"{path}: converting TorchScript with TS2EPConverter failed: "
-                            f"{type(e).__name__}: {_first_line(e)}") from None
+                            f"{type(e).__name__}: {first_line(e)}") from None
         return LoadedModel(decompose(ep), tuple(example_inputs), {}, "torchscript", path)
     # a pickle: first the safe unpickler (weights_only: tensors and plain
     # containers, nothing runs); the full one only when the caller opted in

@@ -18,7 +18,7 @@ binary ones ``"binary_pointwise"`` (as the op registry, :mod:`.registry`,
 says: each operator here has an entry there, with its signature, cost
 class, autograd and symbolic semantics). :data:`BY_NAME` maps the Python names
 to the operators. These declarations are the *labels* of their overloads
-in term graphs (:mod:`.targets`): they are bound before any other
+in term graphs (:mod:`.overloads`): they are bound before any other
 declaration, and a user's ``@pm.op(torch=[aten.mul.Tensor])`` is an
 operator of its own that matches the same nodes without changing ``Mul``.
 Ops not declared here still import (as an operator per overload named
@@ -35,7 +35,7 @@ import torch
 
 from ..dsl.operators import Op
 from . import registry as _registry
-from . import targets as _targets
+from . import overloads as _overloads
 
 aten = torch.ops.aten
 
@@ -53,7 +53,7 @@ def _param(name: str, i: int, seen) -> str:
 def declare(name: str, *targets, op_class: Optional[str] = None) -> Op:
     """An operator called ``name`` bound to ``targets`` (op overloads of one
     arity), with parameters named after the first target's schema. A
-    library declaration: it labels its overloads (:mod:`.targets`). A name
+    library declaration: it labels its overloads (:mod:`.overloads`). A name
     of the op registry (:mod:`.registry`) must be declared as its entry
     says (its overload; ``op_class`` defaults to the entry's)."""
     entry = _registry.ENTRIES.get(name)
@@ -77,7 +77,7 @@ def declare(name: str, *targets, op_class: Optional[str] = None) -> Op:
     caller = sys._getframe(1)
     from ..dsl.rules import short_path
     where = f"{short_path(caller.f_code.co_filename)}:{caller.f_lineno}"
-    o = _targets.bind_torch(fn, list(targets), op_class, where=where, library=True)
+    o = _overloads.bind_torch(fn, list(targets), op_class, where=where, library=True)
     BY_NAME[name] = o
     return o
 
@@ -179,3 +179,8 @@ SoftmaxImpl = declare("SoftmaxImpl", aten._softmax.default)
 EqScalar = declare("EqScalar", aten.eq.Scalar)
 
 __all__ = ["BY_NAME", "declare"] + sorted(BY_NAME)
+
+# operators declared with torch= through pypm_verified.dsl.op before this
+# layer loaded (their targets recorded, not bound): bound now, after the
+# library's own declarations, which label their overloads first
+_overloads.bind_requests()

@@ -19,8 +19,9 @@ An :class:`OpEntry` gives
   it (:func:`has_autograd`; the Inductor pass, :mod:`.inductor`, reads
   :func:`differentiable` for the ops its rules emit);
 * ``semantics``: what ``check-rules``' symbolic proofs read it as
-  (``checking/symbolic.py``; :attr:`OpEntry.semantics_functions` are the
-  functions that give it), with ``kind`` "defined" (a term of real
+  (``checking/smt.py``: ``smt.handlers(entry.key)`` are the functions
+  that give it; the check-rules layer reads this table, not the other
+  way round), with ``kind`` "defined" (a term of real
   arithmetic and the primitives), "primitive" (an uninterpreted function
   with laws true of the real one: ``exp``, ``log``, ``erf``, ``sqrt``) or
   "none" (no semantics: ``semantics`` says why);
@@ -41,9 +42,12 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
+from typing import Dict, FrozenSet, Optional, Tuple
 
 import torch
+
+# the schema types as spelled: read by the DSL's PyTorch code too (dsl/torch_labels.py)
+from ..dsl.torch_labels import schema_types as _schema_types
 
 UNARY, BINARY = "unary_pointwise", "binary_pointwise"
 
@@ -130,34 +134,6 @@ def _show(v) -> str:
     return repr(v)
 
 
-def _schema_types(schema) -> Optional[List[str]]:
-    """The argument types as the schema spells them (``Tensor?``,
-    ``SymInt[]``), or None where its text does not parse."""
-    text = str(schema)
-    start, end = text.find("("), text.rfind(") -> ")
-    if start < 0 or end < 0:
-        return None
-    parts, depth, cur = [], 0, ""
-    for ch in text[start + 1:end]:
-        depth += ch in "([" and 1 or ch in ")]" and -1 or 0
-        if ch == "," and depth == 0:
-            parts.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    parts = [p for p in parts + [cur.strip()] if p and p != "*"]
-    if len(parts) != len(schema.arguments):
-        return None
-    out = []
-    for p, a in zip(parts, schema.arguments):
-        i = p.find(f" {a.name}=")
-        i = i if i >= 0 else (len(p) - len(a.name) - 1 if p.endswith(f" {a.name}") else -1)
-        if i <= 0:
-            return None
-        out.append(p[:i])
-    return out
-
-
 def resolve(overload: str):
     """The torch overload (or ``operator.getitem``) named ``overload``
     (``aten.add.Tensor``, ``pypm.linear_act.default``, ``operator.getitem``)."""
@@ -220,7 +196,7 @@ class OpEntry:
 
     @property
     def key(self) -> str:
-        """The name its semantics are filed under in ``checking/symbolic.py``."""
+        """The name its semantics are filed under in ``checking/smt.py``."""
         return "getitem" if self.overload == "operator.getitem" else self.overload
 
     @cached_property
@@ -239,13 +215,6 @@ class OpEntry:
     def differentiable(self) -> bool:
         """Whether torch has an autograd formula for it (:func:`has_autograd`)."""
         return has_autograd(self.target)
-
-    @property
-    def semantics_functions(self) -> List[Callable]:
-        """The functions of ``checking/symbolic.py`` that give it its
-        semantics (its integer/boolean reading's first); needs z3."""
-        from ..checking import symbolic
-        return symbolic.handlers(self.key)
 
     @property
     def shape_rule(self) -> str:

@@ -9,9 +9,15 @@ stays the driver's), and its cost is the predicted latency of that graph
 state's successors skip, in addition, one of the firings its own run made,
 so the next rule or pattern at that node -- or a rule at a later node that
 wanted the same nodes -- gets its turn, and a fusion the cost model
-predicts slower can be left out. Beam search keeps the ``beam_width``
-cheapest states per depth; A* expands states cheapest first; both within
-``max_expansions`` driver runs (or ``time_limit`` seconds) and ``max_depth``
+predicts slower can be left out.
+
+:class:`ProgramSpace` is this search space; the algorithms are
+:mod:`pypm_verified.rewriting.search_algorithms`' (shared with the
+term-graph search). ``beam`` keeps the ``beam_width`` cheapest states per
+depth; ``best_first`` expands the cheapest state first (ordered by the
+predicted cost; there is no heuristic, so it is not A*: ``"astar"`` is
+its former, deprecated name); both within ``max_expansions`` driver runs
+(each new state is one; or ``time_limit`` seconds) and ``max_depth``
 skipped firings, and both return greedy's graph unless they found a
 cheaper one (so they are never costlier under the same cost model).
 
@@ -22,16 +28,20 @@ exactly as in a greedy run, and the result is checked like one.
 """
 from __future__ import annotations
 
-import heapq
 import time
+import warnings
 from dataclasses import dataclass, field
-from typing import FrozenSet, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
+from ..rewriting import search_algorithms as algo
 from .cost import CostModel
 from .pipeline import rewrite_program
 
-STRATEGIES = ("greedy", "beam", "astar")
+STRATEGIES = ("greedy", "beam", "best_first")
+#: former names, still accepted (with a DeprecationWarning): what they run
+DEPRECATED = {"astar": "best_first"}
 Firing = Tuple[str, str]  # (rule name, root node name)
+Skipped = FrozenSet[Firing]
 
 
 @dataclass
@@ -58,10 +68,21 @@ class ProgramSearch:
                 "firings": self.result.report.firings}
 
 
+def strategy_of(strategy: str) -> str:
+    """``strategy``, or what a deprecated name runs (with a
+    DeprecationWarning)."""
+    if strategy in DEPRECATED:
+        warnings.warn(f"search strategy {strategy!r} is deprecated: it runs best-first search "
+                      f"on the predicted cost (there is no heuristic); say "
+                      f"{DEPRECATED[strategy]!r}", DeprecationWarning, stacklevel=3)
+        return DEPRECATED[strategy]
+    return strategy
+
+
 def check_options(strategy: str, max_expansions: int, beam_width: int, max_depth: int,
                   time_limit: Optional[float]) -> None:
     """Raise ValueError with a clear message for a bad option."""
-    if strategy not in STRATEGIES:
+    if strategy not in STRATEGIES and strategy not in DEPRECATED:
         raise ValueError(f"unknown search strategy {strategy!r}; expected one of "
                          f"{', '.join(STRATEGIES)}")
     for name, v, lo in (("max_expansions", max_expansions, 1), ("beam_width", beam_width, 1),
@@ -71,6 +92,43 @@ def check_options(strategy: str, max_expansions: int, beam_width: int, max_depth
     if time_limit is not None and (not isinstance(time_limit, (int, float))
                                    or isinstance(time_limit, bool) or time_limit <= 0):
         raise ValueError(f"time_limit must be a positive number of seconds, not {time_limit!r}")
+
+
+class ProgramSpace:
+    """The search space of the driver's choices on ``prog`` (the protocol
+    of :mod:`~pypm_verified.rewriting.search_algorithms`): states are sets
+    of skipped firings, one driver run each (cached: :meth:`run`)."""
+
+    def __init__(self, prog, patterns, model: CostModel, *, engine: str, target: str,
+                 max_iterations: int, check_profitability: bool):
+        self.prog, self.patterns, self.model = prog, patterns, model
+        self.options = dict(engine=engine, target=target, max_iterations=max_iterations,
+                            check=False, check_profitability=check_profitability)
+        self.start: Skipped = frozenset()
+        self.cache: Dict[Skipped, Tuple[float, object, List[Firing]]] = {}
+
+    def run(self, skipped: Skipped) -> Tuple[float, object, List[Firing]]:
+        """(predicted cost, the driver's result, the firings it made) with
+        ``skipped`` skipped."""
+        got = self.cache.get(skipped)
+        if got is None:
+            res = rewrite_program(self.prog, self.patterns, **self.options,
+                                  skip=(lambda r, n: (r, n) in skipped) if skipped else None)
+            c = self.model.graph_cost(res.ep.graph_module.graph)
+            fired = [(r, o if isinstance(o, str) else getattr(o, "name", str(o)))
+                     for r, o, _ in res.report.rewrites]
+            got = self.cache[skipped] = (c, res, fired)
+        return got
+
+    def successors(self, state: Skipped) -> Iterator[Tuple[Firing, Skipped]]:
+        for f in self.run(state)[2]:
+            yield f, state | {f}
+
+    def cost(self, state: Skipped) -> float:
+        return self.run(state)[0]
+
+    def key(self, state: Skipped) -> List[Firing]:
+        return sorted(state)
 
 
 def search_program(prog, patterns: Optional[Sequence] = None, strategy: str = "beam", *,
@@ -84,82 +142,27 @@ def search_program(prog, patterns: Optional[Sequence] = None, strategy: str = "b
     compares the chosen program's outputs with the original's (as
     ``rewrite`` does)."""
     check_options(strategy, max_expansions, beam_width, max_depth, time_limit)
-    model = cost if cost is not None else CostModel(target)
+    strategy = strategy_of(strategy)
     t0 = time.perf_counter()
-    deadline = None if time_limit is None else t0 + time_limit
-    cache = {}
-
-    def run(skipped: FrozenSet[Firing]):
-        got = cache.get(skipped)
-        if got is None:
-            res = rewrite_program(prog, patterns, engine=engine, target=target,
-                                  max_iterations=max_iterations, check=False,
-                                  check_profitability=check_profitability,
-                                  skip=(lambda r, n: (r, n) in skipped) if skipped else None)
-            c = model.graph_cost(res.ep.graph_module.graph)
-            fired = [(r, o if isinstance(o, str) else getattr(o, "name", str(o)))
-                     for r, o, _ in res.report.rewrites]
-            got = cache[skipped] = (c, res, fired)
-        return got
-
-    start = frozenset()
-    c0, res0, fired0 = run(start)
-    best = (c0, start)
-    runs = 1
-    hit = False
-    if strategy != "greedy":
-        seen = {start}
-        if strategy == "beam":
-            level = [start]
-            for _ in range(max_depth):
-                nxt = []
-                for s in level:
-                    for f in run(s)[2]:
-                        t = s | {f}
-                        if t in seen:
-                            continue
-                        if runs >= max_expansions or (deadline and time.perf_counter() > deadline):
-                            hit = True
-                            break
-                        seen.add(t)
-                        runs += 1
-                        c = run(t)[0]
-                        nxt.append((c, sorted(t), t))
-                        if c < best[0]:
-                            best = (c, t)
-                    if hit:
-                        break
-                level = [t for _, _, t in sorted(nxt)[:beam_width]]
-                if hit or not level:
-                    break
-        else:  # astar: cheapest first
-            opened = [(c0, 0, [], start)]
-            tie = 0
-            while opened and not hit:
-                c, d, _, s = heapq.heappop(opened)
-                if d >= max_depth:
-                    continue
-                for f in run(s)[2]:
-                    t = s | {f}
-                    if t in seen:
-                        continue
-                    if runs >= max_expansions or (deadline and time.perf_counter() > deadline):
-                        hit = True
-                        break
-                    seen.add(t)
-                    runs += 1
-                    ct = run(t)[0]
-                    if ct < best[0]:
-                        best = (ct, t)
-                    tie += 1
-                    heapq.heappush(opened, (ct, d + 1, tie, t))
-    c, skipped = best
-    res = run(skipped)[1]
+    space = ProgramSpace(prog, patterns, cost if cost is not None else CostModel(target),
+                         engine=engine, target=target, max_iterations=max_iterations,
+                         check_profitability=check_profitability)
+    budget = algo.SearchBudget(max_expansions, time_limit, counts="states", spent=1)
+    c0 = space.cost(space.start)  # the driver's greedy run: the first of the budget
+    if strategy == "beam":
+        out = algo.beam(space, budget, max_depth, beam_width)
+    elif strategy == "best_first":
+        out = algo.best_first(space, budget, max_depth)
+    else:  # greedy: the driver's own run
+        out = algo.SearchOutcome(space.start, c0, expanded=1)
+    res = space.run(out.state)[1]
     if check:
         from .pipeline import check_numerics
         res.numerics, res.other_sizes = check_numerics(prog, res.ep, n_random)
-    return ProgramSearch(strategy, res, skipped, c, c0, runs, time.perf_counter() - t0, hit,
-                         [(v[0], sorted(k)) for k, v in cache.items()])
+    return ProgramSearch(strategy, res, out.state, out.cost, c0, out.expanded,
+                         time.perf_counter() - t0, out.budget_hit,
+                         [(v[0], sorted(k)) for k, v in space.cache.items()])
 
 
-__all__ = ["search_program", "ProgramSearch", "STRATEGIES", "check_options"]
+__all__ = ["search_program", "ProgramSearch", "ProgramSpace", "STRATEGIES", "DEPRECATED",
+           "check_options"]

@@ -109,7 +109,7 @@ naming the uninterpreted functions the difference may hinge on
 constant of the pattern that is not exactly the kernel's differs over the
 reals by less than any tolerance, say). An op outside the semantics gives
 "unsupported". The trust base: this file's semantics of each op (checked
-against torch's shape rules in ``tests/test_symbolic.py``, the pointwise
+against torch's shape rules in ``tests/test_smt.py``, the pointwise
 definitions against torch's values in ``tests/test_check_rules_pointwise.py``,
 the terms of the ops the DSL declares, evaluated on concrete inputs, against
 torch's values in ``tests/test_registry.py``) and z3.
@@ -1250,7 +1250,7 @@ class SemanticsMismatch(AssertionError):
 #: z3's resource limit per proof: a count of its basic steps, so a verdict
 #: is the same on every machine and under any load (a wall-clock timeout
 #: made "unknown" depend on both). 4-20 s of z3 on this machine: about the
-#: old 5 s budget (5M steps made a full check-rules of sdpa several times
+#: old 5 s time limit (5M steps made a full check-rules of sdpa several times
 #: slower, most of it on structures z3 gives up on anyway).
 RLIMIT = 2_000_000
 

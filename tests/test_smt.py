@@ -1,4 +1,4 @@
-"""The symbolic check of check-rules (checking/symbolic.py): proofs over the
+"""The symbolic check of check-rules (checking/smt.py): proofs over the
 reals for every size, from an index-level semantics of ATen ops and z3.
 
 Hand-built structures, right and wrong: the right ones are proved, the wrong
@@ -13,7 +13,7 @@ import torch.fx as fx
 
 pytest.importorskip("z3")
 
-from pypm_verified.checking import symbolic as S  # noqa: E402
+from pypm_verified.checking import smt as S  # noqa: E402
 
 aten = torch.ops.aten
 

@@ -1,4 +1,4 @@
-"""The PyTorch target registry: how ``@pm.op(torch=[...])`` declarations are
+"""The PyTorch overload registry: how ``@pm.op(torch=[...])`` declarations are
 bound to ATen op overloads, and which operator an FX node calling an
 overload is *labelled* with in term graphs.
 
@@ -39,58 +39,32 @@ whose ``__name__`` names an ATen packet stands for that packet
 ``torch.mul`` -> ``aten.mul`` -> ``mul.Tensor``, ``mul.Scalar``). Anything
 else is refused when the operator is declared, naming its ``file:line``.
 
-Importing this module installs the registry as the DSL's target binder
-(:func:`pypm_verified.dsl.operators.register_target_binder`); the DSL does not
-import this layer.
+The labels themselves are data the DSL shares (:mod:`pypm_verified.dsl.torch_labels`:
+the DSL's reading of PyTorch code applies them); this module binds
+declarations to them. ``@pm.op(torch=[...])`` records the targets on the
+operator (``Op.torch_request``, :mod:`pypm_verified.dsl.operators`); they are
+bound here: by ``pm.op`` at once (:func:`bind_requested`), and, for an
+operator declared through :func:`pypm_verified.dsl.op` before this layer was
+loaded, when it loads (:func:`bind_requests`, after the library's
+declarations). The DSL never calls this layer.
 """
 from __future__ import annotations
 
 import operator
-import os
-import threading
 from typing import Dict, List, Optional, Tuple
 
 import torch
 
 from ..dsl import operators as _operators
+from ..dsl import torch_labels as _labels
 from ..dsl.operators import Op
+from ..dsl.torch_labels import TORCH_OPS, label_for, make_fn, op_of_target  # noqa: F401
 from ..errors import PatternError
 
-__all__ = ["TORCH_OPS", "bind", "bind_torch", "label_for", "op_of_target", "resolve_targets",
-           "packet_overloads", "torch_function_packet"]
+__all__ = ["TORCH_OPS", "bind", "bind_torch", "bind_requested", "bind_requests", "label_for",
+           "op_of_target", "resolve_targets", "packet_overloads", "torch_function_packet"]
 
-#: overload (or ``operator.getitem``) -> its label operator. Made once per
-#: target and never replaced; labels made on first sight have ``torch_auto``.
-TORCH_OPS: Dict[object, Op] = {}
-_torch_lock = threading.RLock()
 _overridable: Optional[set] = None
-
-
-def _after_fork_in_child() -> None:
-    # a thread of the parent holding the lock does not exist in the child; a
-    # label it was making is absent or stored whole (one dict store), a
-    # declaration it was binding may have labelled some of its overloads
-    global _torch_lock
-    _torch_lock = threading.RLock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _schema_arity(target) -> Optional[int]:
-    schema = getattr(target, "_schema", None)
-    return None if schema is None else len(schema.arguments)
-
-
-def make_fn(name: str, n: int):
-    """A plain function called ``name`` of ``n`` parameters returning 1: an
-    operator's signature for ``Op``."""
-    ns: dict = {}
-    exec(f"def f({', '.join(f'a{i}' for i in range(n))}):\n    return 1\n", ns)  # noqa: S102
-    fn = ns["f"]
-    fn.__name__ = fn.__qualname__ = name
-    return fn
 
 
 # --------------------------------------------------------------- resolving
@@ -159,7 +133,7 @@ def resolve_targets(targets, arity: int, name: str = "?", where: str = "?") -> T
     out: List[object] = []
     for t in targets:
         if isinstance(t, torch._ops.OpOverload) or t is operator.getitem:
-            n = _schema_arity(t) if t is not operator.getitem else 2
+            n = _labels.schema_arity(t) if t is not operator.getitem else 2
             if n != arity:
                 schema = getattr(t, "_schema", "operator.getitem(container, index)")
                 refuse(f"torch target {t} takes {n} argument(s) in full positional form "
@@ -215,7 +189,7 @@ def bind(o: Op, targets, where: Optional[str] = None, library: bool = False) -> 
     if not library:
         _ensure_library()
     resolved = resolve_targets(targets, o.arity, o.name, where)
-    with _torch_lock:
+    with _labels.lock():
         labels: List[Op] = []
         fresh: Dict[object, Op] = {}
         for t in resolved:
@@ -224,7 +198,7 @@ def bind(o: Op, targets, where: Optional[str] = None, library: bool = False) -> 
                 if len(resolved) == 1:
                     lab = o  # the first declaration of an overload alone labels it
                 else:
-                    lab = _auto_label(t, o.op_class, where)
+                    lab = _labels.auto_label(t, o.op_class, where)
                 fresh[t] = lab
             labels.append(lab)
         _check_class(o, [(t, lab) for t, lab in zip(resolved, labels) if t not in fresh])
@@ -263,39 +237,6 @@ def _check_class(o: Op, bound) -> None:
             "guards read one class per overload: drop op_class here or make the two agree")
 
 
-def _auto_label(target, op_class, where: str) -> Op:
-    n = _schema_arity(target)
-    lab = Op(make_fn(str(target), 2 if n is None else n))  # operator.getitem: 2
-    lab.op_class = op_class
-    lab.torch_targets = (target,)
-    lab.labels = (lab.symbol,)
-    lab.torch_auto = True
-    lab.where = f"made on first sight of {target}"
-    lab.class_where = where if op_class is not None else None
-    return lab
-
-
-def label_for(target) -> Op:
-    """The label operator of ``target`` (made on first sight, named after
-    the overload, when no declaration made one). Raises TypeError for a
-    target without a schema."""
-    lab = TORCH_OPS.get(target)
-    if lab is not None:
-        return lab
-    if _schema_arity(target) is None and target is not operator.getitem:
-        raise TypeError(f"{target!r} has no schema")
-    with _torch_lock:
-        lab = TORCH_OPS.get(target)
-        if lab is None:
-            lab = TORCH_OPS[target] = _auto_label(target, None, "?")
-    return lab
-
-
-def op_of_target(target) -> Optional[Op]:
-    """The label operator of the torch ``target``, or None."""
-    return TORCH_OPS.get(target)
-
-
 def bind_torch(fn, targets, op_class: Optional[str] = None, where: Optional[str] = None,
                library: bool = False, commutative=False) -> Op:
     """A new operator made from ``fn`` and bound to ``targets`` (what
@@ -303,22 +244,24 @@ def bind_torch(fn, targets, op_class: Optional[str] = None, where: Optional[str]
     return bind(Op(fn, op_class=op_class, commutative=commutative), targets, where, library)
 
 
-class _Binder:
-    """What the DSL calls for ``torch=``
-    (:func:`pypm_verified.dsl.operators.register_target_binder`)."""
-
-    bind = staticmethod(bind)
-    label_for = staticmethod(label_for)
-
-    @staticmethod
-    def lowering():
-        """What the DSL's lowering of PyTorch code (``dsl/torch_code.py``)
-        needs of this layer: ``(list_op, TORCH_TO_PM, schema_types)``, the
-        importer's list operators and dtype table and the registry's reading
-        of schema types; importing the importer declares the library's
-        operators (:mod:`.ops`) first, so labels are theirs."""
-        from . import importer, registry
-        return importer.list_op, importer.TORCH_TO_PM, registry._schema_types
+def bind_requested(o: Op) -> Op:
+    """Bind the operator ``o`` to the targets its declaration asked for
+    (``Op.torch_request``, recorded by the DSL), unless bound already:
+    what ``pm.op(torch=...)`` does as the operator is declared. Raises
+    PatternError naming the declaration."""
+    if _operators.take_torch_request(o):
+        bind(o, o.torch_request)
+    return o
 
 
-_operators.register_target_binder(_Binder())
+def bind_requests() -> None:
+    """Bind every operator declared with ``torch=`` that is not bound yet
+    (declared through :func:`pypm_verified.dsl.op` before this layer was
+    loaded): run when the layer loads, after the library's declarations. A
+    request refused is kept on its operator (``Op.torch_error``), raised
+    where the operator is used."""
+    for o in _operators.take_torch_requests():
+        try:
+            bind(o, o.torch_request)
+        except PatternError as e:
+            o.torch_error = e

@@ -1,5 +1,6 @@
-"""Interior uses of a match, for any graph (torch-free): the policy check
-of :mod:`pypm_verified.torch.legality` over a ``users`` function, used by
+"""Legality of fusing a match, for any graph (torch-free): its interior
+uses judged by the policy check of :mod:`pypm_verified.torch.legality`
+over a ``users`` function, used by
 ``pm.rewrite`` on a ``pm.Graph`` and by the PyTorch driver on FX graphs.
 
 The *interior* of a match is its root and the nodes its pattern's operators
