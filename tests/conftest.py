@@ -27,9 +27,10 @@ and what it starts, uses one thread (``OMP_NUM_THREADS``; a value set
 outside is kept). A test that needs more sets it itself.
 
 Markers (registered in pyproject.toml, ``--strict-markers``): ``slow``
-(a minute or more), ``zoo`` (the model zoo), ``wheel`` (builds the wheel or
-the sdist), ``docs`` (builds the documentation site). ``make test`` runs them
-all; ``-m "not slow"`` leaves them out for a quick round.
+(the longest tests: tens of seconds to minutes each), ``zoo`` (the model
+zoo), ``wheel`` (builds the wheel or the sdist), ``docs`` (builds the
+documentation site). ``make test`` runs them all; ``-m "not slow"`` leaves
+the slow ones out for a quick round.
 """
 import os
 import signal
