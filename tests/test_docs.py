@@ -123,23 +123,28 @@ def test_docs_site_builds_strict(tmp_path):
 _OUTSIDE = re.compile(r"\bissues?[ -]#?\d+|\.\./shared\b|/work/shared\b", re.I)
 
 
-def test_no_text_names_work_items_or_outside_paths():
+def _tracked_lines(skip_suffixes):
+    """``(file, line number, line)`` of every tracked text file but this one
+    (it holds the patterns) and those ending in ``skip_suffixes``."""
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
                            check=True).stdout.split()
-    bad = []
     for f in files:
         p = ROOT / f
-        if f == "tests/test_docs.py":  # the pattern itself
-            continue
-        if p.suffix in (".png", ".so", ".pdf", ".json") or not p.is_file():
+        if f == "tests/test_docs.py" or p.suffix in skip_suffixes or not p.is_file():
             continue
         try:
             text = p.read_text()
         except UnicodeDecodeError:
             continue
         for i, line in enumerate(text.splitlines(), 1):
-            if _OUTSIDE.search(line):
-                bad.append(f"{f}:{i}: {line.strip()[:100]}")
+            yield f, i, line
+
+
+def test_no_text_names_work_items_or_outside_paths():
+    bad = []
+    for f, i, line in _tracked_lines((".png", ".so", ".pdf", ".json")):
+        if _OUTSIDE.search(line):
+            bad.append(f"{f}:{i}: {line.strip()[:100]}")
     assert not bad, "\n".join(bad[:40])
 
 
@@ -161,23 +166,11 @@ _ILLUSTRATIVE_PATHS = frozenset({"/home/user/", "/Users/user/"})
 def test_no_tracked_text_holds_a_machines_absolute_path():
     """Results, reports and docs name files relative to the repository (or
     by rule ``module:line``), never where they happened to be generated."""
-    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
-                           check=True).stdout.split()
     bad = []
-    for f in files:
-        p = ROOT / f
-        if f == "tests/test_docs.py":  # the pattern itself
-            continue
-        if p.suffix in (".png", ".so", ".pdf", ".pt2", ".pt") or not p.is_file():
-            continue
-        try:
-            text = p.read_text()
-        except UnicodeDecodeError:
-            continue
-        for i, line in enumerate(text.splitlines(), 1):
-            for m in _MACHINE_PATH.finditer(line):
-                if m.group(0) not in _ILLUSTRATIVE_PATHS:
-                    bad.append(f"{f}:{i}: {m.group(0)}")
+    for f, i, line in _tracked_lines((".png", ".so", ".pdf", ".pt2", ".pt")):
+        for m in _MACHINE_PATH.finditer(line):
+            if m.group(0) not in _ILLUSTRATIVE_PATHS:
+                bad.append(f"{f}:{i}: {m.group(0)}")
     assert not bad, f"{len(bad)} absolute path(s):\n" + "\n".join(bad[:40])
 
 
