@@ -42,7 +42,31 @@ Extraction Language OCaml.
     leaves [Z.eqb]/[Z.ltb]/[Z.leb] as case analyses: realize them by [Stdlib]
     (on [int]s, which these are). *)
 Extract Constant Pos.succ => "Stdlib.succ".
-Extract Constant Z.max => "Stdlib.max".
+(** The library realizations use OCaml's polymorphic comparisons ([(=)],
+    [(<)], [Stdlib.max], [Stdlib.min]) in definitions whose type OCaml
+    infers as polymorphic: each use is then a call of the runtime's generic
+    [compare] (the AVL maps' balancing, [pred], the key comparisons were
+    most of the validator's time). Realize each on [int], annotated, with
+    the same meaning: the arithmetic of [int]s in range. *)
+Extract Constant Z.max => "fun (x : int) (y : int) -> if x >= y then x else y".
+Extract Constant Z.min => "fun (x : int) (y : int) -> if x <= y then x else y".
+Extract Constant Pos.max => "fun (x : int) (y : int) -> if x >= y then x else y".
+Extract Constant Pos.min => "fun (x : int) (y : int) -> if x <= y then x else y".
+Extract Constant Z.compare =>
+  "fun (x : int) (y : int) -> if x = y then Eq else if x < y then Lt else Gt".
+Extract Constant Pos.compare =>
+  "fun (x : int) (y : int) -> if x = y then Eq else if x < y then Lt else Gt".
+Extract Constant Pos.compare_cont =>
+  "fun c (x : int) (y : int) -> if x = y then c else if x < y then Lt else Gt".
+Extract Constant pred => "fun (n : int) -> if n > 0 then n - 1 else 0".
+Extract Constant minus => "fun (n : int) (m : int) -> if n > m then n - m else 0".
+Extract Inlined Constant max => "(fun (x : int) (y : int) -> if x >= y then x else y)".
+Extract Inlined Constant min => "(fun (x : int) (y : int) -> if x <= y then x else y)".
+Extract Inlined Constant Peano_dec.eq_nat_dec => "Int.equal".
+Extract Inlined Constant EqNat.eq_nat_decide => "Int.equal".
+Extract Inlined Constant Compare_dec.leb => "(fun (x : int) (y : int) -> x <= y)".
+Extract Inlined Constant Compare_dec.le_lt_dec => "(fun (x : int) (y : int) -> x <= y)".
+Extract Inlined Constant Compare_dec.lt_dec => "(fun (x : int) (y : int) -> x < y)".
 Extract Inlined Constant Z.eqb => "Int.equal".
 (** ExtrOcamlNatInt realizes [Nat.eqb] by the polymorphic [(=)], which is a
     call of the runtime's generic comparison wherever OCaml cannot see that
@@ -51,10 +75,11 @@ Extract Inlined Constant Nat.eqb => "Int.equal".
 (** The same for [Nat.compare], the key comparison of the AVL maps. *)
 Extract Constant Nat.compare =>
   "fun (n : int) (m : int) -> if n = m then Eq else if n < m then Lt else Gt".
-Extract Inlined Constant Z.ltb => "(<)".
+Extract Inlined Constant Z.ltb => "(fun (x : int) (y : int) -> x < y)".
 (** [Nat.ltb] (the candidates' bound check [c < N]) likewise. *)
-Extract Inlined Constant Nat.ltb => "(<)".
-Extract Inlined Constant Z.leb => "(<=)".
+Extract Inlined Constant Nat.ltb => "(fun (x : int) (y : int) -> x < y)".
+Extract Inlined Constant Z.leb => "(fun (x : int) (y : int) -> x <= y)".
+Extract Inlined Constant Nat.leb => "(fun (x : int) (y : int) -> x <= y)".
 
 Extraction "ocaml/extracted/matcher.ml"
   load_set set_match set_match_all set_match_all_fold set_candidates effective_fuel

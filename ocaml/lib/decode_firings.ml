@@ -29,15 +29,15 @@ let max_template_size = 1_000_000
 
 let read_template (r : reader) (f : int) : Matcher.tmpl =
   let what = Printf.sprintf "firing %d template" f in
-  let n = count r (what ^ " node count") 2 in
+  let n = count r (fun () -> what ^ " node count") 2 in
   if n > max_template then fail "%s: %d nodes, at most %d" what n max_template;
   let nodes = Array.make n (Matcher.TVar 0) in
   let sizes = Array.make n 0 in
   (* an argument: tag 0 = variable, tag 1 = an earlier template node *)
   let arg j =
     let at = r.pos in
-    let tag = word r (what ^ " argument tag") in
-    let v = id r (what ^ " argument") in
+    let tag = word r (fun () -> what ^ " argument tag") in
+    let v = id r (fun () -> what ^ " argument") in
     if Int64.equal tag 0L then (Matcher.TVar v, 1)
     else if Int64.equal tag 1L then begin
       if v >= j then
@@ -47,8 +47,8 @@ let read_template (r : reader) (f : int) : Matcher.tmpl =
     else fail "word %d (%s argument tag): %Ld is neither 0 (variable) nor 1 (node)" at what tag
   in
   for j = 0 to n - 1 do
-    let l = id r (Printf.sprintf "%s node %d label" what j) in
-    let k = count r (Printf.sprintf "%s node %d arity" what j) 2 in
+    let l = id r (fun () -> Printf.sprintf "%s node %d label" what j) in
+    let k = count r (fun () -> Printf.sprintf "%s node %d arity" what j) 2 in
     if k > max_template then fail "%s node %d: arity %d, at most %d" what j k max_template;
     let args = list k (fun _ -> arg j) in
     let size = List.fold_left (fun s (_, z) -> min max_template_size (s + z)) 1 args in
@@ -61,15 +61,15 @@ let read_template (r : reader) (f : int) : Matcher.tmpl =
 
 let read_cert (r : reader) (f : int) : Matcher.cert =
   let at = r.pos in
-  let kind = word r (Printf.sprintf "firing %d certificate kind" f) in
+  let kind = word r (fun () -> Printf.sprintf "firing %d certificate kind" f) in
   if Int64.equal kind 1L then Matcher.CMerge
   else if Int64.equal kind 0L then begin
-    let k = id r (Printf.sprintf "firing %d pattern index" f) in
-    let ns = count r (Printf.sprintf "firing %d substitution size" f) 2 in
+    let k = id r (fun () -> Printf.sprintf "firing %d pattern index" f) in
+    let ns = count r (fun () -> Printf.sprintf "firing %d substitution size" f) 2 in
     let sb =
       list ns (fun _ ->
-          let x = id r (Printf.sprintf "firing %d substitution variable" f) in
-          let v = id r (Printf.sprintf "firing %d substitution node" f) in
+          let x = id r (fun () -> Printf.sprintf "firing %d substitution variable" f) in
+          let v = id r (fun () -> Printf.sprintf "firing %d substitution node" f) in
           (x, v))
     in
     let t = read_template r f in
@@ -81,11 +81,11 @@ let decode_exn (b : buf) : t =
   let r = reader b in
   let pass = read_pass r in
   let n_before = List.length pass.before.Matcher.tnodes in
-  let n_labels = count r "label count" 1 in
-  let sym = list n_labels (fun l -> opt_id r (Printf.sprintf "operator of label %d" l)) in
+  let n_labels = count r (fun () -> "label count") 1 in
+  let sym = list n_labels (fun l -> opt_id r (fun () -> Printf.sprintf "operator of label %d" l)) in
   if left r < n_before then
     fail "truncated: the images need %d words (one per before node), %d left" n_before (left r);
-  let gm = list n_before (fun i -> opt_id r (Printf.sprintf "image of before node %d" i)) in
+  let gm = list n_before (fun i -> opt_id r (fun () -> Printf.sprintf "image of before node %d" i)) in
   let certs = list (List.length pass.firings) (fun f -> read_cert r f) in
   finish r;
   { pass; sym; gm; certs }

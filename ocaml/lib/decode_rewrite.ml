@@ -30,8 +30,9 @@ let reader (b : buf) = { b; len = Bigarray.Array1.dim b; pos = 0 }
 
 let left r = r.len - r.pos
 
+(* [what ()] names the word being read; it is built only for a message *)
 let word r what =
-  if left r < 1 then fail "truncated: buffer ends at word %d, expected %s" r.len what;
+  if left r < 1 then fail "truncated: buffer ends at word %d, expected %s" r.len (what ());
   let v = Bigarray.Array1.unsafe_get r.b r.pos in
   r.pos <- r.pos + 1;
   v
@@ -39,16 +40,16 @@ let word r what =
 let id r what =
   let at = r.pos in
   let v = word r what in
-  if not (Decode.is_id v) then fail "word %d (%s): %Ld out of range [0, 2^62)" at what v;
+  if not (Decode.is_id v) then fail "word %d (%s): %Ld out of range [0, 2^62)" at (what ()) v;
   Int64.to_int v
 
 (* a count of items of [per] words each, at most the words left *)
 let count r what per =
   let at = r.pos in
   let v = word r what in
-  if v < 0L then fail "word %d: negative %s %Ld" at what v;
+  if v < 0L then fail "word %d: negative %s %Ld" at (what ()) v;
   if v > Int64.of_int (left r / per) then
-    fail "word %d: %s %Ld exceeds the %d words left" at what v (left r);
+    fail "word %d: %s %Ld exceeds the %d words left" at (what ()) v (left r);
   Int64.to_int v
 
 (* an index or -1 (none) *)
@@ -57,7 +58,7 @@ let opt_id r what =
   let v = word r what in
   if Int64.equal v (-1L) then None
   else if Decode.is_id v then Some (Int64.to_int v)
-  else fail "word %d (%s): %Ld is neither -1 nor in [0, 2^62)" at what v
+  else fail "word %d (%s): %Ld is neither -1 nor in [0, 2^62)" at (what ()) v
 
 (* [n] items read in order, as a list *)
 let list n item =
@@ -70,31 +71,31 @@ let list n item =
 (* The pass, from the reader's position; leaves the reader after the map. *)
 let read_pass (r : reader) : t =
   let graph name =
-    let n = count r (name ^ " node count") 2 in
+    let n = count r (fun () -> name ^ " node count") 2 in
     let nodes =
       list n (fun i ->
-          let what = Printf.sprintf "%s node %d" name i in
-          let l = id r (what ^ " label") in
-          let k = count r (what ^ " arity") 1 in
-          let args = list k (fun _ -> id r (what ^ " argument")) in
+          let what s () = Printf.sprintf "%s node %d %s" name i s in
+          let l = id r (what "label") in
+          let k = count r (what "arity") 1 in
+          let args = list k (fun _ -> id r (what "argument")) in
           { Matcher.tlabel = l; targs = args })
     in
-    let m = count r (name ^ " output count") 1 in
-    let outs = list m (fun _ -> id r (name ^ " output")) in
+    let m = count r (fun () -> name ^ " output count") 1 in
+    let outs = list m (fun _ -> id r (fun () -> name ^ " output")) in
     ({ Matcher.tnodes = nodes; touts = outs }, n)
   in
   let before, _ = graph "before" in
   let after, n_after = graph "after" in
-  let nf = count r "firing count" 2 in
+  let nf = count r (fun () -> "firing count") 2 in
   let firings =
     list nf (fun _ ->
-        let root = id r "firing root" in
-        let p = id r "firing replacement" in
+        let root = id r (fun () -> "firing root") in
+        let p = id r (fun () -> "firing replacement") in
         (root, p))
   in
   if left r < n_after then
     fail "truncated: the map needs %d words (one per after node), %d left" n_after (left r);
-  let map = list n_after (fun h -> opt_id r (Printf.sprintf "map entry of after node %d" h)) in
+  let map = list n_after (fun h -> opt_id r (fun () -> Printf.sprintf "map entry of after node %d" h)) in
   { before; after; firings; map }
 
 let finish (r : reader) =
