@@ -10,6 +10,7 @@ import operator
 import time
 from typing import Dict, List, Optional, Tuple
 
+from ..core.symbols import intern as _intern
 from ..rewriting.validate import (Encoding, Firing, Pass, RewriteRejected, RuleCertificate, Labels, TVar, TNode, REJECT_FIRING, enabled)
 
 _NODE = ("node",)  # marks a node argument in a label key
@@ -94,7 +95,9 @@ class FxChecker:
         import torch
         import torch.fx as fx
 
-        from ..torch.importer import _opaque_op, is_pure, list_op, op_for, positional_args
+        from ..torch.importer import (_SCALAR_TYPES, _opaque_op, is_pure, list_op, op_for,
+                                      positional_args)
+        self._scalars = _SCALAR_TYPES
         self.op_overload = torch._ops.OpOverload
         self.sym_types = (torch.SymInt, torch.SymFloat, torch.SymBool)
         self.node_type = fx.Node
@@ -103,6 +106,9 @@ class FxChecker:
         self.list_op, self.op_for, self._opaque_op = list_op, op_for, _opaque_op
         self.driver = driver
         self.labels = Labels()
+        self._label_ids = self.labels.table  # read inline on the hot path
+        self._const_specs: Dict[tuple, tuple] = {}  # (type, value) -> ("c", term id)
+        self._tg = None  # the term graph the caches read
         self.cache: Dict[object, tuple] = {}  # fx node -> (args, kwargs, node info)
         # id(target) -> (target, its stand-in in label keys, operator symbol):
         # an overload's __hash__ is Python code, so keys carry a small int per target
@@ -121,6 +127,7 @@ class FxChecker:
         self.uncertified: List[Tuple[str, str, str]] = []
         self.in_pass = False
         self.images: List[int] = []  # before node -> its term (-1: none)
+        self._imaged = False  # images read for this pass
         self.inverse: Dict[int, int] = {}  # term id -> before node
         self.certs: Dict[object, object] = {}  # root -> RuleCertificate or why not
         self._pending = None  # (root, (pattern index, substitution) or why not)
@@ -149,7 +156,17 @@ class FxChecker:
             return a
         if isinstance(a, (list, tuple)) and _has_node(a, self.node_type):
             return ("l", tuple([self._spec(e, fxkids) for e in a]))
-        return ("c", self.driver.tg.arg(a).id)
+        # a scalar constant's spec, by type and value (2 and 2.0, True and 1
+        # are different leaves; -0.0 and nan are left to the importer)
+        ck = (type(a), a) if type(a) in self._scalars and a == a and a != 0 else None
+        if ck is not None:
+            hit = self._const_specs.get(ck)
+            if hit is not None:
+                return hit
+        spec = ("c", self.driver.tg.arg(a).id)
+        if ck is not None:
+            self._const_specs[ck] = spec
+        return spec
 
     def _node(self, n) -> tuple:
         """``(label, argument FX nodes, pure, argument specs, operator)`` of
@@ -162,8 +179,7 @@ class FxChecker:
         sym = None
         leaf = n.op in ("placeholder", "get_attr")
         if leaf:
-            from ..core import symbols
-            sym = symbols.intern(("input", f"{n.op}:{n.name}"))
+            sym = _intern(("input", f"{n.op}:{n.name}"))
             key = (sym, n.op, n.target if n.op == "get_attr" else n.name)
             specs = ()
         else:
@@ -178,7 +194,14 @@ class FxChecker:
                     args = None
             if args is not None:
                 try:
-                    specs = tuple([self._spec(a, nodes) for a in args])
+                    spec, node_type, got = self._spec, self.node_type, []
+                    for a in args:  # _spec, its common case (a node) inline
+                        if type(a) is node_type:
+                            nodes.append(a)
+                            got.append(a)
+                        else:
+                            got.append(spec(a, nodes))
+                    specs = tuple(got)
                     sym = tk[2]
                     key = (sym, tk[1])
                 except Exception:  # noqa: BLE001 -- no term form: folded into the label
@@ -199,7 +222,10 @@ class FxChecker:
                 key = (None, n.op, tk[1], normalize(list(n.args), nodes, self.node_type),
                        normalize(dict(n.kwargs), nodes, self.node_type))
                 specs = tuple(nodes)
-        out = (self.labels(key), nodes, leaf or self.is_pure(n), specs, sym)
+        label = self._label_ids.get(key)
+        if label is None:
+            label = self.labels(key)
+        out = (label, nodes, leaf or self.is_pure(n), specs, sym)
         self.cache[n] = (n.args, n.kwargs, out)
         return out
 
@@ -372,6 +398,7 @@ class FxChecker:
                 img[i] = tid
                 inv[tid] = i
         self.images, self.inverse = img, inv
+        self._imaged = True
 
     # ------------------------------------------------------------ passes
 
@@ -379,6 +406,13 @@ class FxChecker:
         """At the start of a pass: the graph as it is (the graph after the
         last pass checked, when there is one: nothing changes in between)."""
         t0 = time.perf_counter()
+        if self.driver.tg is not self._tg:
+            # a new import (Driver.prepare): the constants' leaves are others
+            self._tg = self.driver.tg
+            self.cache.clear()
+            self._const_specs.clear()
+            self._const_labels.clear()
+            self.before = None
         if self.before is None:
             self.before = self.encode()
         self.known = set(self.driver.gm.graph.nodes)
@@ -386,7 +420,7 @@ class FxChecker:
         self._merged0 = self.driver.tg.merged  # a pass that fired and merged nothing: unchanged
         self.certs = {}
         self._pending = None
-        self._images()
+        self._imaged = False  # the images are read at the pass's first firing (_substitution)
         self.in_pass = True
         self.seconds += time.perf_counter() - t0
 
@@ -492,6 +526,8 @@ class FxChecker:
     def _substitution(self, i: int, m, root):
         """``(i, [(var, before key)])``: match ``m`` of pattern ``i`` at
         ``root`` read in the graph before the pass, or None."""
+        if not self._imaged:
+            self._images()
         b = self.before
         g = b.index.get(root)
         if g is None or self.images[g] < 0:
