@@ -133,3 +133,34 @@ def test_label_counts_follow_the_graph():
     assert counts[Add.symbol] == 2 and counts[-1] == 0
     G.apply(Add, a, a)
     assert G.label_counts()[Add.symbol] == 3
+
+
+def test_validator_constant_specs_are_the_import_leaves_per_type_and_value():
+    # the checker caches a constant's spec by (type, value): 2 and 2.0, True
+    # and 1, 0.0 and -0.0 must each still get the leaf the import gives them
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    x.meta["val"] = _fake((2, 3))
+    consts = [2, 2.0, True, 1, 0.0, -0.0, None, "a", torch.float16, 2, 2.0]
+    outs = []
+    for k in consts:
+        n = g.call_function(aten.add.Tensor, (x, k)) if not isinstance(k, (str, type(None),
+                                                                          torch.dtype)) \
+            else g.call_function(aten.mul.Tensor, (x, 1))
+        n.meta["val"] = _fake((2, 3))
+        outs.append(n)
+    g.output(tuple(outs))
+    tg = TermGraph(g).build()
+
+    class Driver:
+        pass
+
+    d = Driver()
+    d.gm, d.tg, d.firings = torch.fx.GraphModule(torch.nn.Module(), g), tg, []
+    checker = validate_fx.FxChecker(d)
+    specs = [checker._spec(k, []) for k in consts]
+    assert specs == [("c", tg.arg(k).id) for k in consts]
+    # cached per type: the import decides whether 2 and 2.0 are one leaf
+    assert {(int, 2), (float, 2.0), (bool, True), (int, 1)} <= set(checker._const_specs)
+    assert (float, 0.0) not in checker._const_specs  # zeros are the import's to tell apart
+    assert specs[0] == specs[-2] and specs[1] == specs[-1]
