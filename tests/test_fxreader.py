@@ -88,7 +88,7 @@ def snapshot(tg):
                for n, r in tg._recipe.items()}
     for n, r in tg._recipe.items():
         assert r[0] is n.meta.get("val"), n  # the node's own metadata object
-    calls = {n.name: (_names(c[2]), c[0] is n._args, c[1] is n._kwargs)
+    calls = {n.name: (_names(c[3]), c[0] is n._args, c[1] is n._kwargs, c[2] is n.target)
              for n, c in tg._calls.items()}
     return {
         "columns": (g._labels, g._children, g._attrs),

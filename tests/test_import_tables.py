@@ -164,3 +164,26 @@ def test_validator_constant_specs_are_the_import_leaves_per_type_and_value():
     assert {(int, 2), (float, 2.0), (bool, True), (int, 1)} <= set(checker._const_specs)
     assert (float, 0.0) not in checker._const_specs  # zeros are the import's to tell apart
     assert specs[0] == specs[-2] and specs[1] == specs[-1]
+
+
+def test_a_target_changed_in_place_is_read_again():
+    # FX replaces args and kwargs on every change, but a pass may set
+    # node.target in place: neither the import's positional form nor the
+    # validator's reading of the node may be the old target's
+    g, x, a, b, c = _graph()
+    tg = TermGraph(g).build()
+
+    class Driver:
+        pass
+
+    d = Driver()
+    d.gm, d.tg, d.firings = torch.fx.GraphModule(torch.nn.Module(), g), tg, []
+    checker = validate_fx.FxChecker(d)
+    relu_label = checker._node(a)[0]
+    neg_label = checker._node(b)[0]
+    sm = tg.call_args(c)
+    assert sm == [b, -1, None]  # softmax.int(self, dim, dtype=None)
+    a.target = aten.neg.default  # same args object, another target
+    assert checker._node(a)[0] == neg_label != relu_label
+    c.target = aten._softmax.default  # (self, dim, half_to_float): no default
+    assert tg.call_args(c) is None  # (b, -1) does not fit it; not the old form

@@ -222,9 +222,10 @@ static PyObject *call_args(St *st, Ctx *c, PyObject *node, PyObject *target,
     PyObject *pos = NULL;
     PyObject *hit = PyDict_GetItemWithError(st->calls, node);
     if (hit == NULL && PyErr_Occurred()) goto done;
-    if (hit != NULL && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 3
-        && PyTuple_GET_ITEM(hit, 0) == args && PyTuple_GET_ITEM(hit, 1) == kwargs) {
-        pos = Py_NewRef(PyTuple_GET_ITEM(hit, 2));
+    if (hit != NULL && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 4
+        && PyTuple_GET_ITEM(hit, 0) == args && PyTuple_GET_ITEM(hit, 1) == kwargs
+        && PyTuple_GET_ITEM(hit, 2) == target) {
+        pos = Py_NewRef(PyTuple_GET_ITEM(hit, 3));
         goto done;
     }
     if (PyTuple_CheckExact(args) && PyDict_Check(kwargs)) {
@@ -295,7 +296,7 @@ static PyObject *call_args(St *st, Ctx *c, PyObject *node, PyObject *target,
         }
     }
     if (pos != NULL) { /* computed here: cached as call_args caches it */
-        PyObject *entry = PyTuple_Pack(3, args, kwargs, pos);
+        PyObject *entry = PyTuple_Pack(4, args, kwargs, target, pos);
         if (entry == NULL || PyDict_SetItem(st->calls, node, entry) < 0) Py_CLEAR(pos);
         Py_XDECREF(entry);
         goto done;

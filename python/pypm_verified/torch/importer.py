@@ -261,20 +261,21 @@ class TermGraph:
 
     def call_args(self, node: fx.Node) -> Optional[List[Any]]:
         """:func:`positional_args` of a call_function ``node`` (None when the
-        call does not fit its schema), kept while ``node.args`` and
-        ``node.kwargs`` are the same objects (FX replaces them on every
-        change), so the rewrite validator reads what the import computed.
+        call does not fit its schema), kept while ``node.args``,
+        ``node.kwargs`` and ``node.target`` are the same objects (FX replaces
+        the first two on every change), so the rewrite validator reads what
+        the import computed.
         Do not mutate the returned list."""
         # the fields behind the args and kwargs properties (cheaper to read)
-        args, kwargs = node._args, node._kwargs
+        args, kwargs, target = node._args, node._kwargs, node.target
         hit = self._calls.get(node)
-        if hit is not None and hit[0] is args and hit[1] is kwargs:
-            return hit[2]
+        if hit is not None and hit[0] is args and hit[1] is kwargs and hit[2] is target:
+            return hit[3]
         try:
-            pos = _positional(node, node.target, args, kwargs)
+            pos = _positional(node, target, args, kwargs)
         except TypeError:
             pos = None
-        self._calls[node] = (args, kwargs, pos)
+        self._calls[node] = (args, kwargs, target, pos)
         return pos
 
     def _type(self, val) -> tuple:

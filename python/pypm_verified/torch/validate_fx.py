@@ -172,8 +172,8 @@ class FxChecker:
         """``(label, argument FX nodes, pure, argument specs, operator)`` of
         FX node ``n`` (cached while its arguments are the same objects)."""
         hit = self.cache.get(n)
-        if hit is not None and hit[0] is n.args and hit[1] is n.kwargs:
-            return hit[2]
+        if hit is not None and hit[0] is n.args and hit[1] is n.kwargs and hit[2] is n.target:
+            return hit[3]
         nodes: list = []
         specs = None
         sym = None
@@ -226,7 +226,10 @@ class FxChecker:
         if label is None:
             label = self.labels(key)
         out = (label, nodes, leaf or self.is_pure(n), specs, sym)
-        self.cache[n] = (n.args, n.kwargs, out)
+        # valid while the node's argument objects and target are the same
+        # (FX replaces args and kwargs on every change; a target set in place
+        # is read again)
+        self.cache[n] = (n.args, n.kwargs, n.target, out)
         return out
 
     def _const_label(self, tid: int) -> Tuple[int, int]:
@@ -255,8 +258,9 @@ class FxChecker:
             if op == "call_function" and n.target is assert_target:
                 continue
             hit = cache.get(n)  # _node's cache, looked up inline (once per node per pass)
-            if hit is not None and hit[0] is n.args and hit[1] is n.kwargs:
-                i = hit[2]
+            if hit is not None and hit[0] is n.args and hit[1] is n.kwargs and \
+                    hit[2] is n.target:
+                i = hit[3]
             else:
                 i = node_info(n)
             info[n] = i
