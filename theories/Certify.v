@@ -295,16 +295,18 @@ End Certs.
 Definition validate_firings (G : graph) (nG : nat) (ps : pset) (fuel : nat)
     (sym gm : list (option nat)) (before after : tgraph) (fs : list (nat * nat))
     (mp : list (option nat)) (cs : list cert) : option reject :=
-  match validate before after fs mp with Some e => Some e | None =>
+  (* the tables [validate] reads, built once for it and the certificates *)
+  let F := fire_table fs in
+  let MT := table_from 0 mp (VarMap.empty (option nat)) in
+  let BT := table_from 0 (tnodes before) (VarMap.empty tnode) in
+  match validate_with F MT BT before after fs mp with Some e => Some e | None =>
   if negb (Nat.eqb (length gm) (length (tnodes before))) then Some (R_AGREE, None) else
   let ST := table_from 0 sym (VarMap.empty (option nat)) in
   let GT := table_from 0 gm (VarMap.empty (option nat)) in
   match bad_agree G nG ST GT 0 (tnodes before) gm (VarMap.empty unit) with
   | Some i => Some (R_AGREE, Some i)
   | None =>
-      bad_certs G ps fuel GT (fire_table fs) (table_from 0 mp (VarMap.empty (option nat)))
-        (table_from 0 (tnodes after) (VarMap.empty tnode))
-        (table_from 0 (tnodes before) (VarMap.empty tnode)) 0 fs cs
+      bad_certs G ps fuel GT F MT (table_from 0 (tnodes after) (VarMap.empty tnode)) BT 0 fs cs
   end end.
 
 (** ** Proofs *)
@@ -495,6 +497,7 @@ Theorem validate_firings_sound : forall G nG D roots ps fuel sym gm before after
     certified G D roots sym gm before after fs mp r p c.
 Proof.
   intros G nG D roots ps fuel sym gm B A fs mp cs Hl H. unfold validate_firings in H.
+  cbv zeta in H. fold (validate B A fs mp) in H.
   destruct (validate B A fs mp) eqn:Ev; [discriminate|].
   destruct (negb (Nat.eqb (length gm) (length (tnodes B)))) eqn:El; [discriminate|].
   apply negb_false_iff, Nat.eqb_eq in El.

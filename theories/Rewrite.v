@@ -480,6 +480,10 @@ Fixpoint bad_mapped (BT : VarMap.t tnode) F MT (h : nat) (ns : list tnode) (mp :
   | _, _ => None
   end.
 
+(** Mark [a]; a map already marking it is kept as it is (no new tree). *)
+Definition mark_add (m : VarMap.t unit) (a : nat) : VarMap.t unit :=
+  if VarMap.mem a m then m else VarMap.add a tt m.
+
 (** Reachability from the outputs: one sweep over the nodes in reverse
     ([rns] = the nodes [0 .. i-1] reversed, by the tail-recursive
     [rev_append]). *)
@@ -488,7 +492,7 @@ Fixpoint mark (i : nat) (rns : list tnode) (m : VarMap.t unit) : VarMap.t unit :
   | [] => m
   | n :: rns' =>
       let i' := pred i in
-      mark i' rns' (if VarMap.mem i' m then fold_left (fun m a => VarMap.add a tt m) (targs n) m else m)
+      mark i' rns' (if VarMap.mem i' m then fold_left mark_add (targs n) m else m)
   end.
 
 Fixpoint first_unmarked (m : VarMap.t unit) (h k : nat) : option nat :=
@@ -501,26 +505,33 @@ Fixpoint first_unmarked (m : VarMap.t unit) (h k : nat) : option nat :=
 Definition fire_table (fs : list (nat * nat)) : VarMap.t nat :=
   fold_left (fun m rp => VarMap.add (fst rp) (snd rp) m) fs (VarMap.empty nat).
 
-(** The validator: [None] accepts, [Some (code, where)] rejects. *)
-Definition validate (before after : tgraph) (fs : list (nat * nat)) (mp : list (option nat))
+(** The validator, given its tables: [F] the fired roots ([fire_table fs]),
+    [MT] the map and [BT] the before nodes, by index ([table_from]);
+    [validate] builds them, [Certify.validate_firings] builds them once for
+    itself and this. *)
+Definition validate_with (F : VarMap.t nat) (MT : VarMap.t (option nat)) (BT : VarMap.t tnode)
+    (before after : tgraph) (fs : list (nat * nat)) (mp : list (option nat))
     : option reject :=
   let nb := length (tnodes before) in
   let na := length (tnodes after) in
   match check_wf R_BEFORE before with Some e => Some e | None =>
   match check_wf R_AFTER after with Some e => Some e | None =>
   match bad_firing nb na 0 fs (VarMap.empty unit) with Some f => Some (R_FIRING, Some f) | None =>
-  let F := fire_table fs in
   if negb (Nat.eqb (length mp) na) then Some (R_MAP, Some (Nat.min (length mp) na)) else
   match bad_map nb F 0 mp (VarMap.empty unit) with Some h => Some (R_MAP, Some h) | None =>
-  let MT := table_from 0 mp (VarMap.empty (option nat)) in
-  let BT := table_from 0 (tnodes before) (VarMap.empty tnode) in
   match bad_mapped BT F MT 0 (tnodes after) mp with Some e => Some e | None =>
   if negb (Nat.eqb (length (touts after)) (length (touts before))) then Some (R_OUTPUT, None) else
   match bad_pair F MT 0 (touts after) (touts before) with Some j => Some (R_OUTPUT, Some j) | None =>
   let M := mark na (rev_append (tnodes after) [])
-                (fold_left (fun m a => VarMap.add a tt m) (touts after) (VarMap.empty unit)) in
+                (fold_left mark_add (touts after) (VarMap.empty unit)) in
   match first_unmarked M 0 na with Some h => Some (R_DEAD, Some h) | None => None end
   end end end end end end.
+
+(** The validator: [None] accepts, [Some (code, where)] rejects. *)
+Definition validate (before after : tgraph) (fs : list (nat * nat)) (mp : list (option nat))
+    : option reject :=
+  validate_with (fire_table fs) (table_from 0 mp (VarMap.empty (option nat)))
+    (table_from 0 (tnodes before) (VarMap.empty tnode)) before after fs mp.
 
 (** *** Soundness of the validator *)
 
@@ -640,10 +651,10 @@ Lemma validate_ok : forall before after fs mp,
   length (touts after) = length (touts before) /\
   bad_pair F MT 0 (touts after) (touts before) = None /\
   first_unmarked (mark na (rev_append (tnodes after) [])
-                    (fold_left (fun m a => VarMap.add a tt m) (touts after) (VarMap.empty unit)))
+                    (fold_left mark_add (touts after) (VarMap.empty unit)))
                  0 na = None.
 Proof.
-  intros B A fs mp. unfold validate. cbv zeta. split.
+  intros B A fs mp. unfold validate, validate_with. cbv zeta. split.
   - intro Hv.
     destruct (check_wf R_BEFORE B) eqn:E1; [discriminate|].
     destruct (check_wf R_AFTER A) eqn:E2; [discriminate|].
@@ -822,10 +833,11 @@ Proof.
 Qed.
 
 Lemma mem_fold_add : forall l m a,
-  VarMap.mem a (fold_left (fun m a => VarMap.add a tt m) l m) = true -> In a l \/ VarMap.mem a m = true.
+  VarMap.mem a (fold_left mark_add l m) = true -> In a l \/ VarMap.mem a m = true.
 Proof.
   induction l as [|x l IH]; intros m a H; simpl in *; auto.
-  destruct (IH _ _ H) as [H'|H']; auto. rewrite VarMapF.add_b in H'.
+  destruct (IH _ _ H) as [H'|H']; auto. unfold mark_add in H'.
+  destruct (VarMap.mem x m) eqn:Ex; auto. rewrite VarMapF.add_b in H'.
   apply orb_true_iff in H' as [E|E]; auto. left. left.
   unfold VarMapF.eqb in E. destruct (VarMapF.eq_dec x a); [auto | discriminate].
 Qed.
