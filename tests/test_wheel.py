@@ -173,7 +173,7 @@ def test_wheel_is_a_platform_wheel_with_the_engine(built):
     assert "pypm_verified/_lib/BUILD_ID" in names  # what the package expects its library to be
     assert "Root-Is-Purelib: false" in wheel_meta
     assert f"Tag: py3-none-{plat}" in wheel_meta
-    assert re.search(r"^pypm-verified = pypm_verified\.cli:main$", entry_points, re.M)
+    assert re.search(r"^pypm-verified = pypm_verified\.cli\.app:run$", entry_points, re.M)
     # extras by job: [torch] brings neither transformers nor z3
     requires = re.findall(r"^Requires-Dist: (.*)$", metadata, re.M)
     torch_extra = [r for r in requires if "extra == \"torch\"" in r]

@@ -1,7 +1,5 @@
 """``python -m pypm_verified COMMAND ...``: the command line (:mod:`.cli`)."""
-import sys
-
-from .cli import main
+from .cli.app import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
