@@ -49,6 +49,7 @@ and :data:`OP_LIBRARIES`, and what the caller imports).
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import io
 import json
@@ -518,6 +519,50 @@ def _import_for_type(path: str, full: str) -> None:
                     f"package that defines it ({top!r}?)")
 
 
+#: The module of ``transformers``' model outputs: each class is a ``ModelOutput``
+#: (an ordered dict of the output fields) that ``transformers`` registers as a
+#: pytree node when the module is imported: flattened to its values, with its
+#: keys as the context (serialized as JSON), unflattened by ``cls(**fields)``.
+MODEL_OUTPUTS = "transformers.modeling_outputs"
+
+
+def _output_flatten(output) -> Tuple[list, list]:
+    return list(output.values()), list(output.keys())
+
+
+def _output_unflatten(values, context, output_type=None):
+    return output_type(**dict(zip(context, values)))
+
+
+class _OutputStandIn(dict):
+    """The base of a stand-in for one of ``transformers``' model output
+    classes (:func:`_register_stand_in`): a dict of the fields, in order,
+    also read as attributes (``out.last_hidden_state``) as the real one."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _register_stand_in(full: str) -> None:
+    """Register a stand-in for the ``transformers`` model output class
+    ``full`` (in :data:`MODEL_OUTPUTS`) as the pytree node ``transformers``
+    registers for it: same serialized name, flattening and context, so the
+    program loads, runs and is saved as with the real class, without
+    importing ``transformers`` (~0.5 s). Importing ``transformers`` later
+    registers the real class under the same name, which then wins."""
+    import torch.utils._pytree as pytree
+    mod, name = full.rsplit(".", 1)
+    cls = type(name, (_OutputStandIn,), {
+        "__module__": mod, "__qualname__": name,
+        "__doc__": f"Stand-in for {full} (loaded without importing transformers)."})
+    pytree.register_pytree_node(
+        cls, _output_flatten, functools.partial(_output_unflatten, output_type=cls),
+        serialized_type_name=full, flatten_with_keys_fn=pytree._dict_flatten_with_keys)
+
+
 def _op_resolves(name: str) -> bool:
     parts = name.split(".")  # torch.ops.<ns>.<op>[.<overload>]
     if len(parts) < 4:
@@ -595,12 +640,15 @@ def _register_namespace(ns: str, ops: List[str]) -> Tuple[List[str], List[str]]:
     return imported, failed
 
 
-def register_requirements(path, scan=None) -> List[str]:
+def register_requirements(path, scan=None, stand_in_outputs: bool = False) -> List[str]:
     """Register what the ``.pt2`` at ``path`` needs (see
     :func:`requirements`; ``scan``: its :func:`_scan` when already read):
     import the module of every pytree type not yet registered when it
-    belongs to :data:`TYPE_PACKAGES` (e.g. ``transformers.modeling_outputs``)
-    and, for operators not registered yet, what registers their namespace
+    belongs to :data:`TYPE_PACKAGES` (e.g. ``transformers.modeling_outputs``;
+    with ``stand_in_outputs``, while ``transformers`` is not imported, a
+    model output class of :data:`MODEL_OUTPUTS` gets a stand-in instead:
+    :func:`_register_stand_in`) and, for operators not registered yet, what
+    registers their namespace
     (:data:`OP_LIBRARIES`: ``pypm`` from :mod:`pypm_verified.torch.kernels`,
     ``transformers`` from ``transformers.integrations.moe``). Returns the
     modules imported. LoadError naming what cannot be registered: a type of
@@ -614,6 +662,10 @@ def register_requirements(path, scan=None) -> List[str]:
     known = _registered_types()
     for full in sorted(types):
         if full in known or full == "NO_SERIALIZED_TYPE_NAME_FOUND":
+            continue
+        if stand_in_outputs and full.rsplit(".", 1)[0] == MODEL_OUTPUTS \
+                and "transformers" not in sys.modules:
+            _register_stand_in(full)
             continue
         _import_for_type(path, full)
         imported.append(full.rsplit(".", 1)[0])
@@ -662,7 +714,8 @@ def _needs_pickle(label: str, what: str, named: Optional[str]) -> NeedsPickle:
                        + f", which can run code from the file: refused; {ALLOW_PICKLE_HINT}")
 
 
-def _load_pt2(path, allow_pickle: bool = False, label: Optional[str] = None):
+def _load_pt2(path, allow_pickle: bool = False, label: Optional[str] = None,
+              stand_in_outputs: bool = False):
     """``torch.export.load`` of ``path`` (a path or a binary file; ``label``
     names it in messages) without running code from the file
     (:mod:`.untrusted`): its names, size expressions and guards checked,
@@ -684,7 +737,7 @@ def _load_pt2(path, allow_pickle: bool = False, label: Optional[str] = None):
                             "enum or a defaultdict factory), which is not imported in this "
                             "process; the loader never imports a module because a file names "
                             "it: " + _import_hint(mod))
-    register_requirements(label, scan)  # scan given: path only names it
+    register_requirements(label, scan, stand_in_outputs)  # scan given: path only names it
     if hasattr(path, "seek"):
         path.seek(0)
     with _capture_export_logs() as cap, untrusted.guarded(allow_pickle) as guard:
@@ -814,7 +867,8 @@ def _unpickle_error(path: str, e: BaseException) -> LoadError:
 
 
 def _load_file(path: str, example_inputs: Optional[Tuple] = None,
-               imports=(), allow_pickle: bool = False) -> LoadedModel:
+               imports=(), allow_pickle: bool = False,
+               stand_in_outputs: bool = False) -> LoadedModel:
     """Load ``path`` (see the module docs), after importing ``imports``;
     raises LoadError (:class:`NeedsPickle` for a pickle that needs the full
     unpickler, unless ``allow_pickle``)."""
@@ -825,7 +879,7 @@ def _load_file(path: str, example_inputs: Optional[Tuple] = None,
     import_modules(imports)
     kind = _kind(path)
     if kind == "pt2":
-        ep = _load_pt2(path, allow_pickle)
+        ep = _load_pt2(path, allow_pickle, stand_in_outputs=stand_in_outputs)
         if example_inputs is not None:
             args, kwargs = example_inputs, {}
         elif ep.example_inputs is not None:
@@ -898,7 +952,8 @@ def _load_file(path: str, example_inputs: Optional[Tuple] = None,
 
 def load_model(src, example_inputs: Optional[Tuple] = None,
                example_kwargs: Optional[dict] = None, dynamic_shapes=None,
-               imports=(), allow_pickle: bool = False) -> LoadedModel:
+               imports=(), allow_pickle: bool = False,
+               stand_in_outputs: bool = False) -> LoadedModel:
     """A :class:`LoadedModel` from a path, an ExportedProgram, or an
     ``nn.Module``/``fx.GraphModule`` with ``example_inputs``. A module is
     exported in eval mode without changing the caller's object (see
@@ -911,9 +966,17 @@ def load_model(src, example_inputs: Optional[Tuple] = None,
     Loading a file runs no code from it unless ``allow_pickle=True``: a
     pickle that needs Python's full unpickler (a ``torch.save``\\ d
     ``nn.Module``) is refused with :class:`NeedsPickle`; a ``.pt2`` and a
-    TorchScript archive never need it (see :mod:`.untrusted`)."""
+    TorchScript archive never need it (see :mod:`.untrusted`).
+
+    ``stand_in_outputs``: a ``.pt2`` whose outputs are ``transformers``'
+    model outputs loads without importing ``transformers`` (unless it is
+    already imported): each output class gets a stand-in (a dict of the
+    fields, also read as attributes) registered as ``transformers``
+    registers it, so the program runs and is saved the same (the command
+    line does this: it only compares and saves the outputs)."""
     if isinstance(src, (str, os.PathLike)):
-        return _load_file(os.fspath(src), example_inputs, imports, allow_pickle)
+        return _load_file(os.fspath(src), example_inputs, imports, allow_pickle,
+                          stand_in_outputs)
     if isinstance(src, torch.export.ExportedProgram):
         if example_inputs is not None:
             args, kwargs = tuple(example_inputs), dict(example_kwargs or {})
