@@ -28,6 +28,16 @@ def test_exit_now_runs_the_atexit_hooks_flushes_and_keeps_the_code():
     assert r.stderr == "on stderr"
 
 
+def test_a_file_left_open_keeps_its_buffered_writes(tmp_path):
+    path = tmp_path / "left-open.txt"
+    r = _py("from pypm_verified.cli.app import exit_now\n"
+            f"f = open({str(path)!r}, 'w')\n"
+            "f.write('written, never flushed nor closed')\n"
+            "exit_now(0)\n")
+    assert r.returncode == 0, r.stderr
+    assert path.read_text() == "written, never flushed nor closed"
+
+
 def test_a_command_gives_the_same_output_and_code_either_way():
     outs = []
     for fast in ("1", "0"):

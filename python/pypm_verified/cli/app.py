@@ -127,7 +127,8 @@ def run(argv: Optional[Sequence[str]] = None) -> None:
     the command is done; nothing in it is the command's. So the exit is
     made as a normal one would be, minus the teardown: the ``atexit`` hooks
     (weakref finalizers, temporary directories, profilers and coverage),
-    logging's handlers, then stdout and stderr flushed, then ``os._exit``.
+    logging's handlers, every file still open for writing flushed, then
+    stdout and stderr, then ``os._exit``.
     A command that left a non-daemon thread running exits normally (Python
     waits for it); so does every command with ``PYPM_FAST_EXIT=0``."""
     code = main(argv)
@@ -143,10 +144,22 @@ def exit_now(code: int) -> None:
     handlers and a flush of stdout and stderr, without the interpreter's
     teardown (:func:`run`)."""
     import atexit
+    import gc
+    import io
     try:
         atexit._run_exitfuncs()  # what Py_Finalize runs first; it prints a hook's error
     finally:
         logging.shutdown()
+        # files still open (a rules module's, say) lose no buffered write:
+        # the teardown would have flushed them when it freed them
+        for obj in gc.get_objects():
+            if issubclass(type(obj), io.IOBase) and obj is not sys.stdout \
+                    and obj is not sys.stderr:
+                try:
+                    if not obj.closed and obj.writable():
+                        obj.flush()
+                except Exception:  # noqa: BLE001 -- a file that cannot be flushed now
+                    pass
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
