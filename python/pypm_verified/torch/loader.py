@@ -560,7 +560,8 @@ def _register_stand_in(full: str) -> None:
         "__doc__": f"Stand-in for {full} (loaded without importing transformers)."})
     pytree.register_pytree_node(
         cls, _output_flatten, functools.partial(_output_unflatten, output_type=cls),
-        serialized_type_name=full, flatten_with_keys_fn=pytree._dict_flatten_with_keys)
+        serialized_type_name=full,
+        flatten_with_keys_fn=getattr(pytree, "_dict_flatten_with_keys", None))
 
 
 def _op_resolves(name: str) -> bool:
