@@ -46,6 +46,19 @@ def _graph():
     return g, x, a, b, c
 
 
+def _checker(g, tg=None):
+    """The FX validator's reader over ``g`` (and its import ``tg``), with a
+    stand-in for the driver: the fields the reader reads."""
+    class Driver:
+        pass
+
+    d = Driver()
+    d.gm, d.firings = torch.fx.GraphModule(torch.nn.Module(), g), []
+    if tg is not None:
+        d.tg = tg
+    return validate_fx.FxChecker(d)
+
+
 def test_nodes_of_one_tensor_type_share_its_entry_and_a_new_type_is_read():
     g, x, a, b, c = _graph()
     tg = TermGraph(g).build()
@@ -76,17 +89,10 @@ def test_call_args_are_kept_while_the_arguments_are_the_same_objects():
 def test_the_validator_reads_the_positional_form_the_import_computed(monkeypatch):
     g, x, a, b, c = _graph()
     tg = TermGraph(g).build()
-
-    class Driver:
-        pass
-
-    d = Driver()
-    d.gm, d.tg, d.firings = torch.fx.GraphModule(torch.nn.Module(), g), tg, []
-    d.gm.graph._owning_module = d.gm
     seen = []
     real = tg.call_args
     monkeypatch.setattr(tg, "call_args", lambda n: seen.append(n) or real(n))
-    checker = validate_fx.FxChecker(d)
+    checker = _checker(g, tg)
     enc = checker.encode()
     assert set(seen) == {a, b, c}
     # softmax(b, -1) and softmax(b, -1, None) are one call, one label
@@ -105,13 +111,7 @@ def test_validator_labels_stand_for_targets():
     n = g.call_function(aten.neg.default, (x,))
     r2 = g.call_function(aten.relu.default, (x,))
     g.output((m1, m2, r, n, r2))
-
-    class Driver:
-        pass
-
-    d = Driver()
-    d.gm, d.firings = torch.fx.GraphModule(torch.nn.Module(), g), []
-    checker = validate_fx.FxChecker(d)
+    checker = _checker(g)
     label = {v: checker._node(v)[0] for v in (m1, m2, r, n, r2)}
     assert label[m1] == label[m2]
     assert label[r] == label[r2] != label[n]
@@ -151,13 +151,7 @@ def test_validator_constant_specs_are_the_import_leaves_per_type_and_value():
         outs.append(n)
     g.output(tuple(outs))
     tg = TermGraph(g).build()
-
-    class Driver:
-        pass
-
-    d = Driver()
-    d.gm, d.tg, d.firings = torch.fx.GraphModule(torch.nn.Module(), g), tg, []
-    checker = validate_fx.FxChecker(d)
+    checker = _checker(g, tg)
     specs = [checker._spec(k, []) for k in consts]
     assert specs == [("c", tg.arg(k).id) for k in consts]
     # cached per type: the import decides whether 2 and 2.0 are one leaf
@@ -172,13 +166,7 @@ def test_a_target_changed_in_place_is_read_again():
     # validator's reading of the node may be the old target's
     g, x, a, b, c = _graph()
     tg = TermGraph(g).build()
-
-    class Driver:
-        pass
-
-    d = Driver()
-    d.gm, d.tg, d.firings = torch.fx.GraphModule(torch.nn.Module(), g), tg, []
-    checker = validate_fx.FxChecker(d)
+    checker = _checker(g, tg)
     relu_label = checker._node(a)[0]
     neg_label = checker._node(b)[0]
     sm = tg.call_args(c)

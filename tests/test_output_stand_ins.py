@@ -30,6 +30,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
 
 
+def _python(code: str) -> subprocess.CompletedProcess:
+    """``code`` run by a fresh interpreter (nothing imported yet); must exit 0."""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r
+
+
 def _output_classes():
     out = []
     for name in dir(modeling_outputs):
@@ -80,9 +88,7 @@ def test_the_example_loads_without_transformers_and_saves_the_real_spec(tmp_path
             "print(type(o).__name__, list(o.keys()), o.last_hidden_state.shape)\n"
             f"torch.export.save(m.ep, {str(out)!r})\n"
             "assert 'transformers' not in sys.modules, 'imported'\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV,
-                       timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
+    r = _python(code)
     assert r.stdout.startswith("BaseModelOutputWithPoolingAndCrossAttentions ['last_hidden_state'")
     a, b = torch.export.load(str(src)), torch.export.load(str(out))
     assert b.call_spec.out_spec == a.call_spec.out_spec
@@ -101,7 +107,4 @@ def test_without_the_option_transformers_is_imported_as_before(tmp_path):
             "from pypm_verified.torch.loader import load_model\n"
             f"m = load_model({str(src)!r})\n"
             "print('transformers' in sys.modules)\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV,
-                       timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.strip() == "True"
+    assert _python(code).stdout.strip() == "True"
