@@ -14,6 +14,8 @@ the Python reader (``PYPM_NATIVE=0``), on the same FX graph copied twice:
 * the FX graph left behind (duplicates merged alike);
 * the encoding, word for word, native and Python, of whole graphs and of
   extensions;
+* the rewrite validator's encodings of the FX graph (``encode_fx``), column
+  by column, before and after every pass of a rewrite;
 
 on exported models (BERT and GPT-2, static and with dynamic shapes, and
 models of the zoo), and on random graphs of ATen calls with duplicates,
@@ -201,6 +203,61 @@ def test_the_driver_rewrites_alike(native, programs, monkeypatch):
     assert sum(out["1"][0].values()) >= 2
 
 
+def _validator_encodings_alike(gm, monkeypatch):
+    """Rewrite ``gm`` with the rule library, the rewrite validator on; each
+    of its encodings of the FX graph is made twice, natively and in Python,
+    each with empty caches, and held equal column by column, node
+    information by node information. Returns (encodings, nodes the native
+    walk read without :meth:`FxChecker._node`, nodes read)."""
+    from pypm_verified.library import default_patterns
+    from pypm_verified.torch import validate_fx
+    from pypm_verified.torch.driver import Driver
+    encode = validate_fx.FxChecker.encode
+    seen = {"encodings": 0, "native": 0, "read": 0}
+
+    def both(self, before=None):
+        got = {}
+        for on in ("0", "1"):
+            monkeypatch.setenv(_native.ENV, on)
+            self.cache.clear()
+            self._const_specs.clear()
+            asked = []
+            self._node = lambda n, _ask=validate_fx.FxChecker._node.__get__(self): (
+                asked.append(n), _ask(n))[1]
+            try:
+                enc = encode(self, before)
+            finally:
+                del self._node
+            got[on] = (enc, {n: hit[3] for n, hit in self.cache.items()}, len(asked))
+        (py, py_info, _), (nat, nat_info, asked) = got["0"], got["1"]
+        for column in ("labels", "args", "names", "keys", "mergeable", "syms", "outputs",
+                       "anchors", "index"):
+            assert getattr(py, column) == getattr(nat, column), column
+        assert py_info == nat_info
+        seen["encodings"] += 1
+        seen["native"] += len(nat_info) - asked
+        seen["read"] += len(nat_info)
+        return nat
+
+    monkeypatch.setattr(validate_fx.FxChecker, "encode", both)
+    monkeypatch.setattr(validate_fx, "enabled", lambda: True)
+    Driver(gm, default_patterns(), target="cpu", recompile=False,
+           check_profitability=False).run()
+    return seen
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "bert dynamic"])
+def test_the_validator_encodes_alike(native, programs, name, monkeypatch):
+    """The rewrite validator's encodings of the FX graph before and after
+    each pass (``FxChecker.encode``): native (``encode_fx``, with its common
+    case of ``_node``) and Python give the same columns and node
+    information; most nodes are read natively."""
+    ep, _ = programs[name]
+    seen = _validator_encodings_alike(copy.deepcopy(ep.graph_module), monkeypatch)
+    assert seen["encodings"] >= 2  # before and after a pass that fired
+    assert seen["native"] > 0.5 * seen["read"], seen
+
+
 # ------------------------------------------------------------ random graphs
 
 def _random_program(seed):
@@ -290,6 +347,21 @@ def test_random_graphs_read_alike(native, seed, monkeypatch):
     g = _random_program(seed)
     py, _ = assert_same_import(g, monkeypatch)
     assert_same_encoding(py.graph, monkeypatch)
+    # the validator's encoding of the graph (a stand-in driver: the graph
+    # and its import), native and Python, each with empty caches
+    from types import SimpleNamespace
+    from pypm_verified.torch.validate_fx import FxChecker
+    g = copy.deepcopy(g)
+    got = []
+    for on in ("0", "1"):
+        monkeypatch.setenv(_native.ENV, on)
+        checker = FxChecker(SimpleNamespace(gm=SimpleNamespace(graph=g), tg=TermGraph(g).build(),
+                                            firings=[]))
+        enc = checker.encode()
+        got.append(([getattr(enc, c) for c in ("labels", "args", "names", "mergeable", "syms",
+                                               "outputs", "anchors")],
+                    [k if isinstance(k, fx.Node) else k[0] for k in enc.keys]))
+    assert got[0] == got[1] and len(got[1][1]) > 0
 
 
 def test_random_graphs_cover_the_cases(native, monkeypatch):
@@ -343,6 +415,22 @@ def test_malformed_input_raises(native):
         enc([], [1 << 64], [()], [()], [])
     with pytest.raises(TypeError):
         enc(None, [], [], [], [])
+    # the validator's encoding: malformed tables and node information
+    efx = native.encode_fx
+    node = g.placeholder("x")
+    ok = ([node], fx.Node, {}, lambda n: (0, [], False, (), None), None, lambda n: [], None,
+          set(), {}, lambda t: (0, 0), lambda k: (0, 0), None)
+    labels, args, names, keys = efx(*ok)[:4]
+    assert (labels, args, names, keys) == ([0], [()], ["x"], [node])
+    for i, bad in ((0, (node,)), (1, 3), (2, []), (6, []), (8, []), (11, (1, 2))):
+        with pytest.raises(TypeError):
+            efx(*ok[:i], bad, *ok[i + 1:])
+    for info in (None, (0, [], False), (0, (), False, (), None), (0, [], False, [], None),
+                 (0, [], False, (("c",),), None), (0, [], False, (("q", 1),), None)):
+        with pytest.raises(TypeError):
+            efx(*ok[:3], lambda n, _i=info: _i, *ok[4:])
+    with pytest.raises(ZeroDivisionError):  # an error of node_info is raised
+        efx(*ok[:3], lambda n: 1 // 0, *ok[4:])
 
 
 def test_encoding_overflow_is_an_encode_error(native, monkeypatch):

@@ -4,7 +4,9 @@
 ``make venv`` runs) reads a torch FX graph into the term graph in one walk
 of its node list (:meth:`pypm_verified.torch.importer.TermGraph.build`) and
 writes the engine's int64 graph encoding of the term graph's columns
-(:func:`pypm_verified.core.encoding.encode_graph`). Both give what the
+(:func:`pypm_verified.core.encoding.encode_graph`), and makes the rewrite
+validator's encodings of the FX graph
+(:meth:`pypm_verified.torch.validate_fx.FxChecker.encode`). Each gives what the
 Python code gives, state for state and word for word (tests/test_fxreader.py
 holds them equal on exported models and on random graphs); the Python code
 stays: it is used when the extension is not built (a wheel, a platform

@@ -20,6 +20,10 @@
  * (native byte order).  Values outside int64 raise OverflowError, anything
  * but an int raises TypeError, as array("q", ...) does.
  *
+ * encode_fx(...) is the rewrite validator's walk of an FX graph
+ * (FxChecker.encode in pypm_verified/torch/validate_fx.py): the columns of
+ * its encoding, with the common case of FxChecker._node read natively.
+ *
  * Every object is checked before it is read: a malformed argument raises an
  * exception (TypeError, ValueError), never crashes the interpreter.
  */
@@ -35,7 +39,7 @@ static PyObject *s_op, *s_target, *s_meta, *s_args, *s_kwargs, *s_name, *s_val, 
     *s_distinct, *s_kind_op, *s_input, *s_import_node, *s_call_args, *s_type, *s_arg,
     *s_replace_all_uses_with, *s_input_typed, *s_graph, *s_nodes, *s_labels, *s_children,
     *s_attrs, *s_index, *s_inputs, *s_term, *s_fx_of, *s_recipe, *s_calls, *s_targets,
-    *s_types, *s_consts, *s_target_m, *empty_tuple;
+    *s_types, *s_consts, *s_target_m, *s_c, *empty_tuple, *zero_long;
 
 typedef struct {
     PyObject *fake_tensor_type; /* torch._subclasses.fake_tensor.FakeTensor */
@@ -695,6 +699,439 @@ fail:
     return NULL;
 }
 
+/* --------------------------------------------------- the validator's encoding */
+
+/* The common case of FxChecker._node, natively: a call_function whose
+ * target the checker has read (``targets``: id(target) -> (target, stand-in,
+ * operator symbol)) and whose positional form the import cached (``calls``);
+ * its argument specs (an FX node; ("c", term id) for a constant: scalars
+ * through ``const_specs`` by (type, value), else ``tg.arg(a).id``), its label
+ * (``label_ids`` by (symbol, stand-in), else ``labels(key)``) and purity
+ * (``pure_targets`` by id(target), else ``is_pure(node)``). The cache entry
+ * is written as _node writes it. Returns a new reference to the node's info,
+ * NULL with no error set when it is not the common case (the caller asks
+ * _node), NULL with an error set on an error. */
+typedef struct {
+    PyObject *targets, *calls, *const_specs, *scalars, *tg, *label_ids, *labels, *pure_targets,
+        *is_pure, *getitem, *cache;
+} Fast;
+
+static int has_node(PyObject *a, PyObject *node_type, int depth) {
+    if (depth > 100) return 1; /* too deep to tell here: _node decides */
+    PyObject *items = PyDict_Check(a) ? PyDict_Values(a) : Py_NewRef(a);
+    if (items == NULL) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(items);
+    PyObject **v = PySequence_Fast_ITEMS(items);
+    int r = 0;
+    for (Py_ssize_t i = 0; r == 0 && i < n; i++) {
+        PyObject *e = v[i];
+        if ((PyObject *)Py_TYPE(e) == node_type) r = 1;
+        else if (PyList_Check(e) || PyTuple_Check(e) || PyDict_Check(e))
+            r = has_node(e, node_type, depth + 1);
+    }
+    Py_DECREF(items);
+    return r;
+}
+
+/* bool(a <op> b), as Python computes it (PyObject_RichCompareBool would
+ * take a is b for equal) */
+static int rich_bool(PyObject *a, PyObject *b, int op) {
+    PyObject *r = PyObject_RichCompare(a, b, op);
+    if (r == NULL) return -1;
+    int t = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return t;
+}
+
+static PyObject *fast_spec(Fast *f, PyObject *a, PyObject *node_type) {
+    /* a constant (the caller has checked a is not a node nor a list or tuple holding one) */
+    PyObject *ck = NULL;
+    if (PySet_Contains(f->scalars, (PyObject *)Py_TYPE(a)) == 1) {
+        int self_eq = rich_bool(a, a, Py_EQ); /* False for a NaN (no identity shortcut) */
+        if (self_eq < 0) return NULL;
+        int nonzero = self_eq ? rich_bool(a, zero_long, Py_NE) : 0;
+        if (nonzero < 0) return NULL;
+        if (self_eq && nonzero) {
+            ck = PyTuple_Pack(2, (PyObject *)Py_TYPE(a), a);
+            if (ck == NULL) return NULL;
+            PyObject *hit = PyDict_GetItemWithError(f->const_specs, ck);
+            if (hit != NULL) { Py_DECREF(ck); return Py_NewRef(hit); }
+            if (PyErr_Occurred()) { Py_DECREF(ck); return NULL; }
+        }
+    } else if (PyErr_Occurred()) return NULL;
+    PyObject *t = PyObject_CallMethodOneArg(f->tg, s_arg, a), *spec = NULL;
+    if (t != NULL) {
+        PyObject *tid = PyObject_GetAttr(t, s_id);
+        Py_DECREF(t);
+        if (tid != NULL) {
+            spec = PyTuple_Pack(2, s_c, tid);
+            Py_DECREF(tid);
+        }
+    }
+    if (spec != NULL && ck != NULL && PyDict_SetItem(f->const_specs, ck, spec) < 0) Py_CLEAR(spec);
+    Py_XDECREF(ck);
+    return spec;
+}
+
+static PyObject *fast_node(Fast *f, PyObject *node, PyObject *node_type, PyObject *target,
+                           PyObject *args, PyObject *kwargs) {
+    PyObject *tid = PyLong_FromVoidPtr(target);
+    if (tid == NULL) return NULL;
+    PyObject *tk = PyDict_GetItemWithError(f->targets, tid);
+    PyObject *pt = tk == NULL ? NULL : PyDict_GetItemWithError(f->pure_targets, tid);
+    Py_DECREF(tid);
+    if (PyErr_Occurred()) return NULL;
+    if (tk == NULL || !PyTuple_Check(tk) || PyTuple_GET_SIZE(tk) != 3
+        || PyTuple_GET_ITEM(tk, 0) != target || PyTuple_GET_ITEM(tk, 2) == Py_None)
+        return NULL;
+    PyObject *hit = PyDict_GetItemWithError(f->calls, node);
+    if (hit == NULL || !PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 4
+        || PyTuple_GET_ITEM(hit, 0) != args || PyTuple_GET_ITEM(hit, 1) != kwargs
+        || PyTuple_GET_ITEM(hit, 2) != target || !PyList_Check(PyTuple_GET_ITEM(hit, 3)))
+        return NULL;
+    PyObject *pos = PyTuple_GET_ITEM(hit, 3);
+    Py_INCREF(pos);
+    PyObject *nodes = PyList_New(0), *specs = NULL, *out = NULL;
+    if (nodes == NULL) goto done;
+    Py_ssize_t n = PyList_GET_SIZE(pos);
+    if (!(specs = PyTuple_New(n))) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyList_GET_ITEM(pos, i), *s;
+        if ((PyObject *)Py_TYPE(a) == node_type) {
+            if (PyList_Append(nodes, a) < 0) goto done;
+            s = Py_NewRef(a);
+        } else {
+            if (PyList_Check(a) || PyTuple_Check(a)) {
+                int h = has_node(a, node_type, 0);
+                if (h < 0) goto done;
+                if (h) goto done; /* a list holding nodes: _node's */
+            }
+            if (!(s = fast_spec(f, a, node_type))) goto done;
+        }
+        PyTuple_SET_ITEM(specs, i, s);
+    }
+    int pure;
+    if (target == f->getitem) pure = 1;
+    else if (pt != NULL && PyTuple_Check(pt) && PyTuple_GET_SIZE(pt) == 2) {
+        pure = PyObject_IsTrue(PyTuple_GET_ITEM(pt, 0));
+        if (pure < 0) goto done;
+    } else {
+        PyObject *r = PyObject_CallOneArg(f->is_pure, node);
+        if (r == NULL) goto done;
+        pure = PyObject_IsTrue(r);
+        Py_DECREF(r);
+        if (pure < 0) goto done;
+    }
+    PyObject *sym = PyTuple_GET_ITEM(tk, 2);
+    PyObject *key = PyTuple_Pack(2, sym, PyTuple_GET_ITEM(tk, 1));
+    if (key == NULL) goto done;
+    PyObject *label = PyDict_GetItemWithError(f->label_ids, key);
+    if (label != NULL) Py_INCREF(label);
+    else if (!PyErr_Occurred()) label = PyObject_CallOneArg(f->labels, key);
+    Py_DECREF(key);
+    if (label == NULL) goto done;
+    out = PyTuple_Pack(5, label, nodes, pure ? Py_True : Py_False, specs, sym);
+    Py_DECREF(label);
+    if (out == NULL) goto done;
+    PyObject *entry = PyTuple_Pack(4, args, kwargs, target, out);
+    if (entry == NULL || PyDict_SetItem(f->cache, node, entry) < 0) Py_CLEAR(out);
+    Py_XDECREF(entry);
+done:
+    Py_DECREF(pos);
+    Py_XDECREF(nodes);
+    Py_XDECREF(specs);
+    return out;
+}
+
+/* encode_fx(nodes, node_type, cache, node_info, assert_target, output_nodes, before_index,
+ *           known, const_labels, const_label, list_label, fast)
+ * does FxChecker.encode's walk (pypm_verified/torch/validate_fx.py) over the
+ * FX node list ``nodes``: per node its info from ``cache`` (node -> (args,
+ * kwargs, target, info), valid while the three are the same objects), else
+ * from ``node_info(node)``; the outputs (``output_nodes(output node)``), the
+ * impure nodes, the nodes they reach; with ``before_index`` (a dict, or None)
+ * and ``known`` (a set) also the nodes the graph before a pass encoded or the
+ * pass created, and what they use. Constants (("c", term id): label from
+ * ``const_labels``, else ``const_label(term id)``) and lists (("l", specs):
+ * ``list_label(n)``) are nodes before their first user. ``fast`` (None, or
+ * the tuple of Fast's fields) lets fast_node read the common calls. Returns (labels,
+ * args, names, keys, index, mergeable, syms, outputs, impure): the
+ * Encoding's columns, then the output FX nodes and the impure FX nodes. */
+
+typedef struct {
+    PyObject *labels, *args, *names, *keys, *index, *mergeable, *syms;
+    PyObject *node_type, *const_labels, *const_label, *list_label, *list_labels;
+} Enc;
+
+static Py_ssize_t enc_append(Enc *e, PyObject *key, PyObject *label, PyObject *args,
+                             PyObject *name, int mergeable, PyObject *sym) {
+    Py_ssize_t j = PyList_GET_SIZE(e->labels);
+    PyObject *jo = PyLong_FromSsize_t(j);
+    if (jo == NULL) return -1;
+    int bad = PyList_Append(e->labels, label) < 0 || PyList_Append(e->args, args) < 0
+              || PyList_Append(e->names, name) < 0 || PyList_Append(e->keys, key) < 0
+              || PyList_Append(e->mergeable, mergeable ? Py_True : Py_False) < 0
+              || PyList_Append(e->syms, sym) < 0 || PyDict_SetItem(e->index, key, jo) < 0;
+    Py_DECREF(jo);
+    return bad ? -1 : j;
+}
+
+/* index.get(spec, own) for an FX node; else the spec emitted (new
+ * reference to its index as an int object), NULL on error */
+static PyObject *enc_emit(Enc *e, PyObject *spec, Py_ssize_t own, int depth) {
+    PyObject *j = PyDict_GetItemWithError(e->index, spec);
+    if (j != NULL) return Py_NewRef(j);
+    if (PyErr_Occurred()) return NULL;
+    if ((PyObject *)Py_TYPE(spec) == e->node_type) return PyLong_FromSsize_t(own);
+    if (depth > 100 || !PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 2
+        || !PyUnicode_Check(PyTuple_GET_ITEM(spec, 0))) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "encode_fx: malformed argument spec");
+        return NULL;
+    }
+    PyObject *tag = PyTuple_GET_ITEM(spec, 0), *body = PyTuple_GET_ITEM(spec, 1);
+    PyObject *ls = NULL, *kids = NULL, *name = NULL;
+    if (PyUnicode_CompareWithASCIIString(tag, "c") == 0) {
+        ls = PyDict_GetItemWithError(e->const_labels, body);
+        if (ls != NULL) Py_INCREF(ls);
+        else if (PyErr_Occurred()) return NULL;
+        else ls = PyObject_CallOneArg(e->const_label, body);
+        if (ls == NULL) return NULL;
+        kids = Py_NewRef(empty_tuple);
+        name = PyUnicode_FromFormat("constant %%%S", body);
+    } else if (PyUnicode_CompareWithASCIIString(tag, "l") == 0 && PyTuple_Check(body)) {
+        Py_ssize_t k = PyTuple_GET_SIZE(body);
+        kids = PyTuple_New(k);
+        if (kids == NULL) return NULL;
+        for (Py_ssize_t i = 0; i < k; i++) {
+            PyObject *x = enc_emit(e, PyTuple_GET_ITEM(body, i),
+                                   PyList_GET_SIZE(e->labels), depth + 1);
+            if (x == NULL) { Py_DECREF(kids); return NULL; }
+            PyTuple_SET_ITEM(kids, i, x);
+        }
+        PyObject *ko = PyLong_FromSsize_t(k);
+        if (ko == NULL) { Py_DECREF(kids); return NULL; }
+        ls = PyDict_GetItemWithError(e->list_labels, ko);
+        if (ls != NULL) Py_INCREF(ls);
+        else if (!PyErr_Occurred()) {
+            ls = PyObject_CallOneArg(e->list_label, ko);
+            if (ls != NULL && PyDict_SetItem(e->list_labels, ko, ls) < 0) Py_CLEAR(ls);
+        }
+        Py_DECREF(ko);
+        if (ls == NULL) { Py_DECREF(kids); return NULL; }
+        name = PyUnicode_FromFormat("list of %zd", k);
+    } else {
+        PyErr_SetString(PyExc_TypeError, "encode_fx: malformed argument spec");
+        return NULL;
+    }
+    Py_ssize_t at = -1;
+    if (name != NULL && PyTuple_Check(ls) && PyTuple_GET_SIZE(ls) == 2)
+        at = enc_append(e, spec, PyTuple_GET_ITEM(ls, 0), kids, name, 1, PyTuple_GET_ITEM(ls, 1));
+    else if (name != NULL)
+        PyErr_SetString(PyExc_TypeError, "encode_fx: a label is not a (label, operator) pair");
+    Py_DECREF(ls); Py_DECREF(kids); Py_XDECREF(name);
+    return at < 0 ? NULL : PyLong_FromSsize_t(at);
+}
+
+static PyObject *encode_fx(PyObject *self, PyObject *a) {
+    PyObject *nodes, *cache, *node_info, *assert_target, *output_nodes, *before_index, *known,
+        *fast_args;
+    Enc e;
+    Fast fast = {0};
+    memset(&e, 0, sizeof(e));
+    if (!PyArg_ParseTuple(a, "O!O!O!OOOOOO!OOO:encode_fx", &PyList_Type, &nodes, &PyType_Type,
+                          &e.node_type, &PyDict_Type, &cache, &node_info, &assert_target,
+                          &output_nodes, &before_index, &known, &PyDict_Type, &e.const_labels,
+                          &e.const_label, &e.list_label, &fast_args))
+        return NULL;
+    int use_fast = fast_args != Py_None;
+    if (use_fast) {
+        if (!PyTuple_Check(fast_args) || PyTuple_GET_SIZE(fast_args) != 10) {
+            PyErr_SetString(PyExc_TypeError, "encode_fx: fast must be None or a tuple of 10");
+            return NULL;
+        }
+        PyObject **v = &PyTuple_GET_ITEM(fast_args, 0);
+        fast = (Fast){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], cache};
+        if (!PyDict_Check(fast.targets) || !PyDict_Check(fast.calls)
+            || !PyDict_Check(fast.const_specs) || !PyAnySet_Check(fast.scalars)
+            || !PyDict_Check(fast.label_ids) || !PyDict_Check(fast.pure_targets)) {
+            PyErr_SetString(PyExc_TypeError, "encode_fx: malformed fast tables");
+            return NULL;
+        }
+    }
+    if ((before_index != Py_None && !PyDict_Check(before_index))
+        || (before_index != Py_None && !PyAnySet_Check(known))) {
+        PyErr_SetString(PyExc_TypeError, "encode_fx: before_index must be a dict (or None) "
+                        "and known a set");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(nodes);
+    PyObject *result = NULL, *outputs = NULL, *impure = NULL, *pos = NULL;
+    PyObject **info = NULL, **fx = NULL; /* per recorded node: its info, its FX node */
+    char *keep = NULL;
+    Py_ssize_t *stack = NULL, m = 0;
+    if (!(info = PyMem_Calloc(n + 1, sizeof(PyObject *)))
+        || !(fx = PyMem_Calloc(n + 1, sizeof(PyObject *))) || !(keep = PyMem_Calloc(n + 1, 1))
+        || !(stack = PyMem_Calloc(n + 1, sizeof(Py_ssize_t)))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (!(outputs = PyList_New(0)) || !(impure = PyList_New(0)) || !(pos = PyDict_New()))
+        goto done;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *node = PyList_GET_ITEM(nodes, k);
+        if (k == 0) fx_layout(e.node_type);
+        PyObject *op = fx_attr(node, FX_OP);
+        if (op == NULL) goto done;
+        int is_output = PyUnicode_Check(op) && PyUnicode_CompareWithASCIIString(op, "output") == 0;
+        int is_call = str_eq(op, s_call_function);
+        Py_DECREF(op);
+        if (is_output) {
+            PyObject *outs = PyObject_CallOneArg(output_nodes, node);
+            if (outs == NULL) goto done;
+            int bad = !PyList_Check(outs);
+            for (Py_ssize_t i = 0; !bad && i < PyList_GET_SIZE(outs); i++)
+                bad = PyList_Append(outputs, PyList_GET_ITEM(outs, i)) < 0;
+            Py_DECREF(outs);
+            if (bad) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "encode_fx: outputs");
+                goto done;
+            }
+            continue;
+        }
+        PyObject *target = fx_attr(node, FX_TARGET);
+        if (target == NULL) goto done;
+        if (is_call && target == assert_target) { Py_DECREF(target); continue; }
+        PyObject *it = NULL, *hit = PyDict_GetItemWithError(cache, node);
+        PyObject *args = fx_attr(node, FX_ARGS), *kwargs = fx_attr(node, FX_KWARGS);
+        if (PyErr_Occurred() || args == NULL || kwargs == NULL) {
+            Py_XDECREF(args); Py_XDECREF(kwargs); Py_DECREF(target);
+            goto done;
+        }
+        if (hit != NULL && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 4
+            && PyTuple_GET_ITEM(hit, 2) == target && PyTuple_GET_ITEM(hit, 0) == args
+            && PyTuple_GET_ITEM(hit, 1) == kwargs)
+            it = Py_NewRef(PyTuple_GET_ITEM(hit, 3));
+        else if (use_fast && is_call) {
+            it = fast_node(&fast, node, e.node_type, target, args, kwargs);
+            if (it == NULL) PyErr_Clear(); /* not the common case (or it failed): _node's */
+        }
+        Py_DECREF(args); Py_DECREF(kwargs); Py_DECREF(target);
+        if (it == NULL && !(it = PyObject_CallOneArg(node_info, node))) goto done;
+        if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 5
+            || !PyList_Check(PyTuple_GET_ITEM(it, 1)) || !PyTuple_Check(PyTuple_GET_ITEM(it, 3))) {
+            Py_DECREF(it);
+            PyErr_SetString(PyExc_TypeError, "encode_fx: malformed node info");
+            goto done;
+        }
+        PyObject *mo = PyLong_FromSsize_t(m);
+        if (mo == NULL || PyDict_SetItem(pos, node, mo) < 0) { Py_XDECREF(mo); Py_DECREF(it); goto done; }
+        Py_DECREF(mo);
+        info[m] = it;
+        fx[m] = node;
+        m++;
+        int pure = PyObject_IsTrue(PyTuple_GET_ITEM(it, 2));
+        if (pure < 0) goto done;
+        if (!pure && PyList_Append(impure, node) < 0) goto done;
+    }
+    /* the nodes the outputs and the impure nodes reach */
+    Py_ssize_t sp = 0;
+#define PUSH_ROOTS(list)                                                                     \
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {                                 \
+        PyObject *p = PyDict_GetItemWithError(pos, PyList_GET_ITEM(list, i));                \
+        if (p == NULL) { if (PyErr_Occurred()) goto done; continue; }                         \
+        Py_ssize_t q = PyLong_AsSsize_t(p);                                                  \
+        if (!keep[q]) { keep[q] = 1; stack[sp++] = q; }                                      \
+    }
+    PUSH_ROOTS(outputs)
+    PUSH_ROOTS(impure)
+#undef PUSH_ROOTS
+    while (sp > 0) {
+        Py_ssize_t q = stack[--sp];
+        PyObject *kids = PyTuple_GET_ITEM(info[q], 1);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(kids); i++) {
+            PyObject *p = PyDict_GetItemWithError(pos, PyList_GET_ITEM(kids, i));
+            if (p == NULL) { if (PyErr_Occurred()) goto done; continue; }
+            Py_ssize_t r = PyLong_AsSsize_t(p);
+            if (!keep[r]) { keep[r] = 1; stack[sp++] = r; }
+        }
+    }
+    if (before_index != Py_None) {
+        /* the graph after a pass: also what the graph before it encoded, and
+         * what the pass created (but leaves, the program's interface, only
+         * when used), and what those use */
+        for (Py_ssize_t q = 0; q < m; q++) {
+            if (keep[q]) continue;
+            PyObject *op = fx_attr(fx[q], FX_OP);
+            if (op == NULL) goto done;
+            int leaf = str_eq(op, s_placeholder) || str_eq(op, s_get_attr);
+            Py_DECREF(op);
+            if (leaf) continue;
+            int in_before = PyDict_Contains(before_index, fx[q]);
+            if (in_before < 0) goto done;
+            int in_known = in_before ? 1 : PySet_Contains(known, fx[q]);
+            if (in_known < 0) goto done;
+            if (in_before || !in_known) keep[q] = 2;
+        }
+        for (Py_ssize_t q = m - 1; q >= 0; q--) {
+            if (!keep[q]) continue;
+            PyObject *kids = PyTuple_GET_ITEM(info[q], 1);
+            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(kids); i++) {
+                PyObject *p = PyDict_GetItemWithError(pos, PyList_GET_ITEM(kids, i));
+                if (p == NULL) { if (PyErr_Occurred()) goto done; continue; }
+                keep[PyLong_AsSsize_t(p)] = 1;
+            }
+        }
+    }
+    if (!(e.labels = PyList_New(0)) || !(e.args = PyList_New(0)) || !(e.names = PyList_New(0))
+        || !(e.keys = PyList_New(0)) || !(e.index = PyDict_New())
+        || !(e.mergeable = PyList_New(0)) || !(e.syms = PyList_New(0))
+        || !(e.list_labels = PyDict_New()))
+        goto done;
+    for (Py_ssize_t q = 0; q < m; q++) {
+        if (!keep[q]) continue;
+        PyObject *it = info[q], *specs = PyTuple_GET_ITEM(it, 3);
+        Py_ssize_t ns = PyTuple_GET_SIZE(specs);
+        for (Py_ssize_t i = 0; i < ns; i++) { /* its constants and lists first */
+            PyObject *s = PyTuple_GET_ITEM(specs, i);
+            if ((PyObject *)Py_TYPE(s) == e.node_type) continue;
+            PyObject *x = enc_emit(&e, s, PyList_GET_SIZE(e.labels), 0);
+            if (x == NULL) goto done;
+            Py_DECREF(x);
+        }
+        Py_ssize_t i0 = PyList_GET_SIZE(e.labels);
+        PyObject *args = PyTuple_New(ns);
+        if (args == NULL) goto done;
+        for (Py_ssize_t i = 0; i < ns; i++) {
+            /* an argument not listed before its user (a cycle, a use before
+             * the definition): its own index, which the validator refuses */
+            PyObject *x = PyDict_GetItemWithError(e.index, PyTuple_GET_ITEM(specs, i));
+            if (x != NULL) Py_INCREF(x);
+            else if (!PyErr_Occurred()) x = PyLong_FromSsize_t(i0);
+            if (x == NULL) { Py_DECREF(args); goto done; }
+            PyTuple_SET_ITEM(args, i, x);
+        }
+        int pure = PyObject_IsTrue(PyTuple_GET_ITEM(it, 2));
+        PyObject *op = fx_attr(fx[q], FX_OP), *name = fx_attr(fx[q], FX_NAME);
+        Py_ssize_t at = -1;
+        if (pure >= 0 && op != NULL && name != NULL)
+            at = enc_append(&e, fx[q], PyTuple_GET_ITEM(it, 0), args, name,
+                            pure && str_eq(op, s_call_function), PyTuple_GET_ITEM(it, 4));
+        Py_XDECREF(op); Py_XDECREF(name); Py_DECREF(args);
+        if (at < 0) goto done;
+    }
+    result = PyTuple_Pack(9, e.labels, e.args, e.names, e.keys, e.index, e.mergeable, e.syms,
+                          outputs, impure);
+done:
+    if (info != NULL)
+        for (Py_ssize_t q = 0; q < m; q++) Py_XDECREF(info[q]);
+    PyMem_Free(info); PyMem_Free(fx); PyMem_Free(keep); PyMem_Free(stack);
+    Py_XDECREF(outputs); Py_XDECREF(impure); Py_XDECREF(pos);
+    Py_XDECREF(e.labels); Py_XDECREF(e.args); Py_XDECREF(e.names); Py_XDECREF(e.keys);
+    Py_XDECREF(e.index); Py_XDECREF(e.mergeable); Py_XDECREF(e.syms); Py_XDECREF(e.list_labels);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"build", fx_build, METH_VARARGS,
      "build(tg, nodes, ctx) -> list of merged FX nodes: import every FX node of the list into "
@@ -702,6 +1139,10 @@ static PyMethodDef methods[] = {
     {"encode_columns", encode_columns, METH_VARARGS,
      "encode_columns(header, labels, children, attrs, tail) -> bytes: the int64 words of a "
      "graph encoding (native byte order)."},
+    {"encode_fx", encode_fx, METH_VARARGS,
+     "encode_fx(nodes, node_type, cache, node_info, assert_target, output_nodes, before_index, "
+     "known, const_labels, const_label, list_label, fast) -> the columns of the rewrite validator's "
+     "encoding of an FX graph, as FxChecker.encode computes them."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_fxreader",
@@ -721,8 +1162,8 @@ PyMODINIT_FUNC PyInit__fxreader(void) {
     I(s_labels, "_labels"); I(s_children, "_children"); I(s_attrs, "_attrs");
     I(s_index, "_index"); I(s_inputs, "_inputs"); I(s_term, "term"); I(s_fx_of, "fx_of");
     I(s_recipe, "_recipe"); I(s_calls, "_calls"); I(s_targets, "_targets");
-    I(s_types, "_types"); I(s_consts, "_consts"); I(s_target_m, "_target");
+    I(s_types, "_types"); I(s_consts, "_consts"); I(s_target_m, "_target"); I(s_c, "c");
 #undef I
-    if (!(empty_tuple = PyTuple_New(0))) return NULL;
+    if (!(empty_tuple = PyTuple_New(0)) || !(zero_long = PyLong_FromLong(0))) return NULL;
     return PyModule_Create(&moddef);
 }

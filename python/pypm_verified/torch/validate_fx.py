@@ -10,6 +10,7 @@ import operator
 import time
 from typing import Dict, List, Optional, Tuple
 
+from .. import _native
 from ..core.symbols import intern as _intern
 from ..rewriting.validate import (Encoding, Firing, Pass, RewriteRejected, RuleCertificate, Labels, TVar, TNode, REJECT_FIRING, enabled)
 
@@ -248,6 +249,15 @@ class FxChecker:
         replacements). Constants and lists are nodes, before their first
         user."""
         g = self.driver.gm.graph
+        native = _native.reader()
+        if native is not None:  # the same walk, natively (pypm_verified._native)
+            enc = Encoding()
+            (enc.labels, enc.args, enc.names, enc.keys, enc.index, enc.mergeable, enc.syms,
+             outputs, impure) = native.encode_fx(
+                list(g.nodes), self.node_type, self.cache, self._node, self.assert_target,
+                self._output_nodes, None if before is None else before.index, self.known,
+                self._const_labels, self._const_label, self._list_label, self._fast_tables())
+            return self._outputs(enc, outputs, impure, before)
         nodes, info, outputs, impure = [], {}, [], []
         assert_target, node_info, cache = self.assert_target, self._node, self.cache
         for n in g.nodes:
@@ -336,6 +346,30 @@ class FxChecker:
             mergeable.append(pure and n.op == "call_function")
             syms.append(sym)
             index[n] = i
+        return self._outputs(enc, outputs, impure, before)
+
+    def _fast_tables(self) -> Optional[tuple]:
+        """The tables the native encoding reads :meth:`_node`'s common case
+        from (a call whose target and positional form are known), or None."""
+        tg = self.driver.tg
+        calls = getattr(tg, "_calls", None)
+        if type(calls) is not dict:
+            return None
+        from ..torch import importer
+        return (self._targets, calls, self._const_specs, self._scalars, tg, self._label_ids,
+                self.labels, importer._pure_targets, importer.is_pure, operator.getitem)
+
+    def _output_nodes(self, n) -> list:
+        """The FX nodes the output node ``n`` outputs, in order."""
+        outputs: list = []
+        self.map_arg(n.args, outputs.append)
+        return outputs
+
+    def _outputs(self, enc: Encoding, outputs: list, impure: list,
+                 before: Optional[Encoding]) -> Encoding:
+        """``enc`` with its outputs: the graph's (``outputs``), then the
+        impure nodes (``before``'s, or their replacements, after a pass)."""
+        index = enc.index
         enc.outputs = [index[o] for o in outputs if o in index]
         n_real = len(enc.outputs)
         if before is None:
