@@ -713,8 +713,53 @@ fail:
  * _node), NULL with an error set on an error. */
 typedef struct {
     PyObject *targets, *calls, *const_specs, *scalars, *tg, *label_ids, *labels, *pure_targets,
-        *is_pure, *getitem, *cache;
+        *is_pure, *getitem, *sym_ids, *cache;
 } Fast;
+
+/* the label of key (new reference): label_ids[key], else labels(key) */
+static PyObject *fast_label(Fast *f, PyObject *key) {
+    PyObject *label = PyDict_GetItemWithError(f->label_ids, key);
+    if (label != NULL) return Py_NewRef(label);
+    if (PyErr_Occurred()) return NULL;
+    return PyObject_CallOneArg(f->labels, key);
+}
+
+/* the info of a node and its cache entry (new reference to the info) */
+static PyObject *fast_out(Fast *f, PyObject *node, PyObject *args, PyObject *kwargs,
+                          PyObject *target, PyObject *label, PyObject *nodes, int pure,
+                          PyObject *specs, PyObject *sym) {
+    PyObject *out = PyTuple_Pack(5, label, nodes, pure ? Py_True : Py_False, specs, sym);
+    if (out == NULL) return NULL;
+    PyObject *entry = PyTuple_Pack(4, args, kwargs, target, out);
+    if (entry == NULL || PyDict_SetItem(f->cache, node, entry) < 0) Py_CLEAR(out);
+    Py_XDECREF(entry);
+    return out;
+}
+
+/* _node of a placeholder or get_attr node: the leaf of symbol
+ * ("input", "<op>:<name>") when the symbol exists (else NULL, no error) */
+static PyObject *fast_leaf(Fast *f, PyObject *node, PyObject *op, PyObject *target,
+                           PyObject *args, PyObject *kwargs) {
+    PyObject *name = fx_attr(node, FX_NAME), *out = NULL;
+    if (name == NULL) return NULL;
+    PyObject *text = PyUnicode_FromFormat("%S:%S", op, name);
+    PyObject *k = text == NULL ? NULL : PyTuple_Pack(2, s_input, text);
+    Py_XDECREF(text);
+    PyObject *sym = k == NULL ? NULL : PyDict_GetItemWithError(f->sym_ids, k);
+    Py_XDECREF(k);
+    if (sym != NULL) {
+        PyObject *key = PyTuple_Pack(3, sym, op, str_eq(op, s_get_attr) ? target : name);
+        PyObject *label = key == NULL ? NULL : fast_label(f, key);
+        Py_XDECREF(key);
+        PyObject *nodes = label == NULL ? NULL : PyList_New(0);
+        if (nodes != NULL)
+            out = fast_out(f, node, args, kwargs, target, label, nodes, 1, empty_tuple, sym);
+        Py_XDECREF(label);
+        Py_XDECREF(nodes);
+    }
+    Py_DECREF(name);
+    return out;
+}
 
 static int has_node(PyObject *a, PyObject *node_type, int depth) {
     if (depth > 100) return 1; /* too deep to tell here: _node decides */
@@ -825,17 +870,11 @@ static PyObject *fast_node(Fast *f, PyObject *node, PyObject *node_type, PyObjec
     PyObject *sym = PyTuple_GET_ITEM(tk, 2);
     PyObject *key = PyTuple_Pack(2, sym, PyTuple_GET_ITEM(tk, 1));
     if (key == NULL) goto done;
-    PyObject *label = PyDict_GetItemWithError(f->label_ids, key);
-    if (label != NULL) Py_INCREF(label);
-    else if (!PyErr_Occurred()) label = PyObject_CallOneArg(f->labels, key);
+    PyObject *label = fast_label(f, key);
     Py_DECREF(key);
     if (label == NULL) goto done;
-    out = PyTuple_Pack(5, label, nodes, pure ? Py_True : Py_False, specs, sym);
+    out = fast_out(f, node, args, kwargs, target, label, nodes, pure, specs, sym);
     Py_DECREF(label);
-    if (out == NULL) goto done;
-    PyObject *entry = PyTuple_Pack(4, args, kwargs, target, out);
-    if (entry == NULL || PyDict_SetItem(f->cache, node, entry) < 0) Py_CLEAR(out);
-    Py_XDECREF(entry);
 done:
     Py_DECREF(pos);
     Py_XDECREF(nodes);
@@ -946,15 +985,16 @@ static PyObject *encode_fx(PyObject *self, PyObject *a) {
         return NULL;
     int use_fast = fast_args != Py_None;
     if (use_fast) {
-        if (!PyTuple_Check(fast_args) || PyTuple_GET_SIZE(fast_args) != 10) {
-            PyErr_SetString(PyExc_TypeError, "encode_fx: fast must be None or a tuple of 10");
+        if (!PyTuple_Check(fast_args) || PyTuple_GET_SIZE(fast_args) != 11) {
+            PyErr_SetString(PyExc_TypeError, "encode_fx: fast must be None or a tuple of 11");
             return NULL;
         }
         PyObject **v = &PyTuple_GET_ITEM(fast_args, 0);
-        fast = (Fast){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], cache};
+        fast = (Fast){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], cache};
         if (!PyDict_Check(fast.targets) || !PyDict_Check(fast.calls)
             || !PyDict_Check(fast.const_specs) || !PyAnySet_Check(fast.scalars)
-            || !PyDict_Check(fast.label_ids) || !PyDict_Check(fast.pure_targets)) {
+            || !PyDict_Check(fast.label_ids) || !PyDict_Check(fast.pure_targets)
+            || !PyDict_Check(fast.sym_ids)) {
             PyErr_SetString(PyExc_TypeError, "encode_fx: malformed fast tables");
             return NULL;
         }
@@ -985,8 +1025,9 @@ static PyObject *encode_fx(PyObject *self, PyObject *a) {
         if (op == NULL) goto done;
         int is_output = PyUnicode_Check(op) && PyUnicode_CompareWithASCIIString(op, "output") == 0;
         int is_call = str_eq(op, s_call_function);
-        Py_DECREF(op);
+        int is_leaf = !is_call && (str_eq(op, s_placeholder) || str_eq(op, s_get_attr));
         if (is_output) {
+            Py_DECREF(op);
             PyObject *outs = PyObject_CallOneArg(output_nodes, node);
             if (outs == NULL) goto done;
             int bad = !PyList_Check(outs);
@@ -1000,23 +1041,24 @@ static PyObject *encode_fx(PyObject *self, PyObject *a) {
             continue;
         }
         PyObject *target = fx_attr(node, FX_TARGET);
-        if (target == NULL) goto done;
-        if (is_call && target == assert_target) { Py_DECREF(target); continue; }
+        if (target == NULL) { Py_DECREF(op); goto done; }
+        if (is_call && target == assert_target) { Py_DECREF(op); Py_DECREF(target); continue; }
         PyObject *it = NULL, *hit = PyDict_GetItemWithError(cache, node);
         PyObject *args = fx_attr(node, FX_ARGS), *kwargs = fx_attr(node, FX_KWARGS);
         if (PyErr_Occurred() || args == NULL || kwargs == NULL) {
-            Py_XDECREF(args); Py_XDECREF(kwargs); Py_DECREF(target);
+            Py_XDECREF(args); Py_XDECREF(kwargs); Py_DECREF(target); Py_DECREF(op);
             goto done;
         }
         if (hit != NULL && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 4
             && PyTuple_GET_ITEM(hit, 2) == target && PyTuple_GET_ITEM(hit, 0) == args
             && PyTuple_GET_ITEM(hit, 1) == kwargs)
             it = Py_NewRef(PyTuple_GET_ITEM(hit, 3));
-        else if (use_fast && is_call) {
-            it = fast_node(&fast, node, e.node_type, target, args, kwargs);
+        else if (use_fast && (is_call || is_leaf)) {
+            it = is_call ? fast_node(&fast, node, e.node_type, target, args, kwargs)
+                         : fast_leaf(&fast, node, op, target, args, kwargs);
             if (it == NULL) PyErr_Clear(); /* not the common case (or it failed): _node's */
         }
-        Py_DECREF(args); Py_DECREF(kwargs); Py_DECREF(target);
+        Py_DECREF(args); Py_DECREF(kwargs); Py_DECREF(target); Py_DECREF(op);
         if (it == NULL && !(it = PyObject_CallOneArg(node_info, node))) goto done;
         if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 5
             || !PyList_Check(PyTuple_GET_ITEM(it, 1)) || !PyTuple_Check(PyTuple_GET_ITEM(it, 3))) {

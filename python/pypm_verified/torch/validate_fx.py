@@ -355,9 +355,11 @@ class FxChecker:
         calls = getattr(tg, "_calls", None)
         if type(calls) is not dict:
             return None
+        from ..core import symbols
         from ..torch import importer
         return (self._targets, calls, self._const_specs, self._scalars, tg, self._label_ids,
-                self.labels, importer._pure_targets, importer.is_pure, operator.getitem)
+                self.labels, importer._pure_targets, importer.is_pure, operator.getitem,
+                symbols._ids)
 
     def _output_nodes(self, n) -> list:
         """The FX nodes the output node ``n`` outputs, in order."""
