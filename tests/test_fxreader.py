@@ -544,3 +544,34 @@ def test_odd_graphs_read_alike(native, monkeypatch):
             add = next(n for n in tg.fx_graph.nodes if n.op == "call_function")
             other = tg.term[add].args[1]
             assert other.kind == "input" and other.name.startswith("opaque:"), other
+
+
+def test_pass_words_are_the_python_words(native, monkeypatch):
+    """The validator's buffer of a pass (``encode_words``), native and
+    Python: word for word; malformed lists raise."""
+    from pypm_verified.rewriting.validate import Encoding, encode_words
+    rng = random.Random(7)
+    for _ in range(50):
+        encs = []
+        for _g in range(2):
+            e = Encoding()
+            n = rng.randrange(0, 30)
+            e.labels = [rng.randrange(0, 1 << 40) for _ in range(n)]
+            e.args = [tuple(rng.randrange(0, max(i, 1)) for _ in range(rng.randrange(0, 4)))
+                      if rng.random() < 0.8 else [rng.randrange(0, 5)] for i in range(n)]
+            e.outputs = [rng.randrange(0, max(n, 1)) for _ in range(rng.randrange(0, 4))]
+            encs.append(e)
+        fs = [(rng.randrange(0, 9), rng.randrange(0, 9)) for _ in range(rng.randrange(0, 5))]
+        amap = [rng.randrange(-1, 9) for _ in range(len(encs[1].labels))]
+        words = {}
+        for on in ("0", "1"):
+            monkeypatch.setenv(_native.ENV, on)
+            words[on] = list(encode_words(encs[0], encs[1], fs, amap))
+        assert words["0"] == words["1"]
+    monkeypatch.setenv(_native.ENV, "1")
+    pw = native.pass_words
+    ok = ([5], [(0,)], [0], [6], [()], [0], [(0, 0)], [0])
+    assert array("q", pw(*ok)) == array("q", [1, 5, 1, 0, 1, 0, 1, 6, 0, 1, 0, 1, 0, 0, 0])
+    for i, bad in ((0, [5, 6]), (1, [7]), (6, [(0,)]), (7, ["x"]), (2, [1 << 64]), (3, None)):
+        with pytest.raises((TypeError, ValueError, OverflowError)):
+            pw(*ok[:i], bad, *ok[i + 1:])

@@ -699,6 +699,91 @@ fail:
     return NULL;
 }
 
+/* pass_words(before_labels, before_args, before_outputs, after_labels,
+ * after_args, after_outputs, firings, amap) -> bytes: the rewrite
+ * validator's buffer of one pass (rewriting/validate.py, encode_words): per
+ * graph its node count, per node label, argument count and arguments, its
+ * output count and outputs; the firing count and (root, replacement) pairs;
+ * the after -> before map. Checked as encode_columns checks. */
+static Py_ssize_t graph_size(PyObject *labels, PyObject *args, PyObject *outputs) {
+    Py_ssize_t n = PyList_GET_SIZE(labels);
+    if (PyList_GET_SIZE(args) != n) {
+        PyErr_SetString(PyExc_ValueError, "pass_words: labels and arguments of different lengths");
+        return -1;
+    }
+    Py_ssize_t total = 2 + 2 * n + PyList_GET_SIZE(outputs);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = PyList_GET_ITEM(args, i);
+        if (!PyTuple_Check(k) && !PyList_Check(k)) {
+            PyErr_Format(PyExc_TypeError, "pass_words: node %zd: arguments must be a tuple or "
+                         "a list", i);
+            return -1;
+        }
+        total += PySequence_Fast_GET_SIZE(k);
+    }
+    return total;
+}
+
+static int put_graph(int64_t **w, int64_t *end, PyObject *labels, PyObject *args,
+                     PyObject *outputs) {
+    Py_ssize_t n = PyList_GET_SIZE(labels);
+    if (*w >= end) return -2;
+    *(*w)++ = (int64_t)n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = PyList_GET_ITEM(args, i);
+        if (!PyTuple_Check(k) && !PyList_Check(k)) return -2; /* changed since sized */
+        if (put_words(w, end, PyList_GET_ITEM(labels, i)) < 0) return -1;
+        if (*w >= end) return -2;
+        Py_ssize_t nk = PySequence_Fast_GET_SIZE(k);
+        *(*w)++ = (int64_t)nk;
+        for (Py_ssize_t j = 0; j < nk && j < PySequence_Fast_GET_SIZE(k); j++)
+            if (put_words(w, end, PySequence_Fast_GET_ITEM(k, j)) < 0) return -1;
+    }
+    if (*w >= end) return -2;
+    *(*w)++ = (int64_t)PyList_GET_SIZE(outputs);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(outputs); i++)
+        if (put_words(w, end, PyList_GET_ITEM(outputs, i)) < 0) return -1;
+    return 0;
+}
+
+static PyObject *pass_words(PyObject *self, PyObject *a) {
+    PyObject *bl, *ba, *bo, *al, *aa, *ao, *fs, *amap;
+    if (!PyArg_ParseTuple(a, "O!O!O!O!O!O!O!O!:pass_words", &PyList_Type, &bl, &PyList_Type, &ba,
+                          &PyList_Type, &bo, &PyList_Type, &al, &PyList_Type, &aa, &PyList_Type,
+                          &ao, &PyList_Type, &fs, &PyList_Type, &amap))
+        return NULL;
+    Py_ssize_t sb = graph_size(bl, ba, bo), sa = sb < 0 ? -1 : graph_size(al, aa, ao);
+    if (sa < 0) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(fs); i++) {
+        PyObject *f = PyList_GET_ITEM(fs, i);
+        if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 2) {
+            PyErr_Format(PyExc_TypeError, "pass_words: firing %zd is not a (root, replacement) "
+                         "pair", i);
+            return NULL;
+        }
+    }
+    Py_ssize_t total = sb + sa + 1 + 2 * PyList_GET_SIZE(fs) + PyList_GET_SIZE(amap);
+    if (total > PY_SSIZE_T_MAX / 8) return PyErr_NoMemory();
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total * 8);
+    if (out == NULL) return NULL;
+    int64_t *w = (int64_t *)PyBytes_AS_STRING(out), *end = w + total;
+    int r = put_graph(&w, end, bl, ba, bo);
+    if (r == 0) r = put_graph(&w, end, al, aa, ao);
+    if (r == 0 && w < end) *w++ = (int64_t)PyList_GET_SIZE(fs);
+    for (Py_ssize_t i = 0; r == 0 && i < PyList_GET_SIZE(fs); i++) {
+        PyObject *f = PyList_GET_ITEM(fs, i);
+        if (put_words(&w, end, PyTuple_GET_ITEM(f, 0)) < 0
+            || put_words(&w, end, PyTuple_GET_ITEM(f, 1)) < 0)
+            r = -1;
+    }
+    for (Py_ssize_t i = 0; r == 0 && i < PyList_GET_SIZE(amap); i++)
+        if (put_words(&w, end, PyList_GET_ITEM(amap, i)) < 0) r = -1;
+    if (r == 0 && w == end) return out;
+    if (r != -1) PyErr_SetString(PyExc_RuntimeError, "_fxreader: lists changed while encoding");
+    Py_DECREF(out);
+    return NULL;
+}
+
 /* --------------------------------------------------- the validator's encoding */
 
 /* The common case of FxChecker._node, natively: a call_function whose
@@ -1181,6 +1266,9 @@ static PyMethodDef methods[] = {
     {"encode_columns", encode_columns, METH_VARARGS,
      "encode_columns(header, labels, children, attrs, tail) -> bytes: the int64 words of a "
      "graph encoding (native byte order)."},
+    {"pass_words", pass_words, METH_VARARGS,
+     "pass_words(before_labels, before_args, before_outputs, after_labels, after_args, "
+     "after_outputs, firings, amap) -> bytes: the rewrite validator's int64 words of a pass."},
     {"encode_fx", encode_fx, METH_VARARGS,
      "encode_fx(nodes, node_type, cache, node_info, assert_target, output_nodes, before_index, "
      "known, const_labels, const_label, list_label, fast) -> the columns of the rewrite validator's "

@@ -180,6 +180,15 @@ class Firing:
 def encode_words(before: Encoding, after: Encoding, firings: Sequence[Tuple[int, int]],
                  amap: Sequence[int]) -> array:
     """The validator's buffer (int64 words) for one pass."""
+    from .. import _native
+    native = _native.reader()
+    if native is not None:  # the same words, written natively
+        w = array("q")
+        w.frombytes(native.pass_words(
+            _as_list(before.labels), _as_list(before.args), _as_list(before.outputs),
+            _as_list(after.labels), _as_list(after.args), _as_list(after.outputs),
+            [(r, h) for r, h in firings], _as_list(amap)))
+        return w
     w = array("q")
     for g in (before, after):
         w.append(len(g))
@@ -195,6 +204,10 @@ def encode_words(before: Encoding, after: Encoding, firings: Sequence[Tuple[int,
         w.append(h)
     w.extend(amap)
     return w
+
+
+def _as_list(x) -> list:
+    return x if type(x) is list else list(x)
 
 
 class Pass:
@@ -322,15 +335,15 @@ class Pass:
             len({id(c.patterns) for c in certs}) == 1
 
     def check_certified(self, graph, labels: "Labels", operator_of: Callable[[object], int],
-                        image: Callable[[object], Optional[int]],
-                        fuel: Optional[int] = None) -> None:
+                        image, fuel: Optional[int] = None) -> None:
         """Run the certificate checker (``pypm_validate_firings``, the
         extracted ``Certify.validate_firings``): the pass as :meth:`check`
         does, and each rule's firing a proved match of its pattern, in the
         matcher's ``graph``, replaced by its template. ``labels`` interned
         the encodings' labels; ``operator_of(key)`` is the matcher's
         operator of a label key; ``image(key)`` the matcher's node a before
-        node (by key) is, or None. Needs :meth:`certified`."""
+        node (by key) is, or None (or ``image`` is the list of them by before
+        node, -1 for none). Needs :meth:`certified`."""
         from ..engines import binding
         words = self.words()
         certs = [f.certificate for f in self.firings if f.rule is not None]
@@ -506,11 +519,12 @@ def _template_words(t, labels: "Labels") -> List[int]:
 
 
 def certificate_words(p: "Pass", labels: "Labels", operator_of: Callable[[object], int],
-                      image: Callable[[object], Optional[int]]) -> List[int]:
+                      image) -> List[int]:
     """The words after a pass's in a firing-certificate buffer
     (docs/internals/format.md, "Firing certificates"): each label's operator,
-    each before node's image in the matcher's graph, a certificate per
-    firing (a merge for the driver's merges of equal nodes)."""
+    each before node's image in the matcher's graph (``image(key)``, or the
+    list of them by before node, -1 for none), a certificate per firing (a
+    merge for the driver's merges of equal nodes)."""
     before = p.sent_before
     # templates first: they may intern labels the graphs do not have
     cert_words = []
@@ -536,9 +550,12 @@ def certificate_words(p: "Pass", labels: "Labels", operator_of: Callable[[object
         op = operator_of(key)
         ops[label] = -1 if op is None else op
     w += ops
-    for key in before.keys:
-        t = image(key)
-        w.append(-1 if t is None else t)
+    if isinstance(image, list) and before is p.before:
+        w += image  # the images by before node already (-1: none)
+    else:
+        for key in before.keys:
+            t = image(key)
+            w.append(-1 if t is None else t)
     for cw in cert_words:
         w += cw
     return w

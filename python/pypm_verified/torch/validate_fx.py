@@ -495,9 +495,8 @@ class FxChecker:
             # one check: the certificate checker checks the pass as the pass
             # checker does (its verdicts 1-8 are the same), then each firing
             if rules and p.certified():
-                imgs, bidx, tg = self.images, before.index, self.driver.tg
-                p.check_certified(tg.graph, self.labels, operator.itemgetter(0),
-                                  lambda key: imgs[bidx[key]], fuel=self.driver.pset.fuel)
+                p.check_certified(self.driver.tg.graph, self.labels, operator.itemgetter(0),
+                                  self.images, fuel=self.driver.pset.fuel)
                 self.certified += len(rules)
             else:
                 p.check()  # the pass (its rejections say which argument is wrong)
