@@ -790,7 +790,8 @@ static PyObject *pass_words(PyObject *self, PyObject *a) {
  * target the checker has read (``targets``: id(target) -> (target, stand-in,
  * operator symbol)) and whose positional form the import cached (``calls``);
  * its argument specs (an FX node; ("c", term id) for a constant: scalars
- * through ``const_specs`` by (type, value), else ``tg.arg(a).id``), its label
+ * through ``const_specs`` by (type, value), flat lists and tuples of scalars
+ * through the import's ``tg._consts``, else ``tg.arg(a).id``), its label
  * (``label_ids`` by (symbol, stand-in), else ``labels(key)``) and purity
  * (``pure_targets`` by id(target), else ``is_pure(node)``). The cache entry
  * is written as _node writes it. Returns a new reference to the node's info,
@@ -798,8 +799,27 @@ static PyObject *pass_words(PyObject *self, PyObject *a) {
  * _node), NULL with an error set on an error. */
 typedef struct {
     PyObject *targets, *calls, *const_specs, *scalars, *tg, *label_ids, *labels, *pure_targets,
-        *is_pure, *getitem, *sym_ids, *cache;
+        *is_pure, *getitem, *sym_ids, *consts, *cache;
 } Fast;
+
+/* importer._const_cache_key(a) of a flat list or tuple of scalars, the key
+ * of tg._consts (new reference); NULL without an error for anything else */
+static PyObject *flat_const_key(Fast *f, PyObject *a) {
+    PyObject *seq = PyTuple_Check(a) ? (PyObject *)&PyTuple_Type : (PyObject *)&PyList_Type;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(a);
+    PyObject *pairs = PyTuple_New(n);
+    if (pairs == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PySequence_Fast_GET_ITEM(a, i), *t = (PyObject *)Py_TYPE(e);
+        int sc = PySet_Contains(f->scalars, t);
+        PyObject *p = sc == 1 ? PyTuple_Pack(2, t, e) : NULL;
+        if (p == NULL) { Py_DECREF(pairs); return NULL; }
+        PyTuple_SET_ITEM(pairs, i, p);
+    }
+    PyObject *key = PyTuple_Pack(2, seq, pairs);
+    Py_DECREF(pairs);
+    return key;
+}
 
 /* the label of key (new reference): label_ids[key], else labels(key) */
 static PyObject *fast_label(Fast *f, PyObject *key) {
@@ -889,6 +909,20 @@ static PyObject *fast_spec(Fast *f, PyObject *a, PyObject *node_type) {
             if (PyErr_Occurred()) { Py_DECREF(ck); return NULL; }
         }
     } else if (PyErr_Occurred()) return NULL;
+    else if (PyList_Check(a) || PyTuple_Check(a)) { /* sizes, dims: the import's leaf */
+        PyObject *key = flat_const_key(f, a);
+        if (key == NULL && PyErr_Occurred()) return NULL;
+        PyObject *t = key == NULL ? NULL : PyDict_GetItemWithError(f->consts, key);
+        Py_XDECREF(key);
+        if (t != NULL) {
+            PyObject *tid = PyObject_GetAttr(t, s_id);
+            if (tid == NULL) return NULL;
+            PyObject *spec = PyTuple_Pack(2, s_c, tid);
+            Py_DECREF(tid);
+            return spec;
+        }
+        if (PyErr_Occurred()) return NULL;
+    }
     PyObject *t = PyObject_CallMethodOneArg(f->tg, s_arg, a), *spec = NULL;
     if (t != NULL) {
         PyObject *tid = PyObject_GetAttr(t, s_id);
@@ -1070,16 +1104,17 @@ static PyObject *encode_fx(PyObject *self, PyObject *a) {
         return NULL;
     int use_fast = fast_args != Py_None;
     if (use_fast) {
-        if (!PyTuple_Check(fast_args) || PyTuple_GET_SIZE(fast_args) != 11) {
-            PyErr_SetString(PyExc_TypeError, "encode_fx: fast must be None or a tuple of 11");
+        if (!PyTuple_Check(fast_args) || PyTuple_GET_SIZE(fast_args) != 12) {
+            PyErr_SetString(PyExc_TypeError, "encode_fx: fast must be None or a tuple of 12");
             return NULL;
         }
         PyObject **v = &PyTuple_GET_ITEM(fast_args, 0);
-        fast = (Fast){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], cache};
+        fast = (Fast){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11],
+                      cache};
         if (!PyDict_Check(fast.targets) || !PyDict_Check(fast.calls)
             || !PyDict_Check(fast.const_specs) || !PyAnySet_Check(fast.scalars)
             || !PyDict_Check(fast.label_ids) || !PyDict_Check(fast.pure_targets)
-            || !PyDict_Check(fast.sym_ids)) {
+            || !PyDict_Check(fast.sym_ids) || !PyDict_Check(fast.consts)) {
             PyErr_SetString(PyExc_TypeError, "encode_fx: malformed fast tables");
             return NULL;
         }
