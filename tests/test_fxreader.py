@@ -239,7 +239,20 @@ def _validator_encodings_alike(gm, monkeypatch):
         seen["read"] += len(nat_info)
         return nat
 
+    read_images = validate_fx.FxChecker._images
+
+    def images_both(self):
+        got = {}
+        for on in ("0", "1"):
+            monkeypatch.setenv(_native.ENV, on)
+            read_images(self)
+            got[on] = (list(self.images), dict(self.inverse))
+        assert got["0"] == got["1"]
+        seen["images"] += sum(1 for t in got["1"][0] if t >= 0)
+
+    seen["images"] = 0
     monkeypatch.setattr(validate_fx.FxChecker, "encode", both)
+    monkeypatch.setattr(validate_fx.FxChecker, "_images", images_both)
     monkeypatch.setattr(validate_fx, "enabled", lambda: True)
     Driver(gm, default_patterns(), target="cpu", recompile=False,
            check_profitability=False).run()
@@ -251,11 +264,13 @@ def test_the_validator_encodes_alike(native, programs, name, monkeypatch):
     """The rewrite validator's encodings of the FX graph before and after
     each pass (``FxChecker.encode``): native (``encode_fx``, with its common
     case of ``_node``) and Python give the same columns and node
-    information; most nodes are read natively."""
+    information; most nodes are read natively. The images of the nodes in
+    the matcher's term graph (``FxChecker._images``) alike too."""
     ep, _ = programs[name]
     seen = _validator_encodings_alike(copy.deepcopy(ep.graph_module), monkeypatch)
     assert seen["encodings"] >= 2  # before and after a pass that fired
     assert seen["native"] > 0.5 * seen["read"], seen
+    assert seen["images"] > 100  # the images of the nodes before a pass that fired
 
 
 # ------------------------------------------------------------ random graphs
@@ -431,6 +446,17 @@ def test_malformed_input_raises(native):
             efx(*ok[:3], lambda n, _i=info: _i, *ok[4:])
     with pytest.raises(ZeroDivisionError):  # an error of node_info is raised
         efx(*ok[:3], lambda n: 1 // 0, *ok[4:])
+    # the images in the term graph: a list's node is found by its children
+    im = native.images
+    keys, syms, args = [("c", 0), ("l", ()), node], [7, 9, 8], [(), (0,), (1,)]
+    terms = ({node: type("T", (), {"id": 2})()}, [7, 9, 8], [(), (0,), (1,)])
+    index = {(9, (0,), None): type("T", (), {"id": 1})()}
+    assert im(keys, syms, args, fx.Node, *terms, index, None) == ([0, 1, 2], {0: 0, 1: 1, 2: 2})
+    assert im(keys, syms, [(), (0,), (0,)], fx.Node, *terms, index, None)[0] == [0, 1, -1]
+    for i, bad in ((0, ()), (1, [7]), (2, [(), [0], (1,)]), (4, []), (5, None)):
+        with pytest.raises((TypeError, ValueError)):
+            im(*(keys, syms, args, fx.Node, *terms, index, None)[:i], bad,
+               *(keys, syms, args, fx.Node, *terms, index, None)[i + 1:])
 
 
 def test_encoding_overflow_is_an_encode_error(native, monkeypatch):

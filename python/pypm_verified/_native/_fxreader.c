@@ -785,6 +785,121 @@ static PyObject *pass_words(PyObject *self, PyObject *a) {
 }
 
 /* --------------------------------------------------- the validator's encoding */
+/* images(keys, syms, args, node_type, term, labels, children, index, no_attrs)
+ * -> (images, inverse): FxChecker._images, natively. Per node i of an
+ * encoding (its key, its operator symbol or None, its argument indices), its
+ * image in the term graph (labels, children, the hash-consing index): an FX
+ * node's term (``term``), a constant's leaf (key ("c", id)), a list's node
+ * (``index[(sym, child images, no_attrs)]``), when its label is the symbol
+ * and its children are its arguments' images, and no earlier node has it;
+ * else -1. ``inverse``: term id -> node. */
+static PyObject *images(PyObject *self, PyObject *a) {
+    PyObject *keys, *syms, *args, *node_type, *term, *labels, *children, *index, *no_attrs;
+    if (!PyArg_ParseTuple(a, "O!O!O!O!O!O!O!O!O:images", &PyList_Type, &keys, &PyList_Type,
+                          &syms, &PyList_Type, &args, &PyType_Type, &node_type, &PyDict_Type,
+                          &term, &PyList_Type, &labels, &PyList_Type, &children, &PyDict_Type,
+                          &index, &no_attrs))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    if (PyList_GET_SIZE(syms) != n || PyList_GET_SIZE(args) != n) {
+        PyErr_SetString(PyExc_ValueError, "images: columns of different lengths");
+        return NULL;
+    }
+    Py_ssize_t ng = PyList_GET_SIZE(labels);
+    PyObject *img = PyList_New(n), *inv = PyDict_New(), *result = NULL;
+    Py_ssize_t *im = PyMem_Calloc(n + 1, sizeof(Py_ssize_t));
+    if (img == NULL || inv == NULL || im == NULL) {
+        if (im == NULL) PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) im[i] = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PyList_GET_ITEM(keys, i), *sym = PyList_GET_ITEM(syms, i);
+        PyObject *ai = PyList_GET_ITEM(args, i);
+        if (sym == Py_None) continue;
+        if (!PyTuple_Check(ai)) {
+            PyErr_Format(PyExc_TypeError, "images: node %zd: arguments must be a tuple", i);
+            goto done;
+        }
+        Py_ssize_t na = PyTuple_GET_SIZE(ai), tid = -1;
+        for (Py_ssize_t j = 0; j < na; j++) { /* every argument an earlier node */
+            Py_ssize_t x = PyLong_AsSsize_t(PyTuple_GET_ITEM(ai, j));
+            if (x == -1 && PyErr_Occurred()) goto done;
+            if (x < 0 || x >= i) { na = -1; break; }
+        }
+        if (na < 0) continue; /* an argument not before it: no image */
+        PyObject *t = NULL;
+        if ((PyObject *)Py_TYPE(key) == node_type) {
+            t = PyDict_GetItemWithError(term, key);
+            if (t == NULL) { if (PyErr_Occurred()) goto done; continue; }
+        } else if (PyTuple_Check(key) && PyTuple_GET_SIZE(key) == 2
+                   && PyUnicode_Check(PyTuple_GET_ITEM(key, 0))
+                   && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(key, 0), "c") == 0) {
+            tid = PyLong_AsSsize_t(PyTuple_GET_ITEM(key, 1));
+            if (tid == -1 && PyErr_Occurred()) goto done;
+        } else {
+            PyObject *kimg = PyTuple_New(na);
+            if (kimg == NULL) goto done;
+            for (Py_ssize_t j = 0; j < na; j++) {
+                PyObject *x = PyLong_FromSsize_t(im[PyLong_AsSsize_t(PyTuple_GET_ITEM(ai, j))]);
+                if (x == NULL) { Py_DECREF(kimg); goto done; }
+                PyTuple_SET_ITEM(kimg, j, x);
+            }
+            PyObject *k = PyTuple_Pack(3, sym, kimg, no_attrs);
+            Py_DECREF(kimg);
+            if (k == NULL) goto done;
+            t = PyDict_GetItemWithError(index, k);
+            Py_DECREF(k);
+            if (t == NULL) { if (PyErr_Occurred()) goto done; continue; }
+        }
+        if (t != NULL) {
+            PyObject *to = PyObject_GetAttr(t, s_id);
+            if (to == NULL) goto done;
+            tid = PyLong_AsSsize_t(to);
+            Py_DECREF(to);
+            if (tid == -1 && PyErr_Occurred()) goto done;
+        }
+        if (tid < 0 || tid >= ng || tid >= PyList_GET_SIZE(children)) continue;
+        PyObject *tido = PyLong_FromSsize_t(tid);
+        if (tido == NULL) goto done;
+        int seen = PyDict_Contains(inv, tido);
+        int same = seen == 0 ? PyObject_RichCompareBool(PyList_GET_ITEM(labels, tid), sym, Py_EQ)
+                             : 0;
+        if (seen < 0 || same < 0) { Py_DECREF(tido); goto done; }
+        PyObject *kids = PyList_GET_ITEM(children, tid);
+        int ok = same && PyTuple_Check(kids) && PyTuple_GET_SIZE(kids) == na;
+        for (Py_ssize_t j = 0; ok && j < na; j++) {
+            Py_ssize_t c = PyLong_AsSsize_t(PyTuple_GET_ITEM(kids, j));
+            if (c == -1 && PyErr_Occurred()) { Py_DECREF(tido); goto done; }
+            ok = im[PyLong_AsSsize_t(PyTuple_GET_ITEM(ai, j))] == c;
+        }
+        if (ok) {
+            PyObject *io = PyLong_FromSsize_t(i);
+            if (io == NULL || PyDict_SetItem(inv, tido, io) < 0) {
+                Py_XDECREF(io); Py_DECREF(tido);
+                goto done;
+            }
+            Py_DECREF(io);
+            im[i] = tid;
+        }
+        Py_DECREF(tido);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromSsize_t(im[i]);
+        if (x == NULL) goto done;
+        PyList_SET_ITEM(img, i, x);
+    }
+    result = PyTuple_Pack(2, img, inv);
+done:
+    PyMem_Free(im);
+    if (img != NULL && result == NULL) {
+        for (Py_ssize_t i = 0; i < n; i++) /* the unset items are NULL: fill before freeing */
+            if (PyList_GET_ITEM(img, i) == NULL) PyList_SET_ITEM(img, i, Py_NewRef(Py_None));
+    }
+    Py_XDECREF(img); Py_XDECREF(inv);
+    return result;
+}
+
 
 /* The common case of FxChecker._node, natively: a call_function whose
  * target the checker has read (``targets``: id(target) -> (target, stand-in,
@@ -1304,6 +1419,9 @@ static PyMethodDef methods[] = {
     {"pass_words", pass_words, METH_VARARGS,
      "pass_words(before_labels, before_args, before_outputs, after_labels, after_args, "
      "after_outputs, firings, amap) -> bytes: the rewrite validator's int64 words of a pass."},
+    {"images", images, METH_VARARGS,
+     "images(keys, syms, args, node_type, term, labels, children, index, no_attrs) -> "
+     "(images, inverse): the term graph's node each node of an encoding is (FxChecker._images)."},
     {"encode_fx", encode_fx, METH_VARARGS,
      "encode_fx(nodes, node_type, cache, node_info, assert_target, output_nodes, before_index, "
      "known, const_labels, const_label, list_label, fast) -> the columns of the rewrite validator's "

@@ -405,6 +405,12 @@ class FxChecker:
         from ..core.graph import attrs_of
         no_attrs = attrs_of(None, None)
         node_type = self.node_type
+        native = _native.reader()
+        if native is not None:  # the same reading, natively
+            self.images, self.inverse = native.images(b.keys, b.syms, b.args, node_type, term,
+                                                      gl, gc, gidx, no_attrs)
+            self._imaged = True
+            return
         img = [-1] * len(b)
         inv: Dict[int, int] = {}
         args_of, syms = b.args, b.syms
