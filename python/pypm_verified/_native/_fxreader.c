@@ -907,7 +907,7 @@ done:
  * its argument specs (an FX node; ("c", term id) for a constant: scalars
  * through ``const_specs`` by (type, value), flat lists and tuples of scalars
  * through the import's ``tg._consts``, else ``tg.arg(a).id``), its label
- * (``label_ids`` by (symbol, stand-in), else ``labels(key)``) and purity
+ * (interned in ``label_ids``, Labels.table, as Labels interns) and purity
  * (``pure_targets`` by id(target), else ``is_pure(node)``). The cache entry
  * is written as _node writes it. Returns a new reference to the node's info,
  * NULL with no error set when it is not the common case (the caller asks
@@ -936,12 +936,20 @@ static PyObject *flat_const_key(Fast *f, PyObject *a) {
     return key;
 }
 
-/* the label of key (new reference): label_ids[key], else labels(key) */
-static PyObject *fast_label(Fast *f, PyObject *key) {
-    PyObject *label = PyDict_GetItemWithError(f->label_ids, key);
+/* table[key], interned as validate.Labels interns it (the next int) when
+ * new: a new reference */
+static PyObject *intern_label(PyObject *table, PyObject *key) {
+    PyObject *label = PyDict_GetItemWithError(table, key);
     if (label != NULL) return Py_NewRef(label);
     if (PyErr_Occurred()) return NULL;
-    return PyObject_CallOneArg(f->labels, key);
+    label = PyLong_FromSsize_t(PyDict_GET_SIZE(table));
+    if (label != NULL && PyDict_SetItem(table, key, label) < 0) Py_CLEAR(label);
+    return label;
+}
+
+/* the label of key (new reference), interned in Labels.table */
+static PyObject *fast_label(Fast *f, PyObject *key) {
+    return intern_label(f->label_ids, key);
 }
 
 /* the info of a node and its cache entry (new reference to the info) */
@@ -1134,6 +1142,7 @@ done:
 typedef struct {
     PyObject *labels, *args, *names, *keys, *index, *mergeable, *syms;
     PyObject *node_type, *const_labels, *const_label, *list_label, *list_labels;
+    PyObject *label_table, *graph_labels; /* with fast: Labels.table, tg.graph._labels */
 } Enc;
 
 static Py_ssize_t enc_append(Enc *e, PyObject *key, PyObject *label, PyObject *args,
@@ -1168,7 +1177,23 @@ static PyObject *enc_emit(Enc *e, PyObject *spec, Py_ssize_t own, int depth) {
         ls = PyDict_GetItemWithError(e->const_labels, body);
         if (ls != NULL) Py_INCREF(ls);
         else if (PyErr_Occurred()) return NULL;
-        else ls = PyObject_CallOneArg(e->const_label, body);
+        else if (e->label_table != NULL && PyLong_Check(body)) {
+            /* FxChecker._const_label: (label of (symbol, "c"), symbol) */
+            Py_ssize_t tid = PyLong_AsSsize_t(body);
+            if (tid == -1 && PyErr_Occurred()) return NULL;
+            if (tid < 0 || tid >= PyList_GET_SIZE(e->graph_labels)) {
+                PyErr_Format(PyExc_IndexError, "encode_fx: constant %zd is not in the term graph",
+                             tid);
+                return NULL;
+            }
+            PyObject *sym = PyList_GET_ITEM(e->graph_labels, tid);
+            PyObject *key = PyTuple_Pack(2, sym, s_c);
+            PyObject *label = key == NULL ? NULL : intern_label(e->label_table, key);
+            Py_XDECREF(key);
+            ls = label == NULL ? NULL : PyTuple_Pack(2, label, sym);
+            Py_XDECREF(label);
+            if (ls != NULL && PyDict_SetItem(e->const_labels, body, ls) < 0) Py_CLEAR(ls);
+        } else ls = PyObject_CallOneArg(e->const_label, body);
         if (ls == NULL) return NULL;
         kids = Py_NewRef(empty_tuple);
         name = PyUnicode_FromFormat("constant %%%S", body);
@@ -1219,8 +1244,8 @@ static PyObject *encode_fx(PyObject *self, PyObject *a) {
         return NULL;
     int use_fast = fast_args != Py_None;
     if (use_fast) {
-        if (!PyTuple_Check(fast_args) || PyTuple_GET_SIZE(fast_args) != 12) {
-            PyErr_SetString(PyExc_TypeError, "encode_fx: fast must be None or a tuple of 12");
+        if (!PyTuple_Check(fast_args) || PyTuple_GET_SIZE(fast_args) != 13) {
+            PyErr_SetString(PyExc_TypeError, "encode_fx: fast must be None or a tuple of 13");
             return NULL;
         }
         PyObject **v = &PyTuple_GET_ITEM(fast_args, 0);
@@ -1229,7 +1254,8 @@ static PyObject *encode_fx(PyObject *self, PyObject *a) {
         if (!PyDict_Check(fast.targets) || !PyDict_Check(fast.calls)
             || !PyDict_Check(fast.const_specs) || !PyAnySet_Check(fast.scalars)
             || !PyDict_Check(fast.label_ids) || !PyDict_Check(fast.pure_targets)
-            || !PyDict_Check(fast.sym_ids) || !PyDict_Check(fast.consts)) {
+            || !PyDict_Check(fast.sym_ids) || !PyDict_Check(fast.consts)
+            || !PyList_Check(PyTuple_GET_ITEM(fast_args, 12))) {
             PyErr_SetString(PyExc_TypeError, "encode_fx: malformed fast tables");
             return NULL;
         }
@@ -1239,6 +1265,10 @@ static PyObject *encode_fx(PyObject *self, PyObject *a) {
         PyErr_SetString(PyExc_TypeError, "encode_fx: before_index must be a dict (or None) "
                         "and known a set");
         return NULL;
+    }
+    if (use_fast) {
+        e.label_table = fast.label_ids;
+        e.graph_labels = PyTuple_GET_ITEM(fast_args, 12);
     }
     Py_ssize_t n = PyList_GET_SIZE(nodes);
     PyObject *result = NULL, *outputs = NULL, *impure = NULL, *pos = NULL;

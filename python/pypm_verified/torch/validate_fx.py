@@ -353,13 +353,14 @@ class FxChecker:
         from (a call whose target and positional form are known), or None."""
         tg = self.driver.tg
         calls, consts = getattr(tg, "_calls", None), getattr(tg, "_consts", None)
-        if type(calls) is not dict or type(consts) is not dict:
+        if type(calls) is not dict or type(consts) is not dict or \
+                type(self.labels) is not Labels:
             return None
         from ..core import symbols
         from ..torch import importer
         return (self._targets, calls, self._const_specs, self._scalars, tg, self._label_ids,
                 self.labels, importer._pure_targets, importer.is_pure, operator.getitem,
-                symbols._ids, consts)
+                symbols._ids, consts, tg.graph._labels)
 
     def _output_nodes(self, n) -> list:
         """The FX nodes the output node ``n`` outputs, in order."""
