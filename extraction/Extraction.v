@@ -29,6 +29,7 @@
     OCaml tests, which compare the prepared forms with them. *)
 
 From Coq Require Import ZArith Extraction ExtrOcamlBasic ExtrOcamlNatInt ExtrOcamlZInt.
+From Coq Require OrderedTypeEx FMapAVL.
 From PyPM Require Import Syntax Subst Declarative Values Algorithmic Interpreter RootIndex Entry Multi Dominates Rewrite Certify.
 
 (** An axiom left to realize would be an unproved assumption in the
@@ -75,6 +76,20 @@ Extract Inlined Constant Nat.eqb => "Int.equal".
 (** The same for [Nat.compare], the key comparison of the AVL maps. *)
 Extract Constant Nat.compare =>
   "fun (n : int) (m : int) -> if n = m then Eq else if n < m then Lt else Gt".
+(** The AVL maps' key comparison ([VarMap] is [FMapAVL.Make (Nat_as_OT)]):
+    [Nat_as_OT.compare] decides [lt]/[eq] on [nat] as [Nat.compare] does;
+    realized directly on [int] (one native comparison, no call of
+    [Nat.compare] and no re-tagging of its result). The functor still calls
+    it through its argument, but the callee is this one comparison. *)
+Extract Constant OrderedTypeEx.Nat_as_OT.compare =>
+  "fun (x : int) (y : int) -> if x = y then EQ else if x < y then LT else GT".
+(** The AVL maps' height arithmetic ([Z_as_Int], heights are small
+    non-negative [int]s): [gt_le_dec i j] is [j < i], [ge_lt_dec i j] is
+    [j <= i], [add] is [(+)], as the definitions compute. *)
+Extract Constant Int.Z_as_Int.gt_le_dec => "fun (i : int) (j : int) -> j < i".
+Extract Constant Int.Z_as_Int.ge_lt_dec => "fun (i : int) (j : int) -> j <= i".
+Extract Constant Int.Z_as_Int.add => "fun (x : int) (y : int) -> x + y".
+Extract Constant Int.Z_as_Int.max => "fun (x : int) (y : int) -> if x >= y then x else y".
 Extract Inlined Constant Z.ltb => "(fun (x : int) (y : int) -> x < y)".
 (** [Nat.ltb] (the candidates' bound check [c < N]) likewise. *)
 Extract Inlined Constant Nat.ltb => "(fun (x : int) (y : int) -> x < y)".

@@ -158,10 +158,10 @@ Definition R_MATCH := 11.
 Definition R_SUBST := 12.
 Definition R_TEMPLATE := 13.
 
-Definition opt_find (T : VarMap.t (option nat)) (i : nat) : option nat :=
-  match VarMap.find i T with Some o => o | None => None end.
+Definition opt_find (T : itab (option nat)) (i : nat) : option nat :=
+  match tfind T i with Some o => o | None => None end.
 
-Fixpoint args_agree (GT : VarMap.t (option nat)) (ahs : list nat) (cs : list node) : bool :=
+Fixpoint args_agree (GT : itab (option nat)) (ahs : list nat) (cs : list node) : bool :=
   match ahs, cs with
   | [], [] => true
   | a :: ahs', c :: cs' =>
@@ -174,7 +174,7 @@ Fixpoint args_agree (GT : VarMap.t (option nat)) (ahs : list nat) (cs : list nod
 
 (** The first before node with an image that disagrees (or repeats an
     image, or has one outside the graph's [nG] nodes). *)
-Fixpoint bad_agree (G : graph) (nG : nat) (ST GT : VarMap.t (option nat)) (i : nat)
+Fixpoint bad_agree (G : graph) (nG : nat) (ST GT : itab (option nat)) (i : nat)
     (ns : list tnode) (gm : list (option nat)) (seen : VarMap.t unit) : option nat :=
   match ns, gm with
   | n :: ns', Some t :: gm' =>
@@ -188,7 +188,7 @@ Fixpoint bad_agree (G : graph) (nG : nat) (ST GT : VarMap.t (option nat)) (i : n
 
 (** The certificate's substitution, read through the map, is the
     matcher's bindings. *)
-Fixpoint subst_agree (GT : VarMap.t (option nat)) (sb : list (var * nat))
+Fixpoint subst_agree (GT : itab (option nat)) (sb : list (var * nat))
     (bs : list (var * node)) : bool :=
   match sb, bs with
   | [], [] => true
@@ -200,16 +200,16 @@ Fixpoint subst_agree (GT : VarMap.t (option nat)) (sb : list (var * nat))
   end.
 
 Section Check.
-  Variable AT : VarMap.t tnode.
+  Variable AT : itab tnode.
   Variable F : VarMap.t nat.
-  Variable MT : VarMap.t (option nat).
+  Variable MT : itab (option nat).
   Variable sb : list (var * nat).
 
   Fixpoint inst_b (t : tmpl) (h : nat) {struct t} : bool :=
     match t with
     | TVar x => match assoc sb x with Some v => arg_ok F MT h v | None => false end
     | TApp l ts =>
-        match VarMap.find h AT with
+        match tfind AT h with
         | Some n =>
             Nat.eqb (tlabel n) l &&
             (fix go (ts : list tmpl) (hs : list nat) : bool :=
@@ -229,7 +229,7 @@ Section Check.
         | Some v =>
             match VarMap.find v F with
             | Some _ => false
-            | None => match VarMap.find h MT with Some (Some g) => Nat.eqb g v | _ => false end
+            | None => match tfind MT h with Some (Some g) => Nat.eqb g v | _ => false end
             end
         | None => false
         end
@@ -241,16 +241,16 @@ Section Certs.
   Variable G : graph.
   Variable ps : pset.
   Variable fuel : nat.
-  Variable GT : VarMap.t (option nat).
+  Variable GT : itab (option nat).
   Variable F : VarMap.t nat.
-  Variable MT : VarMap.t (option nat).
-  Variable AT BT : VarMap.t tnode.
+  Variable MT : itab (option nat).
+  Variable AT BT : itab tnode.
 
   (** One firing: [None] accepts, [Some code] rejects. *)
   Definition check_cert (r p : nat) (c : cert) : option nat :=
     match c with
     | CMerge =>
-        match VarMap.find p AT, VarMap.find r BT with
+        match tfind AT p, tfind BT r with
         | Some n, Some m =>
             if Nat.eqb (tlabel n) (tlabel m) then
               match bad_pair F MT 0 (targs n) (targs m) with
@@ -297,22 +297,22 @@ Definition validate_firings (G : graph) (nG : nat) (ps : pset) (fuel : nat)
     (mp : list (option nat)) (cs : list cert) : option reject :=
   (* the tables [validate] reads, built once for it and the certificates *)
   let F := fire_table fs in
-  let MT := table_from 0 mp (VarMap.empty (option nat)) in
-  let BT := table_from 0 (tnodes before) (VarMap.empty tnode) in
+  let MT := table mp in
+  let BT := table (tnodes before) in
   match validate_with F MT BT before after fs mp with Some e => Some e | None =>
   if negb (Nat.eqb (length gm) (length (tnodes before))) then Some (R_AGREE, None) else
-  let ST := table_from 0 sym (VarMap.empty (option nat)) in
-  let GT := table_from 0 gm (VarMap.empty (option nat)) in
+  let ST := table sym in
+  let GT := table gm in
   match bad_agree G nG ST GT 0 (tnodes before) gm (VarMap.empty unit) with
   | Some i => Some (R_AGREE, Some i)
   | None =>
-      bad_certs G ps fuel GT F MT (table_from 0 (tnodes after) (VarMap.empty tnode)) BT 0 fs cs
+      bad_certs G ps fuel GT F MT (table (tnodes after)) BT 0 fs cs
   end end.
 
 (** ** Proofs *)
 
 Lemma opt_find_table : forall l i,
-  opt_find (table_from 0 l (VarMap.empty (option nat))) i = opt_at l i.
+  opt_find (table l) i = opt_at l i.
 Proof. intros l i. unfold opt_find, opt_at. rewrite table_find. reflexivity. Qed.
 
 Lemma args_agree_spec : forall GT ahs cs, args_agree GT ahs cs = true ->
@@ -369,8 +369,8 @@ Qed.
 
 Lemma agrees_check : forall G nG sym gm g,
   length gm = length (tnodes g) ->
-  bad_agree G nG (table_from 0 sym (VarMap.empty (option nat)))
-    (table_from 0 gm (VarMap.empty (option nat))) 0 (tnodes g) gm (VarMap.empty unit) = None ->
+  bad_agree G nG (table sym)
+    (table gm) 0 (tnodes g) gm (VarMap.empty unit) = None ->
   agrees G (opt_at sym) g (opt_at gm).
 Proof.
   intros G nG sym gm g Hl H.
@@ -400,7 +400,7 @@ Proof.
 Qed.
 
 Lemma after_table : forall A h n,
-  VarMap.find h (table_from 0 (tnodes A) (VarMap.empty tnode)) = Some n ->
+  tfind (table (tnodes A)) h = Some n ->
   h < length (tnodes A) /\ n = tnode_at A h.
 Proof.
   intros A h n H. rewrite table_find in H. split.
@@ -409,14 +409,14 @@ Proof.
 Qed.
 
 Lemma inst_b_inst : forall A fs mp sb t h,
-  inst_b (table_from 0 (tnodes A) (VarMap.empty tnode)) (fire_table fs)
-    (table_from 0 mp (VarMap.empty (option nat))) sb t h = true ->
+  inst_b (table (tnodes A)) (fire_table fs)
+    (table mp) sb t h = true ->
   inst A fs mp (assoc sb) t h.
 Proof.
   intros A fs mp sb t. induction t as [x|l ts IH] using tmpl_ind'; intros h H; simpl in *.
   - destruct (assoc sb x) as [v|]; [|discriminate]. exists v. split; [reflexivity|].
     apply arg_ok_corr. exact H.
-  - destruct (VarMap.find h _) as [n|] eqn:E; [|discriminate].
+  - destruct (tfind _ h) as [n|] eqn:E; [|discriminate].
     apply after_table in E as [Hh ->]. apply andb_true_iff in H as [H1 H2].
     apply Nat.eqb_eq in H1. split; [exact Hh|]. split; [exact H1|].
     revert H2. generalize (targs (tnode_at A h)). clear H1.
@@ -425,8 +425,8 @@ Proof.
 Qed.
 
 Lemma inst_root_b_inst : forall A fs mp sb t h,
-  inst_root_b (table_from 0 (tnodes A) (VarMap.empty tnode)) (fire_table fs)
-    (table_from 0 mp (VarMap.empty (option nat))) sb t h = true ->
+  inst_root_b (table (tnodes A)) (fire_table fs)
+    (table mp) sb t h = true ->
   inst_root A fs mp (assoc sb) t h.
 Proof.
   intros A fs mp sb [x|l ts] h H; simpl in *.
@@ -518,14 +518,14 @@ Proof.
     + intros x. unfold through. rewrite (subst_agree_spec _ _ _ Es x).
       destruct (assoc sb x); [apply opt_find_table | reflexivity].
     + split; [exact Hmat|]. apply inst_root_b_inst. exact Ei.
-  - destruct (VarMap.find p _) as [n|] eqn:Ea'; [|discriminate].
-    destruct (VarMap.find r _) as [m|] eqn:Eb; [|discriminate].
+  - destruct (tfind _ p) as [n|] eqn:Ea'; [|discriminate].
+    destruct (tfind _ r) as [m|] eqn:Eb; [|discriminate].
     apply after_table in Ea' as [_ ->]. apply after_table in Eb as [_ ->].
     destruct (Nat.eqb _ _) eqn:E1; [|discriminate].
     destruct (bad_pair _ _ 0 _ _) eqn:E2; [discriminate|].
     apply Nat.eqb_eq in E1. split; [exact E1|].
     apply (Forall2_weaken (fun ah ag => arg_ok (fire_table fs)
-                             (table_from 0 mp (VarMap.empty (option nat))) ah ag = true)).
+                             (table mp) ah ag = true)).
     + intros ah ag. apply arg_ok_corr.
     + exact (bad_pair_forall2 _ _ _ _ _ E2).
 Qed.

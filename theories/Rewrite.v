@@ -397,9 +397,58 @@ Definition R_DEAD := 8.
     output counts differ, -1 in the C API). *)
 Definition reject := (nat * option nat)%type.
 
-(** The table [i -> x_i] of a list, built once (tail recursive). *)
-Fixpoint table_from {A} (i : nat) (l : list A) (m : VarMap.t A) : VarMap.t A :=
-  match l with [] => m | x :: l' => table_from (S i) l' (VarMap.add i x m) end.
+(** *** Index tables
+
+    The table [i -> x_i] of a list (the map, the before and after nodes,
+    the images, the operators: consecutive indices from 0), built once. Not
+    an AVL map ([VarMap]): a binary tree built from the list with no key
+    comparison, looked up by the binary digits of [i + 1], least
+    significant first. The root holds [x_0]; the left subtree the elements
+    at positions 1, 3, 5, .. and the right one those at 2, 4, 6, .. (each
+    a table of its own, from 0). Key [k = i + 1] ([k >= 1]): [1] is the
+    root, [2h] is key [h] on the left, [2h + 1] key [h] on the right. A
+    lookup is [log n] steps of native [int] arithmetic ([Nat.div2], [+],
+    [=]) with no call of a comparison closure (the functor's [X.compare]);
+    building is [log n] passes over the list, each a tail-recursive
+    [deal]. [table_find]: a lookup is [nth_error]. *)
+Inductive itab (A : Type) : Type :=
+| ITLeaf : itab A
+| ITNode : itab A -> A -> itab A -> itab A.
+Arguments ITLeaf {A}.
+Arguments ITNode {A} _ _ _.
+
+(** The entry of key [k >= 1] (position [k - 1]). *)
+Fixpoint it_find {A} (t : itab A) (k : nat) : option A :=
+  match t with
+  | ITLeaf => None
+  | ITNode l x r =>
+      if Nat.leb k 1 then Some x else
+      let h := Nat.div2 k in
+      if Nat.eqb (h + h) k then it_find l h else it_find r h
+  end.
+
+(** The entry at position [i]. *)
+Definition tfind {A} (t : itab A) (i : nat) : option A := it_find t (S i).
+
+(** [deal l e o]: [l]'s elements at even positions after [rev e], those at
+    odd positions after [rev o] (tail recursive). *)
+Fixpoint deal {A} (l e o : list A) : list A * list A :=
+  match l with
+  | [] => (rev_append e [], rev_append o [])
+  | [x] => (rev_append (x :: e) [], rev_append o [])
+  | x :: y :: l' => deal l' (x :: e) (y :: o)
+  end.
+
+(** The table of [l] given a bound [n >= length l] on its length (the
+    recursion's measure). *)
+Fixpoint it_build {A} (n : nat) (l : list A) : itab A :=
+  match n, l with
+  | S n', x :: l' =>
+      let (e, o) := deal l' [] [] in ITNode (it_build n' e) x (it_build n' o)
+  | _, _ => ITLeaf
+  end.
+
+Definition table {A} (l : list A) : itab A := it_build (length l) l.
 
 (** The first node [i + k] with an argument not before it. *)
 Fixpoint bad_node (i : nat) (ns : list tnode) : option nat :=
@@ -447,10 +496,10 @@ Fixpoint bad_map (nb : nat) (F : VarMap.t nat) (h : nat) (mp : list (option nat)
 
 (** An after argument (or output) [ah] stands for the before one [ag]: the
     replacement if [ag] was fired, else its image under the map. *)
-Definition arg_ok (F : VarMap.t nat) (MT : VarMap.t (option nat)) (ah ag : nat) : bool :=
+Definition arg_ok (F : VarMap.t nat) (MT : itab (option nat)) (ah ag : nat) : bool :=
   match VarMap.find ag F with
   | Some p => Nat.eqb ah p
-  | None => match VarMap.find ah MT with Some (Some g) => Nat.eqb g ag | _ => false end
+  | None => match tfind MT ah with Some (Some g) => Nat.eqb g ag | _ => false end
   end.
 
 (** The first position [j + k] where the lists differ under [arg_ok]. *)
@@ -462,11 +511,11 @@ Fixpoint bad_pair F MT (j : nat) (ahs ags : list nat) : option nat :=
   end.
 
 (** Each mapped after node against its before node. *)
-Fixpoint bad_mapped (BT : VarMap.t tnode) F MT (h : nat) (ns : list tnode) (mp : list (option nat))
+Fixpoint bad_mapped (BT : itab tnode) F MT (h : nat) (ns : list tnode) (mp : list (option nat))
     : option reject :=
   match ns, mp with
   | n :: ns', Some g :: mp' =>
-      match VarMap.find g BT with
+      match tfind BT g with
       | None => Some (R_MAP, Some h)
       | Some m =>
           if Nat.eqb (tlabel n) (tlabel m) && Nat.eqb (length (targs n)) (length (targs m)) then
@@ -506,10 +555,10 @@ Definition fire_table (fs : list (nat * nat)) : VarMap.t nat :=
   fold_left (fun m rp => VarMap.add (fst rp) (snd rp) m) fs (VarMap.empty nat).
 
 (** The validator, given its tables: [F] the fired roots ([fire_table fs]),
-    [MT] the map and [BT] the before nodes, by index ([table_from]);
+    [MT] the map and [BT] the before nodes, by index ([table]);
     [validate] builds them, [Certify.validate_firings] builds them once for
     itself and this. *)
-Definition validate_with (F : VarMap.t nat) (MT : VarMap.t (option nat)) (BT : VarMap.t tnode)
+Definition validate_with (F : VarMap.t nat) (MT : itab (option nat)) (BT : itab tnode)
     (before after : tgraph) (fs : list (nat * nat)) (mp : list (option nat))
     : option reject :=
   let nb := length (tnodes before) in
@@ -530,41 +579,73 @@ Definition validate_with (F : VarMap.t nat) (MT : VarMap.t (option nat)) (BT : V
 (** The validator: [None] accepts, [Some (code, where)] rejects. *)
 Definition validate (before after : tgraph) (fs : list (nat * nat)) (mp : list (option nat))
     : option reject :=
-  validate_with (fire_table fs) (table_from 0 mp (VarMap.empty (option nat)))
-    (table_from 0 (tnodes before) (VarMap.empty tnode)) before after fs mp.
+  validate_with (fire_table fs) (table mp) (table (tnodes before)) before after fs mp.
 
 (** *** Soundness of the validator *)
 
-Lemma table_from_find : forall A (l : list A) i m j,
-  VarMap.find j (table_from i l m) =
-  if (i <=? j) && (j <? i + length l) then nth_error l (j - i) else VarMap.find j m.
+(** The elements at even and at odd positions (the specification of [deal]). *)
+Fixpoint evens {A} (l : list A) : list A :=
+  match l with [] => [] | x :: l' => x :: odds l' end
+with odds {A} (l : list A) : list A :=
+  match l with [] => [] | _ :: l' => evens l' end.
+
+Lemma deal_spec : forall A (l e o : list A), deal l e o = (rev e ++ evens l, rev o ++ odds l).
 Proof.
-  intros A l. induction l as [|x l IH]; intros i m j; simpl.
-  - destruct (i <=? j) eqn:E1; destruct (j <? i + 0) eqn:E2; simpl; auto.
-    apply Nat.ltb_lt in E2. apply Nat.leb_le in E1. lia.
-  - rewrite IH. destruct (Nat.eq_dec j i) as [->|Hne].
-    + rewrite Nat.leb_refl. replace (S i <=? i) with false by (symmetry; apply Nat.leb_gt; lia).
-      replace (i <? i + S (length l)) with true by (symmetry; apply Nat.ltb_lt; lia).
-      rewrite Nat.sub_diag. simpl. rewrite VarMapF.add_eq_o; reflexivity.
-    + rewrite VarMapF.add_neq_o by (intro; apply Hne; auto).
-      destruct (S i <=? j) eqn:E1; destruct (j <? S i + length l) eqn:E2;
-      destruct (i <=? j) eqn:E3; destruct (j <? i + S (length l)) eqn:E4; simpl;
-      repeat match goal with
-             | H : (_ <=? _) = true |- _ => apply Nat.leb_le in H
-             | H : (_ <=? _) = false |- _ => apply Nat.leb_gt in H
-             | H : (_ <? _) = true |- _ => apply Nat.ltb_lt in H
-             | H : (_ <? _) = false |- _ => apply Nat.ltb_ge in H
-             end; try lia; auto.
-      replace (j - i) with (S (j - S i)) by lia. reflexivity.
+  intros A l.
+  enough (H : (forall e o, deal l e o = (rev e ++ evens l, rev o ++ odds l)) /\
+              (forall x e o, deal (x :: l) e o = (rev e ++ evens (x :: l), rev o ++ odds (x :: l))))
+    by apply H.
+  induction l as [|y l [IH1 IH2]]; split.
+  - intros e o. simpl. rewrite !rev_append_rev, !app_nil_r. reflexivity.
+  - intros x e o. simpl. rewrite !rev_append_rev, !app_nil_r. reflexivity.
+  - intros e o. apply IH2.
+  - intros x e o. cbn [deal]. rewrite IH1. cbn [rev evens odds].
+    rewrite <- !app_assoc. reflexivity.
 Qed.
 
-Lemma table_find : forall A (l : list A) j,
-  VarMap.find j (table_from 0 l (VarMap.empty A)) = nth_error l j.
+Lemma evens_odds_length : forall A (l : list A),
+  length (evens l) <= length l /\ length (odds l) <= length l.
 Proof.
-  intros. rewrite table_from_find. simpl. rewrite Nat.sub_0_r.
-  destruct (j <? length l) eqn:E.
-  - reflexivity.
-  - apply Nat.ltb_ge in E. rewrite VarMapF.empty_o. symmetry. apply nth_error_None. exact E.
+  intros A l. induction l as [|x l [IH1 IH2]]; simpl; [lia|]. split; lia.
+Qed.
+
+Lemma evens_odds_nth : forall A (l : list A) m,
+  nth_error (evens l) m = nth_error l (2 * m) /\ nth_error (odds l) m = nth_error l (S (2 * m)).
+Proof.
+  intros A l. induction l as [|x l IH]; intros m.
+  - simpl. destruct m; split; reflexivity.
+  - split.
+    + destruct m as [|m]; [reflexivity|]. cbn [evens nth_error].
+      replace (2 * S m) with (S (S (2 * m))) by lia. cbn [nth_error]. apply IH.
+    + cbn [odds nth_error]. apply IH.
+Qed.
+
+Lemma it_build_find : forall A n (l : list A), length l <= n ->
+  forall k, 1 <= k -> it_find (it_build n l) k = nth_error l (pred k).
+Proof.
+  intros A n. induction n as [|n IH]; intros l Hl k Hk.
+  - destruct l as [|x l]; [|simpl in Hl; lia]. simpl. destruct (pred k); reflexivity.
+  - destruct l as [|x l]; [simpl; destruct (pred k); reflexivity|].
+    simpl in Hl. cbn [it_build]. rewrite deal_spec. cbn [rev app it_find].
+    destruct (evens_odds_length A l) as [Le Lo].
+    destruct (Nat.leb k 1) eqn:E1.
+    + apply Nat.leb_le in E1. replace k with 1 by lia. reflexivity.
+    + apply Nat.leb_gt in E1. set (h := Nat.div2 k).
+      assert (Hk2 : k = h + h \/ k = S (h + h))
+        by (pose proof (Nat.div2_odd k); unfold h; destruct (Nat.odd k); simpl in *; lia).
+      destruct (Nat.eqb (h + h) k) eqn:E2.
+      * apply Nat.eqb_eq in E2. rewrite (IH (evens l) ltac:(lia) h ltac:(lia)).
+        rewrite (proj1 (evens_odds_nth A l (pred h))).
+        replace (pred k) with (S (2 * pred h)) by lia. reflexivity.
+      * apply Nat.eqb_neq in E2. rewrite (IH (odds l) ltac:(lia) h ltac:(lia)).
+        rewrite (proj2 (evens_odds_nth A l (pred h))).
+        replace (pred k) with (S (S (2 * pred h))) by lia. reflexivity.
+Qed.
+
+Lemma table_find : forall A (l : list A) j, tfind (table l) j = nth_error l j.
+Proof.
+  intros A l j. unfold tfind, table. rewrite (it_build_find A (length l) l (le_n _) (S j)) by lia.
+  reflexivity.
 Qed.
 
 Lemma fire_table_in : forall fs r p, VarMap.find r (fire_table fs) = Some p -> In (r, p) fs.
@@ -620,12 +701,12 @@ Qed.
 
 Lemma bad_mapped_spec : forall BT F MT ns mp h, bad_mapped BT F MT h ns mp = None ->
   forall k g, k < length ns -> nth_error mp k = Some (Some g) ->
-  exists m, VarMap.find g BT = Some m /\ tlabel (nth k ns tnode0) = tlabel m /\
+  exists m, tfind BT g = Some m /\ tlabel (nth k ns tnode0) = tlabel m /\
             bad_pair F MT 0 (targs (nth k ns tnode0)) (targs m) = None.
 Proof.
   intros BT F MT. induction ns as [|n ns IH]; intros mp h H k g Hk Hm; simpl in *; [lia|].
   destruct mp as [|[g'|] mp]; [destruct k; discriminate|..].
-  - destruct (VarMap.find g' BT) as [m|] eqn:Eb; [|discriminate].
+  - destruct (tfind BT g') as [m|] eqn:Eb; [|discriminate].
     destruct (Nat.eqb (tlabel n) (tlabel m) && Nat.eqb (length (targs n)) (length (targs m))) eqn:El;
       [|discriminate].
     destruct (bad_pair F MT 0 (targs n) (targs m)) eqn:Ep; [discriminate|].
@@ -642,8 +723,8 @@ Lemma validate_ok : forall before after fs mp,
   let nb := length (tnodes before) in
   let na := length (tnodes after) in
   let F := fire_table fs in
-  let MT := table_from 0 mp (VarMap.empty (option nat)) in
-  let BT := table_from 0 (tnodes before) (VarMap.empty tnode) in
+  let MT := table mp in
+  let BT := table (tnodes before) in
   check_wf R_BEFORE before = None /\ check_wf R_AFTER after = None /\
   bad_firing nb na 0 fs (VarMap.empty unit) = None /\ length mp = na /\
   bad_map nb F 0 mp (VarMap.empty unit) = None /\
@@ -687,8 +768,8 @@ Section ValidateSound.
     pose proof (check_wf_spec _ _ E1) as [HnB HoB].
     pose proof (check_wf_spec _ _ E2) as [HnA HoA].
     set (F := fire_table fs) in *.
-    set (MT := table_from 0 mp (VarMap.empty (option nat))) in *.
-    set (BT := table_from 0 (tnodes B) (VarMap.empty tnode)) in *.
+    set (MT := table mp) in *.
+    set (BT := table (tnodes B)) in *.
     (* every argument/output pair accepted by [arg_ok] denotes the same,
        given the claim for smaller mapped nodes *)
     assert (Hpair : forall bound ah ag, ah < bound ->
@@ -822,7 +903,7 @@ Lemma Forall2_weaken : forall (R S : nat -> nat -> Prop) l1 l2,
 Proof. intros R S l1 l2 H F. induction F; constructor; auto. Qed.
 
 Lemma arg_ok_corr : forall fs mp ah ag,
-  arg_ok (fire_table fs) (table_from 0 mp (VarMap.empty (option nat))) ah ag = true ->
+  arg_ok (fire_table fs) (table mp) ah ag = true ->
   corr fs mp ah ag.
 Proof.
   intros fs mp ah ag H. unfold arg_ok, corr in *.
