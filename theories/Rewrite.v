@@ -450,6 +450,34 @@ Fixpoint it_build {A} (n : nat) (l : list A) : itab A :=
 
 Definition table {A} (l : list A) : itab A := it_build (length l) l.
 
+(** The same trees as sets of positions ([true]: in the set), over a
+    domain [0 .. n-1] fixed when the set is made ([iempty n]); adding a
+    position outside the domain leaves the set as it is. [it_upd]: the
+    entry of key [k] replaced by [v] (a path copy, no comparison). *)
+Fixpoint it_upd {A} (t : itab A) (k : nat) (v : A) : itab A :=
+  match t with
+  | ITLeaf => ITLeaf
+  | ITNode l x r =>
+      if Nat.leb k 1 then ITNode l v r else
+      let h := Nat.div2 k in
+      if Nat.eqb (h + h) k then ITNode (it_upd l h v) x r else ITNode l x (it_upd r h v)
+  end.
+
+(** The table of [n] copies of [v], built directly ([f >= n] bounds the
+    recursion). *)
+Fixpoint it_full {A} (f n : nat) (v : A) : itab A :=
+  match f with
+  | 0 => ITLeaf
+  | S f' =>
+      if Nat.eqb n 0 then ITLeaf
+      else ITNode (it_full f' (Nat.div2 n) v) v (it_full f' (Nat.div2 (pred n)) v)
+  end.
+
+Definition iempty (n : nat) : itab bool := it_full n n false.
+Definition imem (i : nat) (s : itab bool) : bool :=
+  match tfind s i with Some b => b | None => false end.
+Definition iadd (i : nat) (s : itab bool) : itab bool := it_upd s (S i) true.
+
 (** The first node [i + k] with an argument not before it. *)
 Fixpoint bad_node (i : nat) (ns : list tnode) : option nat :=
   match ns with
@@ -530,24 +558,24 @@ Fixpoint bad_mapped (BT : itab tnode) F MT (h : nat) (ns : list tnode) (mp : lis
   end.
 
 (** Mark [a]; a map already marking it is kept as it is (no new tree). *)
-Definition mark_add (m : VarMap.t unit) (a : nat) : VarMap.t unit :=
-  if VarMap.mem a m then m else VarMap.add a tt m.
+Definition mark_add (m : itab bool) (a : nat) : itab bool :=
+  if imem a m then m else iadd a m.
 
 (** Reachability from the outputs: one sweep over the nodes in reverse
     ([rns] = the nodes [0 .. i-1] reversed, by the tail-recursive
     [rev_append]). *)
-Fixpoint mark (i : nat) (rns : list tnode) (m : VarMap.t unit) : VarMap.t unit :=
+Fixpoint mark (i : nat) (rns : list tnode) (m : itab bool) : itab bool :=
   match rns with
   | [] => m
   | n :: rns' =>
       let i' := pred i in
-      mark i' rns' (if VarMap.mem i' m then fold_left mark_add (targs n) m else m)
+      mark i' rns' (if imem i' m then fold_left mark_add (targs n) m else m)
   end.
 
-Fixpoint first_unmarked (m : VarMap.t unit) (h k : nat) : option nat :=
+Fixpoint first_unmarked (m : itab bool) (h k : nat) : option nat :=
   match k with
   | 0 => None
-  | S k' => if VarMap.mem h m then first_unmarked m (S h) k' else Some h
+  | S k' => if imem h m then first_unmarked m (S h) k' else Some h
   end.
 
 (** The fired roots: [root -> replacement]. *)
@@ -571,8 +599,7 @@ Definition validate_with (F : VarMap.t nat) (MT : itab (option nat)) (BT : itab 
   match bad_mapped BT F MT 0 (tnodes after) mp with Some e => Some e | None =>
   if negb (Nat.eqb (length (touts after)) (length (touts before))) then Some (R_OUTPUT, None) else
   match bad_pair F MT 0 (touts after) (touts before) with Some j => Some (R_OUTPUT, Some j) | None =>
-  let M := mark na (rev_append (tnodes after) [])
-                (fold_left mark_add (touts after) (VarMap.empty unit)) in
+  let M := mark na (rev_append (tnodes after) []) (fold_left mark_add (touts after) (iempty na)) in
   match first_unmarked M 0 na with Some h => Some (R_DEAD, Some h) | None => None end
   end end end end end end.
 
@@ -646,6 +673,69 @@ Lemma table_find : forall A (l : list A) j, tfind (table l) j = nth_error l j.
 Proof.
   intros A l j. unfold tfind, table. rewrite (it_build_find A (length l) l (le_n _) (S j)) by lia.
   reflexivity.
+Qed.
+
+(** Keys [k, k' >= 2] of the same side with the same half are equal. *)
+Lemma half_cases : forall k, k = Nat.div2 k + Nat.div2 k \/ k = S (Nat.div2 k + Nat.div2 k).
+Proof. intros k. pose proof (Nat.div2_odd k). destruct (Nat.odd k); simpl in *; lia. Qed.
+
+Lemma it_upd_find : forall A (t : itab A) k k' v, 1 <= k -> 1 <= k' ->
+  it_find (it_upd t k v) k' =
+  if Nat.eqb k k' then match it_find t k' with Some _ => Some v | None => None end
+  else it_find t k'.
+Proof.
+  intros A t. induction t as [|l IHl x r IHr]; intros k k' v Hk Hk'.
+  - simpl. destruct (Nat.eqb k k'); reflexivity.
+  - pose proof (half_cases k) as Ck. pose proof (half_cases k') as Ck'.
+    cbn [it_upd]. destruct (Nat.leb k 1) eqn:E1.
+    + apply Nat.leb_le in E1. cbn [it_find].
+      destruct (Nat.leb k' 1) eqn:E1'.
+      * apply Nat.leb_le in E1'. replace (Nat.eqb k k') with true by (symmetry; apply Nat.eqb_eq; lia).
+        reflexivity.
+      * apply Nat.leb_gt in E1'. replace (Nat.eqb k k') with false by (symmetry; apply Nat.eqb_neq; lia).
+        reflexivity.
+    + apply Nat.leb_gt in E1.
+      destruct (Nat.eqb (Nat.div2 k + Nat.div2 k) k) eqn:E2; cbn [it_find];
+        destruct (Nat.leb k' 1) eqn:E1';
+        try (apply Nat.leb_le in E1'; replace (Nat.eqb k k') with false
+               by (symmetry; apply Nat.eqb_neq; lia); reflexivity);
+        apply Nat.leb_gt in E1';
+        destruct (Nat.eqb (Nat.div2 k' + Nat.div2 k') k') eqn:E2';
+        apply Nat.eqb_eq in E2 || apply Nat.eqb_neq in E2;
+        apply Nat.eqb_eq in E2' || apply Nat.eqb_neq in E2';
+        try rewrite IHl by lia; try rewrite IHr by lia;
+        try (replace (Nat.eqb k k') with false by (symmetry; apply Nat.eqb_neq; lia); reflexivity).
+      * destruct (Nat.eq_dec (Nat.div2 k) (Nat.div2 k')) as [Eh|Eh].
+        -- rewrite Eh, Nat.eqb_refl. replace (Nat.eqb k k') with true by (symmetry; apply Nat.eqb_eq; lia).
+           reflexivity.
+        -- replace (Nat.eqb k k') with false by (symmetry; apply Nat.eqb_neq; lia).
+           apply Nat.eqb_neq in Eh. rewrite Eh. reflexivity.
+      * destruct (Nat.eq_dec (Nat.div2 k) (Nat.div2 k')) as [Eh|Eh].
+        -- rewrite Eh, Nat.eqb_refl. replace (Nat.eqb k k') with true by (symmetry; apply Nat.eqb_eq; lia).
+           reflexivity.
+        -- replace (Nat.eqb k k') with false by (symmetry; apply Nat.eqb_neq; lia).
+           apply Nat.eqb_neq in Eh. rewrite Eh. reflexivity.
+Qed.
+
+Lemma it_full_find : forall A f n (v x : A) k, it_find (it_full f n v) k = Some x -> x = v.
+Proof.
+  intros A f. induction f as [|f IH]; intros n v x k H; [discriminate|].
+  cbn [it_full] in H. destruct (Nat.eqb n 0); [discriminate|]. cbn [it_find] in H.
+  destruct (Nat.leb k 1); [congruence|].
+  destruct (Nat.eqb _ k); eapply IH; exact H.
+Qed.
+
+Lemma imem_empty : forall n i, imem i (iempty n) = false.
+Proof.
+  intros n i. unfold imem, iempty, tfind.
+  destruct (it_find (it_full n n false) (S i)) as [b|] eqn:E; [|reflexivity].
+  exact (it_full_find _ _ _ _ _ _ E).
+Qed.
+
+Lemma imem_add : forall i j s, imem j (iadd i s) = true -> i = j \/ imem j s = true.
+Proof.
+  intros i j s H. unfold imem, iadd, tfind in *. rewrite it_upd_find in H by lia.
+  destruct (Nat.eqb (S i) (S j)) eqn:E; [left; apply Nat.eqb_eq in E; lia | right; exact H].
 Qed.
 
 Lemma fire_table_in : forall fs r p, VarMap.find r (fire_table fs) = Some p -> In (r, p) fs.
@@ -731,8 +821,7 @@ Lemma validate_ok : forall before after fs mp,
   bad_mapped BT F MT 0 (tnodes after) mp = None /\
   length (touts after) = length (touts before) /\
   bad_pair F MT 0 (touts after) (touts before) = None /\
-  first_unmarked (mark na (rev_append (tnodes after) [])
-                    (fold_left mark_add (touts after) (VarMap.empty unit)))
+  first_unmarked (mark na (rev_append (tnodes after) []) (fold_left mark_add (touts after) (iempty na)))
                  0 na = None.
 Proof.
   intros B A fs mp. unfold validate, validate_with. cbv zeta. split.
@@ -914,13 +1003,12 @@ Proof.
 Qed.
 
 Lemma mem_fold_add : forall l m a,
-  VarMap.mem a (fold_left mark_add l m) = true -> In a l \/ VarMap.mem a m = true.
+  imem a (fold_left mark_add l m) = true -> In a l \/ imem a m = true.
 Proof.
   induction l as [|x l IH]; intros m a H; simpl in *; auto.
   destruct (IH _ _ H) as [H'|H']; auto. unfold mark_add in H'.
-  destruct (VarMap.mem x m) eqn:Ex; auto. rewrite VarMapF.add_b in H'.
-  apply orb_true_iff in H' as [E|E]; auto. left. left.
-  unfold VarMapF.eqb in E. destruct (VarMapF.eq_dec x a); [auto | discriminate].
+  destruct (imem x m) eqn:Ex; auto.
+  destruct (imem_add _ _ _ H') as [E|E]; auto.
 Qed.
 
 Lemma firstn_S_last : forall A (l : list A) i d, i < length l ->
@@ -931,22 +1019,22 @@ Proof.
 Qed.
 
 Lemma mark_reach : forall g i m, i <= length (tnodes g) ->
-  (forall a, VarMap.mem a m = true -> reach g a) ->
-  forall a, VarMap.mem a (mark i (rev (firstn i (tnodes g))) m) = true -> reach g a.
+  (forall a, imem a m = true -> reach g a) ->
+  forall a, imem a (mark i (rev (firstn i (tnodes g))) m) = true -> reach g a.
 Proof.
   intros g i. induction i as [|i IH]; intros m Hi Hm; [simpl; exact Hm|].
   rewrite (firstn_S_last _ _ i tnode0) by lia. rewrite rev_app_distr. simpl app. cbn [mark pred].
   apply IH; [lia|]. intros a Ha.
-  destruct (VarMap.mem i m) eqn:Em; [|exact (Hm a Ha)].
+  destruct (imem i m) eqn:Em; [|exact (Hm a Ha)].
   destruct (mem_fold_add _ _ _ Ha) as [Hin|Hin]; [|exact (Hm a Hin)].
   apply (reach_arg g i a (Hm i Em)); [lia | exact Hin].
 Qed.
 
 Lemma first_unmarked_spec : forall m k h, first_unmarked m h k = None ->
-  forall x, h <= x < h + k -> VarMap.mem x m = true.
+  forall x, h <= x < h + k -> imem x m = true.
 Proof.
   intros m k. induction k as [|k IH]; intros h H x Hx; simpl in *; [lia|].
-  destruct (VarMap.mem h m) eqn:E; [|discriminate].
+  destruct (imem h m) eqn:E; [|discriminate].
   destruct (Nat.eq_dec x h) as [->|]; [exact E|]. apply (IH (S h) H). lia.
 Qed.
 
@@ -985,7 +1073,7 @@ Proof.
       rewrite <- (firstn_all (tnodes A)) in Hmem at 2.
       refine (mark_reach A _ _ (le_n _) _ h Hmem).
       intros a Ha. destruct (mem_fold_add _ _ _ Ha) as [Hin|Hin]; [exact (reach_out A a Hin)|].
-      rewrite VarMapF.empty_a in Hin. discriminate.
+      rewrite imem_empty in Hin. discriminate.
 Qed.
 
 (** *** The equation form: [after] is [replace] of [before] with the new
