@@ -175,13 +175,13 @@ Fixpoint args_agree (GT : itab (option nat)) (ahs : list nat) (cs : list node) :
 (** The first before node with an image that disagrees (or repeats an
     image, or has one outside the graph's [nG] nodes). *)
 Fixpoint bad_agree (G : graph) (nG : nat) (ST GT : itab (option nat)) (i : nat)
-    (ns : list tnode) (gm : list (option nat)) (seen : VarMap.t unit) : option nat :=
+    (ns : list tnode) (gm : list (option nat)) (seen : itab bool) : option nat :=
   match ns, gm with
   | n :: ns', Some t :: gm' =>
-      if Nat.ltb t nG && negb (VarMap.mem t seen) &&
+      if Nat.ltb t nG && negb (imem t seen) &&
          match opt_find ST (tlabel n) with Some f => Nat.eqb f (label G t) | None => false end &&
          args_agree GT (targs n) (children G t)
-      then bad_agree G nG ST GT (S i) ns' gm' (VarMap.add t tt seen) else Some i
+      then bad_agree G nG ST GT (S i) ns' gm' (iadd t seen) else Some i
   | _ :: ns', None :: gm' => bad_agree G nG ST GT (S i) ns' gm' seen
   | _, _ => None
   end.
@@ -303,7 +303,7 @@ Definition validate_firings (G : graph) (nG : nat) (ps : pset) (fuel : nat)
   if negb (Nat.eqb (length gm) (length (tnodes before))) then Some (R_AGREE, None) else
   let ST := table sym in
   let GT := table gm in
-  match bad_agree G nG ST GT 0 (tnodes before) gm (VarMap.empty unit) with
+  match bad_agree G nG ST GT 0 (tnodes before) gm (iempty nG) with
   | Some i => Some (R_AGREE, Some i)
   | None =>
       bad_certs G ps fuel GT F MT (table (tnodes after)) BT 0 fs cs
@@ -326,26 +326,26 @@ Proof.
     apply andb_true_iff in H as [_ H]. auto.
 Qed.
 
-Lemma bad_agree_spec : forall G nG ST GT ns gm i seen,
+Lemma bad_agree_spec : forall G nG ST GT ns gm i seen, idom nG seen ->
   bad_agree G nG ST GT i ns gm seen = None ->
   forall j t, j < length ns -> nth_error gm j = Some (Some t) ->
     opt_find ST (tlabel (nth j ns tnode0)) = Some (label G t) /\
     Forall2 (fun a c => opt_find GT a = Some c) (targs (nth j ns tnode0)) (children G t) /\
-    VarMap.mem t seen = false /\
+    imem t seen = false /\
     (forall j', j' < length ns -> nth_error gm j' = Some (Some t) -> j' = j).
 Proof.
-  intros G nG ST GT. induction ns as [|n ns IH]; intros gm i seen H j t Hj Hg;
+  intros G nG ST GT. induction ns as [|n ns IH]; intros gm i seen Hd H j t Hj Hg;
     [simpl in Hj; lia|].
   destruct gm as [|[t0|] gm]; [destruct j; discriminate|..]; simpl in H.
-  - destruct (Nat.ltb t0 nG && negb (VarMap.mem t0 seen) &&
+  - destruct (Nat.ltb t0 nG && negb (imem t0 seen) &&
               match opt_find ST (tlabel n) with Some f => Nat.eqb f (label G t0) | None => false end &&
               args_agree GT (targs n) (children G t0)) eqn:E; [|discriminate].
     apply andb_true_iff in E as [E E4]. apply andb_true_iff in E as [E E3].
-    apply andb_true_iff in E as [_ E2]. apply negb_true_iff in E2.
-    pose proof (IH _ _ _ H) as IH'.
+    apply andb_true_iff in E as [E1 E2]. apply negb_true_iff in E2. apply Nat.ltb_lt in E1.
+    pose proof (IH _ _ _ (iadd_dom nG t0 seen Hd) H) as IH'.
     assert (Hnot : forall j', j' < length ns -> nth_error gm j' <> Some (Some t0)).
     { intros j' Hj' Hk. destruct (IH' j' t0 Hj' Hk) as (_ & _ & Hs & _).
-      rewrite VarMapF.add_eq_b in Hs by reflexivity. discriminate. }
+      destruct (imem_add_false nG t0 t0 seen Hd E1 Hs) as [Hne _]. exact (Hne eq_refl). }
     destruct j as [|j]; simpl in Hg.
     + inversion Hg; subst t0. simpl. split; [|split; [|split]].
       * revert E3. destruct (opt_find ST (tlabel n)) as [f|]; intros E3; [|discriminate].
@@ -355,14 +355,13 @@ Proof.
       * intros [|j'] Hj' Hk; [reflexivity|]. simpl in Hk, Hj'.
         exfalso. exact (Hnot j' ltac:(lia) Hk).
     + simpl in Hj. destruct (IH' j t ltac:(lia) Hg) as (H1 & H2 & H3 & H4).
-      rewrite VarMapF.add_b in H3. apply orb_false_iff in H3 as [Hne H3].
-      simpl. split; [exact H1|]. split; [exact H2|]. split; [exact H3|].
+      destruct (imem_add_false nG t0 t seen Hd E1 H3) as [Hne H3'].
+      simpl. split; [exact H1|]. split; [exact H2|]. split; [exact H3'|].
       intros [|j'] Hj' Hk; simpl in Hk, Hj'.
-      * inversion Hk; subst. unfold VarMapF.eqb in Hne.
-        destruct (VarMapF.eq_dec t t); [discriminate | contradiction].
+      * inversion Hk; subst. contradiction.
       * f_equal. exact (H4 j' ltac:(lia) Hk).
   - destruct j as [|j]; simpl in Hg; [discriminate|]. simpl in Hj.
-    destruct (IH _ _ _ H j t ltac:(lia) Hg) as (H1 & H2 & H3 & H4).
+    destruct (IH _ _ _ Hd H j t ltac:(lia) Hg) as (H1 & H2 & H3 & H4).
     repeat split; auto.
     intros [|j'] Hj' Hk; simpl in Hk, Hj'; [discriminate|]. f_equal. exact (H4 j' ltac:(lia) Hk).
 Qed.
@@ -370,7 +369,7 @@ Qed.
 Lemma agrees_check : forall G nG sym gm g,
   length gm = length (tnodes g) ->
   bad_agree G nG (table sym)
-    (table gm) 0 (tnodes g) gm (VarMap.empty unit) = None ->
+    (table gm) 0 (tnodes g) gm (iempty nG) = None ->
   agrees G (opt_at sym) g (opt_at gm).
 Proof.
   intros G nG sym gm g Hl H.
@@ -379,12 +378,12 @@ Proof.
     subst o. split; [|reflexivity]. rewrite <- Hl. apply nth_error_Some. congruence. }
   split.
   - intros i t Ht. destruct (Hi i t Ht) as [Hlt Hn].
-    destruct (bad_agree_spec _ _ _ _ _ _ _ _ H i t Hlt Hn) as (H1 & H2 & _ & _).
+    destruct (bad_agree_spec _ _ _ _ _ _ _ _ (iempty_dom _) H i t Hlt Hn) as (H1 & H2 & _ & _).
     rewrite opt_find_table in H1. split; [exact Hlt|]. split; [exact H1|].
     unfold tnode_at. clear -H2. induction H2 as [|a c l1 l2 Hac _ IH]; constructor; [|exact IH].
     rewrite opt_find_table in Hac. exact Hac.
   - intros i j t Ht1 Ht2. destruct (Hi i t Ht1) as [Hlt1 Hn1]. destruct (Hi j t Ht2) as [Hlt2 Hn2].
-    destruct (bad_agree_spec _ _ _ _ _ _ _ _ H i t Hlt1 Hn1) as (_ & _ & _ & H4).
+    destruct (bad_agree_spec _ _ _ _ _ _ _ _ (iempty_dom _) H i t Hlt1 Hn1) as (_ & _ & _ & H4).
     symmetry. exact (H4 j Hlt2 Hn2).
 Qed.
 

@@ -503,23 +503,23 @@ Definition check_wf (code : nat) (g : tgraph) : option reject :=
   end.
 
 (** Firings: roots in range and distinct, replacements in range. *)
-Fixpoint bad_firing (nb na f : nat) (fs : list (nat * nat)) (seen : VarMap.t unit) : option nat :=
+Fixpoint bad_firing (nb na f : nat) (fs : list (nat * nat)) (seen : itab bool) : option nat :=
   match fs with
   | [] => None
   | (r, p) :: fs' =>
-      if Nat.ltb r nb && Nat.ltb p na && negb (VarMap.mem r seen)
-      then bad_firing nb na (S f) fs' (VarMap.add r tt seen) else Some f
+      if Nat.ltb r nb && Nat.ltb p na && negb (imem r seen)
+      then bad_firing nb na (S f) fs' (iadd r seen) else Some f
   end.
 
 (** The map: entries in range, injective, never a fired root. *)
 Fixpoint bad_map (nb : nat) (F : VarMap.t nat) (h : nat) (mp : list (option nat))
-    (seen : VarMap.t unit) : option nat :=
+    (seen : itab bool) : option nat :=
   match mp with
   | [] => None
   | None :: mp' => bad_map nb F (S h) mp' seen
   | Some g :: mp' =>
-      if Nat.ltb g nb && negb (VarMap.mem g seen) && negb (VarMap.mem g F)
-      then bad_map nb F (S h) mp' (VarMap.add g tt seen) else Some h
+      if Nat.ltb g nb && negb (imem g seen) && negb (VarMap.mem g F)
+      then bad_map nb F (S h) mp' (iadd g seen) else Some h
   end.
 
 (** An after argument (or output) [ah] stands for the before one [ag]: the
@@ -593,9 +593,9 @@ Definition validate_with (F : VarMap.t nat) (MT : itab (option nat)) (BT : itab 
   let na := length (tnodes after) in
   match check_wf R_BEFORE before with Some e => Some e | None =>
   match check_wf R_AFTER after with Some e => Some e | None =>
-  match bad_firing nb na 0 fs (VarMap.empty unit) with Some f => Some (R_FIRING, Some f) | None =>
+  match bad_firing nb na 0 fs (iempty nb) with Some f => Some (R_FIRING, Some f) | None =>
   if negb (Nat.eqb (length mp) na) then Some (R_MAP, Some (Nat.min (length mp) na)) else
-  match bad_map nb F 0 mp (VarMap.empty unit) with Some h => Some (R_MAP, Some h) | None =>
+  match bad_map nb F 0 mp (iempty nb) with Some h => Some (R_MAP, Some h) | None =>
   match bad_mapped BT F MT 0 (tnodes after) mp with Some e => Some e | None =>
   if negb (Nat.eqb (length (touts after)) (length (touts before))) then Some (R_OUTPUT, None) else
   match bad_pair F MT 0 (touts after) (touts before) with Some j => Some (R_OUTPUT, Some j) | None =>
@@ -738,6 +738,44 @@ Proof.
   destruct (Nat.eqb (S i) (S j)) eqn:E; [left; apply Nat.eqb_eq in E; lia | right; exact H].
 Qed.
 
+(** The domain of a set: the positions it can hold. *)
+Definition idom (n : nat) (s : itab bool) : Prop := forall x, x < n -> tfind s x <> None.
+
+Lemma it_full_dom : forall A f n (v : A) k, n <= f -> 1 <= k <= n -> it_find (it_full f n v) k = Some v.
+Proof.
+  intros A f. induction f as [|f IH]; intros n v k Hf Hk; [lia|].
+  cbn [it_full]. replace (Nat.eqb n 0) with false by (symmetry; apply Nat.eqb_neq; lia).
+  cbn [it_find]. destruct (Nat.leb k 1) eqn:E1; [reflexivity|]. apply Nat.leb_gt in E1.
+  pose proof (half_cases k). pose proof (half_cases n). pose proof (half_cases (pred n)).
+  destruct (Nat.eqb (Nat.div2 k + Nat.div2 k) k) eqn:E2.
+  - apply Nat.eqb_eq in E2. apply IH; lia.
+  - apply Nat.eqb_neq in E2. apply IH; lia.
+Qed.
+
+Lemma iempty_dom : forall n, idom n (iempty n).
+Proof.
+  intros n x Hx. unfold tfind, iempty. rewrite (it_full_dom _ n n false (S x)) by lia. discriminate.
+Qed.
+
+Lemma iadd_dom : forall n i s, idom n s -> idom n (iadd i s).
+Proof.
+  intros n i s Hd x Hx. specialize (Hd x Hx). unfold iadd, tfind in *. rewrite it_upd_find by lia.
+  destruct (Nat.eqb (S i) (S x)); [|exact Hd].
+  destruct (it_find s (S x)); [discriminate | exact Hd].
+Qed.
+
+(** Adding a position of the domain: it is in the set, and nothing else
+    changes. *)
+Lemma imem_add_false : forall n i j s, idom n s -> i < n -> imem j (iadd i s) = false ->
+  i <> j /\ imem j s = false.
+Proof.
+  intros n i j s Hd Hi H. unfold imem, iadd, tfind in *. rewrite it_upd_find in H by lia.
+  destruct (Nat.eqb (S i) (S j)) eqn:E.
+  - apply Nat.eqb_eq in E. injection E as <-. specialize (Hd i Hi). unfold tfind in Hd.
+    destruct (it_find s (S i)); [discriminate | contradiction].
+  - apply Nat.eqb_neq in E. split; [congruence | exact H].
+Qed.
+
 Lemma fire_table_in : forall fs r p, VarMap.find r (fire_table fs) = Some p -> In (r, p) fs.
 Proof.
   unfold fire_table. intros fs.
@@ -816,8 +854,8 @@ Lemma validate_ok : forall before after fs mp,
   let MT := table mp in
   let BT := table (tnodes before) in
   check_wf R_BEFORE before = None /\ check_wf R_AFTER after = None /\
-  bad_firing nb na 0 fs (VarMap.empty unit) = None /\ length mp = na /\
-  bad_map nb F 0 mp (VarMap.empty unit) = None /\
+  bad_firing nb na 0 fs (iempty nb) = None /\ length mp = na /\
+  bad_map nb F 0 mp (iempty nb) = None /\
   bad_mapped BT F MT 0 (tnodes after) mp = None /\
   length (touts after) = length (touts before) /\
   bad_pair F MT 0 (touts after) (touts before) = None /\
@@ -921,21 +959,21 @@ Proof.
   intros r H. exact (G _ _ H).
 Qed.
 
-Lemma bad_firing_spec : forall nb na fs f seen, bad_firing nb na f fs seen = None ->
+Lemma bad_firing_spec : forall nb na fs f seen, idom nb seen -> bad_firing nb na f fs seen = None ->
   (forall r p, In (r, p) fs -> r < nb /\ p < na) /\ NoDup (map fst fs) /\
-  (forall r, In r (map fst fs) -> VarMap.mem r seen = false).
+  (forall r, In r (map fst fs) -> imem r seen = false).
 Proof.
-  intros nb na. induction fs as [|[r p] fs IH]; intros f seen H; simpl in *.
+  intros nb na. induction fs as [|[r p] fs IH]; intros f seen Hd H; simpl in *.
   - repeat split; try tauto. constructor.
-  - destruct (Nat.ltb r nb && Nat.ltb p na && negb (VarMap.mem r seen)) eqn:E; [|discriminate].
+  - destruct (Nat.ltb r nb && Nat.ltb p na && negb (imem r seen)) eqn:E; [|discriminate].
     apply andb_true_iff in E as [E E3]. apply andb_true_iff in E as [E1 E2].
     apply Nat.ltb_lt in E1. apply Nat.ltb_lt in E2. apply negb_true_iff in E3.
-    destruct (IH _ _ H) as (H1 & H2 & H3). split; [|split].
+    destruct (IH _ _ (iadd_dom nb r seen Hd) H) as (H1 & H2 & H3). split; [|split].
     + intros r' p' [Heq|Hin]; [inversion Heq; subst; auto | apply (H1 r' p' Hin)].
     + constructor; [|exact H2]. intro Hin. specialize (H3 r Hin).
-      rewrite VarMapF.add_eq_b in H3 by reflexivity. discriminate.
+      destruct (imem_add_false nb r r seen Hd E1 H3) as [Hne _]. exact (Hne eq_refl).
     + intros r' [<-|Hin]; [exact E3|]. specialize (H3 r' Hin).
-      rewrite VarMapF.add_b in H3. apply orb_false_iff in H3. tauto.
+      exact (proj2 (imem_add_false nb r r' seen Hd E1 H3)).
 Qed.
 
 Lemma fire_table_nodup : forall fs r p, NoDup (map fst fs) -> In (r, p) fs ->
@@ -948,33 +986,32 @@ Proof.
   - exact (IH _ _ _ Hd' Hin).
 Qed.
 
-Lemma bad_map_spec : forall nb F mp h0 seen, bad_map nb F h0 mp seen = None ->
+Lemma bad_map_spec : forall nb F mp h0 seen, idom nb seen -> bad_map nb F h0 mp seen = None ->
   forall k g, nth_error mp k = Some (Some g) ->
-  g < nb /\ VarMap.mem g F = false /\ VarMap.mem g seen = false /\
+  g < nb /\ VarMap.mem g F = false /\ imem g seen = false /\
   (forall k', nth_error mp k' = Some (Some g) -> k' = k).
 Proof.
-  intros nb F. induction mp as [|o mp IH]; intros h0 seen H k g Hk; [destruct k; discriminate|].
+  intros nb F. induction mp as [|o mp IH]; intros h0 seen Hd H k g Hk; [destruct k; discriminate|].
   simpl in H. destruct o as [g'|].
-  - destruct (Nat.ltb g' nb && negb (VarMap.mem g' seen) && negb (VarMap.mem g' F)) eqn:E;
+  - destruct (Nat.ltb g' nb && negb (imem g' seen) && negb (VarMap.mem g' F)) eqn:E;
       [|discriminate].
     apply andb_true_iff in E as [E E3]. apply andb_true_iff in E as [E1 E2].
     apply Nat.ltb_lt in E1. apply negb_true_iff in E2. apply negb_true_iff in E3.
-    pose proof (IH _ _ H) as IH'.
+    pose proof (IH _ _ (iadd_dom nb g' seen Hd) H) as IH'.
     assert (Hnot : forall j, nth_error mp j <> Some (Some g')).
     { intros j Hj. destruct (IH' j g' Hj) as (_ & _ & Hs & _).
-      rewrite VarMapF.add_eq_b in Hs by reflexivity. discriminate. }
+      destruct (imem_add_false nb g' g' seen Hd E1 Hs) as [Hne _]. exact (Hne eq_refl). }
     destruct k as [|k]; simpl in Hk.
     + inversion Hk; subst. repeat split; auto.
       intros [|k'] Hk'; [reflexivity|]. simpl in Hk'. exfalso. exact (Hnot k' Hk').
     + destruct (IH' k g Hk) as (H1 & H2 & H3 & H4).
-      rewrite VarMapF.add_b in H3. apply orb_false_iff in H3 as [Hne H3].
+      destruct (imem_add_false nb g' g seen Hd E1 H3) as [Hne H3'].
       repeat split; auto.
       intros [|k'] Hk'; simpl in Hk'.
-      * inversion Hk'; subst. unfold VarMapF.eqb in Hne.
-        destruct (VarMapF.eq_dec g g); [discriminate | contradiction].
+      * inversion Hk'; subst. contradiction.
       * f_equal. exact (H4 k' Hk').
   - destruct k as [|k]; simpl in Hk; [discriminate|].
-    destruct (IH _ _ H k g Hk) as (H1 & H2 & H3 & H4). repeat split; auto.
+    destruct (IH _ _ Hd H k g Hk) as (H1 & H2 & H3 & H4). repeat split; auto.
     intros [|k'] Hk'; simpl in Hk'; [discriminate|]. f_equal. exact (H4 k' Hk').
 Qed.
 
@@ -1055,10 +1092,10 @@ Proof.
   intros B A fs mp Hv.
   apply validate_ok in Hv as (E1 & E2 & E3 & E4 & E5 & E6 & _ & E8 & E9).
   pose proof (check_wf_spec _ _ E1) as HwB. pose proof (check_wf_spec _ _ E2) as HwA.
-  destruct (bad_firing_spec _ _ _ _ _ E3) as (Hf1 & Hf2 & _).
+  destruct (bad_firing_spec _ _ _ _ _ (iempty_dom _) E3) as (Hf1 & Hf2 & _).
   split; [exact HwB|]. split; [exact HwA|]. split; [exact Hf1|]. split; [exact Hf2|].
   split; [exact E4|]. split.
-  - intros h g Hm. destruct (bad_map_spec _ _ _ _ _ E5 h g Hm) as (Hg & HF & _ & Hinj).
+  - intros h g Hm. destruct (bad_map_spec _ _ _ _ _ (iempty_dom _) E5 h g Hm) as (Hg & HF & _ & Hinj).
     assert (Hh : h < length (tnodes A)) by (rewrite <- E4; apply nth_error_Some; congruence).
     destruct (bad_mapped_spec _ _ _ _ _ _ E6 h g Hh Hm) as (m & Hbt & Hl & Hp).
     rewrite table_find in Hbt. apply nth_error_nth with (d := tnode0) in Hbt.
