@@ -131,6 +131,9 @@ class FxChecker:
         self._imaged = False  # images read for this pass
         self.inverse: Dict[int, int] = {}  # term id -> before node
         self.certs: Dict[object, object] = {}  # root -> RuleCertificate or why not
+        self._uncertified = False  # a firing of the segment has no certificate
+        self._fired: Dict[object, object] = {}  # root -> replacement (_pass_firings)
+        self._fired_upto = 0
         self._pending = None  # (root, (pattern index, substitution) or why not)
         self._patterns = None
 
@@ -466,6 +469,8 @@ class FxChecker:
         self.start = len(self.driver.firings)
         self._merged0 = self.driver.tg.merged  # a pass that fired and merged nothing: unchanged
         self.certs = {}
+        self._uncertified = False  # a firing of the segment has no certificate
+        self._fired, self._fired_upto = {}, self.start  # _pass_firings
         self._pending = None
         self._imaged = False  # the images are read at the pass's first firing (_substitution)
         self.in_pass = True
@@ -527,6 +532,21 @@ class FxChecker:
 
     # ------------------------------------------------------ certificates
 
+    def _no_cert(self, root, why: str) -> None:
+        """``root``'s firing has no certificate, because of ``why``."""
+        self.certs[root] = why
+        self._uncertified = True
+
+    def _pass_firings(self) -> dict:
+        """Root -> replacement of the firings of the segment so far (kept up
+        to date as the driver's list grows)."""
+        firings, fired = self.driver.firings, self._fired
+        for k in range(self._fired_upto, len(firings)):
+            _rule, r, new = firings[k]
+            fired[r] = new
+        self._fired_upto = len(firings)
+        return fired
+
     def _changed(self) -> bool:
         return bool(len(self.driver.firings) > self.start
                     or self.driver.tg.merged != self._merged0)
@@ -542,7 +562,7 @@ class FxChecker:
             return None
         t0 = time.perf_counter()
         try:
-            if any(isinstance(c, str) for c in self.certs.values()) and self._changed():
+            if self._uncertified and self._changed():
                 self.split()  # a firing without certificate: its segment ends with it
             mt = getattr(self.driver, "_matching", None)
             if mt is None or mt[2] is not root:
@@ -600,7 +620,7 @@ class FxChecker:
         if m0 is None or list(m0.substitution) != list(m.substitution) \
                 or m0.fsubstitution != m.fsubstitution:
             return None
-        fired = {r: new for _rule, r, new in driver.firings[self.start:]}
+        fired = self._pass_firings()
         subst = []
         for x, n0 in m0.substitution.items():
             j = inv.get(n0.id)
@@ -629,21 +649,21 @@ class FxChecker:
         try:
             pend, self._pending = self._pending, None
             if pend is None or pend[0] is not root:
-                self.certs[root] = "no match recorded for the firing"
+                self._no_cert(root, "no match recorded for the firing")
                 return
             if isinstance(pend[1], str):
-                self.certs[root] = pend[1]
+                self._no_cert(root, pend[1])
                 return
             i, subst, m = pend[1]
             try:
                 t = self._template(out, trace or [], values, m)
             except _NoTemplate as e:
-                self.certs[root] = str(e)
+                self._no_cert(root, str(e))
                 return
             if isinstance(t, TVar):
                 bound = dict(subst).get(t.var)
-                if any(r is bound for _rule, r, _n in self.driver.firings[self.start:-1]):
-                    self.certs[root] = "it returns a binding an earlier firing replaced"
+                if bound is not root and bound in self._pass_firings():  # an earlier one's root
+                    self._no_cert(root, "it returns a binding an earlier firing replaced")
                     return
             if self._patterns is None:
                 s = self.driver.pset
@@ -668,7 +688,7 @@ class FxChecker:
         if not self.in_pass:
             return
         for r in roots:
-            self.certs[r] = "a multi-root rule (no single-root certificate)"
+            self._no_cert(r, "a multi-root rule (no single-root certificate)")
 
     def _template(self, out, trace: list, values, m):
         """The replacement ``out`` as a template: the rule's operator calls
