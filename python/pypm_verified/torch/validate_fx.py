@@ -496,10 +496,12 @@ class FxChecker:
                 c = self.certs.get(root)
                 firings.append(Firing(rule, i, new, root.name, new.name,
                                       c if isinstance(c, RuleCertificate) else None))
-            identity = {h: before.index[n] for h, n in enumerate(after.keys)
-                        if n in before.index}
-            roots = {f.root for f in firings}
-            identity = {h: g for h, g in identity.items() if g not in roots}
+            bi = before.index
+            identity = {h: g for h, n in enumerate(after.keys) if (g := bi.get(n)) is not None}
+            for f in firings:  # a fired root is not kept (keys are one node each)
+                h = after.index.get(before.keys[f.root])
+                if h is not None and identity.get(h) == f.root:
+                    del identity[h]
             p = Pass("FX driver", number, before, after, firings, identity, _fx_resolve)
             self.before = None  # re-encoded at the next pass, unless the check passes
             p.correspond()
