@@ -386,3 +386,55 @@ def test_gpt2_from_transformers_is_causal(lib):
     assert res.numerics.ok
     sd = _sdpas(res.ep)
     assert len(sd) == 2 and all(_causal_flag(n)[0] is False for n in sd)
+
+
+def test_a_folded_mask_is_reused_only_while_what_it_read_is_unchanged():
+    """``folded`` keeps its answer in ``ctx.memo`` (the attention of every
+    layer reads one mask) with what it read of each node it visited; an
+    entry is reused while every one of them reads the same objects, and
+    computed anew when one changed: an argument, a constant's tensor, a
+    write into a leaf."""
+    from pypm_verified.torch.rule_api import RuleContext
+    g = torch.fx.Graph()
+    ones = g.call_function(torch.ops.aten.ones.default, ([4, 4],),
+                           {"dtype": torch.bool, "device": torch.device("cpu")})
+    tril = g.call_function(torch.ops.aten.tril.default, (ones,))
+    w = g.placeholder("w")
+    mul = g.call_function(torch.ops.aten.mul.Tensor, (tril, w))
+    g.output((tril, mul))
+    weights = {"w": torch.ones(4, 4, dtype=torch.bool)}
+    ctx = RuleContext("cpu")
+    ctx.driver = type("D", (), {"weights": weights})()
+
+    class V:
+        def __init__(self, n):
+            self.fx = n
+
+    runs = []
+    real_ev = _causal._static
+    _causal._static = lambda n: (runs.append(n), real_ev(n))[1]
+    try:
+        first = _causal.folded(V(mul), ctx)
+        assert torch.equal(first, torch.ones(4, 4, dtype=torch.bool).tril())
+        n_first = len(runs)
+        assert n_first == 4  # mul, tril, ones, w
+        assert _causal.folded(V(mul), ctx) is first and len(runs) == n_first  # reused
+        # the constant's tensor replaced: computed anew
+        weights["w"] = torch.zeros(4, 4, dtype=torch.bool)
+        second = _causal.folded(V(mul), ctx)
+        assert len(runs) > n_first and not second.any()
+        # an argument replaced (triu instead of tril): computed anew
+        n = len(runs)
+        triu = g.call_function(torch.ops.aten.triu.default, (ones,))
+        weights["w"] = torch.ones(4, 4, dtype=torch.bool)
+        mul.args = (triu, w)
+        third = _causal.folded(V(mul), ctx)
+        assert len(runs) > n and torch.equal(third, torch.ones(4, 4, dtype=torch.bool).triu())
+        # a write into the leaf: no longer a constant
+        g.call_function(torch.ops.aten.add_.Tensor, (w, w))
+        assert _causal.folded(V(mul), ctx) is None
+        # a context without a memo computes every time
+        assert torch.equal(_causal.folded(V(tril), None or type("C", (), {
+            "constant": ctx.constant})()), torch.ones(4, 4, dtype=torch.bool).tril())
+    finally:
+        _causal._static = real_ev

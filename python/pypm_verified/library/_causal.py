@@ -113,22 +113,61 @@ def _mutated(n: fx.Node) -> bool:
     return False
 
 
+def _leaf(n: fx.Node, ctx) -> tuple:
+    """What a leaf's value is read from: whether the program writes into it
+    (:func:`_mutated`) and the tensor object it holds (``ctx.constant`` of
+    a placeholder, the module's attribute for ``get_attr``)."""
+    if n.op == "placeholder":
+        return _mutated(n), ctx.constant(_At(n))
+    obj = n.graph.owning_module
+    for part in str(n.target).split("."):
+        obj = getattr(obj, part, None)
+    return _mutated(n), obj
+
+
+def _read(n: fx.Node, ctx) -> tuple:
+    """Everything :func:`folded`'s evaluation of ``n`` reads of it: its
+    kind, target, argument objects and recorded value, and for a leaf
+    :func:`_leaf`."""
+    return (n.op, n.target, n._args, n._kwargs, n.meta.get("val"),
+            _leaf(n, ctx) if n.op in ("placeholder", "get_attr") else None)
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(
+        (_same(x, y) if type(x) is tuple and type(y) is tuple else x is y) or
+        (type(x) is bool and x == y) for x, y in zip(a, b))
+
+
 def folded(value, ctx) -> Optional[torch.Tensor]:
     """The tensor the graph value ``value`` always holds, computed now (on
     the CPU) from the program's constants, or None when it is not such a
     constant (see the module). ``ctx`` is the rule's context (its
     ``constant`` reads the program's parameters, buffers and lifted
-    constants)."""
+    constants).
+
+    The answer is kept in ``ctx.memo`` for the rest of the rewrite (a mask
+    is read by the attention of every layer), with what the evaluation read
+    of every node it visited (:func:`_read`); it is reused only when each of
+    them reads the same again (the same objects), else computed anew."""
     node = getattr(value, "fx", None)
     if not isinstance(node, fx.Node) or ctx is None:
         return None
+    cache = getattr(ctx, "memo", None)
+    cache = cache.setdefault("causal.folded", {}) if isinstance(cache, dict) else None
+    if cache is not None:
+        hit = cache.get(node)
+        if hit is not None and all(_same(_read(n, ctx), r) for n, r in hit[1]):
+            return hit[0]
     memo: Dict[fx.Node, object] = {}
+    reads = []  # (node, _read(node)) of every node visited, in order
 
     def ev(n: fx.Node):
         if n in memo:
             return memo[n]
         if len(memo) >= MAX_NODES:
             raise _NotFoldable
+        reads.append((n, _read(n, ctx)))
         _static(n)
         if n.op in ("placeholder", "get_attr") and _mutated(n):
             raise _NotFoldable
@@ -164,8 +203,11 @@ def folded(value, ctx) -> Optional[torch.Tensor]:
         with _no_fake(), torch.no_grad():
             t = ev(node)
     except Exception:  # noqa: BLE001 -- not foldable: the rule keeps the explicit mask
-        return None
-    return t if isinstance(t, torch.Tensor) else None
+        t = None
+    t = t if isinstance(t, torch.Tensor) else None
+    if cache is not None:
+        cache[node] = (t, reads)
+    return t
 
 
 def causal_keep(L: int, S: int) -> torch.Tensor:

@@ -6,7 +6,7 @@ invalid replacement raises (:class:`RewriteError`)."""
 from __future__ import annotations
 
 import sys
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.fx as fx
@@ -41,7 +41,7 @@ class RuleContext:
     rule declining on a ``ctx.profitable(...)`` guard is reported with the
     threshold and the size seen (:meth:`explain`)."""
 
-    __slots__ = ("target", "check_profitability", "refusals", "driver")
+    __slots__ = ("target", "check_profitability", "refusals", "driver", "memo")
 
     def __init__(self, target: str, check_profitability: bool = True):
         if target not in TARGETS:
@@ -50,6 +50,10 @@ class RuleContext:
         self.check_profitability = check_profitability
         self.refusals: List[Tuple[Tuple[Tuple[str, int], ...], str]] = []
         self.driver = None
+        #: a rewrite's scratch space for what a rule helper computed from the
+        #: graph (e.g. a folded mask), by helper; an entry is reused only
+        #: after checking that what it read is unchanged
+        self.memo: Dict[str, dict] = {}
 
     def fold_cat(self, values, dim: int = 0):
         """The concatenation of the weights ``values`` along ``dim``, computed
