@@ -913,8 +913,8 @@ done:
  * NULL with no error set when it is not the common case (the caller asks
  * _node), NULL with an error set on an error. */
 typedef struct {
-    PyObject *targets, *calls, *const_specs, *scalars, *tg, *label_ids, *labels, *pure_targets,
-        *is_pure, *getitem, *sym_ids, *consts, *cache;
+    PyObject *targets, *calls, *const_specs, *scalars, *tg, *label_ids, *pure_targets, *is_pure,
+        *getitem, *sym_ids, *consts, *graph_labels, *cache;
 } Fast;
 
 /* importer._const_cache_key(a) of a flat list or tuple of scalars, the key
@@ -1244,8 +1244,8 @@ static PyObject *encode_fx(PyObject *self, PyObject *a) {
         return NULL;
     int use_fast = fast_args != Py_None;
     if (use_fast) {
-        if (!PyTuple_Check(fast_args) || PyTuple_GET_SIZE(fast_args) != 13) {
-            PyErr_SetString(PyExc_TypeError, "encode_fx: fast must be None or a tuple of 13");
+        if (!PyTuple_Check(fast_args) || PyTuple_GET_SIZE(fast_args) != 12) {
+            PyErr_SetString(PyExc_TypeError, "encode_fx: fast must be None or a tuple of 12");
             return NULL;
         }
         PyObject **v = &PyTuple_GET_ITEM(fast_args, 0);
@@ -1255,7 +1255,7 @@ static PyObject *encode_fx(PyObject *self, PyObject *a) {
             || !PyDict_Check(fast.const_specs) || !PyAnySet_Check(fast.scalars)
             || !PyDict_Check(fast.label_ids) || !PyDict_Check(fast.pure_targets)
             || !PyDict_Check(fast.sym_ids) || !PyDict_Check(fast.consts)
-            || !PyList_Check(PyTuple_GET_ITEM(fast_args, 12))) {
+            || !PyList_Check(fast.graph_labels)) {
             PyErr_SetString(PyExc_TypeError, "encode_fx: malformed fast tables");
             return NULL;
         }
@@ -1268,7 +1268,7 @@ static PyObject *encode_fx(PyObject *self, PyObject *a) {
     }
     if (use_fast) {
         e.label_table = fast.label_ids;
-        e.graph_labels = PyTuple_GET_ITEM(fast_args, 12);
+        e.graph_labels = fast.graph_labels;
     }
     Py_ssize_t n = PyList_GET_SIZE(nodes);
     PyObject *result = NULL, *outputs = NULL, *impure = NULL, *pos = NULL;

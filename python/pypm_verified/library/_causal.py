@@ -115,8 +115,8 @@ def _mutated(n: fx.Node) -> bool:
 
 def _leaf(n: fx.Node, ctx) -> tuple:
     """What a leaf's value is read from: whether the program writes into it
-    (:func:`_mutated`) and the tensor object it holds (``ctx.constant`` of
-    a placeholder, the module's attribute for ``get_attr``)."""
+    (:func:`_mutated`) and the object it holds (``ctx.constant`` of a
+    placeholder, the module's attribute for ``get_attr``; None: none)."""
     if n.op == "placeholder":
         return _mutated(n), ctx.constant(_At(n))
     obj = n.graph.owning_module
@@ -134,9 +134,9 @@ def _read(n: fx.Node, ctx) -> tuple:
 
 
 def _same(a: tuple, b: tuple) -> bool:
+    """Tuples of the same objects, element by element (tuples compared so)."""
     return len(a) == len(b) and all(
-        (_same(x, y) if type(x) is tuple and type(y) is tuple else x is y) or
-        (type(x) is bool and x == y) for x, y in zip(a, b))
+        _same(x, y) if type(x) is tuple and type(y) is tuple else x is y for x, y in zip(a, b))
 
 
 def folded(value, ctx) -> Optional[torch.Tensor]:
@@ -167,19 +167,13 @@ def folded(value, ctx) -> Optional[torch.Tensor]:
             return memo[n]
         if len(memo) >= MAX_NODES:
             raise _NotFoldable
-        reads.append((n, _read(n, ctx)))
+        read = _read(n, ctx)
+        reads.append((n, read))
         _static(n)
-        if n.op in ("placeholder", "get_attr") and _mutated(n):
-            raise _NotFoldable
-        if n.op == "placeholder":
-            t = ctx.constant(_At(n))
-            if t is None:
+        if read[5] is not None:  # a leaf: (written into, the object it holds)
+            mutated, obj = read[5]
+            if mutated or obj is None:
                 raise _NotFoldable
-            out = _real(t)
-        elif n.op == "get_attr":
-            obj = n.graph.owning_module
-            for part in str(n.target).split("."):
-                obj = getattr(obj, part, None)
             out = _real(obj)
         elif n.op == "call_function" and _foldable_op(n.target):
             def arg(a):

@@ -362,8 +362,8 @@ class FxChecker:
         from ..core import symbols
         from ..torch import importer
         return (self._targets, calls, self._const_specs, self._scalars, tg, self._label_ids,
-                self.labels, importer._pure_targets, importer.is_pure, operator.getitem,
-                symbols._ids, consts, tg.graph._labels)
+                importer._pure_targets, importer.is_pure, operator.getitem, symbols._ids,
+                consts, tg.graph._labels)
 
     def _output_nodes(self, n) -> list:
         """The FX nodes the output node ``n`` outputs, in order."""
