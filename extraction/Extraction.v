@@ -29,7 +29,6 @@
     OCaml tests, which compare the prepared forms with them. *)
 
 From Coq Require Import ZArith Extraction ExtrOcamlBasic ExtrOcamlNatInt ExtrOcamlZInt.
-From Coq Require OrderedTypeEx FMapAVL.
 From PyPM Require Import Syntax Subst Declarative Values Algorithmic Interpreter RootIndex Entry Multi Dominates Rewrite Certify.
 
 (** An axiom left to realize would be an unproved assumption in the
@@ -46,7 +45,7 @@ Extract Constant Pos.succ => "Stdlib.succ".
 (** The library realizations use OCaml's polymorphic comparisons ([(=)],
     [(<)], [Stdlib.max], [Stdlib.min]) in definitions whose type OCaml
     infers as polymorphic: each use is then a call of the runtime's generic
-    [compare] (the AVL maps' balancing, [pred], the key comparisons were
+    [compare] (the old AVL maps' balancing, [pred], the key comparisons were
     most of the validator's time). Realize each on [int], annotated, with
     the same meaning: the arithmetic of [int]s in range. *)
 Extract Constant Z.max => "fun (x : int) (y : int) -> if x >= y then x else y".
@@ -73,23 +72,14 @@ Extract Inlined Constant Z.eqb => "Int.equal".
     call of the runtime's generic comparison wherever OCaml cannot see that
     the operands are ints (e.g. [memb]): use [Int.equal]. *)
 Extract Inlined Constant Nat.eqb => "Int.equal".
-(** The same for [Nat.compare], the key comparison of the AVL maps. *)
+(** The same for [Nat.compare]. *)
 Extract Constant Nat.compare =>
   "fun (n : int) (m : int) -> if n = m then Eq else if n < m then Lt else Gt".
-(** The AVL maps' key comparison ([VarMap] is [FMapAVL.Make (Nat_as_OT)]):
-    [Nat_as_OT.compare] decides [lt]/[eq] on [nat] as [Nat.compare] does;
-    realized directly on [int] (one native comparison, no call of
-    [Nat.compare] and no re-tagging of its result). The functor still calls
-    it through its argument, but the callee is this one comparison. *)
-Extract Constant OrderedTypeEx.Nat_as_OT.compare =>
-  "fun (x : int) (y : int) -> if x = y then EQ else if x < y then LT else GT".
-(** The AVL maps' height arithmetic ([Z_as_Int], heights are small
-    non-negative [int]s): [gt_le_dec i j] is [j < i], [ge_lt_dec i j] is
-    [j <= i], [add] is [(+)], as the definitions compute. *)
-Extract Constant Int.Z_as_Int.gt_le_dec => "fun (i : int) (j : int) -> j < i".
-Extract Constant Int.Z_as_Int.ge_lt_dec => "fun (i : int) (j : int) -> j <= i".
-Extract Constant Int.Z_as_Int.add => "fun (x : int) (y : int) -> x + y".
-Extract Constant Int.Z_as_Int.max => "fun (x : int) (y : int) -> if x >= y then x else y".
+(** The finite maps ([Subst.VarMap]) are binary tries keyed by
+    [Pos.of_succ_nat k]: with [nat] and [positive] both [int], that is
+    [k + 1]; the recursive definition (one [Pos.succ] per unit of [k])
+    would be [k] steps per lookup. *)
+Extract Inlined Constant Pos.of_succ_nat => "Stdlib.succ".
 Extract Inlined Constant Z.ltb => "(fun (x : int) (y : int) -> x < y)".
 (** [Nat.ltb] (the candidates' bound check [c < N]) likewise. *)
 Extract Inlined Constant Nat.ltb => "(fun (x : int) (y : int) -> x < y)".
@@ -100,7 +90,7 @@ Extraction "ocaml/extracted/matcher.ml"
   load_set set_match set_match_all set_match_all_fold set_candidates effective_fuel
   wfb wf_defs value_ok
   match_root match_all candidates root_index ri_find match_pattern
-  lookup VarMap.elements mkGraph mkDef
+  lookup mkGraph mkDef
   mkMpat bodies wf_multi mp_scoped mcands match_multi_c match_multi match_all_multi
   users_map anchor_depth up_cands idx_cands match_multi_u match_all_multi_u
   match_multi_idx match_all_multi_idx

@@ -26,7 +26,7 @@
     [fs] fired, up to the renaming [map] (after node -> before node, [None]
     for a new node); the conditions and reason codes are those of the C
     entry point [pypm_validate_rewrite] (docs/internals/format.md). It reads
-    the node tables through AVL maps built once, O(n log n) in all.
+    the node tables through index tables built once, O(n log n) in all.
     [validate_sound]: an accepted pass preserves the outputs' denotation
     when each replacement denotes what its root did; [validate_renaming]:
     what acceptance says about the two graphs, as a renaming relation;
@@ -400,15 +400,15 @@ Definition reject := (nat * option nat)%type.
 (** *** Index tables
 
     The table [i -> x_i] of a list (the map, the before and after nodes,
-    the images, the operators: consecutive indices from 0), built once. Not
-    an AVL map ([VarMap]): a binary tree built from the list with no key
-    comparison, looked up by the binary digits of [i + 1], least
+    the images, the operators: consecutive indices from 0), built once. Built
+    from the list directly (no insertion one key at a time, as into a
+    [VarMap]): a binary tree looked up by the binary digits of [i + 1], least
     significant first. The root holds [x_0]; the left subtree the elements
     at positions 1, 3, 5, .. and the right one those at 2, 4, 6, .. (each
     a table of its own, from 0). Key [k = i + 1] ([k >= 1]): [1] is the
     root, [2h] is key [h] on the left, [2h + 1] key [h] on the right. A
     lookup is [log n] steps of native [int] arithmetic ([Nat.div2], [+],
-    [=]) with no call of a comparison closure (the functor's [X.compare]);
+    [=]) with no comparison;
     building is [log n] passes over the list, each a tail-recursive
     [deal]. [table_find]: a lookup is [nth_error]. *)
 Inductive itab (A : Type) : Type :=

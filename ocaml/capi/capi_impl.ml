@@ -45,7 +45,8 @@ let protect name (f : unit -> int) : int =
 (* The memory budget of a search: the backtracking stack of a
    pattern such as [P(x) = P(x) || Erf(x)] grows with every step, about
    100 bytes a step, so fuel alone would let one search take gigabytes. A
-   GC alarm (run at the end of every major cycle) stops the search once
+   GC alarm (run at the end of every major cycle) and sampled allocations
+   (Gc.Memprof) stop the search once
    the heap has grown by more than [PYPM_MEMORY_MB] (default 192, at least
    16) plus 32 words per node of the graph (the answers of [match_all])
    since the call began; the call then answers [PYPM_E_MEMORY], the heap is
@@ -67,18 +68,34 @@ let budgeted name ~nodes (f : unit -> int) : int =
   let words = (mb * (1024 * 1024 / (Sys.word_size / 8))) + (32 * nodes) in
   let base = (Gc.quick_stat ()).Gc.heap_words in
   let armed = ref true in
+  let over () = !armed && (Gc.quick_stat ()).Gc.heap_words - base > words in
+  (* Between major cycles too, once a major cycle has ended during the
+     call (a large search; most calls never see one): a sampled
+     allocation (about one per [1 / sampling_rate] words) checks the heap,
+     so the heap outgrows the budget by at most what it grew since the
+     last sample, not by a whole major cycle (tens of MB at this size). *)
+  let sampling = ref false in
+  let sample _ = if over () then raise Budget else None in
   let alarm =
     Gc.create_alarm (fun () ->
-        if !armed && (Gc.quick_stat ()).Gc.heap_words - base > words then raise Budget)
+        if over () then raise Budget;
+        if !armed && not !sampling then (
+          try
+            Gc.Memprof.start ~sampling_rate:1e-5 ~callstack_size:0
+              { Gc.Memprof.null_tracker with alloc_minor = sample; alloc_major = sample };
+            sampling := true
+          with Failure _ -> () (* already started elsewhere: the alarm alone *)))
   in
+  let disarm () =
+    armed := false;
+    if !sampling then (sampling := false; Gc.Memprof.stop ());
+    Gc.delete_alarm alarm in
   match f () with
   | r ->
-      armed := false;
-      Gc.delete_alarm alarm;
+      disarm ();
       r
   | exception Budget ->
-      armed := false;
-      Gc.delete_alarm alarm;
+      disarm ();
       Gc.compact ();
       last_message :=
         Printf.sprintf
@@ -88,8 +105,7 @@ let budgeted name ~nodes (f : unit -> int) : int =
           name mb;
       Codes.e_memory
   | exception e ->
-      armed := false;
-      Gc.delete_alarm alarm;
+      disarm ();
       raise e
 
 let nodes_of graph = (Engine.get_graph graph).Engine.repr.Repr.n_nodes
