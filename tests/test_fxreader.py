@@ -39,7 +39,6 @@ fx = torch.fx
 
 from pypm_verified import _native  # noqa: E402
 from pypm_verified.engines import serialize  # noqa: E402
-from pypm_verified.errors import GraphError  # noqa: E402
 from pypm_verified.torch.importer import TermGraph, is_pure  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
