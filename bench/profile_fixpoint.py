@@ -34,6 +34,7 @@ PHASES = (
     ("engine: graph decoding + load (once)", "pypm_verified.engines.binding", "load_graph"),
     ("engine: graph extension (new nodes)", "pypm_verified.engines.binding", "graph_handle"),
     ("engine: call + decoding (verified)", "pypm_verified.engines.binding", "SetMatcher.match"),
+    ("engine: call + decoding (verified)", "pypm_verified.engines.binding", "SetMatcher.first"),
     ("engine: reference matcher", "pypm_verified.engines.reference", "first_solution"),
     ("binding values for rules", "pypm_verified.torch.driver", "Driver.bound_value"),
     ("rule bodies (guards, building)", "pypm_verified.dsl.rules", "Rule.fire"),
@@ -129,7 +130,7 @@ def profile(ep, engine, repeats=5, run=None):
         acc[OTHER] = total - sum(acc.values())
         per.append((total, acc, dict(clock.calls)))
     total = statistics.median(t for t, _, _ in per)
-    names = [p for p, _, _ in PHASES] + [OTHER]
+    names = list(dict.fromkeys(p for p, _, _ in PHASES)) + [OTHER]  # a phase may wrap several
     rows = []
     for name in names:
         ms = statistics.median(a.get(name, 0.0) for _, a, _ in per) * 1e3

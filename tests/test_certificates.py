@@ -317,6 +317,7 @@ def _break_match(monkeypatch):
     from pypm_verified.engines.matching import PatternSet
     from pypm_verified.torch.driver import Driver
     real = PatternSet.match
+    real_first = PatternSet.first_match
     found = {}
 
     def match(self, i, node):
@@ -324,6 +325,12 @@ def _break_match(monkeypatch):
         if m is not None and node.op is not None and node.op.name == "Sub":
             found["m"] = m
         return m
+
+    def first_match(self, indices, node, start=0):  # the driver's way to match
+        got = real_first(self, indices, node, start)
+        if got is not None and node.op is not None and node.op.name == "Sub":
+            found["m"] = got[1]
+        return got
 
     real_try = Driver._try_single
 
@@ -336,6 +343,7 @@ def _break_match(monkeypatch):
         return real_try(self, node, term)
 
     monkeypatch.setattr(PatternSet, "match", match)
+    monkeypatch.setattr(PatternSet, "first_match", first_match)
     monkeypatch.setattr(Driver, "_try_single", try_single)
 
 

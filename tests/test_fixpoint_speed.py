@@ -157,6 +157,60 @@ def test_set_matcher_agrees_with_the_reference_engine_on_every_node(bert2, lib):
     assert again._owner.engine_handle is not None
 
 
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_first_match_is_the_first_of_the_matches_in_turn(bert2, lib, native, monkeypatch):
+    """``PatternSet.first_match`` (the driver's matching at a node: one call
+    into the engine for a run of patterns, from C with the native reader)
+    gives, from every start, the first pattern of the run that ``match``
+    finds, with the same match, on every node of a model and every run of
+    patterns (not only the candidates)."""
+    from pypm_verified import _native
+    monkeypatch.setenv(_native.ENV, native)
+    tg = TermGraph(copy.deepcopy(bert2).graph).build()
+    pats = [p for p in default_patterns() if p.rules and not p.is_multi]
+    ps = matching.PatternSet(pats, "verified")
+    runs = [tuple(range(len(pats))), tuple(reversed(range(len(pats))))]
+    found = 0
+    for t in tg.graph.nodes:
+        for run in runs + [ps.candidates(t.label)]:
+            each = [ps.match(i, t) for i in run]
+            for start in range(len(run) + 1):
+                want = next(((k, m) for k, m in enumerate(each) if k >= start and m is not None),
+                            None)
+                got = ps.first_match(run, t, start)
+                assert (got is None) == (want is None), (t, run, start)
+                if got is not None:
+                    assert got[0] == want[0]
+                    assert got[1].substitution == want[1].substitution
+                    assert got[1].fsubstitution == want[1].fsubstitution
+                    found += 1
+    assert found > 10
+
+
+def test_native_first_match_refuses_malformed_calls(bert2, lib):
+    from pypm_verified import _native
+    from pypm_verified.engines import binding, serialize
+    native = _native.reader()
+    if native is None:
+        pytest.skip("the native reader is not built")
+    tg = TermGraph(copy.deepcopy(bert2).graph).build()
+    pats = [p for p in default_patterns() if p.rules and not p.is_multi]
+    ps = matching.PatternSet(pats, "verified")
+    sm = ps._set_matcher()
+    gh = binding.graph_handle(sm.lib, tg.graph)
+    fn = int(binding.ffi.cast("uintptr_t", sm._call))
+    ok = (fn, gh.value, sm._pv, 0, 0, (0,), 0, serialize.STATUS_NO_MATCH, sm._cap)
+    assert native.first_match(*ok) is None  # the first node is an input: no pattern's root
+    for i, bad in ((0, 0), (5, [0]), (5, (-1,)), (5, ("x",)), (6, -1), (8, 0)):
+        with pytest.raises((TypeError, ValueError)):
+            native.first_match(*ok[:i], bad, *ok[i + 1:])
+    # a bad handle is the engine's error code: the caller's path asks again and raises
+    assert native.first_match(fn, 10 ** 9, sm._pv, 0, 0, (0,), 0,
+                              serialize.STATUS_NO_MATCH, sm._cap) == (0, None)
+    with pytest.raises(binding.EngineError):
+        ps.first_match((0,), type("N", (), {"graph": tg.graph, "id": 10 ** 9})())
+
+
 def test_driver_runs_agree_and_reuse_the_table(bert2, lib):
     counts = []
     for engine in ("verified", "reference", "verified"):

@@ -176,6 +176,13 @@ class SetMatcher:
     def match(self, graph, root, index, fuel=None):
         return match(graph, root, self.defs, self.roots, index, fuel)
 
+    def first(self, graph, root, indices, start=0, fuel=None):
+        for k in range(start, len(indices)):
+            r = self.match(graph, root, indices[k], fuel)
+            if r[0] != serialize.STATUS_NO_MATCH:
+                return k, r
+        return None
+
 
 def candidates(defs, roots, symbol, owner=None):
     """``binding.candidates`` answered from the buffer, by the transcription

@@ -6,7 +6,10 @@ of its node list (:meth:`pypm_verified.torch.importer.TermGraph.build`) and
 writes the engine's int64 graph encoding of the term graph's columns
 (:func:`pypm_verified.core.encoding.encode_graph`), and makes the rewrite
 validator's encodings of the FX graph
-(:meth:`pypm_verified.torch.validate_fx.FxChecker.encode`). Each gives what the
+(:meth:`pypm_verified.torch.validate_fx.FxChecker.encode`), and calls the
+engine library's ``pypm_match`` for a run of patterns at a node without a
+Python frame per pattern (:meth:`pypm_verified.engines.binding.SetMatcher.first`,
+the driver's matching). Each gives what the
 Python code gives, state for state and word for word (tests/test_fxreader.py
 holds them equal on exported models and on random graphs); the Python code
 stays: it is used when the extension is not built (a wheel, a platform

@@ -24,6 +24,10 @@
  * (FxChecker.encode in pypm_verified/torch/validate_fx.py): the columns of
  * its encoding, with the common case of FxChecker._node read natively.
  *
+ * first_match(...) calls the engine library's pypm_match through its address
+ * for a node and a run of pattern indices until one answers (the rewrite
+ * driver's matching at a node: binding.SetMatcher.first).
+ *
  * Every object is checked before it is read: a malformed argument raises an
  * exception (TypeError, ValueError), never crashes the interpreter.
  */
@@ -1439,6 +1443,69 @@ done:
     return result;
 }
 
+/* ----------------------------------------------------------------- matching */
+
+/* The engine library's pypm_match (pypm_verified.h), called through its
+ * address: no Python frame and no cffi conversion per pattern. */
+typedef int (*pypm_match_fn)(int64_t graph, int64_t patterns, int64_t pattern_index,
+                             int64_t root, int64_t fuel, int64_t *out, size_t out_cap,
+                             size_t *out_len);
+
+/* first_match(fn, graph, patterns, root, fuel, indices, start, no_match, cap)
+ * calls pypm_match (at address fn) for pattern indices[start], indices[start+1],
+ * ... at node ``root`` until one answers other than ``no_match`` (a status
+ * word): returns (position, words) with the answer's words, or (position,
+ * None) when the call returned an error code or needed more than ``cap``
+ * words (the caller asks again through its own path, which raises or
+ * retries), or None when none answered. */
+static PyObject *first_match(PyObject *self, PyObject *a) {
+    unsigned long long fn;
+    long long graph, patterns, root, fuel, no_match;
+    PyObject *indices;
+    Py_ssize_t start, cap;
+    if (!PyArg_ParseTuple(a, "KLLLLO!nLn:first_match", &fn, &graph, &patterns, &root, &fuel,
+                          &PyTuple_Type, &indices, &start, &no_match, &cap))
+        return NULL;
+    if (fn == 0 || cap < 1 || cap > (1 << 24) || start < 0) {
+        PyErr_SetString(PyExc_ValueError, "first_match: bad function address, capacity or start");
+        return NULL;
+    }
+    pypm_match_fn call = (pypm_match_fn)(uintptr_t)fn;
+    int64_t *out = PyMem_Malloc((size_t)cap * sizeof(int64_t));
+    if (out == NULL) return PyErr_NoMemory();
+    PyObject *res = NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(indices);
+    for (Py_ssize_t k = start; k < n; k++) {
+        PyObject *io = PyTuple_GET_ITEM(indices, k);
+        long long i = PyLong_Check(io) ? PyLong_AsLongLong(io) : -1;
+        if (i < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "first_match: an index is not an int >= 0");
+            goto done;
+        }
+        size_t len = 0;
+        int code = call(graph, patterns, i, root, fuel, out, (size_t)cap, &len);
+        if (code == 0 && len >= 1 && out[0] == no_match) continue;
+        if (code != 0 || len > (size_t)cap) {
+            res = Py_BuildValue("(nO)", k, Py_None);
+            goto done;
+        }
+        PyObject *words = PyTuple_New((Py_ssize_t)len);
+        if (words == NULL) goto done;
+        for (size_t j = 0; j < len; j++) {
+            PyObject *w = PyLong_FromLongLong(out[j]);
+            if (w == NULL) { Py_DECREF(words); goto done; }
+            PyTuple_SET_ITEM(words, (Py_ssize_t)j, w);
+        }
+        res = Py_BuildValue("(nN)", k, words);
+        goto done;
+    }
+    res = Py_NewRef(Py_None);
+done:
+    PyMem_Free(out);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"build", fx_build, METH_VARARGS,
      "build(tg, nodes, ctx) -> list of merged FX nodes: import every FX node of the list into "
@@ -1452,6 +1519,10 @@ static PyMethodDef methods[] = {
     {"images", images, METH_VARARGS,
      "images(keys, syms, args, node_type, term, labels, children, index, no_attrs) -> "
      "(images, inverse): the term graph's node each node of an encoding is (FxChecker._images)."},
+    {"first_match", first_match, METH_VARARGS,
+     "first_match(fn, graph, patterns, root, fuel, indices, start, no_match, cap) -> "
+     "(position, words or None) or None: pypm_match for each pattern index from start on "
+     "until one answers other than no match."},
     {"encode_fx", encode_fx, METH_VARARGS,
      "encode_fx(nodes, node_type, cache, node_info, assert_target, output_nodes, before_index, "
      "known, const_labels, const_label, list_label, fast) -> the columns of the rewrite validator's "

@@ -35,7 +35,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from cffi import FFI
 
-from .. import core
+from .. import _native, core
 from . import serialize
 from ..errors import EngineError, EngineUnavailable, MemoryBudget
 
@@ -102,7 +102,7 @@ ffi = FFI()
 ffi.cdef(CDEF)
 #: every C type a call here names, parsed now: cffi parses a type the first
 #: time under locks of its own (a thread of a forked parent may hold them)
-_CTYPES = ("int64_t *", "int64_t[]", "int64_t[1]", "size_t *")
+_CTYPES = ("int64_t *", "int64_t[]", "int64_t[1]", "size_t *", "uintptr_t")
 for _t in _CTYPES:
     ffi.typeof(_t)
 
@@ -446,7 +446,7 @@ class SetMatcher:
     gave when this object was made."""
 
     __slots__ = ("lib", "handle", "_call", "_pv", "_out", "_cap", "_len", "_mutex",
-                 "__weakref__")
+                 "_address", "__weakref__")
 
     def __init__(self, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], owner=None):
         self.lib = open_engine_library()
@@ -457,6 +457,7 @@ class SetMatcher:
         self._out = ffi.new("int64_t[]", self._cap)
         self._len = ffi.new("size_t *")
         self._mutex = threading.Lock()  # the result buffer is shared by the calls
+        self._address = None  # pypm_match's address, for the native loop (first)
         _matchers.add(self)  # a new mutex after fork (the buffer is scratch space)
 
     def match(self, graph, root: int, index: int, fuel: Optional[int] = None) -> Result:
@@ -480,6 +481,33 @@ class SetMatcher:
             check(self.lib, code, "pypm_match")
             words = ffi.unpack(out, n)
         return serialize.decode_match(words)
+
+    def first(self, graph, root: int, indices: Tuple[int, ...], start: int = 0,
+              fuel: Optional[int] = None) -> Optional[Tuple[int, Result]]:
+        """:meth:`match` for ``indices[start]``, ``indices[start + 1]``, ...
+        until one answers other than no match: ``(position, answer)``, or
+        None. With the native reader (:mod:`pypm_verified._native`) the
+        engine is called from C for each index (no Python per pattern)."""
+        native = _native.reader()
+        if native is None:
+            for k in range(start, len(indices)):
+                r = self.match(graph, root, indices[k], fuel)
+                if r[0] != serialize.STATUS_NO_MATCH:
+                    return k, r
+            return None
+        gh = graph.engine_handle
+        if gh is None or gh.lib is not self.lib or gh.key != len(graph):
+            gh = graph_handle(self.lib, graph)
+        if self._address is None:
+            self._address = int(ffi.cast("uintptr_t", self._call))
+        got = native.first_match(self._address, gh.value, self._pv, root, fuel or 0, indices,
+                                 start, serialize.STATUS_NO_MATCH, self._cap)
+        if got is None:
+            return None
+        k, words = got
+        if words is None:  # an error code or a longer answer: the per-call path
+            return k, self.match(graph, root, indices[k], fuel)
+        return k, serialize.decode_match(words)
 
 
 def _read_result(lib, handle: int, n: int):

@@ -366,6 +366,16 @@ class PatternSet:
             self._by_label[label] = c
         return c
 
+    def _set_matcher(self) -> "binding.SetMatcher":
+        # the engine library is looked up once per set (it may have changed since
+        # the shared matcher was made: $PYPM_VERIFIED_LIB)
+        m = self._owner.matcher
+        if type(m) is not binding.SetMatcher or m.lib is not binding.current_engine_library():
+            m = self._owner.matcher = binding.SetMatcher(self._s.defs, self._s.roots,
+                                                         self._owner)
+        self._matcher = m
+        return m
+
     def match(self, i: int, node: Node) -> Optional[Match]:
         """Pattern ``i`` at ``node``: a :class:`Match` or None; raises
         :class:`OutOfFuel` as :func:`match` does."""
@@ -373,14 +383,32 @@ class PatternSet:
         if m is None:
             if self.engine != "verified":
                 return _match_at(self._s, i, node, self.engine, self.fuel, self._owner)
-            # the engine library is looked up once per set (it may have changed since
-            # the shared matcher was made: $PYPM_VERIFIED_LIB)
-            m = self._owner.matcher
-            if type(m) is not binding.SetMatcher or m.lib is not binding.current_engine_library():
-                m = self._owner.matcher = binding.SetMatcher(self._s.defs, self._s.roots,
-                                                             self._owner)
-            self._matcher = m
+            m = self._set_matcher()
         status, binds, fbinds = m.match(node.graph, node.id, i, self.fuel)
         if status == _NO_MATCH:  # the common answer, without a call
             return None
         return _answer(self._s, i, node, status, binds, fbinds)
+
+    def first_match(self, indices: Tuple[int, ...], node: Node,
+                    start: int = 0) -> Optional[Tuple[int, Match]]:
+        """The first of patterns ``indices[start:]`` that matches at ``node``:
+        ``(position in indices, Match)``, or None; as :meth:`match` for each
+        in turn (raises :class:`OutOfFuel` at the first that runs out of
+        fuel). The verified engine is called once for the run
+        (:meth:`binding.SetMatcher.first`)."""
+        if self.engine != "verified":
+            for k in range(start, len(indices)):
+                m = self.match(indices[k], node)
+                if m is not None:
+                    return k, m
+            return None
+        sm = self._matcher or self._set_matcher()
+        while True:
+            got = sm.first(node.graph, node.id, indices, start, self.fuel)
+            if got is None:
+                return None
+            k, (status, binds, fbinds) = got
+            m = _answer(self._s, indices[k], node, status, binds, fbinds)
+            if m is not None:
+                return k, m
+            start = k + 1

@@ -277,13 +277,19 @@ class Driver:
     def _matches(self, term):
         """``(pattern index, Match)`` at ``term``, in pattern order, trying
         only the patterns whose root can have ``term``'s label."""
-        for i in self.pset.candidates(term.label):
+        cands = self.pset.candidates(term.label)
+        k, report = 0, self.report
+        while k < len(cands):
             t0 = time.perf_counter()
-            m = self.pset.match(i, term)
-            self.report.match_s += time.perf_counter() - t0
-            self.report.attempts += 1
-            if m is not None:
-                yield i, m
+            got = self.pset.first_match(cands, term, k)  # one engine call for the run
+            report.match_s += time.perf_counter() - t0
+            if got is None:
+                report.attempts += len(cands) - k
+                return
+            j, m = got
+            report.attempts += j + 1 - k
+            k = j + 1
+            yield cands[j], m
 
     def confirm(self, i: int, m, term) -> Optional[str]:
         """For a program with dynamic shapes, None if match ``m`` of pattern
