@@ -460,11 +460,17 @@ class SetMatcher:
         self._address = None  # pypm_match's address, for the native loop (first)
         _matchers.add(self)  # a new mutex after fork (the buffer is scratch space)
 
-    def match(self, graph, root: int, index: int, fuel: Optional[int] = None) -> Result:
-        """As :func:`match`: ``(status, [(var, node_id)], [(fvar, symbol)])``."""
+    def _graph(self, graph) -> Handle:
+        """``graph``'s handle in this matcher's library, extended with the
+        nodes added since it was loaded (:func:`graph_handle`)."""
         gh = graph.engine_handle
         if gh is None or gh.lib is not self.lib or gh.key != len(graph):
             gh = graph_handle(self.lib, graph)
+        return gh
+
+    def match(self, graph, root: int, index: int, fuel: Optional[int] = None) -> Result:
+        """As :func:`match`: ``(status, [(var, node_id)], [(fvar, symbol)])``."""
+        gh = self._graph(graph)
         with self._mutex:
             out = self._out
             code = self._call(gh.value, self._pv, index, root, fuel or 0, out, self._cap,
@@ -495,9 +501,7 @@ class SetMatcher:
                 if r[0] != serialize.STATUS_NO_MATCH:
                     return k, r
             return None
-        gh = graph.engine_handle
-        if gh is None or gh.lib is not self.lib or gh.key != len(graph):
-            gh = graph_handle(self.lib, graph)
+        gh = self._graph(graph)
         if self._address is None:
             self._address = int(ffi.cast("uintptr_t", self._call))
         got = native.first_match(self._address, gh.value, self._pv, root, fuel or 0, indices,
