@@ -89,7 +89,7 @@ Extract Inlined Constant Nat.leb => "(fun (x : int) (y : int) -> x <= y)".
 Extraction "ocaml/extracted/matcher.ml"
   load_set set_match set_match_all set_match_all_fold set_candidates effective_fuel
   wfb wf_defs value_ok
-  match_root match_all candidates root_index ri_find match_pattern
+  match_root match_all candidates root_index ri_find sym_attrs match_pattern
   lookup mkGraph mkDef
   mkMpat bodies wf_multi mp_scoped mcands match_multi_c match_multi match_all_multi
   users_map anchor_depth up_cands idx_cands match_multi_u match_all_multi_u

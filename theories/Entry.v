@@ -29,7 +29,7 @@
     [set_match_all_correct], [set_match_all_fold_correct] and
     [set_candidates_correct] say they are the functions above. *)
 
-From Coq Require Import List Bool Arith Lia Sorted.
+From Coq Require Import ZArith List Bool Arith Lia Sorted.
 From PyPM Require Import Syntax Subst Declarative Env Algorithmic Interpreter Soundness RootIndex.
 Import ListNotations.
 
@@ -90,7 +90,7 @@ Section Entry.
     match nth_error D r with
     | None => RNoMatch
     | Some d =>
-        if rs_mem (label G t) (ri_find (root_index D) r)
+        if admits G t (ri_find (root_index D) r)
         then answer_of (nparams d) (nfparams d)
                (match_pattern G D fuel (nparams d) (nfparams d) (body d) t)
         else RNoMatch
@@ -113,15 +113,19 @@ Section Entry.
     : list (nat * node * answer) :=
     flat_map (fun t => at_node fuel roots 0 t) (seq 0 N).
 
-  Fixpoint cands_from (f : symbol) (roots : list nat) (i : nat) : list nat :=
+  (** The roots whose index admits operator [f], whose attributes are
+      [sa] ([sym_attrs G f] for a node labelled [f]). *)
+  Fixpoint cands_from (sa : attribute -> option Z) (f : symbol) (roots : list nat) (i : nat)
+    : list nat :=
     match roots with
     | [] => []
     | r :: rs =>
-        if rs_mem f (ri_find (root_index D) r) then i :: cands_from f rs (S i)
-        else cands_from f rs (S i)
+        if rs_mem sa f (ri_find (root_index D) r) then i :: cands_from sa f rs (S i)
+        else cands_from sa f rs (S i)
     end.
 
-  Definition candidates (roots : list nat) (f : symbol) : list nat := cands_from f roots 0.
+  Definition candidates (roots : list nat) (f : symbol) (sa : attribute -> option Z)
+    : list nat := cands_from sa f roots 0.
 
   (** ** Projection *)
 
@@ -196,7 +200,7 @@ Section Entry.
   Proof.
     intros fuel r t bs fbs H. unfold match_root in H.
     destruct (nth_error D r) as [d|] eqn:Hd; [|discriminate].
-    destruct (rs_mem (label G t) (ri_find (root_index D) r)); [|discriminate].
+    destruct (admits G t (ri_find (root_index D) r)); [|discriminate].
     destruct (match_pattern G D fuel (nparams d) (nfparams d) (body d) t) as [Θ Φ| |]
       eqn:Hm; simpl in H; try discriminate.
     inversion H; subst. exists d. repeat split; auto.
@@ -213,7 +217,7 @@ Section Entry.
       match, for every substitution, and [RNoMatch] whatever the fuel. *)
   Theorem match_root_index_no : forall fuel r t d,
     nth_error D r = Some d ->
-    rs_mem (label G t) (ri_find (root_index D) r) = false ->
+    admits G t (ri_find (root_index D) r) = false ->
     match_root fuel r t = RNoMatch /\ forall σ ψ, ~ matches G D σ ψ (body d) t.
   Proof.
     intros fuel r t d Hd Hno. split.
@@ -230,7 +234,7 @@ Section Entry.
     ~ matches G D σ ψ (body d) t.
   Proof.
     intros fuel r t d Hwf Hd H σ ψ Hσ Hψ. unfold match_root in H. rewrite Hd in H.
-    destruct (rs_mem (label G t) (ri_find (root_index D) r)) eqn:Hi.
+    destruct (admits G t (ri_find (root_index D) r)) eqn:Hi.
     - destruct (match_pattern G D fuel (nparams d) (nfparams d) (body d) t) eqn:Hm;
         simpl in H; try discriminate.
       eapply match_pattern_fail_sound; eauto.
@@ -266,7 +270,7 @@ Section Entry.
   Proof.
     intros fuel r t H. unfold match_root in H.
     destruct (nth_error D r) as [d|]; [|discriminate].
-    destruct (rs_mem _ _); [|discriminate]. exists d. split; auto.
+    destruct (admits _ _ _); [|discriminate]. exists d. split; auto.
     destruct (match_pattern G D fuel (nparams d) (nfparams d) (body d) t);
       simpl in H; congruence.
   Qed.
@@ -280,7 +284,7 @@ Section Entry.
     match_root fuel r t = answer_of (nparams d) (nfparams d) o.
   Proof.
     intros fuel r t d o Hd Hm Ho. unfold match_root. rewrite Hd, Hm.
-    destruct (rs_mem (label G t) (ri_find (root_index D) r)) eqn:Hi; auto.
+    destruct (admits G t (ri_find (root_index D) r)) eqn:Hi; auto.
     destruct o as [Θ Φ| |]; auto; [|congruence].
     apply match_pattern_sound in Hm.
     rewrite (root_index_sound G D r d _ _ t Hd Hm) in Hi. discriminate.
@@ -352,14 +356,14 @@ Section Entry.
 
   (** ** candidates *)
 
-  Lemma In_cands_from : forall f roots i j,
-    In j (cands_from f roots i) <->
+  Lemma In_cands_from : forall sa f roots i j,
+    In j (cands_from sa f roots i) <->
     exists k r, j = i + k /\ nth_error roots k = Some r /\
-                rs_mem f (ri_find (root_index D) r) = true.
+                rs_mem sa f (ri_find (root_index D) r) = true.
   Proof.
-    intros f roots. induction roots as [|r rs IH]; intros i j; simpl.
+    intros sa f roots. induction roots as [|r rs IH]; intros i j; simpl.
     - split; [intros []|]. intros (k & r & _ & H & _). destruct k; discriminate.
-    - destruct (rs_mem f (ri_find (root_index D) r)) eqn:E; simpl; rewrite ?IH; split.
+    - destruct (rs_mem sa f (ri_find (root_index D) r)) eqn:E; simpl; rewrite ?IH; split.
       + intros [<-|(k & r' & -> & H1 & H2)].
         * exists 0, r. rewrite Nat.add_0_r. auto.
         * exists (S k), r'. split; [lia | auto].
@@ -372,26 +376,27 @@ Section Entry.
         * exists k, r'. split; [lia | auto].
   Qed.
 
-  Theorem candidates_In : forall roots f i,
-    In i (candidates roots f) <->
-    exists r, nth_error roots i = Some r /\ rs_mem f (ri_find (root_index D) r) = true.
+  Theorem candidates_In : forall roots f sa i,
+    In i (candidates roots f sa) <->
+    exists r, nth_error roots i = Some r /\ rs_mem sa f (ri_find (root_index D) r) = true.
   Proof.
-    intros roots f i. unfold candidates. rewrite In_cands_from. split.
+    intros roots f sa i. unfold candidates. rewrite In_cands_from. split.
     - intros (k & r & -> & H). exists r. auto.
     - intros (r & H). exists i, r. auto.
   Qed.
 
   (** Skipping the roots that are not candidates for a node's operator
-      loses nothing: they answer [RNoMatch] there, whatever the fuel, and
-      have no declarative match. *)
+      (with its attributes) loses nothing: they answer [RNoMatch] there,
+      whatever the fuel, and have no declarative match. *)
   Theorem candidates_sound : forall roots i r t fuel,
-    nth_error roots i = Some r -> ~ In i (candidates roots (label G t)) ->
+    nth_error roots i = Some r ->
+    ~ In i (candidates roots (label G t) (sym_attrs G (label G t))) ->
     match_root fuel r t = RNoMatch /\
     forall d σ ψ, nth_error D r = Some d -> ~ matches G D σ ψ (body d) t.
   Proof.
     intros roots i r t fuel Hr Hc.
-    assert (Hno : rs_mem (label G t) (ri_find (root_index D) r) = false).
-    { destruct (rs_mem _ _) eqn:E; auto. exfalso. apply Hc.
+    assert (Hno : admits G t (ri_find (root_index D) r) = false).
+    { unfold admits. destruct (rs_mem _ _ _) eqn:E; auto. exfalso. apply Hc.
       apply candidates_In. eauto. }
     split.
     - unfold match_root. destruct (nth_error D r); auto. rewrite Hno. reflexivity.
@@ -444,7 +449,7 @@ Section Prepared.
   Variable G : graph.
 
   Definition run_root (D : list pdef) (fuel : nat) (pr : proot) (t : node) : answer :=
-    if rs_mem (label G t) (pr_syms pr) then
+    if admits G t (pr_syms pr) then
       answer_of (nparams (pr_def pr)) (nfparams (pr_def pr))
         (run G D fuel (Running empty empty (pr_nf pr) []
                          [AMatch (body (pr_def pr)) t (pr_env pr)]))
@@ -509,16 +514,18 @@ Section Prepared.
       (f : A -> nat -> node -> answer -> A) (acc : A) : A :=
     fold_nodes f (ps_defs ps) fuel (ps_roots ps) N 0 acc.
 
-  Fixpoint pcands_from (f : symbol) (prs : list proot) (i : nat) : list nat :=
+  Fixpoint pcands_from (sa : attribute -> option Z) (f : symbol) (prs : list proot) (i : nat)
+    : list nat :=
     match prs with
     | [] => []
     | pr :: prs' =>
-        if rs_mem f (pr_syms pr) then i :: pcands_from f prs' (S i)
-        else pcands_from f prs' (S i)
+        if rs_mem sa f (pr_syms pr) then i :: pcands_from sa f prs' (S i)
+        else pcands_from sa f prs' (S i)
     end.
 
-  (** [pypm_candidates] *)
-  Definition set_candidates (ps : pset) (f : symbol) : list nat := pcands_from f (ps_roots ps) 0.
+  (** [pypm_candidates]: [sa] is the operator's attributes the caller gives. *)
+  Definition set_candidates (ps : pset) (f : symbol) (sa : attribute -> option Z) : list nat :=
+    pcands_from sa f (ps_roots ps) 0.
 
   (** *** Correctness of the prepared forms *)
 
@@ -651,10 +658,10 @@ Section Prepared.
     unfold set_match_all_fold, match_all. rewrite Hd. apply fold_nodes_spec. exact Hf.
   Qed.
 
-  Theorem set_candidates_correct : forall D roots ps f,
-    load_set D roots = Some ps -> set_candidates ps f = candidates D roots f.
+  Theorem set_candidates_correct : forall D roots ps f sa,
+    load_set D roots = Some ps -> set_candidates ps f sa = candidates D roots f sa.
   Proof.
-    intros D roots ps f Hl. apply load_set_roots in Hl. destruct Hl as [_ Hf].
+    intros D roots ps f sa Hl. apply load_set_roots in Hl. destruct Hl as [_ Hf].
     unfold set_candidates, candidates. generalize 0.
     induction Hf as [|r pr rs prs Hp Hf IH]; intros i; simpl; auto.
     unfold prepare_root in Hp. destruct (nth_error D r); [|discriminate].

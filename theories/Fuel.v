@@ -514,7 +514,7 @@ Theorem match_root_fuel : forall G D N fuel r t d,
   match_root G D fuel r t <> ROutOfFuel.
 Proof.
   intros G D N fuel r t d HD Hdesc Hr Ht Hle. unfold match_root. rewrite Hr.
-  destruct (rs_mem (label G t) (ri_find (root_index D) r)); [|discriminate].
+  destruct (admits G t (ri_find (root_index D) r)); [|discriminate].
   destruct (wf_defs_body D HD r d Hr) as (Hwf & _ & _).
   destruct (desc_body D Hdesc r d Hr) as [Hug Hargs].
   pose proof (match_pattern_fuel G D HD Hdesc N fuel (nparams d) (nfparams d) (body d) t

@@ -527,7 +527,7 @@ Section Multi.
   (** Candidates of each later root by the index alone: the nodes
       [0..N-1] its index admits. *)
   Definition mcands (R : rindex) (N : nat) (rs : list nat) : list (list node) :=
-    map (fun r => filter_upto (fun c => rs_mem (label G c) (ri_find R r)) N) rs.
+    map (fun r => filter_upto (fun c => admits G c (ri_find R r)) N) rs.
 
   (** *** Upward traversal: the users of a bound node *)
 
@@ -797,13 +797,13 @@ Section Multi.
         | Some tj =>
             match follow tj π with
             | Some n => filter (fun c => Nat.ltb c N && child_is c l n
-                                         && rs_mem (label G c) (ri_find R r)) (ufind n UM)
+                                         && admits G c (ri_find R r)) (ufind n UM)
             | None => []
             end
         | None => []
         end
     | None =>
-        let cs := filter_upto (fun c => rs_mem (label G c) (ri_find R r)) N in fun _ => cs
+        let cs := filter_upto (fun c => admits G c (ri_find R r)) N in fun _ => cs
     end.
 
   Fixpoint ucands (ad : nat) (UM : VarMap.t (list node)) (R : rindex) (N : nat)
@@ -920,7 +920,7 @@ Section Multi.
       (cands : list (list node -> list node)) (t : node) : manswer :=
     match mp_roots mp, bodies (mp_roots mp) with
     | r1 :: _, Some (p1 :: ps') =>
-        if rs_mem (label G t) (ri_find R r1) then
+        if admits G t (ri_find R r1) then
           match run_prefix fuel (mp_n mp) (mp_m mp) [p1] [t] with
           | OFailure => MNoMatch
           | OOutOfFuel => MOutOfFuel
@@ -1088,7 +1088,7 @@ Section Multi.
     intros R fuel N mp cands t ts bs fbs [Hcl Hcb] H. unfold match_multi_c in H.
     destruct (mp_roots mp) as [|r1 rs] eqn:Hr; [discriminate|].
     destruct (bodies (r1 :: rs)) as [[|p1 ps']|] eqn:Hb; try discriminate.
-    destruct (rs_mem _ _); [|discriminate].
+    destruct (admits _ _ _); [|discriminate].
     destruct (run_prefix _ _ _ _ _) as [Θ0 Φ0| |]; try discriminate.
     destruct (search _ _ _ _ _ _ _) as [ts' Θ Φ| |] eqn:Hs; try discriminate.
     inversion H; subst. apply search_found in Hs as [Hrun [[suf [-> Hsuf]] Hnd]].
@@ -1133,7 +1133,7 @@ Section Multi.
         inversion Hb; subst p1 ps''.
         destruct Hmm as [Hm [Hg Hn]].
         inversion Hm as [|σ' ψ' p' ps0 t' ts0 Hm1 Hms]; subst.
-        destruct (rs_mem (label G t) (ri_find (root_index D) r1)) eqn:Hi.
+        destruct (admits G t (ri_find (root_index D) r1)) eqn:Hi.
         2: { rewrite (root_index_sound G D r1 d1 σ ψ t Hd1 Hm1) in Hi. discriminate. }
         destruct (run_prefix fuel (mp_n mp) (mp_m mp) [body d1] [t]) eqn:E.
         * destruct (search _ _ _ _ _ _ _) eqn:Hs; try discriminate.
@@ -1181,7 +1181,7 @@ Section Multi.
     unfold match_multi_c in H. rewrite Hb in H.
     destruct (mp_roots mp) as [|r1 rs]; [discriminate|].
     destruct ps as [|p1 ps']; [discriminate|].
-    destruct (rs_mem _ _); [|discriminate].
+    destruct (admits _ _ _); [|discriminate].
     destruct (run_prefix _ _ _ _ _); try discriminate.
     destruct (search _ _ _ _ _ _ _) as [ts' Θ1 Φ1| |] eqn:Hs; try discriminate.
     inversion H; subst ts'. eapply search_first; eauto.
@@ -1265,7 +1265,7 @@ Section Multi.
     if ms_oof s then s else
     match mp_roots mp, bodies (mp_roots mp) with
     | r1 :: _, Some (p1 :: ps') =>
-        if rs_mem (label G t) (ri_find R r1) then
+        if admits G t (ri_find R r1) then
           match run_prefix fuel (mp_n mp) (mp_m mp) [p1] [t] with
           | OSuccess _ _ => enum fuel (mp_n mp) (mp_m mp) (p1 :: ps') (mp_guard mp) t [t] cands s
           | OFailure => s
@@ -1358,7 +1358,7 @@ Section Multi.
     intros R fuel mp cands s t. unfold visit. destruct (ms_oof s); [apply grows_refl|].
     destruct (mp_roots mp) as [|r1 rs]; [apply grows_refl|].
     destruct (bodies (r1 :: rs)) as [[|p1 ps']|]; try apply grows_refl.
-    destruct (rs_mem _ _); [|apply grows_refl].
+    destruct (admits _ _ _); [|apply grows_refl].
     destruct (run_prefix _ _ _ _ _); [apply enum_grows | apply grows_refl | apply grows_fuel].
   Qed.
 
@@ -1500,7 +1500,7 @@ Section Multi.
     intros R fuel N mp cands s t HtN [Hcl _] Hcb Hi. unfold visit. destruct (ms_oof s); [exact Hi|].
     destruct (mp_roots mp) as [|r1 rs] eqn:Hr; [exact Hi|].
     destruct (bodies (r1 :: rs)) as [[|p1 ps']|] eqn:Hb; try exact Hi.
-    destruct (rs_mem _ _); [|exact Hi].
+    destruct (admits _ _ _); [|exact Hi].
     destruct (run_prefix _ _ _ _ _); [|exact Hi|apply inv_fuel; assumption].
     rewrite <- Hr in Hb. apply enum_inv; auto.
     - simpl. rewrite (Hcl p1 ps' eq_refl). reflexivity.
@@ -1822,7 +1822,7 @@ Section Multi.
     intros R fuel mp cands s t. unfold visit. destruct (ms_oof s); [apply step_ok_refl|].
     destruct (mp_roots mp) as [|r1 rs]; [apply step_ok_refl|].
     destruct (bodies (r1 :: rs)) as [[|p1 ps']|]; try apply step_ok_refl.
-    destruct (rs_mem _ _); [|apply step_ok_refl].
+    destruct (admits _ _ _); [|apply step_ok_refl].
     destruct (run_prefix _ _ _ _ _); [apply enum_step_ok | apply step_ok_refl | apply step_ok_fuel].
   Qed.
 
@@ -2104,7 +2104,7 @@ Proof.
   pose proof (bodies_fuel_ok D HD Hdesc _ _ Hb) as Hok. rewrite Hb.
   destruct (mp_roots mp) as [|r1 rs]; [discriminate|].
   destruct ps as [|p1 ps']; [discriminate|].
-  destruct (rs_mem _ _); [|discriminate].
+  destruct (admits _ _ _); [|discriminate].
   pose proof (run_prefix_fuel G D HD Hdesc dp Hdepth fuel (mp_n mp) (mp_m mp) (p1 :: ps') Hok Hle 1 [t])
     as Hp. simpl in Hp.
   destruct (run_prefix _ _ _ _ _ _ _); [|discriminate|congruence].
@@ -2158,7 +2158,7 @@ Proof.
     intros s c _ Hs. unfold visit. rewrite (proj1 Hs), Hb.
     destruct (mp_roots mp) as [|r1 rs]; [exact Hs|].
     destruct ps as [|p1 ps']; [exact Hs|].
-    destruct (rs_mem _ _); [|exact Hs].
+    destruct (admits _ _ _); [|exact Hs].
     pose proof (run_prefix_fuel G D HD Hdesc dp Hdepth fuel (mp_n mp) (mp_m mp) (p1 :: ps') Hok Hle
                   1 [c]) as Hp. simpl in Hp.
     destruct (run_prefix _ _ _ _ _ _ _); [|exact Hs|congruence].

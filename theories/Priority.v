@@ -728,7 +728,7 @@ Section RootPriority.
       (forall x, assoc bs x = σ x) /\ (forall F, assoc fbs F = ψ F).
   Proof.
     intros fuel r t d bs fbs Hd Hf H. unfold match_root in H. rewrite Hd in H.
-    destruct (rs_mem _ _); [|discriminate].
+    destruct (admits _ _ _); [|discriminate].
     destruct (match_pattern G D fuel (nparams d) (nfparams d) (body d) t) as [Θ Φ| |]
       eqn:Hm; simpl in H; try discriminate.
     inversion H; subst.
@@ -745,7 +745,7 @@ Section RootPriority.
     solutions G none_t none_f (body d) t = [].
   Proof.
     intros fuel r t d Hd Hf H. unfold match_root in H. rewrite Hd in H.
-    destruct (rs_mem (label G t) (ri_find (root_index D) r)) eqn:Hi.
+    destruct (admits G t (ri_find (root_index D) r)) eqn:Hi.
     - destruct (match_pattern G D fuel (nparams d) (nfparams d) (body d) t) eqn:Hm;
         simpl in H; try discriminate.
       exact (proj2 (first_solution G D fuel _ _ _ t Hf) Hm).
@@ -2124,7 +2124,7 @@ Section RootWhole.
       (forall x, assoc bs x = σ x) /\ (forall F, assoc fbs F = ψ F).
   Proof.
     intros fuel K r t d bs fbs Hd Hle H. unfold match_root in H. rewrite Hd in H.
-    destruct (rs_mem _ _); [|discriminate].
+    destruct (admits _ _ _); [|discriminate].
     destruct (match_pattern G D fuel (nparams d) (nfparams d) (body d) t) as [Θ Φ| |]
       eqn:Hm; simpl in H; try discriminate.
     inversion H; subst.
@@ -2142,7 +2142,7 @@ Section RootWhole.
     forall K s L, solutions_k G D K (nparams d) (nfparams d) (body d) t <> PCons s L.
   Proof.
     intros fuel r t d Hd H K [σ ψ] L E. unfold match_root in H. rewrite Hd in H.
-    destruct (rs_mem (label G t) (ri_find (root_index D) r)) eqn:Hi.
+    destruct (admits G t (ri_find (root_index D) r)) eqn:Hi.
     - destruct (match_pattern G D fuel (nparams d) (nfparams d) (body d) t) eqn:Hm;
         simpl in H; try discriminate.
       destruct (proj1 (first_solution_k_complete G D K _ _ _ t) σ ψ L E)

@@ -216,11 +216,13 @@ Definition S_match_root_fail_sound : Prop :=
     match_root G D fuel r t = RNoMatch ->
     forall σ ψ, ~ matches G D σ ψ (body d) t.
 
-(** The root-operator index is a proved "no". *)
+(** The root-operator index is a proved "no" ([admits]: the node's
+    operator is one of the index's, or has one of its attribute values, as
+    the class [F.op_class = c] of an operator variable at the root). *)
 Definition S_root_index_no_match : Prop :=
   forall G D P d σ ψ t,
     nth_error D P = Some d ->
-    rs_mem (label G t) (ri_find (root_index D) P) = false ->
+    admits G t (ri_find (root_index D) P) = false ->
     ~ matches G D σ ψ (body d) t.
 
 (** [pypm_match_all]: exactly [match_root]'s answers that are not "no". *)
@@ -230,10 +232,12 @@ Definition S_match_all_In : Prop :=
     t < N /\ exists r, nth_error roots i = Some r /\ match_root G D fuel r t = a /\
                        a <> RNoMatch.
 
-(** [pypm_candidates]: a root that is not a candidate has no match. *)
+(** [pypm_candidates]: a root that is not a candidate for the node's
+    operator, given with the node's attributes of it, has no match. *)
 Definition S_candidates_sound : Prop :=
   forall G D roots i r t fuel,
-    nth_error roots i = Some r -> ~ In i (candidates D roots (label G t)) ->
+    nth_error roots i = Some r ->
+    ~ In i (candidates D roots (label G t) (sym_attrs G (label G t))) ->
     match_root G D fuel r t = RNoMatch /\
     forall d σ ψ, nth_error D r = Some d -> ~ matches G D σ ψ (body d) t.
 
@@ -719,8 +723,8 @@ Definition S_set_match_all_fold_correct : Prop :=
 
 (** [pypm_candidates]: the candidates of [S_candidates_sound]. *)
 Definition S_set_candidates_correct : Prop :=
-  forall D roots ps f,
-    load_set D roots = Some ps -> set_candidates ps f = candidates D roots f.
+  forall D roots ps f sa,
+    load_set D roots = Some ps -> set_candidates ps f sa = candidates D roots f sa.
 
 (** [pypm_dominates] at one node: a "yes" is [Dominates.dominates_spec]
     (with [topo]), its parent the unique parent of the region and its

@@ -59,7 +59,8 @@ module Make (I : Cstubs_inverted.INTERNAL) = struct
 
   let () =
     I.internal "pypmi_candidates"
-      (int64_t @-> int64_t @-> ptr int64_t @-> int64_t @-> ptr int64_t @-> returning int)
+      (int64_t @-> int64_t @-> ptr int64_t @-> int64_t @-> ptr int64_t @-> int64_t @-> ptr int64_t
+       @-> returning int)
       Capi_impl.candidates
 
   let () =

@@ -234,13 +234,36 @@ let dominates (graph : int64) (patterns : int64) (spec : int64 ptr) (spec_len : 
           result_len <-@ Int64.of_int len;
           Codes.ok))
 
-let candidates (patterns : int64) (symbol : int64) (out : int64 ptr) (out_cap : int64)
-    (out_len : int64 ptr) : int =
+(* pypm_candidates' attributes: (attribute id, value) pairs, ids in
+   [0, 2^62), values Values.value_ok (Decode.is_value), no id twice. *)
+let attr_pairs (b : Decode.buf) : (int * int) list =
+  let n = Bigarray.Array1.dim b / 2 in
+  let l =
+    List.init n (fun j ->
+        let a = Bigarray.Array1.get b (2 * j) and v = Bigarray.Array1.get b ((2 * j) + 1) in
+        if not (Decode.is_id a) then
+          Engine.error Codes.e_out_of_range
+            "pypm_candidates: attribute %d: id %Ld out of range [0, 2^62)" j a;
+        if not (Decode.is_value v) then
+          Engine.error Codes.e_out_of_range
+            "pypm_candidates: attribute %d: value %Ld out of range [-(2^62 - 1), 2^62 - 1]" j v;
+        (Int64.to_int a, Int64.to_int v))
+  in
+  List.iteri
+    (fun j (a, _) ->
+      if List.exists (fun (a', _) -> a' = a) (List.filteri (fun k _ -> k < j) l) then
+        Engine.error Codes.e_malformed "pypm_candidates: attribute id %d given twice" a)
+    l;
+  l
+
+let candidates (patterns : int64) (symbol : int64) (attrs : int64 ptr) (n_attrs : int64)
+    (out : int64 ptr) (out_cap : int64) (out_len : int64 ptr) : int =
   protect "pypm_candidates" (fun () ->
       let patterns = to_handle patterns in
       if symbol < 0L || symbol >= 0x4000000000000000L then
         Engine.error Codes.e_out_of_range "symbol %Ld out of range [0, 2^62)" symbol;
-      let l = Engine.candidates ~patterns ~symbol:(Int64.to_int symbol) in
+      let attrs = attr_pairs (view attrs (2 * to_len n_attrs)) in
+      let l = Engine.candidates ~patterns ~symbol:(Int64.to_int symbol) ~attrs in
       let n = List.length l in
       let need = 1 + n in
       out_len <-@ Int64.of_int need;

@@ -346,7 +346,7 @@ static void dispatch(void *arg) {
       break;
     case OP_RESULT_READ: c->rc = pypmi_result_read(c->a[0], c->p[0], c->a[1]); break;
     case OP_CANDIDATES:
-      c->rc = pypmi_candidates(c->a[0], c->a[1], c->p[0], c->a[2], c->p[1]);
+      c->rc = pypmi_candidates(c->a[0], c->a[1], c->p[2], c->a[3], c->p[0], c->a[2], c->p[1]);
       break;
     default: c->rc = set_error(PYPM_E_INTERNAL, "bad internal op %d", (int)c->op); break;
   }
@@ -492,15 +492,22 @@ PYPM_API int pypm_dominates(int64_t graph, int64_t patterns, const int64_t *spec
   return rc;
 }
 
-PYPM_API int pypm_candidates(int64_t patterns, int64_t symbol, int64_t *out, size_t out_cap,
-                             size_t *out_len) {
+PYPM_API int pypm_candidates(int64_t patterns, int64_t symbol, const int64_t *attrs,
+                             size_t n_attrs, int64_t *out, size_t out_cap, size_t *out_len) {
   if (out_len == NULL) return set_error(PYPM_E_NULL, "pypm_candidates: out_len is NULL");
   *out_len = 0;
   if (out == NULL && out_cap != 0)
     return set_error(PYPM_E_NULL,
                      "pypm_candidates: out is NULL (allowed only with out_cap = 0)");
+  if (attrs == NULL && n_attrs != 0)
+    return set_error(PYPM_E_NULL,
+                     "pypm_candidates: attrs is NULL (allowed only with n_attrs = 0)");
+  if (n_attrs > MAX_BUFFER_WORDS / 2)
+    return set_error(PYPM_E_MALFORMED, "pypm_candidates: %zu attributes exceed the limit",
+                     n_attrs);
   int64_t len = 0;
-  call_t c = {.op = OP_CANDIDATES, .a = {patterns, symbol, sat64(out_cap)}, .p = {out, &len}};
+  call_t c = {.op = OP_CANDIDATES, .a = {patterns, symbol, sat64(out_cap), (int64_t)n_attrs},
+              .p = {out, &len, (int64_t *)attrs}};
   int rc = run_call(&c);
   *out_len = (size_t)len;
   return rc;

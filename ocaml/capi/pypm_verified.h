@@ -106,13 +106,18 @@ int pypm_dominates(int64_t graph, int64_t patterns, const int64_t *spec, size_t 
 int pypm_result_read(int64_t result, int64_t *out, size_t out_cap);
 
 /* The roots of `patterns` (pattern indices, increasing) whose root-operator
- * index admits operator `symbol` (Entry.set_candidates): every other root
- * gives PYPM_STATUS_NO_MATCH at every node labelled `symbol`, whatever the
- * fuel. Writes n, index*n into out[0 .. *out_len); size protocol as
- * pypm_match (needs 1 + n words). symbol outside [0, 2^62):
- * PYPM_E_OUT_OF_RANGE. */
-int pypm_candidates(int64_t patterns, int64_t symbol, int64_t *out, size_t out_cap,
-                    size_t *out_len);
+ * index admits operator `symbol` (Entry.set_candidates) with the attributes
+ * `attrs` of it: n_attrs pairs (attribute id, value), 2 * n_attrs words,
+ * the symbol attributes of a graph where it occurs (its class: a root
+ * `F(..) ; guard(F.op_class = c)` admits the operators of class c). Every
+ * other root gives PYPM_STATUS_NO_MATCH at every node labelled `symbol` in
+ * a graph giving it those attributes, whatever the fuel. Writes n,
+ * index*n into out[0 .. *out_len); size protocol as pypm_match (needs
+ * 1 + n words). symbol or an attribute id outside [0, 2^62), a value
+ * outside [-(2^62 - 1), 2^62 - 1]: PYPM_E_OUT_OF_RANGE; an attribute given
+ * twice: PYPM_E_MALFORMED. */
+int pypm_candidates(int64_t patterns, int64_t symbol, const int64_t *attrs, size_t n_attrs,
+                    int64_t *out, size_t out_cap, size_t *out_len);
 
 /* Rewrite validation (Rewrite.validate, docs/internals/format.md "Rewrite
  * validation"): buf holds a driver pass as int64 words: the before graph,

@@ -281,11 +281,13 @@ let match_one ~graph ~patterns ~index ~root ~fuel =
   of_answer (Matcher.set_match g.mg ps.ps (Matcher.effective_fuel (max 0 fuel)) index root)
 
 (* The roots (indices, increasing) whose root-operator index admits
-   [symbol]: the others answer no match at any node labelled [symbol]. *)
-let candidates ~patterns ~symbol : int list =
+   [symbol] with attributes [attrs] ((attribute, value) pairs, checked by
+   Decode.sym_attr_pairs): the others answer no match at any node labelled
+   [symbol] in a graph giving it those attributes. *)
+let candidates ~patterns ~symbol ~(attrs : (int * int) list) : int list =
   let ps = get_patterns patterns in
   if symbol < 0 then error e_out_of_range "symbol %d out of range [0, 2^62)" symbol;
-  Matcher.set_candidates ps.ps symbol
+  Matcher.set_candidates ps.ps symbol (fun a -> List.assoc_opt a attrs)
 
 (* growable int buffer *)
 type ibuf = { mutable a : int array; mutable n : int }
@@ -496,7 +498,7 @@ let dominates ~graph ~patterns ~(spec : Decode.buf) ~root ~fuel : int * int =
       match Hashtbl.find_opt cands f with
       | Some l -> l
       | None ->
-          let l = Matcher.set_candidates ps.ps f in
+          let l = Matcher.set_candidates ps.ps f (fun a -> g.mg.Matcher.sym_attr a f) in
           Hashtbl.replace cands f l;
           l
     in

@@ -508,25 +508,44 @@ static void test_full(void) {
   }
   CHECK_RC(pypm_match(gh, ph, 3, 7, 100000, out, 16, &n), PYPM_OK);
   CHECK(SAME(out, n, PYPM_STATUS_OUT_OF_FUEL, 0, 0), "Q = Q(x) || x: out of fuel");
-  /* pypm_candidates: the roots whose index admits an operator; 0, 1 and 3
-   * may be anything (an operator variable or a variable at the root), 2
-   * nothing, 4 only Add and 5 only Neg */
-  CHECK_RC(pypm_candidates(ph, SYM_NEG, out, 16, &n), PYPM_OK);
+  /* pypm_candidates: the roots whose index admits an operator with its
+   * attributes; 0 and 3 may be anything (an operator variable or a variable
+   * at the root), 1 an operator of class 7 (its guard), 2 nothing, 4 only
+   * Add and 5 only Neg */
+  int64_t neg_attrs[] = {ATTR_OP_CLASS, 7, 0, -1}; /* Neg's, as the graph gives them */
+  CHECK_RC(pypm_candidates(ph, SYM_NEG, neg_attrs, 2, out, 16, &n), PYPM_OK);
   CHECK(SAME(out, n, 4, 0, 1, 3, 5), "candidates of Neg");
-  CHECK_RC(pypm_candidates(ph, SYM_ADD, out, 16, &n), PYPM_OK);
-  CHECK(SAME(out, n, 4, 0, 1, 3, 4), "candidates of Add");
-  CHECK_RC(pypm_candidates(ph, 123456789, out, 16, &n), PYPM_OK);
-  CHECK(SAME(out, n, 3, 0, 1, 3), "candidates of an unknown operator");
-  CHECK_RC(pypm_candidates(ph, SYM_NEG, out, 4, &n), PYPM_E_BUFFER_TOO_SMALL);
+  CHECK_RC(pypm_candidates(ph, SYM_NEG, NULL, 0, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, 3, 0, 3, 5), "candidates of Neg without its class");
+  int64_t class5[] = {ATTR_OP_CLASS, 5};
+  CHECK_RC(pypm_candidates(ph, SYM_NEG, class5, 1, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, 3, 0, 3, 5), "candidates of Neg given class 5");
+  CHECK_RC(pypm_candidates(ph, SYM_ADD, NULL, 0, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, 3, 0, 3, 4), "candidates of Add");
+  CHECK_RC(pypm_candidates(ph, 123456789, NULL, 0, out, 16, &n), PYPM_OK);
+  CHECK(SAME(out, n, 2, 0, 3), "candidates of an unknown operator");
+  CHECK_RC(pypm_candidates(ph, SYM_NEG, neg_attrs, 2, out, 4, &n), PYPM_E_BUFFER_TOO_SMALL);
   CHECK(n == 5, "candidates: needs 5 words (%zu)", n);
-  CHECK_RC(pypm_candidates(ph, SYM_NEG, NULL, 0, &n), PYPM_E_BUFFER_TOO_SMALL);
+  CHECK_RC(pypm_candidates(ph, SYM_NEG, neg_attrs, 2, NULL, 0, &n), PYPM_E_BUFFER_TOO_SMALL);
   CHECK(n == 5, "candidates: size query (%zu)", n);
-  CHECK_RC(pypm_candidates(ph, SYM_NEG, NULL, 4, &n), PYPM_E_NULL);
-  CHECK_RC(pypm_candidates(ph, SYM_NEG, out, 16, NULL), PYPM_E_NULL);
-  CHECK_RC(pypm_candidates(ph, -1, out, 16, &n), PYPM_E_OUT_OF_RANGE);
-  CHECK_RC(pypm_candidates(ph, INT64_MAX, out, 16, &n), PYPM_E_OUT_OF_RANGE);
-  CHECK_RC(pypm_candidates(gh, SYM_NEG, out, 16, &n), PYPM_E_BAD_HANDLE);
-  CHECK_RC(pypm_candidates(0, SYM_NEG, out, 16, &n), PYPM_E_BAD_HANDLE);
+  CHECK_RC(pypm_candidates(ph, SYM_NEG, NULL, 0, NULL, 4, &n), PYPM_E_NULL);
+  CHECK_RC(pypm_candidates(ph, SYM_NEG, NULL, 0, out, 16, NULL), PYPM_E_NULL);
+  CHECK_RC(pypm_candidates(ph, -1, NULL, 0, out, 16, &n), PYPM_E_OUT_OF_RANGE);
+  CHECK_RC(pypm_candidates(ph, INT64_MAX, NULL, 0, out, 16, &n), PYPM_E_OUT_OF_RANGE);
+  CHECK_RC(pypm_candidates(gh, SYM_NEG, NULL, 0, out, 16, &n), PYPM_E_BAD_HANDLE);
+  CHECK_RC(pypm_candidates(0, SYM_NEG, NULL, 0, out, 16, &n), PYPM_E_BAD_HANDLE);
+  /* the attributes are checked */
+  {
+    CHECK_RC(pypm_candidates(ph, SYM_NEG, NULL, 1, out, 16, &n), PYPM_E_NULL);
+    int64_t bad_id[] = {-1, 5};
+    CHECK_RC(pypm_candidates(ph, SYM_NEG, bad_id, 1, out, 16, &n), PYPM_E_OUT_OF_RANGE);
+    int64_t bad_value[] = {ATTR_OP_CLASS, INT64_MIN};
+    CHECK_RC(pypm_candidates(ph, SYM_NEG, bad_value, 1, out, 16, &n), PYPM_E_OUT_OF_RANGE);
+    int64_t twice[] = {ATTR_OP_CLASS, 5, ATTR_OP_CLASS, 7};
+    CHECK_RC(pypm_candidates(ph, SYM_NEG, twice, 2, out, 16, &n), PYPM_E_MALFORMED);
+    CHECK_RC(pypm_candidates(ph, SYM_NEG, class5, (size_t)1 << 62, out, 16, &n),
+             PYPM_E_MALFORMED);
+  }
   /* a non-candidate answers no match at every node with that operator */
   for (int64_t root = 0; root < 8; root++) {
     CHECK_RC(pypm_match(gh, ph, 4, root, 1, out, 16, &n), PYPM_OK);

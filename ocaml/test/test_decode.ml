@@ -1017,23 +1017,48 @@ let test_engine_full () =
       then same_all := false)
     [ 1; 3; 10; 5000 ];
   for f = 0 to 12 do
-    if M.set_candidates ps f <> M.candidates defs roots f then same_cands := false
+    let sa = M.sym_attrs mg f in
+    if M.set_candidates ps f sa <> M.candidates defs roots f sa then same_cands := false
   done;
   check "set_match = match_root" !same_match;
   check "set_match_all = match_all = set_match_all_fold's entries" !same_all;
   check "set_candidates = candidates" !same_cands;
-  (* the index: UnaryChain and UnaryOp may be any operator (an operator
-     variable at the root), the constraint's root is Add (5), the loop none,
-     the left recursion anything *)
+  (* the index: UnaryChain may be any operator (an operator variable at
+     the root), UnaryOp an operator of class 7 (its guard), the
+     constraint's root is Add (5), the loop none, the left recursion
+     anything *)
   let idx = M.root_index defs in
   check "index" (List.map (M.ri_find idx) [ 0; 1; 2; 3; 4; 5; 6; 7 ]
-                 = M.[ RAny; RAny; RSyms [ 5 ]; RSyms []; RSyms [ neg ]; RAny; RAny; RAny ]);
-  check "candidates of Neg" (M.set_candidates ps neg = [ 0; 1; 4; 5; 6; 7; 8 ]);
-  check "candidates of Add" (M.set_candidates ps 5 = [ 0; 1; 2; 5; 6; 7; 8 ]);
+                 = M.[ RAny; RSyms ([], [ (op_class, 7) ]); RSyms ([ 5 ], []); RSyms ([], []);
+                       RSyms ([ neg ], []); RAny; RAny; RAny ]);
+  let no_attrs _ = None in
+  check "candidates of Neg (class 7)"
+    (M.set_candidates ps neg (M.sym_attrs mg neg) = [ 0; 1; 4; 5; 6; 7; 8 ]);
+  check "candidates of Neg without its class"
+    (M.set_candidates ps neg no_attrs = [ 0; 4; 5; 6; 7; 8 ]);
+  check "candidates of Add (no class)" (M.set_candidates ps 5 (M.sym_attrs mg 5) = [ 0; 2; 5; 6; 7; 8 ]);
+  (* an operator variable at the root guarded by its class, F(x) ; F.a = 7
+     (a = 2, as OPCLASS): the operators of class 7, and Relu by name in
+     the alternative; candidates read the class given for the operator *)
+  let cls_def =
+    { M.nparams = 1; nfparams = 1;
+      body = M.PAlt (M.PGuard (M.PFunVar (0, [ M.PVar 0 ]),
+                               M.GAnd (M.GTrue, M.GEq (M.EConst 7, M.EFAttr (0, 2)))),
+                     M.PApp (relu, [ M.PVar 0 ]));
+      pbinds = [ 0 ]; pfbinds = [ 0 ] } in
+  check "class guard: index"
+    (M.ri_find (M.root_index [ cls_def ]) 0 = M.RSyms ([ relu ], [ (2, 7) ]));
+  let cps = match M.load_set [ cls_def ] [ 0 ] with Some p -> p | None -> failwith "load_set" in
+  let cls_of c a = if a = 2 then Some c else None in
+  check "class guard: an operator of class 7 is a candidate"
+    (M.set_candidates cps neg (cls_of 7) = [ 0 ]);
+  check "class guard: one of class 3 is not" (M.set_candidates cps neg (cls_of 3) = []);
+  check "class guard: one without a class is not" (M.set_candidates cps neg no_attrs = []);
+  check "class guard: Relu by name" (M.set_candidates cps relu no_attrs = [ 0 ]);
   (* P(x) = P(x) ‖ Relu(x), a pattern whose search never ends: Relu only; no match at a Neg *)
   let pr = { M.nparams = 1; nfparams = 0; body = M.PAlt (M.PCall (0, [ 0 ], []), M.PApp (relu, [ M.PVar 0 ]));
              pbinds = [ 0 ]; pfbinds = [] } in
-  check "P = P || Relu: index" (M.ri_find (M.root_index [ pr ]) 0 = M.RSyms [ relu ]);
+  check "P = P || Relu: index" (M.ri_find (M.root_index [ pr ]) 0 = M.RSyms ([ relu ], []));
   check "P = P || Relu at a Neg: no match" (M.match_root mg [ pr ] 0 0 2 = M.RNoMatch);
   check "P = P || Relu at a ReLU: out of fuel" (M.match_root mg [ pr ] 1000 0 4 = M.ROutOfFuel);
   (* a chain of calls at the root longer than the iteration's rounds:
@@ -1043,7 +1068,7 @@ let test_engine_full () =
         if i = n - 1 then { M.nparams = 1; nfparams = 0; body = M.PApp (neg, [ M.PVar 0 ]); pbinds = [ 0 ]; pfbinds = [] }
         else { M.nparams = 1; nfparams = 0; body = M.PCall (i + 1, [ 0 ], []); pbinds = [ 0 ]; pfbinds = [] })
   in
-  check "call chain of 64: converges" (M.ri_find (M.root_index (chain 64)) 0 = M.RSyms [ neg ]);
+  check "call chain of 64: converges" (M.ri_find (M.root_index (chain 64)) 0 = M.RSyms ([ neg ], []));
   check "call chain of 66: any" (M.ri_find (M.root_index (chain 66)) 0 = M.RAny)
 
 (* The loop P(x) = x ; (P(x) ≈ x) at the default fuel terminates (steps, not

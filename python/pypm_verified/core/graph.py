@@ -156,6 +156,23 @@ class Node:
         return f"<Node %{self.id} = {body}{self.type_str()}>"
 
 
+
+def sym_attr(symbol: int, attr: int) -> Optional[int]:
+    """Attribute ``attr`` of the operator ``symbol`` in the symbol table
+    (its class code for OPCLASS), None when unknown. Leaves have a class
+    too: ``"input"`` for inputs, ``"constant"`` for constant leaves
+    (``pm.is_input()`` and ``pm.is_constant()`` test it)."""
+    if attr != core.OPCLASS:
+        return None
+    try:
+        key = symbols.lookup(symbol)
+    except (IndexError, TypeError):
+        return None
+    if isinstance(key, tuple):  # a leaf: its class is "input" or "constant"
+        return symbols.opclass("input" if key[0] == "input" else "constant").code
+    cls = getattr(key, "op_class", None)
+    return getattr(cls, "code", None)
+
 class Graph:
     """A hash-consed computation graph (append-only), with designated outputs."""
 
@@ -347,19 +364,8 @@ class Graph:
 
     def sym_attr(self, symbol: int, attr: int) -> Optional[int]:
         """Attribute ``attr`` of the operator ``symbol`` (its class code for
-        OPCLASS), None when unknown. Leaves have a class too: ``"input"`` for
-        inputs, ``"constant"`` for constant leaves (``pm.is_input()`` and
-        ``pm.is_constant()`` test it)."""
-        if attr != core.OPCLASS:
-            return None
-        try:
-            key = symbols.lookup(symbol)
-        except (IndexError, TypeError):
-            return None
-        if isinstance(key, tuple):  # a leaf: its class is "input" or "constant"
-            return symbols.opclass("input" if key[0] == "input" else "constant").code
-        cls = getattr(key, "op_class", None)
-        return getattr(cls, "code", None)
+        OPCLASS), None when unknown: :func:`sym_attr`, the symbol table's."""
+        return sym_attr(symbol, attr)
 
     def sym_attrs(self, labels=None) -> List[Tuple[int, int, int]]:
         """``(symbol, attr_id, value)`` of the labels of this graph's nodes

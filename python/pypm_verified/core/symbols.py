@@ -118,6 +118,15 @@ class OpClass(str):
 _classes: Dict[str, OpClass] = {}
 
 
+def opclass_name(code: int) -> str:
+    """The name of the operator class with ``code`` (the code itself, as a
+    string, if no class has it)."""
+    for c in list(_classes.values()):
+        if c.code == code:
+            return str(c)
+    return str(code)
+
+
 def opclass(name: str) -> OpClass:
     """The interned operator class ``name`` (codes are 1, 2, … in order of
     first use, per process)."""

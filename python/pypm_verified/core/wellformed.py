@@ -11,6 +11,7 @@ from .syntax import (
     PATTERN_TYPES, EAdd, EAttr, EConst, EFAttr, EMul, ESub, Expr, GAnd, GEq, GLt, GNot, GOr,
     GTrue, Guard, PAlt, PApp, PCall, PConstr, PDef, PExists, PExistsF, PFunVar, PGuard,
     Program, PVar, CorePattern, children, fold, walk)
+from .wire import OPCLASS
 
 # --------------------------------------------------------- variables, binds
 
@@ -152,10 +153,29 @@ def has_calls(p: CorePattern) -> bool:
 INDEX_ROUNDS = 64  # RootIndex.index_rounds
 
 
-def _root_of(p: CorePattern, R: Sequence[Optional[FrozenSet[int]]]) -> Optional[FrozenSet[int]]:
-    """``RootIndex.root_of``: the labels the root of ``p`` can have, reading
-    calls in ``R`` (None: any label)."""
+def guard_class(F: int, g: Guard) -> Optional[Tuple[int, int]]:
+    """``RootIndex.guard_class``: the condition ``(attr, value)`` guard ``g``
+    puts on operator variable ``F``, from its first conjunct ``F.attr = value``
+    (or ``value = F.attr``); None if it has none."""
+    if isinstance(g, GEq):
+        a, b = (g.e1, g.e2) if isinstance(g.e1, EFAttr) else (g.e2, g.e1)
+        if isinstance(a, EFAttr) and isinstance(b, EConst) and a.F == F:
+            return (a.attr, b.z)
+        return None
+    if isinstance(g, GAnd):
+        c = guard_class(F, g.g1)
+        return c if c is not None else guard_class(F, g.g2)
+    return None
+
+
+def _root_of(p: CorePattern, R: Sequence[Optional[FrozenSet]]) -> Optional[FrozenSet]:
+    """``RootIndex.root_of``: what the root of ``p`` can be, reading calls in
+    ``R`` (None: anything; else a set of labels and ``(attr, value)``
+    conditions on the operator, :func:`admits`)."""
     while isinstance(p, (PGuard, PExists, PExistsF, PConstr)):
+        if isinstance(p, PGuard) and isinstance(p.p, PFunVar):
+            c = guard_class(p.p.F, p.g)  # F(..) ; guard(F.a = c ∧ …)
+            return None if c is None else frozenset((c,))
         p = p.p
     if isinstance(p, PApp):
         return frozenset((p.f,))
@@ -167,10 +187,29 @@ def _root_of(p: CorePattern, R: Sequence[Optional[FrozenSet[int]]]) -> Optional[
     return None  # PVar, PFunVar
 
 
+def admits(rootset: Optional[FrozenSet], label: int, attrs: Tuple[Tuple[int, int], ...] = ()
+           ) -> bool:
+    """``RootIndex.rs_mem``: whether an operator ``label`` with attributes
+    ``attrs`` (``(attr, value)`` pairs: its class) is in ``rootset`` (an
+    entry of :func:`root_symbols`)."""
+    if rootset is None or label in rootset:
+        return True
+    return any(a in rootset for a in attrs)
+
+
+def node_attrs(node) -> Tuple[Tuple[int, int], ...]:
+    """The attributes of a term-graph node's operator that root sets test
+    (``sym_attrs``: its class, OPCLASS), as ``(attr, value)`` pairs."""
+    v = node.graph.sym_attr(node.label, OPCLASS)
+    return () if v is None else ((OPCLASS, v),)
+
+
 def root_symbols(defs: Sequence[PDef]) -> Tuple[Optional[FrozenSet[int]], ...]:
-    """``RootIndex.root_index``: for each definition, the labels a node it
-    matches can have (a set of symbols, or None for any label: a variable or
-    an operator variable at the root). The least fixpoint of ``_root_of``
+    """``RootIndex.root_index``: for each definition, what a node it matches
+    can have as operator: None for anything (a variable or an operator
+    variable at the root), else a set of its possible labels and ``(attr,
+    value)`` conditions, one of which the operator meets (``F(..) ;
+    guard(F.op_class = c)``: the operators of class c; :func:`admits`). The least fixpoint of ``_root_of``
     over the table, by Kleene iteration from the empty sets, exactly as the
     Coq function computes it: check that the current table is a
     post-fixpoint, else take one round, at most ``INDEX_ROUNDS`` rounds; if
@@ -204,11 +243,13 @@ _index_cache: dict = {}  # id(defs) -> (defs, root_symbols(defs))
 _INDEX_CACHE_SIZE = 64
 
 
-def root_admits(defs: Sequence[PDef], root: int, label: int) -> bool:
+def root_admits(defs: Sequence[PDef], root: int, label: int,
+                attrs: Tuple[Tuple[int, int], ...] = ()) -> bool:
     """Whether definition ``root`` of ``defs`` may match a node labelled
-    ``label`` by :func:`root_symbols` (``rs_mem`` of ``Entry.match_root``);
-    False means it does not match there. The index of a table is computed
-    once (cached by the table's identity)."""
+    ``label`` whose operator has attributes ``attrs`` (:func:`node_attrs`)
+    by :func:`root_symbols` (``admits`` of ``Entry.match_root``); False
+    means it does not match there. The index of a table is computed once
+    (cached by the table's identity)."""
     ent = _index_cache.get(id(defs))
     if ent is None or ent[0] is not defs:
         ent = (defs, root_symbols(defs))
@@ -217,8 +258,7 @@ def root_admits(defs: Sequence[PDef], root: int, label: int) -> bool:
         _index_cache[id(defs)] = ent
     if not 0 <= root < len(defs):
         return False  # Entry.match_root: no definition, no match
-    s = ent[1][root]
-    return s is None or label in s
+    return admits(ent[1][root], label, attrs)
 
 
 # ----------------------------------------------------------- well-formedness

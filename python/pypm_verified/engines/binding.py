@@ -89,7 +89,8 @@ int pypm_match_multi(int64_t graph, int64_t patterns, const int64_t *spec, size_
 int pypm_dominates(int64_t graph, int64_t patterns, const int64_t *spec, size_t spec_len,
                    int64_t root, int64_t fuel, int64_t *result, size_t *result_len);
 int pypm_result_read(int64_t result, int64_t *out, size_t out_cap);
-int pypm_candidates(int64_t patterns, int64_t symbol, int64_t *out, size_t out_cap,
+int pypm_candidates(int64_t patterns, int64_t symbol, const int64_t *attrs, size_t n_attrs,
+                    int64_t *out, size_t out_cap,
                     size_t *out_len);
 int pypm_validate_rewrite(const int64_t *buf, size_t len, int64_t *verdict, int64_t *where);
 int pypm_validate_firings(int64_t graph, int64_t patterns, int64_t fuel, const int64_t *buf,
@@ -541,16 +542,20 @@ def match_all(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...],
 
 
 def candidates(defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], symbol: int,
-               owner=None) -> Tuple[int, ...]:
+               attrs: Tuple[Tuple[int, int], ...] = (), owner=None) -> Tuple[int, ...]:
     """Run ``pypm_candidates``: the root indices (increasing) whose
-    root-operator index admits operator ``symbol`` (``Entry.set_candidates``);
-    the others answer no match at every node with that operator."""
+    root-operator index admits operator ``symbol`` with attributes
+    ``attrs`` (``(attr, value)`` pairs: :func:`core.node_attrs`)
+    (``Entry.set_candidates``); the others answer no match at every node
+    with that operator and those attributes."""
     lib = open_engine_library()
     ph = pattern_set_handle(lib, defs, roots, owner)
     cap = 1 + len(roots)
     out = ffi.new("int64_t[]", cap)
     out_len = ffi.new("size_t *")
-    check(lib, lib.pypm_candidates(ph.value, symbol, out, cap, out_len), "pypm_candidates")
+    words = ffi.new("int64_t[]", [w for pair in attrs for w in pair] or [0])
+    check(lib, lib.pypm_candidates(ph.value, symbol, words, len(attrs), out, cap, out_len),
+          "pypm_candidates")
     return tuple(out[1:1 + out[0]])
 
 

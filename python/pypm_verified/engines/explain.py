@@ -170,6 +170,17 @@ def op_name(label: int) -> str:
     return symbols.describe(label) if lit is None else lit
 
 
+def _root_name(s) -> str:
+    """An element of a root set (:func:`core.root_symbols`): an operator, or
+    an ``(attr, value)`` condition (the operator's class)."""
+    if isinstance(s, tuple):
+        attr, v = s
+        if attr == core.OPCLASS:
+            return f"an operator of class {symbols.opclass_name(v)}"
+        return f"an operator whose attribute {attr} is {v}"
+    return op_name(s)
+
+
 def _key_literal(key) -> str:
     """A constant key (:func:`~pypm_verified.core.symbols.const_key`) as
     Python source: ``("seq", (("num", -1),))`` is ``[-1]``."""
@@ -626,13 +637,14 @@ def _search(pattern, node: Node, engine: str, step_limit: int, describe, verdict
             match=None) -> Explanation:
     defs, root = table(pattern)
     names = Names(defs, root, pattern)
-    if not core.root_admits(defs, root, node.label):
+    if not core.root_admits(defs, root, node.label, core.node_attrs(node)):
         syms = core.root_symbols(defs)[root] or frozenset()
-        can = ", ".join(sorted(op_name(s) for s in syms)) or "nothing (no finite derivation)"
+        expected = sorted(_root_name(s) for s in syms)
+        can = ", ".join(expected) or "nothing (no finite derivation)"
         return Explanation(pattern, node, verdict, engine, kind="root",
                            message=f"the pattern's root can only be {can}, found "
                                    f"{op_name(node.label)} (the proved root-operator index)",
-                           details={"expected": sorted(op_name(s) for s in syms),
+                           details={"expected": expected,
                                     "found": op_name(node.label)},
                            describe=describe)
     s = Trace(defs, root, names, node.graph, step_limit, describe)
@@ -720,7 +732,7 @@ def explain_all(pattern: PatternLike, graph_or_nodes: Union[Graph, Iterable[Node
     defs, root = table(pattern)
     out = []
     for n in nodes:
-        if not core.root_admits(defs, root, n.label):
+        if not core.root_admits(defs, root, n.label, core.node_attrs(n)):
             continue
         e = explain(pattern, n, engine=engine, fuel=fuel, step_limit=step_limit, describe=describe)
         if not e.matched:

@@ -15,7 +15,7 @@ from . import binding, reference
 from .. import core
 from ..core import symbols
 from ..errors import MemoryBudget, OutOfFuel, PatternError
-from ..core.graph import Graph, Node
+from ..core.graph import Graph, Node, sym_attr as _sym_attr
 from ..dsl.patterns import Pattern, link
 
 ENGINES = ("verified", "reference")
@@ -346,24 +346,30 @@ class PatternSet:
         self._by_label = self._owner.by_label.setdefault((self.engine, impl), {})
         self._matcher = None  # verified engine: the owner's binding.SetMatcher
 
-    def candidates(self, label: int) -> Tuple[int, ...]:
+    def candidates(self, label: int, graph=None) -> Tuple[int, ...]:
         """Indices (increasing) of the patterns whose root can have operator
-        ``label``; every other pattern answers no match at a node labelled
-        ``label``, whatever the fuel, so the driver does not try it. The
-        verified engine asks the engine library (``pypm_candidates``, the extracted
-        ``Entry.set_candidates``: the same index its matches consult); the
-        reference engine reads :func:`core.root_symbols` (the index its
-        ``first_solution`` consults). Cached per label."""
-        c = self._by_label.get(label)
+        ``label`` (with its attributes in ``graph``, a term graph: its class;
+        without it, the symbol table's); every other pattern answers no match
+        at a node labelled ``label`` there, whatever the fuel, so the driver
+        does not try it. The verified engine asks the engine library
+        (``pypm_candidates``, the extracted ``Entry.set_candidates``: the same
+        index its matches consult); the reference engine reads
+        :func:`core.root_symbols` (the index its ``first_solution``
+        consults). Cached per label (and attributes, for a graph whose
+        classes are its own)."""
+        own = graph is not None and type(graph) is not Graph
+        c = self._by_label.get((label, graph.sym_attr(label, core.OPCLASS)) if own else label)
         if c is None:
+            v = graph.sym_attr(label, core.OPCLASS) if own else _sym_attr(label, core.OPCLASS)
+            attrs = () if v is None else ((core.OPCLASS, v),)
             if self.engine == "verified":
-                c = binding.candidates(self._s.defs, self._s.roots, label, self._owner)
+                c = binding.candidates(self._s.defs, self._s.roots, label, attrs, self._owner)
             else:
                 if self._root_syms is None:
                     syms = core.root_symbols(self._s.defs)
                     self._root_syms = [syms[r] for r in self._s.roots]
-                c = tuple(i for i, r in enumerate(self._root_syms) if r is None or label in r)
-            self._by_label[label] = c
+                c = tuple(i for i, r in enumerate(self._root_syms) if core.admits(r, label, attrs))
+            self._by_label[(label, v) if own else label] = c
         return c
 
     def _set_matcher(self) -> "binding.SetMatcher":

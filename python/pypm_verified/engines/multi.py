@@ -270,7 +270,7 @@ def _candidates(prog: MultiProgram, graph: Graph):
     for i, r in enumerate(prog.roots[1:], start=1):
         a = None if prog.index_only else anchor(bodies[:i], bodies[i])
         if a is None:
-            adm = [c for c in nodes if core.root_admits(prog.defs, r, c.label)]
+            adm = [c for c in nodes if core.root_admits(prog.defs, r, c.label, core.node_attrs(c))]
             out.append(lambda ts, adm=adm: adm)
             continue
         us = users(graph)
@@ -284,7 +284,8 @@ def _candidates(prog: MultiProgram, graph: Graph):
                 n = n.args[k]
             return [nodes[u] for u in us[n.id]
                     if len(nodes[u].args) > l and nodes[u].args[l] is n
-                    and core.root_admits(prog.defs, r, nodes[u].label)]
+                    and core.root_admits(prog.defs, r, nodes[u].label,
+                                         core.node_attrs(nodes[u]))]
         out.append(cands)
     return out
 
@@ -292,7 +293,7 @@ def _candidates(prog: MultiProgram, graph: Graph):
 def _first(prog: MultiProgram, node: Node, fuel: int, cands=None):
     """``Multi.match_multi_c``: ``(nodes, theta, phi)`` or None; raises
     :class:`OutOfFuel`."""
-    if not core.root_admits(prog.defs, prog.roots[0], node.label):
+    if not core.root_admits(prog.defs, prog.roots[0], node.label, core.node_attrs(node)):
         return None
     if _run(prog, [node], False, fuel) is None:
         return None
@@ -351,7 +352,7 @@ def _every(prog: MultiProgram, graph: Graph, fuel: int) -> List[MultiMatch]:
 
     for node in graph.nodes:
         try:
-            if (core.root_admits(prog.defs, prog.roots[0], node.label)
+            if (core.root_admits(prog.defs, prog.roots[0], node.label, core.node_attrs(node))
                     and _run(prog, [node], False, fuel) is not None):
                 walk([node])
         except OutOfFuel:
@@ -384,7 +385,9 @@ def root_order(prog: MultiProgram, graph: Graph, first: Optional[int] = None) ->
     syms = core.root_symbols(prog.defs)
     for i, r in enumerate(prog.written):
         adm = syms[r] if 0 <= r < len(syms) else frozenset()
-        counts[i] = len(graph.nodes) if adm is None else sum(labels[lab] for lab in adm)
+        # a class condition (a tuple) may hold of any node: counted as all
+        counts[i] = len(graph.nodes) if adm is None or any(
+            isinstance(x, tuple) for x in adm) else sum(labels[lab] for lab in adm)
     best, best_key = tuple(range(k)), None
     for order in itertools.permutations(range(k)):
         if first is not None and order[0] != first:
