@@ -127,7 +127,7 @@ def match_pattern(program: core.Program, t, fuel: int):
 
 
 # ------------------------------------------------------- RootIndex.v, Entry.v
-# rootsets: ("any",) or ("syms", sorted list of symbols)
+# rootsets: ("any",) or ("syms", sorted list of symbols, list of (attr, value) conditions)
 
 ANY = ("any",)
 
@@ -153,7 +153,20 @@ def _rs_le(a, b):
         return True
     if a == ANY:
         return False
-    return all(x in b[1] for x in a[1])
+    return all(x in b[1] for x in a[1]) and all(c in b[2] for c in a[2])
+
+
+def _guard_class(F, g):
+    """``guard_class``: the first conjunct F.a = c (or c = F.a)."""
+    if isinstance(g, core.GEq):
+        for e1, e2 in ((g.e1, g.e2), (g.e2, g.e1)):
+            if isinstance(e1, core.EFAttr) and isinstance(e2, core.EConst):
+                return (e1.attr, e2.z) if e1.F == F else None
+        return None
+    if isinstance(g, core.GAnd):
+        c = _guard_class(F, g.g1)
+        return c if c is not None else _guard_class(F, g.g2)
+    return None
 
 
 def _ri_find(R, P):
@@ -164,10 +177,15 @@ def _root_of(R, p):
     if isinstance(p, (core.PVar, core.PFunVar)):
         return ANY
     if isinstance(p, core.PApp):
-        return ("syms", [p.f])
+        return ("syms", [p.f], [])
     if isinstance(p, core.PAlt):
         a, b = _root_of(R, p.p1), _root_of(R, p.p2)
-        return ("syms", _sunion(a[1], b[1])) if a != ANY and b != ANY else ANY
+        if a == ANY or b == ANY:
+            return ANY
+        return ("syms", _sunion(a[1], b[1]), a[2] + [c for c in b[2] if c not in a[2]])
+    if isinstance(p, core.PGuard) and isinstance(p.p, core.PFunVar):
+        c = _guard_class(p.p.F, p.g)
+        return ANY if c is None else ("syms", [], [c])
     if isinstance(p, (core.PGuard, core.PExists, core.PExistsF, core.PConstr)):
         return _root_of(R, p.p)
     if isinstance(p, core.PCall):
@@ -184,7 +202,7 @@ INDEX_ROUNDS = 64
 
 def root_index(defs):
     """``root_index``: definition number -> rootset."""
-    R = {i: ("syms", []) for i in range(len(defs))}  # index_bottom
+    R = {i: ("syms", [], []) for i in range(len(defs))}  # index_bottom
     k = INDEX_ROUNDS
     while True:  # iterate
         if _post_from(defs, R):
@@ -202,6 +220,7 @@ def match_root(program: core.Program, t, fuel: int):
     if not 0 <= program.root < len(defs):
         return None
     r = _ri_find(root_index(defs), program.root)
-    if r != ANY and t.label not in r[1]:
+    if r != ANY and t.label not in r[1] and not any(
+            t.graph.sym_attr(t.label, a) == v for a, v in r[2]):
         return None
     return match_pattern(program, t, fuel)

@@ -307,7 +307,7 @@ def _as_sets(idx, n):
     out = []
     for i in range(n):
         r = idx.get(i, machine.ANY)
-        out.append(None if r == machine.ANY else frozenset(r[1]))
+        out.append(None if r == machine.ANY else frozenset(r[1]) | frozenset(r[2]))
     return tuple(out)
 
 
@@ -348,8 +348,41 @@ def test_library_candidates(lib, g, prog):
     ref = PatternSet(items, engine="reference", fuel=FUEL)
     idx = core.root_symbols(prog.defs)
     for node in g.nodes:
-        want = tuple(i for i in range(len(items)) if idx[i] is None or node.label in idx[i])
-        assert ver.candidates(node.label) == ref.candidates(node.label) == want
+        attrs = core.node_attrs(node)
+        want = tuple(i for i in range(len(items)) if core.admits(idx[i], node.label, attrs))
+        assert ver.candidates(node.label, g) == ref.candidates(node.label, g) == want
         for i in range(len(items)):
             if i not in want:
                 assert ver.match(i, node) is None and ref.match(i, node) is None
+
+
+def test_class_guarded_root():
+    """An operator variable at the root guarded by its class
+    (``F(x) ; guard(F.op_class = c ∧ …)``, as ``LinearEpilog``): the index is
+    the operators of class c (``RootIndex.guard_class``), in both engines
+    and the transcription; the candidates of a node read its operator's
+    class in the graph; a node of another class is no candidate and has no
+    match, one of class c is and matches."""
+    from strategies import B2, U1, V1
+    unary = pm.opclass("unary_pointwise").code
+    cond = core.GAnd(core.GTrue(), core.GEq(core.EConst(unary), core.EFAttr(0, core.OPCLASS)))
+    by_class = core.PExistsF(0, core.PGuard(core.PFunVar(0, (PVar(0),)), cond))
+    defs = (PDef(1, 0, by_class),
+            PDef(2, 0, core.PAlt(by_class, PApp(B2.symbol, (PVar(0), PVar(1))))))
+    want = (frozenset({(core.OPCLASS, unary)}), frozenset({B2.symbol, (core.OPCLASS, unary)}))
+    assert core.root_symbols(defs) == want
+    assert _as_sets(machine.root_index(defs), len(defs)) == want
+    g = pm.Graph()
+    x = g.input("x")
+    u, v, b = g.apply(U1, x), g.apply(V1, x), g.apply(B2, x, x)
+    items = [Program(defs, 0), Program(defs, 1)]
+    engines = ["reference"] + (["verified"] if binding.available() else [])
+    for engine in engines:
+        ps = PatternSet(items, engine=engine, fuel=FUEL)
+        assert ps.candidates(u.label, g) == (0, 1)
+        assert ps.candidates(v.label, g) == ()
+        assert ps.candidates(b.label, g) == (1,)
+        assert ps.candidates(x.label, g) == ()
+        assert ps.match(0, u) is not None and ps.match(1, u) is not None
+        assert ps.match(0, v) is None and ps.match(1, v) is None
+        assert ps.match(1, b) is not None

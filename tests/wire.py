@@ -184,14 +184,16 @@ class SetMatcher:
         return None
 
 
-def candidates(defs, roots, symbol, owner=None):
+def candidates(defs, roots, symbol, attrs=(), owner=None):
     """``binding.candidates`` answered from the buffer, by the transcription
-    of ``RootIndex.root_index``."""
+    of ``RootIndex.root_index`` (``attrs``: the operator's ``(attr, value)``
+    pairs)."""
     from machine import ANY, root_index
     table, rs = decode_patterns(serialize.encode_patterns(defs, roots))
     idx = root_index(table)
     return tuple(i for i, r in enumerate(rs)
-                 if idx.get(r, ANY) == ANY or symbol in idx[r][1])
+                 if idx.get(r, ANY) == ANY or symbol in idx[r][1]
+                 or any(c in idx[r][2] for c in attrs))
 
 
 def match_all(graph, defs, roots, fuel=None, owner=None):
