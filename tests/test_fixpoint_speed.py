@@ -6,11 +6,9 @@
 * ``PatternSet`` through ``binding.SetMatcher`` (one handle per table,
   shared by the driver runs) against the reference engine on every node of
   a model graph (differential);
-* the profile of bench/profile_fixpoint.py adds up to its total;
-* the fixpoint defers the cyclic GC's young collections, and only for itself.
+* the profile of bench/profile_fixpoint.py adds up to its total.
 """
 import copy
-import gc
 import os
 import sys
 
@@ -220,47 +218,6 @@ def test_driver_runs_agree_and_reuse_the_table(bert2, lib):
         counts.append((dict(r.firings), [str(n.target) for n in ep.graph.nodes]))
     assert counts[0] == counts[1] == counts[2]
     assert sum(counts[0][0].values()) == 4
-
-
-def test_the_fixpoint_defers_young_collections_and_restores_the_gc(bert2, monkeypatch):
-    """During a run the youngest generation's threshold is the driver's
-    (collections still happen past it); after the run, and after a run that
-    raised, it is what it was; a collector turned off stays off."""
-    seen = []
-    real_try = D.Driver._try
-
-    def watch(self, node):
-        seen.append((gc.isenabled(), gc.get_threshold()))
-        return real_try(self, node)
-
-    monkeypatch.setattr(D.Driver, "_try", watch)
-    before = gc.get_threshold()
-    gc.set_threshold(700, *before[1:])
-    try:
-        D.Driver(copy.deepcopy(bert2).graph_module, default_patterns(), target="cpu",
-                 check_profitability=False).run()
-        assert seen and all(s == (True, (D.GC_THRESHOLD, *before[1:])) for s in seen)
-        assert gc.get_threshold() == (700, *before[1:])
-
-        def boom(self, node):
-            raise RuntimeError("a rule's bug")
-
-        monkeypatch.setattr(D.Driver, "_try", boom)
-        with pytest.raises(RuntimeError):
-            D.Driver(copy.deepcopy(bert2).graph_module, default_patterns(), target="cpu",
-                     check_profitability=False).run()
-        assert gc.get_threshold() == (700, *before[1:])
-        monkeypatch.setattr(D.Driver, "_try", watch)
-        seen.clear()
-        gc.disable()
-        try:
-            D.Driver(copy.deepcopy(bert2).graph_module, default_patterns(), target="cpu",
-                     check_profitability=False).run()
-        finally:
-            gc.enable()
-        assert seen and all(s == (False, (700, *before[1:])) for s in seen)
-    finally:
-        gc.set_threshold(*before)
 
 
 # ------------------------------------------------------------------ the profile

@@ -38,8 +38,6 @@ rule body receives: :class:`Value`, :class:`RuleContext`,
 """
 from __future__ import annotations
 
-import contextlib
-import gc
 import time
 import warnings
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -59,31 +57,6 @@ from .folding import WeightFolder
 from .importer import TermGraph, is_list_op
 from .metadata import MetaValues
 from .rule_api import TARGETS, RewriteError, RuleContext, Value
-
-
-#: the cyclic GC's first-generation threshold during a fixpoint (CPython's is 700)
-GC_THRESHOLD = 100_000
-
-
-@contextlib.contextmanager
-def deferred_collections(threshold: int = GC_THRESHOLD):
-    """Run the body with the cyclic GC's youngest-generation threshold raised
-    to ``threshold`` (then restored): a fixpoint allocates tens of thousands
-    of short-lived containers (encodings, matches, fake tensors, nodes), and
-    at CPython's default each of the ~15 collections it triggered in a
-    12-layer BERT traverses the young objects again (BERT-12, side by side:
-    fixpoint 18.7 -> 17.3 ms, its validation 5.2 -> 4.0 ms). The garbage stays
-    bounded: past ``threshold`` allocations a collection still runs, and a
-    collector turned off stays off."""
-    old = gc.get_threshold()
-    if not gc.isenabled() or old[0] >= threshold:
-        yield
-        return
-    gc.set_threshold(threshold, *old[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*old)
 
 
 def _output_nodes(g: fx.Graph) -> List[fx.Node]:
@@ -467,12 +440,7 @@ class Driver:
             n = n.next
 
     def run(self) -> RewriteReport:
-        """Rewrite to a fixpoint (or the iteration cap); returns the report.
-        The cyclic GC collects less often meanwhile (:func:`deferred_collections`)."""
-        with deferred_collections():
-            return self._run()
-
-    def _run(self) -> RewriteReport:
+        """Rewrite to a fixpoint (or the iteration cap); returns the report."""
         t_start = time.perf_counter()
         g = self.gm.graph
         self.report.nodes_before = count_calls(g)
