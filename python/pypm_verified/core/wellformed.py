@@ -204,22 +204,22 @@ def node_attrs(node) -> Tuple[Tuple[int, int], ...]:
     return () if v is None else ((OPCLASS, v),)
 
 
-def root_symbols(defs: Sequence[PDef]) -> Tuple[Optional[FrozenSet[int]], ...]:
+def root_symbols(defs: Sequence[PDef]) -> Tuple[Optional[FrozenSet], ...]:
     """``RootIndex.root_index``: for each definition, what a node it matches
     can have as operator: None for anything (a variable or an operator
     variable at the root), else a set of its possible labels and ``(attr,
     value)`` conditions, one of which the operator meets (``F(..) ;
-    guard(F.op_class = c)``: the operators of class c; :func:`admits`). The least fixpoint of ``_root_of``
-    over the table, by Kleene iteration from the empty sets, exactly as the
-    Coq function computes it: check that the current table is a
-    post-fixpoint, else take one round, at most ``INDEX_ROUNDS`` rounds; if
-    it has not converged by then (a chain of more than 64 calls at the
-    root), every definition gets None. Derivations are finite, so a cycle of
-    calls at the root adds nothing: ``P(x) = P(x) ‖ Relu(x)`` gets {Relu},
-    ``P(x) = P(x)`` the empty set.
+    guard(F.op_class = c)``: the operators of class c; :func:`admits`).
+    The least fixpoint of ``_root_of`` over the table, by Kleene iteration
+    from the empty sets, exactly as the Coq function computes it: check
+    that the current table is a post-fixpoint, else take one round, at most
+    ``INDEX_ROUNDS`` rounds; if it has not converged by then (a chain of
+    more than 64 calls at the root), every definition gets None.
+    Derivations are finite, so a cycle of calls at the root adds nothing:
+    ``P(x) = P(x) ‖ Relu(x)`` gets {Relu}, ``P(x) = P(x)`` the empty set.
 
     ``RootIndex.root_index_sound`` proves that a definition has no
-    declarative match at a node whose label is not in its set; both engines
+    declarative match at a node its set does not admit; both engines
     answer "no match" there without matching (``Entry.match_root``, and
     :func:`pypm_verified.engines.reference.first_solution` through
     :func:`root_admits`)."""
