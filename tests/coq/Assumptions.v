@@ -1,6 +1,6 @@
 (* Golden check (fiat-crypto style): the main theorems depend on no axiom.
    `make proofs` compares this file's output with assumptions.golden. *)
-From PyPM Require Import Declarative Values Interpreter Soundness Priority RootIndex Entry Fuel Multi Spec Dominates Certify.
+From PyPM Require Import Declarative Frame Values Interpreter Soundness Priority RootIndex Entry Fuel Multi Spec Dominates Certify.
 Print Assumptions match_weakening.
 Print Assumptions success_soundness.
 Print Assumptions failure_soundness.
@@ -18,6 +18,9 @@ Print Assumptions bounds_value_ok.
 (* the root-operator index (RootIndex.v) *)
 Print Assumptions root_index_sound.
 Print Assumptions root_index_no_match.
+Print Assumptions guard_class_sound.
+(* the frame of a match (Frame.v) *)
+Print Assumptions matches_frame.
 (* the entry points (Entry.v) *)
 Print Assumptions match_root_sound.
 Print Assumptions match_root_index_no.
