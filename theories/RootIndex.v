@@ -11,7 +11,7 @@
       root(p ‖ p') = root(p) ∪ root(p'),
       root(p ; g) = root(∃x.p) = root(∃F.p) = root(p ; (p' ≈ x)) = root(p),
       root(P(..)) = index(P)
-    computed by Kleene iteration from [RSyms []] (at most [index_rounds]
+    computed by Kleene iteration from [RSyms [] []] (at most [index_rounds]
     rounds; if it has not converged by then, every definition gets [RAny]).
     Derivations are finite, so a cycle of calls at the root adds nothing:
     for [P(x) = P(x) ‖ Relu(x)] the index is [{Relu}].
