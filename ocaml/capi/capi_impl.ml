@@ -249,11 +249,14 @@ let attr_pairs (b : Decode.buf) : (int * int) list =
             "pypm_candidates: attribute %d: value %Ld out of range [-(2^62 - 1), 2^62 - 1]" j v;
         (Int64.to_int a, Int64.to_int v))
   in
-  List.iteri
-    (fun j (a, _) ->
-      if List.exists (fun (a', _) -> a' = a) (List.filteri (fun k _ -> k < j) l) then
-        Engine.error Codes.e_malformed "pypm_candidates: attribute id %d given twice" a)
-    l;
+  let rec once = function
+    | [] -> ()
+    | (a, _) :: rest ->
+        if List.mem_assoc a rest then
+          Engine.error Codes.e_malformed "pypm_candidates: attribute id %d given twice" a;
+        once rest
+  in
+  once l;
   l
 
 let candidates (patterns : int64) (symbol : int64) (attrs : int64 ptr) (n_attrs : int64)

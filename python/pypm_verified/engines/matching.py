@@ -358,9 +358,10 @@ class PatternSet:
         consults). Cached per label (and attributes, for a graph whose
         classes are its own)."""
         own = graph is not None and type(graph) is not Graph
-        c = self._by_label.get((label, graph.sym_attr(label, core.OPCLASS)) if own else label)
+        key = (label, graph.sym_attr(label, core.OPCLASS)) if own else label
+        c = self._by_label.get(key)
         if c is None:
-            v = graph.sym_attr(label, core.OPCLASS) if own else _sym_attr(label, core.OPCLASS)
+            v = key[1] if own else _sym_attr(label, core.OPCLASS)
             attrs = () if v is None else ((core.OPCLASS, v),)
             if self.engine == "verified":
                 c = binding.candidates(self._s.defs, self._s.roots, label, attrs, self._owner)
@@ -369,7 +370,7 @@ class PatternSet:
                     syms = core.root_symbols(self._s.defs)
                     self._root_syms = [syms[r] for r in self._s.roots]
                 c = tuple(i for i, r in enumerate(self._root_syms) if core.admits(r, label, attrs))
-            self._by_label[(label, v) if own else label] = c
+            self._by_label[key] = c
         return c
 
     def _set_matcher(self) -> "binding.SetMatcher":
