@@ -232,7 +232,7 @@ def test_answer_is_the_first_solution(engine, prob, fuel):
         assert fst == got
     else:
         assert fst is None or fst is CUT
-        if core.root_admits(prog.defs, prog.root, root.label):
+        if core.root_admits(prog.defs, prog.root, root):
             assert fst is None
 
 

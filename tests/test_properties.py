@@ -60,7 +60,7 @@ def test_reference_is_the_algorithm(prob, fuel):
     g, root, prog = prob
     assert ref_outcome(prog, root, fuel) == match_root(prog, root, fuel)
     assert ref_outcome(prog, root, FUEL) == match_root(prog, root, FUEL)
-    if core.root_admits(prog.defs, prog.root, root.label):
+    if core.root_admits(prog.defs, prog.root, root):
         assert match_root(prog, root, fuel) == match_pattern(prog, root, fuel)
     else:  # the index changes only answers the machine does not decide
         assert match_pattern(prog, root, FUEL) in (None, OUT_OF_FUEL)

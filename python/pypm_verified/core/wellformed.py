@@ -243,13 +243,13 @@ _index_cache: dict = {}  # id(defs) -> (defs, root_symbols(defs))
 _INDEX_CACHE_SIZE = 64
 
 
-def root_admits(defs: Sequence[PDef], root: int, label: int,
-                attrs: Tuple[Tuple[int, int], ...] = ()) -> bool:
-    """Whether definition ``root`` of ``defs`` may match a node labelled
-    ``label`` whose operator has attributes ``attrs`` (:func:`node_attrs`)
-    by :func:`root_symbols` (``admits`` of ``Entry.match_root``); False
-    means it does not match there. The index of a table is computed once
-    (cached by the table's identity)."""
+def root_admits(defs: Sequence[PDef], root: int, node) -> bool:
+    """Whether definition ``root`` of ``defs`` may match term-graph node
+    ``node`` by :func:`root_symbols` (``admits`` of ``Entry.match_root``:
+    its label, else its operator's class, :func:`node_attrs`, read only
+    when the set has a condition); False means it does not match there.
+    The index of a table is computed once (cached by the table's
+    identity)."""
     ent = _index_cache.get(id(defs))
     if ent is None or ent[0] is not defs:
         ent = (defs, root_symbols(defs))
@@ -258,7 +258,10 @@ def root_admits(defs: Sequence[PDef], root: int, label: int,
         _index_cache[id(defs)] = ent
     if not 0 <= root < len(defs):
         return False  # Entry.match_root: no definition, no match
-    return admits(ent[1][root], label, attrs)
+    rs = ent[1][root]
+    if rs is None or node.label in rs:
+        return True
+    return any(type(x) is tuple for x in rs) and admits(rs, node.label, node_attrs(node))
 
 
 # ----------------------------------------------------------- well-formedness

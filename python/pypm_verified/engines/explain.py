@@ -637,7 +637,7 @@ def _search(pattern, node: Node, engine: str, step_limit: int, describe, verdict
             match=None) -> Explanation:
     defs, root = table(pattern)
     names = Names(defs, root, pattern)
-    if not core.root_admits(defs, root, node.label, core.node_attrs(node)):
+    if not core.root_admits(defs, root, node):
         syms = core.root_symbols(defs)[root] or frozenset()
         expected = sorted(_root_name(s) for s in syms)
         can = ", ".join(expected) or "nothing (no finite derivation)"
@@ -732,7 +732,7 @@ def explain_all(pattern: PatternLike, graph_or_nodes: Union[Graph, Iterable[Node
     defs, root = table(pattern)
     out = []
     for n in nodes:
-        if not core.root_admits(defs, root, n.label, core.node_attrs(n)):
+        if not core.root_admits(defs, root, n):
             continue
         e = explain(pattern, n, engine=engine, fuel=fuel, step_limit=step_limit, describe=describe)
         if not e.matched:

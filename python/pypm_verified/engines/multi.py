@@ -270,7 +270,7 @@ def _candidates(prog: MultiProgram, graph: Graph):
     for i, r in enumerate(prog.roots[1:], start=1):
         a = None if prog.index_only else anchor(bodies[:i], bodies[i])
         if a is None:
-            adm = [c for c in nodes if core.root_admits(prog.defs, r, c.label, core.node_attrs(c))]
+            adm = [c for c in nodes if core.root_admits(prog.defs, r, c)]
             out.append(lambda ts, adm=adm: adm)
             continue
         us = users(graph)
@@ -284,8 +284,7 @@ def _candidates(prog: MultiProgram, graph: Graph):
                 n = n.args[k]
             return [nodes[u] for u in us[n.id]
                     if len(nodes[u].args) > l and nodes[u].args[l] is n
-                    and core.root_admits(prog.defs, r, nodes[u].label,
-                                         core.node_attrs(nodes[u]))]
+                    and core.root_admits(prog.defs, r, nodes[u])]
         out.append(cands)
     return out
 
@@ -293,7 +292,7 @@ def _candidates(prog: MultiProgram, graph: Graph):
 def _first(prog: MultiProgram, node: Node, fuel: int, cands=None):
     """``Multi.match_multi_c``: ``(nodes, theta, phi)`` or None; raises
     :class:`OutOfFuel`."""
-    if not core.root_admits(prog.defs, prog.roots[0], node.label, core.node_attrs(node)):
+    if not core.root_admits(prog.defs, prog.roots[0], node):
         return None
     if _run(prog, [node], False, fuel) is None:
         return None
@@ -352,7 +351,7 @@ def _every(prog: MultiProgram, graph: Graph, fuel: int) -> List[MultiMatch]:
 
     for node in graph.nodes:
         try:
-            if (core.root_admits(prog.defs, prog.roots[0], node.label, core.node_attrs(node))
+            if (core.root_admits(prog.defs, prog.roots[0], node)
                     and _run(prog, [node], False, fuel) is not None):
                 walk([node])
         except OutOfFuel:

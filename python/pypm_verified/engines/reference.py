@@ -603,7 +603,7 @@ def first_solution(program: ProgramLike, node, fuel: Optional[int] = None) -> Op
     where the search would never end (``P(x) = P(x) ‖ Relu(x)`` at a
     MatMul). :func:`solutions` does not consult the index."""
     prog = core.as_program(program)
-    if not core.root_admits(prog.defs, prog.root, node.label, core.node_attrs(node)):
+    if not core.root_admits(prog.defs, prog.root, node):
         return None
     fuel_left = Fuel(fuel if fuel is not None and fuel > 0 else DEFAULT_FUEL)
     for sol in _run(prog, node, None, None, fuel_left):

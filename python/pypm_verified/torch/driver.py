@@ -299,7 +299,7 @@ class Driver:
             self.stale.clear()
         for pattern in self.multis:
             prog = multi.program(pattern)
-            if not core.root_admits(prog.defs, prog.roots[0], term.label, core.node_attrs(term)):
+            if not core.root_admits(prog.defs, prog.roots[0], term):
                 continue
             t0 = time.perf_counter()
             m = multi.match_multi(pattern, term, self.engine, self.pset.fuel)
