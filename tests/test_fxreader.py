@@ -378,6 +378,92 @@ def test_random_graphs_read_alike(native, seed, monkeypatch):
     assert got[0] == got[1] and len(got[1][1]) > 0
 
 
+def _rewires(g):
+    """Name pairs ``(u, v)``: replacing the uses of call ``u`` by the earlier
+    call or input ``v`` of the same tensor metadata (a rewrite upstream of
+    ``u``'s users)."""
+    order = {n: i for i, n in enumerate(g.nodes)}
+    tensor = [n for n in g.nodes if n.op != "output"
+              and isinstance(n.meta.get("val"), torch.Tensor)]
+    pairs = []
+    for u in tensor:
+        if u.op != "call_function" or not u.users:
+            continue
+        for v in tensor:
+            if order[v] < order[u] and v.meta["val"].shape == u.meta["val"].shape \
+                    and v.meta["val"].dtype == u.meta["val"].dtype and v not in u.all_input_nodes:
+                pairs.append((u.name, v.name))
+                break
+    return pairs[::2]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_reimports_alike(native, seed, monkeypatch):
+    """Re-imports after rewrites upstream (TermGraph.refresh, the driver's
+    lazy re-import): the native path (``import_again``, a call re-read from
+    its recipe) leaves the term graph as the Python path (``import_node``)
+    does, merges included."""
+    g = _random_program(seed)
+    pairs = _rewires(g)
+    snaps, natives = [], []
+    for on in ("0", "1"):
+        monkeypatch.setenv(_native.ENV, on)
+        h = copy.deepcopy(g)
+        tg = TermGraph(h).build()
+        byname = {n.name: n for n in h.nodes}
+        for u, v in pairs:
+            u, v = byname.get(u), byname.get(v)
+            if u not in tg.term or v not in tg.term:
+                continue  # merged away (by the import or an earlier refresh)
+            users = list(u.users)
+            u.replace_all_uses_with(v)
+            tg.refresh(users)
+        natives.append(tg._native)
+        snaps.append(snapshot(tg))
+    monkeypatch.delenv(_native.ENV)
+    assert not natives[0]  # the Python path (None: no re-import happened)
+    assert natives[1] is None or natives[1][0] is native
+    for k in snaps[0]:
+        assert snaps[1][k] == snaps[0][k], f"native and Python re-imports differ in {k}"
+
+
+def test_reimports_cover_the_cases(native, monkeypatch):
+    """The rewires above re-import calls from their recipes (term changed)
+    and merge nodes, most of them through the native path."""
+    kinds = {"changed": 0, "merged": 0, None: 0}
+    from pypm_verified.torch import importer
+    reimport = importer.TermGraph.reimport
+    again = native.import_again
+    answers = {"term": 0, "method": 0}
+
+    def counted_again(state, node):
+        t = again(state, node)
+        answers["method" if t is None else "term"] += 1
+        return t
+
+    monkeypatch.setattr(native, "import_again", counted_again)
+
+    def counted(self, node, merge=True):
+        kind, users = reimport(self, node, merge)
+        kinds[kind] += 1
+        return kind, users
+
+    monkeypatch.setattr(importer.TermGraph, "reimport", counted)
+    monkeypatch.setenv(_native.ENV, "1")
+    for seed in range(40):
+        g = _random_program(seed)
+        tg = TermGraph(g).build()
+        byname = {n.name: n for n in g.nodes}
+        for u, v in _rewires(g):
+            u, v = byname.get(u), byname.get(v)
+            if u in tg.term and v in tg.term:
+                users = list(u.users)
+                u.replace_all_uses_with(v)
+                tg.refresh(users)
+    assert kinds["changed"] > 100 and kinds["merged"] >= 3, kinds
+    assert answers["term"] > answers["method"] > 0, answers
+
+
 def test_random_graphs_cover_the_cases(native, monkeypatch):
     """The random graphs reach every case the reader hands to Python and the
     common ones: merges, opaque calls, impure calls, tuples, kwargs."""
@@ -414,6 +500,18 @@ def test_malformed_input_raises(native):
     broken.term = []  # not a dict
     with pytest.raises(TypeError):
         native.build(broken, [], ctx)
+    # the re-import: a malformed state raises; a node without a recipe is
+    # left to the method (None)
+    from pypm_verified.torch.importer import _native_state
+    state = _native_state(tg)[1]
+    with pytest.raises(TypeError):
+        native.import_again(state[:15], g.placeholder("y"))
+    with pytest.raises(TypeError):
+        native.import_again(state[:2] + ([],) + state[3:], g.placeholder("z"))
+    with pytest.raises(TypeError):
+        native.import_again(state[:15] + ((1,) * 7,), g.placeholder("w"))
+    assert native.import_again(state, g.placeholder("v")) is None
+    assert native.import_again(state, "not a node") is None
     enc = native.encode_columns
     assert array("q", enc([1, 2], [5], [(1, 2)], [((0, 3),)], [0])) == array(
         "q", [1, 2, 5, 2, 1, 2, 1, 0, 3, 0])

@@ -2,7 +2,9 @@
 
 ``_fxreader`` (source ``_fxreader.c``, built in place by ``build.py``, which
 ``make venv`` runs) reads a torch FX graph into the term graph in one walk
-of its node list (:meth:`pypm_verified.torch.importer.TermGraph.build`) and
+of its node list (:meth:`pypm_verified.torch.importer.TermGraph.build`),
+re-reads a call whose arguments a rewrite changed
+(:meth:`~pypm_verified.torch.importer.TermGraph.reimport`) and
 writes the engine's int64 graph encoding of the term graph's columns
 (:func:`pypm_verified.core.encoding.encode_graph`), and makes the rewrite
 validator's encodings of the FX graph

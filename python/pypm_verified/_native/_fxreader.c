@@ -24,6 +24,9 @@
  * (FxChecker.encode in pypm_verified/torch/validate_fx.py): the columns of
  * its encoding, with the common case of FxChecker._node read natively.
  *
+ * import_again(state, node) is TermGraph.import_node's re-import of a call
+ * from its recipe (TermGraph.reimport, after a rewrite changed an argument).
+ *
  * first_match(...) calls the engine library's pypm_match through its address
  * for a node and a run of pattern indices until one answers (the rewrite
  * driver's matching at a node: binding.SetMatcher.first).
@@ -621,6 +624,122 @@ fail:
     Py_XDECREF(dups);
     st_clear(&st);
     return NULL;
+}
+
+/* The reader's state as a tuple made once per term graph (TermGraph._native_state):
+ * (tg, graph, term, fx_of, recipe, calls, targets, types, consts, nodes, labels,
+ * children, attrs, index, inputs, ctx); the same objects st_load reads. */
+static int st_from_state(St *st, Ctx *c, PyObject *state) {
+    memset(st, 0, sizeof(*st));
+    if (!PyTuple_Check(state) || PyTuple_GET_SIZE(state) != 16) {
+        PyErr_SetString(PyExc_TypeError, "_fxreader: state must be a tuple of 16 objects");
+        return -1;
+    }
+    static const char *what[15] = {"tg", "graph", "term", "fx_of", "recipe", "calls",
+                                   "targets", "types", "consts", "nodes", "labels",
+                                   "children", "attrs", "index", "inputs"};
+    for (int i = 2; i < 15; i++) {
+        PyObject *v = PyTuple_GET_ITEM(state, i);
+        int list = i >= 9 && i <= 12;
+        if (list ? !PyList_Check(v) : !PyDict_Check(v)) {
+            PyErr_Format(PyExc_TypeError, "_fxreader: state's %s is a %s, not a %s", what[i],
+                         Py_TYPE(v)->tp_name, list ? "list" : "dict");
+            return -1;
+        }
+    }
+    if (ctx_load(c, PyTuple_GET_ITEM(state, 15)) < 0) return -1;
+    st->tg = PyTuple_GET_ITEM(state, 0);
+#define S(field, i) st->field = Py_NewRef(PyTuple_GET_ITEM(state, i))
+    S(g, 1); S(term, 2); S(fx_of, 3); S(recipe, 4); S(calls, 5); S(targets, 6); S(types, 7);
+    S(consts, 8); S(nodes, 9); S(labels, 10); S(children, 11); S(attrs, 12); S(index, 13);
+    S(inputs, 14);
+#undef S
+    return 0;
+}
+
+/* import_again(state, node): TermGraph.import_node's re-import of a call
+ * it imported before with the same meta["val"] object and target (its
+ * recipe), natively: the arguments read again, the term looked up in the
+ * hash-consing index or appended, term and fx_of noted.  None when it is
+ * not that case or not the common one (the method decides, and raises
+ * what it raises). */
+static PyObject *fx_import_again(PyObject *self, PyObject *args) {
+    PyObject *state, *node;
+    if (!PyArg_ParseTuple(args, "O!O:import_again", &PyTuple_Type, &state, &node)) return NULL;
+    Ctx c;
+    St st;
+    if (st_from_state(&st, &c, state) < 0) return NULL;
+    PyObject *res = NULL, *rec = NULL, *val = NULL, *target = NULL, *tid = NULL, *pos = NULL,
+             *arity = NULL, *kids = NULL, *ids = NULL, *key = NULL, *t = NULL;
+    if (node_layout(c.node_cls) < 0) goto done;
+    fx_layout(c.fx_node_type);
+    if ((PyObject *)Py_TYPE(node) != c.fx_node_type) goto none;
+    rec = PyDict_GetItemWithError(st.recipe, node);
+    if (rec == NULL) {
+        if (PyErr_Occurred()) goto done;
+        goto none;
+    }
+    Py_INCREF(rec); /* held: the methods called below may change the table */
+    if (!PyTuple_Check(rec) || PyTuple_GET_SIZE(rec) != 6) goto none;
+    if (!(val = meta_val(node)) || !(target = fx_attr(node, FX_TARGET))) goto done;
+    if (PyTuple_GET_ITEM(rec, 0) != val || PyTuple_GET_ITEM(rec, 1) != target) goto none;
+    PyObject *op = PyTuple_GET_ITEM(rec, 2), *label = PyTuple_GET_ITEM(rec, 3),
+             *typ = PyTuple_GET_ITEM(rec, 4);
+    if (!PyTuple_Check(typ) || PyTuple_GET_SIZE(typ) != 3) goto none;
+    int distinct = PyObject_IsTrue(PyTuple_GET_ITEM(rec, 5));
+    if (distinct < 0) goto done;
+    if (!(tid = PyLong_FromVoidPtr(target))) goto done;
+    if (!(pos = call_args(&st, &c, node, target, tid))) goto done;
+    if (!PyList_Check(pos)) goto none; /* None: fits no schema */
+    Py_ssize_t n = PyList_GET_SIZE(pos);
+    if (!(arity = PyObject_GetAttr(op, s_arity))) goto done;
+    if (!PyLong_Check(arity) || PyLong_AsSsize_t(arity) != n) {
+        PyErr_Clear();
+        goto none; /* the method raises the arity error */
+    }
+    if (!(kids = PyTuple_New(n)) || !(ids = PyTuple_New(n))) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i >= PyList_GET_SIZE(pos)) {
+            PyErr_SetString(PyExc_RuntimeError, "_fxreader: argument list changed");
+            goto done;
+        }
+        PyObject *a = Py_NewRef(PyList_GET_ITEM(pos, i));
+        PyObject *k = kid_of(&st, &c, a);
+        Py_DECREF(a);
+        if (k == NULL) goto done;
+        PyTuple_SET_ITEM(kids, i, k);
+        PyObject *kid = PyObject_GetAttr(k, s_id);
+        if (kid == NULL) goto done;
+        PyTuple_SET_ITEM(ids, i, kid);
+    }
+    if (distinct) {
+        PyObject *len = PyLong_FromSsize_t(PyList_GET_SIZE(st.nodes));
+        if (len == NULL) goto done;
+        key = PyTuple_Pack(2, s_distinct, len);
+        Py_DECREF(len);
+    } else {
+        key = PyTuple_Pack(3, label, ids, PyTuple_GET_ITEM(typ, 2));
+    }
+    if (key == NULL) goto done;
+    t = PyDict_GetItemWithError(st.index, key);
+    if (t != NULL) {
+        Py_INCREF(t);
+    } else {
+        if (PyErr_Occurred()) goto done;
+        t = new_node(&st, &c, key, label, s_kind_op, op, kids, PyTuple_GET_ITEM(typ, 0),
+                     PyTuple_GET_ITEM(typ, 1), PyTuple_GET_ITEM(typ, 2), Py_None, ids);
+        if (t == NULL) goto done;
+    }
+    if (note_term(&st, node, t) < 0) goto done;
+    res = Py_NewRef(t);
+    goto done;
+none:
+    res = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(rec); Py_XDECREF(val); Py_XDECREF(target); Py_XDECREF(tid); Py_XDECREF(pos);
+    Py_XDECREF(arity); Py_XDECREF(kids); Py_XDECREF(ids); Py_XDECREF(key); Py_XDECREF(t);
+    st_clear(&st);
+    return res;
 }
 
 /* ----------------------------------------------------------------- encoding */
@@ -1510,6 +1629,9 @@ static PyMethodDef methods[] = {
     {"build", fx_build, METH_VARARGS,
      "build(tg, nodes, ctx) -> list of merged FX nodes: import every FX node of the list into "
      "the TermGraph tg, as TermGraph.build does."},
+    {"import_again", fx_import_again, METH_VARARGS,
+     "import_again(state, node) -> term or None: TermGraph.import_node's re-import of a call "
+     "from its recipe (same metadata object and target), natively; None: the method decides."},
     {"encode_columns", encode_columns, METH_VARARGS,
      "encode_columns(header, labels, children, attrs, tail) -> bytes: the int64 words of a "
      "graph encoding (native byte order)."},

@@ -210,6 +210,9 @@ class TermGraph:
         self._types: Dict[tuple, tuple] = _static_types
         # call_args: FX node -> (args object, kwargs object, positional form)
         self._calls: Dict[fx.Node, tuple] = {}
+        # reimport's native path: (the reader, its state tuple), False without
+        # it (_native_state; read at the first re-import)
+        self._native = None
 
     # ------------------------------------------------------------- constants
 
@@ -462,7 +465,12 @@ class TermGraph:
         "would merge", users empty: the merge is decided when the walk
         reaches it, as without look-ahead."""
         old = self.term.get(node)
-        t = self.import_node(node)
+        native = self._native
+        if native is None:
+            native = self._native = _native_state(self)
+        t = native[0].import_again(native[1], node) if native else None
+        if t is None:
+            t = self.import_node(node)
         if old is not None and old is t:
             return None, []
         first = self.fx_of.get(t.id)
@@ -567,6 +575,19 @@ def _native_ctx() -> tuple:
 
 
 _NATIVE_CTX: Optional[tuple] = None
+
+
+def _native_state(tg: "TermGraph"):
+    """``(reader, state)`` for the native reader's ``import_again`` on
+    ``tg`` (the objects it reads, never rebound), or False when the reader
+    is not used (:mod:`pypm_verified._native`)."""
+    native = _native.reader()
+    if native is None:
+        return False
+    g = tg.graph
+    return native, (tg, g, tg.term, tg.fx_of, tg._recipe, tg._calls, tg._targets, tg._types,
+                    tg._consts, g.nodes, g._labels, g._children, g._attrs, g._index,
+                    g._inputs, _native_ctx())
 
 
 def import_graph(fx_graph: fx.Graph) -> TermGraph:
