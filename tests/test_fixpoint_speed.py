@@ -126,6 +126,27 @@ def test_meta_val_reuse_equals_a_fresh_fake_run(bert2):
     assert metadata.meta_key(aten.permute.default, [x, [0, 2, 1]], {}) is None
     assert metadata.meta_key(aten.view.default, [x, [-1]], {}) is None
     assert metadata.meta_key(aten.relu_.default, [x], {}) is None
+    # one cache for the process: another driver finds the entries, and makes
+    # its own fake tensors from them
+    ep2 = copy.deepcopy(bert2)
+    d2 = D.Driver(ep2.graph_module, default_patterns(), "reference", "cpu",
+                  check_profitability=False)
+    x2 = next(n for n in ep2.graph.nodes if n.name == x.name)
+    assert d2.metadata.cache is d.metadata.cache and d2.metadata is not d.metadata
+    assert key(aten.relu.default, [x2], {}) == key(aten.relu.default, [x], {})
+    assert key(aten.relu.default, [x2], {}) in d2.metadata.cache
+    got = d2.meta_val(aten.relu.default, [x2], {})
+    assert got.fake_mode is d2.fake_mode and _meta(got) == _meta(x2.meta["val"])
+    assert got is not x2.meta["val"]
+    # a call without a tensor argument (a factory) reads the default device
+    zeros = (aten.zeros.default, [[2, 3]], {})
+    on_cpu = key(*zeros)
+    torch.set_default_device("meta")
+    try:
+        assert key(*zeros) != on_cpu
+    finally:
+        torch.set_default_device(None)
+    assert key(*zeros) == on_cpu
 
 
 # ------------------------------------------------------------------ engines

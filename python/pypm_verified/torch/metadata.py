@@ -32,7 +32,7 @@ class MetaValues:
         if self.fake_mode is None:
             from torch._subclasses.fake_tensor import FakeTensorMode
             self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-        self.cache: Dict[tuple, tuple] = {}
+        self.cache: Dict[tuple, tuple] = _RESULTS  # shared by the process's graphs
         # dynamic shapes: the shape environment of the symbolic sizes (None: static)
         self.shape_env = dynamic.shape_env_of(gm, graph_mode)
 
@@ -44,7 +44,8 @@ class MetaValues:
         same call on arguments of the same metadata (every layer of a model)
         gives a result of the same metadata, so for a target returning one
         fresh (non-aliasing) tensor of static sizes, the result's metadata is
-        kept under the arguments' (:func:`meta_key`) and a later call with
+        kept under the arguments' (:func:`meta_key`; one cache for the
+        process, see ``_RESULTS``) and a later call with
         the same key gets a new fake tensor of that metadata (~0.1 ms), or
         ``like[0]`` itself if given (``(fake tensor, its metadata)``, the
         metadata as the cache keeps it) and the metadata is the same
@@ -63,8 +64,22 @@ class MetaValues:
         if key is not None:
             meta = tensor_meta(val, self.fake_mode)
             if meta is not None:
-                self.cache[key] = meta
+                cache = self.cache
+                cache[key] = meta
+                if len(cache) > _RESULTS_SIZE:
+                    del cache[next(iter(cache))]  # the oldest entry
         return val
+
+
+# MetaValues.val's cache, shared by every graph (and fake mode) of the
+# process: a call's result metadata is a function of its key alone (the
+# target, its arguments' metadata and constants, the default dtype and
+# device, the grad mode), so the fake run of a replacement is paid once per
+# process, not once per rewrite (the torch.compile backend and the Inductor
+# pass rewrite graph after graph of the same layers); bounded, the oldest
+# entry dropped first
+_RESULTS: Dict[tuple, tuple] = {}
+_RESULTS_SIZE = 4096
 
 
 def fake_mode_of(vals) -> Optional[object]:
@@ -168,8 +183,10 @@ def meta_key(target, pos, kw) -> Optional[tuple]:
         if k is None:
             return None
         parts.append(k)
-    # factories read the default dtype, requires_grad reads the grad mode
-    return (target, tuple(sorted(kw)), tuple(parts), torch.get_default_dtype(),
+    # factories read the default dtype (and device: a call without a tensor
+    # argument), requires_grad reads the grad mode
+    device = None if any(p[0] == "T" for p in parts) else str(torch.get_default_device())
+    return (target, tuple(sorted(kw)), tuple(parts), torch.get_default_dtype(), device,
             torch.is_grad_enabled())
 
 
