@@ -86,6 +86,19 @@ Extract Inlined Constant Nat.ltb => "(fun (x : int) (y : int) -> x < y)".
 Extract Inlined Constant Z.leb => "(fun (x : int) (y : int) -> x <= y)".
 Extract Inlined Constant Nat.leb => "(fun (x : int) (y : int) -> x <= y)".
 
+(** The validators' read-only tables ([Rewrite.rtab]: a list in Coq, read
+    with [nth_error]) are OCaml arrays: [Rewrite.table] is [Array.of_list]
+    and [Rewrite.rfind t i] reads position [i] if [0 <= i < length t]
+    ([i], a [nat], is never negative), else [None] -- [nth_error] on an
+    array, a trusted equivalence of the same kind as [nat] as [int]. Its
+    field [rt_list] is never extracted (the extracted code reads a table
+    only through [rfind]; OCaml's type checker would refuse a list used as
+    an array). *)
+Extract Inductive Rewrite.rtab => "array" [ "Array.of_list" ].
+Extract Inlined Constant Rewrite.table => "Array.of_list".
+Extract Constant Rewrite.rfind =>
+  "(fun t i -> if i < Array.length t then Some (Array.unsafe_get t i) else None)".
+
 Extraction "ocaml/extracted/matcher.ml"
   load_set set_match set_match_all set_match_all_fold set_candidates effective_fuel
   wfb wf_defs value_ok

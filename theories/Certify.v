@@ -158,10 +158,10 @@ Definition R_MATCH := 11.
 Definition R_SUBST := 12.
 Definition R_TEMPLATE := 13.
 
-Definition opt_find (T : itab (option nat)) (i : nat) : option nat :=
-  match tfind T i with Some o => o | None => None end.
+Definition opt_find (T : rtab (option nat)) (i : nat) : option nat :=
+  match rfind T i with Some o => o | None => None end.
 
-Fixpoint args_agree (GT : itab (option nat)) (ahs : list nat) (cs : list node) : bool :=
+Fixpoint args_agree (GT : rtab (option nat)) (ahs : list nat) (cs : list node) : bool :=
   match ahs, cs with
   | [], [] => true
   | a :: ahs', c :: cs' =>
@@ -174,7 +174,7 @@ Fixpoint args_agree (GT : itab (option nat)) (ahs : list nat) (cs : list node) :
 
 (** The first before node with an image that disagrees (or repeats an
     image, or has one outside the graph's [nG] nodes). *)
-Fixpoint bad_agree (G : graph) (nG : nat) (ST GT : itab (option nat)) (i : nat)
+Fixpoint bad_agree (G : graph) (nG : nat) (ST GT : rtab (option nat)) (i : nat)
     (ns : list tnode) (gm : list (option nat)) (seen : itab bool) : option nat :=
   match ns, gm with
   | n :: ns', Some t :: gm' =>
@@ -188,7 +188,7 @@ Fixpoint bad_agree (G : graph) (nG : nat) (ST GT : itab (option nat)) (i : nat)
 
 (** The certificate's substitution, read through the map, is the
     matcher's bindings. *)
-Fixpoint subst_agree (GT : itab (option nat)) (sb : list (var * nat))
+Fixpoint subst_agree (GT : rtab (option nat)) (sb : list (var * nat))
     (bs : list (var * node)) : bool :=
   match sb, bs with
   | [], [] => true
@@ -200,16 +200,16 @@ Fixpoint subst_agree (GT : itab (option nat)) (sb : list (var * nat))
   end.
 
 Section Check.
-  Variable AT : itab tnode.
+  Variable AT : rtab tnode.
   Variable F : VarMap.t nat.
-  Variable MT : itab (option nat).
+  Variable MT : rtab (option nat).
   Variable sb : list (var * nat).
 
   Fixpoint inst_b (t : tmpl) (h : nat) {struct t} : bool :=
     match t with
     | TVar x => match assoc sb x with Some v => arg_ok F MT h v | None => false end
     | TApp l ts =>
-        match tfind AT h with
+        match rfind AT h with
         | Some n =>
             Nat.eqb (tlabel n) l &&
             (fix go (ts : list tmpl) (hs : list nat) : bool :=
@@ -229,7 +229,7 @@ Section Check.
         | Some v =>
             match VarMap.find v F with
             | Some _ => false
-            | None => match tfind MT h with Some (Some g) => Nat.eqb g v | _ => false end
+            | None => match rfind MT h with Some (Some g) => Nat.eqb g v | _ => false end
             end
         | None => false
         end
@@ -241,16 +241,16 @@ Section Certs.
   Variable G : graph.
   Variable ps : pset.
   Variable fuel : nat.
-  Variable GT : itab (option nat).
+  Variable GT : rtab (option nat).
   Variable F : VarMap.t nat.
-  Variable MT : itab (option nat).
-  Variable AT BT : itab tnode.
+  Variable MT : rtab (option nat).
+  Variable AT BT : rtab tnode.
 
   (** One firing: [None] accepts, [Some code] rejects. *)
   Definition check_cert (r p : nat) (c : cert) : option nat :=
     match c with
     | CMerge =>
-        match tfind AT p, tfind BT r with
+        match rfind AT p, rfind BT r with
         | Some n, Some m =>
             if Nat.eqb (tlabel n) (tlabel m) then
               match bad_pair F MT 0 (targs n) (targs m) with
@@ -399,7 +399,7 @@ Proof.
 Qed.
 
 Lemma after_table : forall A h n,
-  tfind (table (tnodes A)) h = Some n ->
+  rfind (table (tnodes A)) h = Some n ->
   h < length (tnodes A) /\ n = tnode_at A h.
 Proof.
   intros A h n H. rewrite table_find in H. split.
@@ -415,7 +415,7 @@ Proof.
   intros A fs mp sb t. induction t as [x|l ts IH] using tmpl_ind'; intros h H; simpl in *.
   - destruct (assoc sb x) as [v|]; [|discriminate]. exists v. split; [reflexivity|].
     apply arg_ok_corr. exact H.
-  - destruct (tfind _ h) as [n|] eqn:E; [|discriminate].
+  - destruct (rfind _ h) as [n|] eqn:E; [|discriminate].
     apply after_table in E as [Hh ->]. apply andb_true_iff in H as [H1 H2].
     apply Nat.eqb_eq in H1. split; [exact Hh|]. split; [exact H1|].
     revert H2. generalize (targs (tnode_at A h)). clear H1.
@@ -517,8 +517,8 @@ Proof.
     + intros x. unfold through. rewrite (subst_agree_spec _ _ _ Es x).
       destruct (assoc sb x); [apply opt_find_table | reflexivity].
     + split; [exact Hmat|]. apply inst_root_b_inst. exact Ei.
-  - destruct (tfind _ p) as [n|] eqn:Ea'; [|discriminate].
-    destruct (tfind _ r) as [m|] eqn:Eb; [|discriminate].
+  - destruct (rfind _ p) as [n|] eqn:Ea'; [|discriminate].
+    destruct (rfind _ r) as [m|] eqn:Eb; [|discriminate].
     apply after_table in Ea' as [_ ->]. apply after_table in Eb as [_ ->].
     destruct (Nat.eqb _ _) eqn:E1; [|discriminate].
     destruct (bad_pair _ _ 0 _ _) eqn:E2; [discriminate|].

@@ -399,18 +399,32 @@ Definition reject := (nat * option nat)%type.
 
 (** *** Index tables
 
-    The table [i -> x_i] of a list (the map, the before and after nodes,
-    the images, the operators: consecutive indices from 0), built once. Built
-    from the list directly (no insertion one key at a time, as into a
-    [VarMap]): a binary tree looked up by the binary digits of [i + 1], least
-    significant first. The root holds [x_0]; the left subtree the elements
-    at positions 1, 3, 5, .. and the right one those at 2, 4, 6, .. (each
-    a table of its own, from 0). Key [k = i + 1] ([k >= 1]): [1] is the
-    root, [2h] is key [h] on the left, [2h + 1] key [h] on the right. A
-    lookup is [log n] steps of native [int] arithmetic ([Nat.div2], [+],
-    [=]) with no comparison;
-    building is [log n] passes over the list, each a tail-recursive
-    [deal]. [table_find]: a lookup is [nth_error]. *)
+    Read-only tables [i -> x_i] of a list (the map, the before and after
+    nodes, the images, the operators: consecutive indices from 0), built
+    once and read by position: [rtab], [table], [rfind]. In Coq a list
+    read with [nth_error] ([table_find]); extracted to an OCaml array
+    ([Array.of_list], a read bounds-checked against its length:
+    extraction/Extraction.v), so a read is one load. A record, so that no
+    list is taken for a table without [table].
+
+    Sets of positions ([iempty], [iadd], [imem]): a binary tree looked up
+    by the binary digits of [i + 1], least significant first. The root
+    holds position 0; the left subtree the positions 1, 3, 5, .. and the
+    right one 2, 4, 6, .. (each a tree of its own, from 0). Key
+    [k = i + 1] ([k >= 1]): [1] is the root, [2h] is key [h] on the left,
+    [2h + 1] key [h] on the right. A lookup or an update (a path copy) is
+    [log n] steps of native [int] arithmetic ([Nat.div2], [+], [=]) with
+    no comparison. *)
+Record rtab (A : Type) : Type := RTab { rt_list : list A }.
+Arguments RTab {A} _.
+Arguments rt_list {A} _.
+
+Definition table {A} (l : list A) : rtab A := RTab l.
+Definition rfind {A} (t : rtab A) (i : nat) : option A := nth_error (rt_list t) i.
+
+Lemma table_find : forall A (l : list A) j, rfind (table l) j = nth_error l j.
+Proof. reflexivity. Qed.
+
 Inductive itab (A : Type) : Type :=
 | ITLeaf : itab A
 | ITNode : itab A -> A -> itab A -> itab A.
@@ -430,30 +444,10 @@ Fixpoint it_find {A} (t : itab A) (k : nat) : option A :=
 (** The entry at position [i]. *)
 Definition tfind {A} (t : itab A) (i : nat) : option A := it_find t (S i).
 
-(** [deal l e o]: [l]'s elements at even positions after [rev e], those at
-    odd positions after [rev o] (tail recursive). *)
-Fixpoint deal {A} (l e o : list A) : list A * list A :=
-  match l with
-  | [] => (rev_append e [], rev_append o [])
-  | [x] => (rev_append (x :: e) [], rev_append o [])
-  | x :: y :: l' => deal l' (x :: e) (y :: o)
-  end.
-
-(** The table of [l] given a bound [n >= length l] on its length (the
-    recursion's measure). *)
-Fixpoint it_build {A} (n : nat) (l : list A) : itab A :=
-  match n, l with
-  | S n', x :: l' =>
-      let (e, o) := deal l' [] [] in ITNode (it_build n' e) x (it_build n' o)
-  | _, _ => ITLeaf
-  end.
-
-Definition table {A} (l : list A) : itab A := it_build (length l) l.
-
-(** The same trees as sets of positions ([true]: in the set), over a
-    domain [0 .. n-1] fixed when the set is made ([iempty n]); adding a
-    position outside the domain leaves the set as it is. [it_upd]: the
-    entry of key [k] replaced by [v] (a path copy, no comparison). *)
+(** Sets of positions ([true]: in the set), over a domain [0 .. n-1]
+    fixed when the set is made ([iempty n]); adding a position outside the
+    domain leaves the set as it is. [it_upd]: the entry of key [k]
+    replaced by [v] (a path copy, no comparison). *)
 Fixpoint it_upd {A} (t : itab A) (k : nat) (v : A) : itab A :=
   match t with
   | ITLeaf => ITLeaf
@@ -524,10 +518,10 @@ Fixpoint bad_map (nb : nat) (F : VarMap.t nat) (h : nat) (mp : list (option nat)
 
 (** An after argument (or output) [ah] stands for the before one [ag]: the
     replacement if [ag] was fired, else its image under the map. *)
-Definition arg_ok (F : VarMap.t nat) (MT : itab (option nat)) (ah ag : nat) : bool :=
+Definition arg_ok (F : VarMap.t nat) (MT : rtab (option nat)) (ah ag : nat) : bool :=
   match VarMap.find ag F with
   | Some p => Nat.eqb ah p
-  | None => match tfind MT ah with Some (Some g) => Nat.eqb g ag | _ => false end
+  | None => match rfind MT ah with Some (Some g) => Nat.eqb g ag | _ => false end
   end.
 
 (** The first position [j + k] where the lists differ under [arg_ok]. *)
@@ -539,11 +533,11 @@ Fixpoint bad_pair F MT (j : nat) (ahs ags : list nat) : option nat :=
   end.
 
 (** Each mapped after node against its before node. *)
-Fixpoint bad_mapped (BT : itab tnode) F MT (h : nat) (ns : list tnode) (mp : list (option nat))
+Fixpoint bad_mapped (BT : rtab tnode) F MT (h : nat) (ns : list tnode) (mp : list (option nat))
     : option reject :=
   match ns, mp with
   | n :: ns', Some g :: mp' =>
-      match tfind BT g with
+      match rfind BT g with
       | None => Some (R_MAP, Some h)
       | Some m =>
           if Nat.eqb (tlabel n) (tlabel m) && Nat.eqb (length (targs n)) (length (targs m)) then
@@ -586,7 +580,7 @@ Definition fire_table (fs : list (nat * nat)) : VarMap.t nat :=
     [MT] the map and [BT] the before nodes, by index ([table]);
     [validate] builds them, [Certify.validate_firings] builds them once for
     itself and this. *)
-Definition validate_with (F : VarMap.t nat) (MT : itab (option nat)) (BT : itab tnode)
+Definition validate_with (F : VarMap.t nat) (MT : rtab (option nat)) (BT : rtab tnode)
     (before after : tgraph) (fs : list (nat * nat)) (mp : list (option nat))
     : option reject :=
   let nb := length (tnodes before) in
@@ -609,71 +603,6 @@ Definition validate (before after : tgraph) (fs : list (nat * nat)) (mp : list (
   validate_with (fire_table fs) (table mp) (table (tnodes before)) before after fs mp.
 
 (** *** Soundness of the validator *)
-
-(** The elements at even and at odd positions (the specification of [deal]). *)
-Fixpoint evens {A} (l : list A) : list A :=
-  match l with [] => [] | x :: l' => x :: odds l' end
-with odds {A} (l : list A) : list A :=
-  match l with [] => [] | _ :: l' => evens l' end.
-
-Lemma deal_spec : forall A (l e o : list A), deal l e o = (rev e ++ evens l, rev o ++ odds l).
-Proof.
-  intros A l.
-  enough (H : (forall e o, deal l e o = (rev e ++ evens l, rev o ++ odds l)) /\
-              (forall x e o, deal (x :: l) e o = (rev e ++ evens (x :: l), rev o ++ odds (x :: l))))
-    by apply H.
-  induction l as [|y l [IH1 IH2]]; split.
-  - intros e o. simpl. rewrite !rev_append_rev, !app_nil_r. reflexivity.
-  - intros x e o. simpl. rewrite !rev_append_rev, !app_nil_r. reflexivity.
-  - intros e o. apply IH2.
-  - intros x e o. cbn [deal]. rewrite IH1. cbn [rev evens odds].
-    rewrite <- !app_assoc. reflexivity.
-Qed.
-
-Lemma evens_odds_length : forall A (l : list A),
-  length (evens l) <= length l /\ length (odds l) <= length l.
-Proof.
-  intros A l. induction l as [|x l [IH1 IH2]]; simpl; [lia|]. split; lia.
-Qed.
-
-Lemma evens_odds_nth : forall A (l : list A) m,
-  nth_error (evens l) m = nth_error l (2 * m) /\ nth_error (odds l) m = nth_error l (S (2 * m)).
-Proof.
-  intros A l. induction l as [|x l IH]; intros m.
-  - simpl. destruct m; split; reflexivity.
-  - split.
-    + destruct m as [|m]; [reflexivity|]. cbn [evens nth_error].
-      replace (2 * S m) with (S (S (2 * m))) by lia. cbn [nth_error]. apply IH.
-    + cbn [odds nth_error]. apply IH.
-Qed.
-
-Lemma it_build_find : forall A n (l : list A), length l <= n ->
-  forall k, 1 <= k -> it_find (it_build n l) k = nth_error l (pred k).
-Proof.
-  intros A n. induction n as [|n IH]; intros l Hl k Hk.
-  - destruct l as [|x l]; [|simpl in Hl; lia]. simpl. destruct (pred k); reflexivity.
-  - destruct l as [|x l]; [simpl; destruct (pred k); reflexivity|].
-    simpl in Hl. cbn [it_build]. rewrite deal_spec. cbn [rev app it_find].
-    destruct (evens_odds_length A l) as [Le Lo].
-    destruct (Nat.leb k 1) eqn:E1.
-    + apply Nat.leb_le in E1. replace k with 1 by lia. reflexivity.
-    + apply Nat.leb_gt in E1. set (h := Nat.div2 k).
-      assert (Hk2 : k = h + h \/ k = S (h + h))
-        by (pose proof (Nat.div2_odd k); unfold h; destruct (Nat.odd k); simpl in *; lia).
-      destruct (Nat.eqb (h + h) k) eqn:E2.
-      * apply Nat.eqb_eq in E2. rewrite (IH (evens l) ltac:(lia) h ltac:(lia)).
-        rewrite (proj1 (evens_odds_nth A l (pred h))).
-        replace (pred k) with (S (2 * pred h)) by lia. reflexivity.
-      * apply Nat.eqb_neq in E2. rewrite (IH (odds l) ltac:(lia) h ltac:(lia)).
-        rewrite (proj2 (evens_odds_nth A l (pred h))).
-        replace (pred k) with (S (S (2 * pred h))) by lia. reflexivity.
-Qed.
-
-Lemma table_find : forall A (l : list A) j, tfind (table l) j = nth_error l j.
-Proof.
-  intros A l j. unfold tfind, table. rewrite (it_build_find A (length l) l (le_n _) (S j)) by lia.
-  reflexivity.
-Qed.
 
 (** Keys [k, k' >= 2] of the same side with the same half are equal. *)
 Lemma half_cases : forall k, k = Nat.div2 k + Nat.div2 k \/ k = S (Nat.div2 k + Nat.div2 k).
@@ -829,12 +758,12 @@ Qed.
 
 Lemma bad_mapped_spec : forall BT F MT ns mp h, bad_mapped BT F MT h ns mp = None ->
   forall k g, k < length ns -> nth_error mp k = Some (Some g) ->
-  exists m, tfind BT g = Some m /\ tlabel (nth k ns tnode0) = tlabel m /\
+  exists m, rfind BT g = Some m /\ tlabel (nth k ns tnode0) = tlabel m /\
             bad_pair F MT 0 (targs (nth k ns tnode0)) (targs m) = None.
 Proof.
   intros BT F MT. induction ns as [|n ns IH]; intros mp h H k g Hk Hm; simpl in *; [lia|].
   destruct mp as [|[g'|] mp]; [destruct k; discriminate|..].
-  - destruct (tfind BT g') as [m|] eqn:Eb; [|discriminate].
+  - destruct (rfind BT g') as [m|] eqn:Eb; [|discriminate].
     destruct (Nat.eqb (tlabel n) (tlabel m) && Nat.eqb (length (targs n)) (length (targs m))) eqn:El;
       [|discriminate].
     destruct (bad_pair F MT 0 (targs n) (targs m)) eqn:Ep; [discriminate|].
