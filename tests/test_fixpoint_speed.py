@@ -149,6 +149,22 @@ def test_meta_val_reuse_equals_a_fresh_fake_run(bert2):
     assert key(*zeros) == on_cpu
 
 
+def test_metadata_cache_is_bounded(bert2, monkeypatch):
+    """The process's metadata cache drops its oldest entry past its bound."""
+    ep = copy.deepcopy(bert2)
+    d = D.Driver(ep.graph_module, default_patterns(), "reference", "cpu",
+                 check_profitability=False)
+    x = next(n for n in ep.graph.nodes if n.op == "call_function"
+             and n.target == aten.linear.default)
+    cache = d.metadata.cache
+    d.meta_val(aten.relu.default, [x], {})
+    monkeypatch.setattr(metadata, "_RESULTS_SIZE", len(cache))
+    oldest = next(iter(cache))
+    d.meta_val(aten.mul.Tensor, [x, 3.5], {})  # a key no other test makes
+    assert metadata.meta_key(aten.mul.Tensor, [x, 3.5], {}) in cache
+    assert oldest not in cache and len(cache) == metadata._RESULTS_SIZE
+
+
 # ------------------------------------------------------------------ engines
 
 def test_set_matcher_agrees_with_the_reference_engine_on_every_node(bert2, lib):

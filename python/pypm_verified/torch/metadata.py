@@ -67,7 +67,10 @@ class MetaValues:
                 cache = self.cache
                 cache[key] = meta
                 if len(cache) > _RESULTS_SIZE:
-                    del cache[next(iter(cache))]  # the oldest entry
+                    try:  # the oldest entry (another thread's driver may be changing it)
+                        del cache[next(iter(cache))]
+                    except (RuntimeError, KeyError, StopIteration):
+                        pass
         return val
 
 
