@@ -449,11 +449,67 @@ static PyObject *new_node(St *st, Ctx *c, PyObject *key, PyObject *label, PyObje
     return node;
 }
 
+/* Graph.apply_ids: the term of a call of ``op`` (its ``label``, tensor type
+ * ``typ``, never shared when ``distinct``) on the positional arguments
+ * ``pos``, looked up in the hash-consing index or appended.  1: *out set (a
+ * new reference), 0: the arity differs (the Python method raises), -1: error. */
+static int call_term(St *st, Ctx *c, PyObject *pos, PyObject *op, PyObject *label,
+                     PyObject *typ, int distinct, PyObject **out) {
+    int ret = -1;
+    PyObject *arity = NULL, *kids = NULL, *ids = NULL, *key = NULL, *t = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(pos);
+    if (!(arity = PyObject_GetAttr(op, s_arity))) goto done;
+    if (!PyLong_Check(arity) || PyLong_AsSsize_t(arity) != n) {
+        PyErr_Clear();
+        ret = 0;
+        goto done;
+    }
+    if (!(kids = PyTuple_New(n)) || !(ids = PyTuple_New(n))) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i >= PyList_GET_SIZE(pos)) {
+            PyErr_SetString(PyExc_RuntimeError, "_fxreader: argument list changed");
+            goto done;
+        }
+        PyObject *a = Py_NewRef(PyList_GET_ITEM(pos, i)); /* held across the methods */
+        PyObject *k = kid_of(st, c, a);
+        Py_DECREF(a);
+        if (k == NULL) goto done;
+        PyTuple_SET_ITEM(kids, i, k);
+        PyObject *kid = PyObject_GetAttr(k, s_id);
+        if (kid == NULL) goto done;
+        PyTuple_SET_ITEM(ids, i, kid);
+    }
+    if (distinct) {
+        PyObject *len = PyLong_FromSsize_t(PyList_GET_SIZE(st->nodes));
+        if (len == NULL) goto done;
+        key = PyTuple_Pack(2, s_distinct, len);
+        Py_DECREF(len);
+    } else {
+        key = PyTuple_Pack(3, label, ids, PyTuple_GET_ITEM(typ, 2));
+    }
+    if (key == NULL) goto done;
+    t = PyDict_GetItemWithError(st->index, key);
+    if (t != NULL) {
+        Py_INCREF(t);
+    } else {
+        if (PyErr_Occurred()) goto done;
+        t = new_node(st, c, key, label, s_kind_op, op, kids, PyTuple_GET_ITEM(typ, 0),
+                     PyTuple_GET_ITEM(typ, 1), PyTuple_GET_ITEM(typ, 2), Py_None, ids);
+        if (t == NULL) goto done;
+    }
+    *out = t;
+    t = NULL;
+    ret = 1;
+done:
+    Py_XDECREF(arity); Py_XDECREF(kids); Py_XDECREF(ids); Py_XDECREF(key); Py_XDECREF(t);
+    return ret;
+}
+
 /* 1: done (*out set), 0: not the common case (nothing changed but caches), -1: error */
 static int fast_call(St *st, Ctx *c, PyObject *node, PyObject **out) {
     int ret = -1, r;
     PyObject *target = NULL, *tid = NULL, *hit = NULL, *pos = NULL, *val = NULL, *typ = NULL,
-             *kids = NULL, *ids = NULL, *key = NULL, *t = NULL, *rec = NULL, *arity = NULL;
+             *t = NULL, *rec = NULL;
     r = PyDict_Contains(st->recipe, node); /* imported before: the method's re-import */
     if (r != 0) { ret = r < 0 ? -1 : 0; goto done; }
     if (!(target = fx_attr(node, FX_TARGET))) goto done;
@@ -477,48 +533,10 @@ static int fast_call(St *st, Ctx *c, PyObject *node, PyObject **out) {
     if (!PyList_Check(pos)) { ret = 0; goto done; } /* None: fits no schema */
     if (!(val = meta_val(node))) goto done;
     if (!(typ = type_of(st, c, val))) goto done;
-    Py_ssize_t n = PyList_GET_SIZE(pos);
-    if (!(arity = PyObject_GetAttr(op, s_arity))) goto done;
-    if (!PyLong_Check(arity) || PyLong_AsSsize_t(arity) != n) {
-        PyErr_Clear();
-        ret = 0; /* the method raises the arity error */
-        goto done;
-    }
-    if (!(kids = PyTuple_New(n)) || !(ids = PyTuple_New(n))) goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (i >= PyList_GET_SIZE(pos)) {
-            PyErr_SetString(PyExc_RuntimeError, "_fxreader: argument list changed");
-            goto done;
-        }
-        PyObject *a = Py_NewRef(PyList_GET_ITEM(pos, i)); /* held across the methods */
-        PyObject *k = kid_of(st, c, a);
-        Py_DECREF(a);
-        if (k == NULL) goto done;
-        PyTuple_SET_ITEM(kids, i, k);
-        PyObject *kid = PyObject_GetAttr(k, s_id);
-        if (kid == NULL) goto done;
-        PyTuple_SET_ITEM(ids, i, kid);
-    }
     int distinct = PyObject_Not(pure);
     if (distinct < 0) goto done;
-    if (distinct) {
-        PyObject *len = PyLong_FromSsize_t(PyList_GET_SIZE(st->nodes));
-        if (len == NULL) goto done;
-        key = PyTuple_Pack(2, s_distinct, len);
-        Py_DECREF(len);
-    } else {
-        key = PyTuple_Pack(3, label, ids, PyTuple_GET_ITEM(typ, 2));
-    }
-    if (key == NULL) goto done;
-    t = PyDict_GetItemWithError(st->index, key);
-    if (t != NULL) {
-        Py_INCREF(t);
-    } else {
-        if (PyErr_Occurred()) goto done;
-        t = new_node(st, c, key, label, s_kind_op, op, kids, PyTuple_GET_ITEM(typ, 0),
-                     PyTuple_GET_ITEM(typ, 1), PyTuple_GET_ITEM(typ, 2), Py_None, ids);
-        if (t == NULL) goto done;
-    }
+    r = call_term(st, c, pos, op, label, typ, distinct, &t);
+    if (r <= 0) { ret = r; goto done; } /* 0: the method raises the arity error */
     rec = PyTuple_Pack(6, val, target, op, label, typ, distinct ? Py_True : Py_False);
     if (rec == NULL || PyDict_SetItem(st->recipe, node, rec) < 0) goto done;
     if (note_term(st, node, t) < 0) goto done;
@@ -526,8 +544,7 @@ static int fast_call(St *st, Ctx *c, PyObject *node, PyObject **out) {
     ret = 1;
 done:
     Py_XDECREF(target); Py_XDECREF(tid); Py_XDECREF(hit); Py_XDECREF(pos); Py_XDECREF(val);
-    Py_XDECREF(typ); Py_XDECREF(kids); Py_XDECREF(ids); Py_XDECREF(key); Py_XDECREF(t);
-    Py_XDECREF(rec); Py_XDECREF(arity);
+    Py_XDECREF(typ); Py_XDECREF(t); Py_XDECREF(rec);
     return ret;
 }
 
@@ -670,7 +687,7 @@ static PyObject *fx_import_again(PyObject *self, PyObject *args) {
     St st;
     if (st_from_state(&st, &c, state) < 0) return NULL;
     PyObject *res = NULL, *rec = NULL, *val = NULL, *target = NULL, *tid = NULL, *pos = NULL,
-             *arity = NULL, *kids = NULL, *ids = NULL, *key = NULL, *t = NULL;
+             *t = NULL;
     if (node_layout(c.node_cls) < 0) goto done;
     fx_layout(c.fx_node_type);
     if ((PyObject *)Py_TYPE(node) != c.fx_node_type) goto none;
@@ -691,45 +708,9 @@ static PyObject *fx_import_again(PyObject *self, PyObject *args) {
     if (!(tid = PyLong_FromVoidPtr(target))) goto done;
     if (!(pos = call_args(&st, &c, node, target, tid))) goto done;
     if (!PyList_Check(pos)) goto none; /* None: fits no schema */
-    Py_ssize_t n = PyList_GET_SIZE(pos);
-    if (!(arity = PyObject_GetAttr(op, s_arity))) goto done;
-    if (!PyLong_Check(arity) || PyLong_AsSsize_t(arity) != n) {
-        PyErr_Clear();
-        goto none; /* the method raises the arity error */
-    }
-    if (!(kids = PyTuple_New(n)) || !(ids = PyTuple_New(n))) goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (i >= PyList_GET_SIZE(pos)) {
-            PyErr_SetString(PyExc_RuntimeError, "_fxreader: argument list changed");
-            goto done;
-        }
-        PyObject *a = Py_NewRef(PyList_GET_ITEM(pos, i));
-        PyObject *k = kid_of(&st, &c, a);
-        Py_DECREF(a);
-        if (k == NULL) goto done;
-        PyTuple_SET_ITEM(kids, i, k);
-        PyObject *kid = PyObject_GetAttr(k, s_id);
-        if (kid == NULL) goto done;
-        PyTuple_SET_ITEM(ids, i, kid);
-    }
-    if (distinct) {
-        PyObject *len = PyLong_FromSsize_t(PyList_GET_SIZE(st.nodes));
-        if (len == NULL) goto done;
-        key = PyTuple_Pack(2, s_distinct, len);
-        Py_DECREF(len);
-    } else {
-        key = PyTuple_Pack(3, label, ids, PyTuple_GET_ITEM(typ, 2));
-    }
-    if (key == NULL) goto done;
-    t = PyDict_GetItemWithError(st.index, key);
-    if (t != NULL) {
-        Py_INCREF(t);
-    } else {
-        if (PyErr_Occurred()) goto done;
-        t = new_node(&st, &c, key, label, s_kind_op, op, kids, PyTuple_GET_ITEM(typ, 0),
-                     PyTuple_GET_ITEM(typ, 1), PyTuple_GET_ITEM(typ, 2), Py_None, ids);
-        if (t == NULL) goto done;
-    }
+    int r = call_term(&st, &c, pos, op, label, typ, distinct, &t);
+    if (r < 0) goto done;
+    if (r == 0) goto none; /* the method raises the arity error */
     if (note_term(&st, node, t) < 0) goto done;
     res = Py_NewRef(t);
     goto done;
@@ -737,7 +718,7 @@ none:
     res = Py_NewRef(Py_None);
 done:
     Py_XDECREF(rec); Py_XDECREF(val); Py_XDECREF(target); Py_XDECREF(tid); Py_XDECREF(pos);
-    Py_XDECREF(arity); Py_XDECREF(kids); Py_XDECREF(ids); Py_XDECREF(key); Py_XDECREF(t);
+    Py_XDECREF(t);
     st_clear(&st);
     return res;
 }
