@@ -97,13 +97,17 @@ def run_pypm_match(gm, engine: str) -> int:
     """Matching alone: import ``gm``'s graph as a term graph (graph encoding
     included) and match every rule pattern at every node with
     ``pm.match_all`` (the verified engine: one ``pypm_match_all`` call, the
-    proved root index inside); no rule runs. Returns the number of matches."""
+    proved root index inside); no rule runs. The reference engine reads the
+    graph with the Python reader, as the driver's reference engine does
+    (``pypm_verified._native.paths``). Returns the number of matches."""
     import pypm_verified as pm
+    from pypm_verified import _native
     from pypm_verified.library import default_patterns
     from pypm_verified.torch.importer import TermGraph
-    tg = TermGraph(gm.graph).build()
-    pats = [p for p in default_patterns() if p.rules and not p.is_multi]
-    return len(pm.match_all(pats, tg.graph, engine))
+    with _native.paths(engine == "verified"):
+        tg = TermGraph(gm.graph).build()
+        pats = [p for p in default_patterns() if p.rules and not p.is_multi]
+        return len(pm.match_all(pats, tg.graph, engine))
 
 
 def _pypm_available():

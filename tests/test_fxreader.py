@@ -574,6 +574,50 @@ def test_env_var_turns_the_reader_off(native, monkeypatch):
     assert _native.reader() is native
 
 
+def test_paths_context_turns_the_reader_off(native, monkeypatch):
+    monkeypatch.delenv(_native.ENV, raising=False)
+    with _native.paths(False):
+        assert _native.reader() is None
+        with _native.paths(True):
+            assert _native.reader() is native
+        assert _native.reader() is None
+    assert _native.reader() is native
+    monkeypatch.setenv(_native.ENV, "0")
+    with _native.paths(True):  # the variable still turns it off
+        assert _native.reader() is None
+
+
+_ENTRY_POINTS = ("build", "import_again", "encode_fx", "images", "pass_words",
+                 "encode_columns", "first_match")
+
+
+def test_the_reference_engine_runs_the_python_paths(native, programs, monkeypatch):
+    """The driver's reference engine calls none of the extension's entry
+    points (the independent configuration: reference matcher, Python
+    reader); the verified engine calls them, and both rewrite alike."""
+    from pypm_verified.library import default_patterns
+    from pypm_verified.torch.driver import Driver
+    monkeypatch.delenv(_native.ENV, raising=False)
+    called = []
+    for name in _ENTRY_POINTS:
+        f = getattr(native, name)
+        monkeypatch.setattr(native, name,
+                            lambda *a, _f=f, _n=name, **k: (called.append(_n), _f(*a, **k))[1])
+    ep, _ = programs["gpt2"]
+    out = {}
+    for engine in ("reference", "verified"):
+        called.clear()
+        gm = copy.deepcopy(ep.graph_module)
+        rep = Driver(gm, default_patterns(), engine=engine, target="cpu", recompile=False,
+                     check_profitability=False).run()
+        assert rep.validation.validated and rep.validation.certified > 0, rep.validation
+        out[engine] = (dict(rep.firings), str(gm.graph), set(called))
+    assert out["reference"][2] == set()
+    assert {"build", "encode_fx", "pass_words", "first_match"} <= out["verified"][2]
+    assert out["reference"][:2] == out["verified"][:2]
+    assert sum(out["verified"][0].values()) >= 2
+
+
 _TINY = """
 import json, sys
 if sys.argv[1] == "hidden":

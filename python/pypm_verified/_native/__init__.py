@@ -15,11 +15,16 @@ the driver's matching). Each gives what the
 Python code gives, state for state and word for word (tests/test_fxreader.py
 holds them equal on exported models and on random graphs); the Python code
 stays: it is used when the extension is not built (a wheel, a platform
-without a C compiler) and when ``PYPM_NATIVE=0`` is set, and it is what the
-reader calls for every case but the common ones.
+without a C compiler), when ``PYPM_NATIVE=0`` is set, inside
+:func:`paths` ``(False)`` -- the driver's reference engine runs there, so
+that the independent configuration (reference matcher, Python reader) is
+the one the native one is held equal to -- and it is what the reader calls
+for every case but the common ones.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 from typing import Optional
 
@@ -38,9 +43,25 @@ def disabled() -> bool:
     return os.environ.get(ENV, "").strip().lower() in ("0", "off", "false", "no")
 
 
+_python_only = contextvars.ContextVar("pypm_python_paths", default=False)
+
+
+@contextlib.contextmanager
+def paths(native: bool):
+    """A context in which :func:`reader` gives None unless ``native`` (and
+    the reader is built and not turned off): ``paths(False)`` runs the
+    Python paths, ``paths(True)`` restores the default inside another."""
+    token = _python_only.set(not native)
+    try:
+        yield
+    finally:
+        _python_only.reset(token)
+
+
 def reader():
-    """The ``_fxreader`` module, or None: not built, or turned off."""
-    if _module is None or disabled():
+    """The ``_fxreader`` module, or None: not built, turned off, or inside
+    :func:`paths` ``(False)``."""
+    if _module is None or _python_only.get() or disabled():
         return None
     return _module
 

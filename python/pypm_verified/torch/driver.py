@@ -45,7 +45,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.fx as fx
 
-from .. import core
+from .. import _native, core
 from ..dsl.patterns import Pattern
 from ..engines.matching import PatternSet, check_engine
 from ..errors import RewriteWarning
@@ -76,7 +76,10 @@ def count_calls(g: fx.Graph) -> int:
 class Driver:
     """Rewrites the FX graph of ``gm`` (in place) with ``patterns``' rules.
 
-    ``engine`` is "verified" (the Coq-extracted matcher) or "reference";
+    ``engine`` is "verified" (the Coq-extracted matcher, with the native
+    reader of :mod:`pypm_verified._native` when it is built) or "reference"
+    (the Python reference matcher and the Python reader throughout: the
+    independent path the differential tests hold the native one equal to);
     ``target`` is "cuda" or "cpu" and ``check_profitability`` whether rules
     consult the measured table (both reach rules as their ``ctx``, a
     :class:`RuleContext`).
@@ -109,6 +112,7 @@ class Driver:
         self._pending_extra: set = set()  # refreshed by _try_multi: match them too
         self.gm = gm
         self.engine = engine
+        self.native = engine == "verified"  # the native reader's paths (_native.paths)
         self.target = target
         self.max_iterations = max_iterations
         self.progress = progress
@@ -388,7 +392,8 @@ class Driver:
         """Fire ``rule`` at ``root`` (:meth:`.firing.Firing.fire_single`): the
         nodes it created, or None when it does not fire -- then ``(rule
         name, reason)`` is appended to ``declined`` if given."""
-        return self.firing.fire_single(rule, values, root, declined)
+        with _native.paths(self.native):
+            return self.firing.fire_single(rule, values, root, declined)
 
     def _could_match(self, nodes: List[fx.Node]) -> bool:
         """Whether a pattern matches at one of ``nodes`` (what the next pass
@@ -404,6 +409,10 @@ class Driver:
         """Import the FX graph as a term graph (``tg``) and prepare the
         patterns (``pset``); :meth:`run` starts with it, tools that fire
         rules one at a time (:meth:`fire_at`) call it themselves."""
+        with _native.paths(self.native):
+            self._prepare()
+
+    def _prepare(self) -> None:
         self.tg = TermGraph(self.gm.graph, size_hints=self.shape_env is not None).build()
         self.pset = PatternSet(self.patterns, self.engine)
         self.report.merged = self.tg.merged
@@ -441,6 +450,10 @@ class Driver:
 
     def run(self) -> RewriteReport:
         """Rewrite to a fixpoint (or the iteration cap); returns the report."""
+        with _native.paths(self.native):
+            return self._run()
+
+    def _run(self) -> RewriteReport:
         t_start = time.perf_counter()
         g = self.gm.graph
         self.report.nodes_before = count_calls(g)
