@@ -388,6 +388,40 @@ def test_gpt2_from_transformers_is_causal(lib):
     assert len(sd) == 2 and all(_causal_flag(n)[0] is False for n in sd)
 
 
+def test_a_mask_read_from_a_user_input_is_not_computed():
+    """``folded`` checks what a value is computed from before computing any
+    of it: a mask that also reads a user input (not a constant) answers
+    None without running a single operator."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from pypm_verified.torch.rule_api import RuleContext
+    g = torch.fx.Graph()
+    ones = g.call_function(torch.ops.aten.ones.default, ([4, 4],),
+                           {"dtype": torch.bool, "device": torch.device("cpu")})
+    tril = g.call_function(torch.ops.aten.tril.default, (ones,))
+    x = g.placeholder("x")
+    mul = g.call_function(torch.ops.aten.mul.Tensor, (tril, x))
+    g.output((mul,))
+    ctx = RuleContext("cpu")
+    ctx.driver = type("D", (), {"weights": {}})()
+
+    class Count(TorchDispatchMode):
+        ran = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ran.append(func)
+            return func(*args, **(kwargs or {}))
+
+    class V:
+        def __init__(self, n):
+            self.fx = n
+
+    with Count():
+        assert _causal.folded(V(mul), ctx) is None
+        assert Count.ran == []
+        assert torch.equal(_causal.folded(V(tril), ctx), torch.ones(4, 4, dtype=torch.bool).tril())
+    assert torch.ops.aten.tril.default in Count.ran  # the counter sees what folded runs
+
+
 def test_a_folded_mask_is_reused_only_while_what_it_read_is_unchanged():
     """``folded`` keeps its answer in ``ctx.memo`` (the attention of every
     layer reads one mask) with what it read of each node it visited; an

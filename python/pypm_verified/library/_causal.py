@@ -135,8 +135,12 @@ def _read(n: fx.Node, ctx) -> tuple:
 
 def _same(a: tuple, b: tuple) -> bool:
     """Tuples of the same objects, element by element (tuples compared so)."""
-    return len(a) == len(b) and all(
-        _same(x, y) if type(x) is tuple and type(y) is tuple else x is y for x, y in zip(a, b))
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x is not y and not (type(x) is tuple and type(y) is tuple and _same(x, y)):
+            return False
+    return True
 
 
 def folded(value, ctx) -> Optional[torch.Tensor]:
@@ -157,15 +161,23 @@ def folded(value, ctx) -> Optional[torch.Tensor]:
     cache = cache.setdefault("causal.folded", {}) if isinstance(cache, dict) else None
     if cache is not None:
         hit = cache.get(node)
-        if hit is not None and all(_same(_read(n, ctx), r) for n, r in hit[1]):
-            return hit[0]
-    memo: Dict[fx.Node, object] = {}
+        if hit is not None:
+            for n, r in hit[1]:
+                if not _same(_read(n, ctx), r):
+                    break
+            else:
+                return hit[0]
+    # what a value is computed from, checked before anything is computed (a
+    # mask read from a user input is found not foldable without computing
+    # its other operands): node -> its value (a leaf's now, a call's below)
+    vals: Dict[fx.Node, object] = {}
+    order = []  # the calls, each after its arguments
     reads = []  # (node, _read(node)) of every node visited, in order
 
-    def ev(n: fx.Node):
-        if n in memo:
-            return memo[n]
-        if len(memo) >= MAX_NODES:
+    def plan(n: fx.Node):
+        if n in vals:
+            return n
+        if len(vals) >= MAX_NODES:
             raise _NotFoldable
         read = _read(n, ctx)
         reads.append((n, read))
@@ -174,28 +186,34 @@ def folded(value, ctx) -> Optional[torch.Tensor]:
             mutated, obj = read[5]
             if mutated or obj is None:
                 raise _NotFoldable
-            out = _real(obj)
+            vals[n] = _real(obj)
         elif n.op == "call_function" and _foldable_op(n.target):
-            def arg(a):
-                if isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-                    raise _NotFoldable
-                return a
-            args = fx.node.map_aggregate(
-                fx.node.map_arg(n.args, ev), arg)
-            kwargs = dict(fx.node.map_aggregate(fx.node.map_arg(n.kwargs, ev), arg))
-            if "device" in kwargs:  # the same values, computed on the CPU
-                kwargs["device"] = torch.device("cpu")
-            out = n.target(*args, **kwargs)
-            if isinstance(out, torch.Tensor):
-                out = _real(out)
+            fx.node.map_arg((n.args, n.kwargs), plan)
+            vals[n] = None
+            order.append(n)
         else:
             raise _NotFoldable
-        memo[n] = out
-        return out
+        return n
+
+    def arg(a):
+        if isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            raise _NotFoldable
+        return a
+
+    def ev(n: fx.Node):
+        args = fx.node.map_aggregate(fx.node.map_arg(n.args, vals.__getitem__), arg)
+        kwargs = dict(fx.node.map_aggregate(fx.node.map_arg(n.kwargs, vals.__getitem__), arg))
+        if "device" in kwargs:  # the same values, computed on the CPU
+            kwargs["device"] = torch.device("cpu")
+        out = n.target(*args, **kwargs)
+        return _real(out) if isinstance(out, torch.Tensor) else out
 
     try:
+        plan(node)
         with _no_fake(), torch.no_grad():
-            t = ev(node)
+            for n in order:
+                vals[n] = ev(n)
+        t = vals[node]
     except Exception:  # noqa: BLE001 -- not foldable: the rule keeps the explicit mask
         t = None
     t = t if isinstance(t, torch.Tensor) else None
