@@ -43,25 +43,33 @@ def disabled() -> bool:
     return os.environ.get(ENV, "").strip().lower() in ("0", "off", "false", "no")
 
 
-_python_only = contextvars.ContextVar("pypm_python_paths", default=False)
+_UNSET = object()
+# inside paths(): the reader decided at its entry (the module or None), so
+# that the hot paths do not read the environment at every call
+_decided = contextvars.ContextVar("pypm_native_reader", default=_UNSET)
 
 
 @contextlib.contextmanager
 def paths(native: bool):
-    """A context in which :func:`reader` gives None unless ``native`` (and
-    the reader is built and not turned off): ``paths(False)`` runs the
-    Python paths, ``paths(True)`` restores the default inside another."""
-    token = _python_only.set(not native)
+    """A context in which :func:`reader` gives the reader only if
+    ``native`` (and it is built and ``PYPM_NATIVE`` does not turn it off,
+    read once, at the entry): ``paths(False)`` runs the Python paths,
+    ``paths(True)`` restores the default inside another."""
+    token = _decided.set(_module if native and _module is not None and not disabled()
+                         else None)
     try:
         yield
     finally:
-        _python_only.reset(token)
+        _decided.reset(token)
 
 
 def reader():
     """The ``_fxreader`` module, or None: not built, turned off, or inside
     :func:`paths` ``(False)``."""
-    if _module is None or _python_only.get() or disabled():
+    got = _decided.get()
+    if got is not _UNSET:
+        return got
+    if _module is None or disabled():
         return None
     return _module
 
