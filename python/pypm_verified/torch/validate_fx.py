@@ -6,6 +6,7 @@ the passes, the certificates), reading each pass's graph as the importer
 pass agrees with the matcher's term graph."""
 from __future__ import annotations
 
+import itertools
 import operator
 import time
 from typing import Dict, List, Optional, Tuple
@@ -15,6 +16,10 @@ from ..core.symbols import intern as _intern
 from ..rewriting.validate import (Encoding, Firing, Pass, RewriteRejected, RuleCertificate, Labels, TVar, TNode, REJECT_FIRING, enabled)
 
 _NODE = ("node",)  # marks a node argument in a label key
+# FxChecker._target's table, shared by the process's checkers (the targets
+# are op overloads, getitem and strings: few, and kept alive by torch)
+_TARGETS: Dict[int, tuple] = {}
+_TARGET_NUMBERS = itertools.count()
 _NAN = ("nan",)
 _TORCH_VALUES = ("dtype", "device", "layout", "memory_format")
 
@@ -112,8 +117,10 @@ class FxChecker:
         self._tg = None  # the term graph the caches read
         self.cache: Dict[object, tuple] = {}  # fx node -> (args, kwargs, node info)
         # id(target) -> (target, its stand-in in label keys, operator symbol):
-        # an overload's __hash__ is Python code, so keys carry a small int per target
-        self._targets: Dict[int, tuple] = {}
+        # an overload's __hash__ is Python code, so keys carry a small int per
+        # target (one table for the process: a checker's first read of each
+        # target is then not Python's)
+        self._targets: Dict[int, tuple] = _TARGETS
         self._const_labels: Dict[int, tuple] = {}  # constant term id -> (label, operator)
         self.assert_target = torch.ops.aten._assert_tensor_metadata.default
         self.before: Optional[Encoding] = None
@@ -148,7 +155,7 @@ class FxChecker:
             # a string target (call_method, call_module) stands for itself:
             # equal strings need not be one object
             tk = self._targets[id(t)] = (t, t if type(t) is str
-                                         else ("target", len(self._targets)), sym)
+                                         else ("target", next(_TARGET_NUMBERS)), sym)
         return tk
 
     def _spec(self, a, fxkids: list):
