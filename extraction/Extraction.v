@@ -14,7 +14,8 @@
     extracted file names [Pervasives]).
 
     The library calls the entry points of [Entry.v] ([load_set],
-    [set_match], [set_match_all_fold], [set_candidates], [effective_fuel]),
+    [set_match], [set_match_all_fold], [set_candidates], [effective_fuel];
+    [kid_table] once per loaded set and [set_candidates_at] with it),
     the dominator checker [Dominates.dom_result] and [Dominates.dom_all] (Relay's [dominates]),
     the multi-root entry points of [Multi.v] ([match_multi_u] /
     [match_all_multi_u] with the graph's users table [users_map], computed
@@ -24,12 +25,13 @@
     the checks [wf_defs] and [value_ok], the rewrite validator
     [Rewrite.validate] and the firing-certificate checker
     [Certify.validate_firings]; [match_root], [match_all],
-    [candidates], [root_index], [set_match_all] and [match_pattern] are
+    [candidates], [candidates_at], [root_index], [set_match_all] and
+    [match_pattern] are
     extracted for the
     OCaml tests, which compare the prepared forms with them. *)
 
 From Coq Require Import ZArith Extraction ExtrOcamlBasic ExtrOcamlNatInt ExtrOcamlZInt.
-From PyPM Require Import Syntax Subst Declarative Values Algorithmic Interpreter RootIndex Entry Multi Dominates Rewrite Certify.
+From PyPM Require Import Syntax Subst Declarative Values Algorithmic Interpreter RootIndex KidIndex Entry Multi Dominates Rewrite Certify.
 
 (** An axiom left to realize would be an unproved assumption in the
     extracted code: make it an error, not a warning. *)
@@ -101,6 +103,7 @@ Extract Constant Rewrite.rfind =>
 
 Extraction "ocaml/extracted/matcher.ml"
   load_set set_match set_match_all set_match_all_fold set_candidates effective_fuel
+  kid_table set_candidates_at candidates_at
   wfb wf_defs value_ok
   match_root match_all candidates root_index ri_find sym_attrs match_pattern
   lookup mkGraph mkDef

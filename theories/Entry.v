@@ -30,7 +30,8 @@
     [set_candidates_correct] say they are the functions above. *)
 
 From Coq Require Import ZArith List Bool Arith Lia Sorted.
-From PyPM Require Import Syntax Subst Declarative Env Algorithmic Interpreter Soundness RootIndex.
+From PyPM Require Import Syntax Subst Declarative Env Algorithmic Interpreter Soundness RootIndex
+  KidIndex.
 Import ListNotations.
 
 (** ** Answers *)
@@ -126,6 +127,24 @@ Section Entry.
 
   Definition candidates (roots : list nat) (f : symbol) (sa : attribute -> option Z)
     : list nat := cands_from sa f roots 0.
+
+  (** The roots whose root index admits operator [f] (attributes [sa]) and
+      whose children's index ([KidIndex.kid_index]) admits arguments of
+      operators [ks] (each with its attributes; [kid_syms G t] for a node
+      [t]). *)
+  Fixpoint kcands_from (sa : attribute -> option Z) (f : symbol)
+      (ks : list (symbol * (attribute -> option Z))) (roots : list nat) (i : nat) : list nat :=
+    match roots with
+    | [] => []
+    | r :: rs =>
+        if rs_mem sa f (ri_find (root_index D) r)
+           && k_mem (ki_find (kid_index D (root_index D)) r) ks
+        then i :: kcands_from sa f ks rs (S i)
+        else kcands_from sa f ks rs (S i)
+    end.
+
+  Definition candidates_at (roots : list nat) (f : symbol) (sa : attribute -> option Z)
+      (ks : list (symbol * (attribute -> option Z))) : list nat := kcands_from sa f ks roots 0.
 
   (** ** Projection *)
 
@@ -402,6 +421,62 @@ Section Entry.
     - unfold match_root. destruct (nth_error D r); auto. rewrite Hno. reflexivity.
     - intros d σ ψ Hd. eapply root_index_no_match; eauto.
   Qed.
+
+  Lemma In_kcands_from : forall sa f ks roots i j,
+    In j (kcands_from sa f ks roots i) ->
+    exists k r, j = i + k /\ nth_error roots k = Some r /\
+                rs_mem sa f (ri_find (root_index D) r) = true /\
+                k_mem (ki_find (kid_index D (root_index D)) r) ks = true.
+  Proof.
+    intros sa f ks roots. induction roots as [|r rs IH]; intros i j H; simpl in H; [contradiction|].
+    destruct (rs_mem sa f (ri_find (root_index D) r)) eqn:E1;
+      destruct (k_mem (ki_find (kid_index D (root_index D)) r) ks) eqn:E2; simpl in H;
+      try (destruct H as [<-|H]; [exists 0, r; rewrite Nat.add_0_r; auto|]);
+      apply IH in H; destruct H as (k & r' & -> & H1 & H2 & H3);
+      exists (S k), r'; (split; [lia | auto]).
+  Qed.
+
+  Lemma kcands_from_In : forall sa f ks roots i k r,
+    nth_error roots k = Some r ->
+    rs_mem sa f (ri_find (root_index D) r) = true ->
+    k_mem (ki_find (kid_index D (root_index D)) r) ks = true ->
+    In (i + k) (kcands_from sa f ks roots i).
+  Proof.
+    intros sa f ks roots. induction roots as [|r0 rs IH]; intros i k r Hn H1 H2;
+      [destruct k; discriminate|].
+    destruct k as [|k]; simpl in Hn |- *.
+    - inversion Hn; subst. rewrite H1, H2. simpl. left. lia.
+    - replace (i + S k) with (S i + k) by lia.
+      destruct (_ && _); [right|]; eapply IH; eauto.
+  Qed.
+
+  (** Skipping the roots that are not candidates for a node's operator and
+      its arguments' operators loses nothing: they have no declarative
+      match there, so the matcher answers no match ([match_root_sound]). *)
+  Theorem candidates_at_sound : forall roots i r t,
+    nth_error roots i = Some r ->
+    ~ In i (candidates_at roots (label G t) (sym_attrs G (label G t)) (kid_syms G t)) ->
+    (forall d σ ψ, nth_error D r = Some d -> ~ matches G D σ ψ (body d) t) /\
+    (forall fuel bs fbs, match_root fuel r t <> RMatch bs fbs).
+  Proof.
+    intros roots i r t Hr Hc.
+    assert (Hno : forall d σ ψ, nth_error D r = Some d -> ~ matches G D σ ψ (body d) t).
+    { intros d σ ψ Hd Hm. apply Hc. unfold candidates_at.
+      replace i with (0 + i) by reflexivity. eapply kcands_from_In; eauto.
+      - pose proof (root_index_sound G D r d σ ψ t Hd Hm) as Ha. exact Ha.
+      - eapply kid_index_sound; eauto. }
+    split; [exact Hno|].
+    intros fuel bs fbs Hm. apply match_root_sound in Hm.
+    destruct Hm as (d & Hd & Hm & _). exact (Hno d _ _ Hd Hm).
+  Qed.
+
+  (** [candidates_at] keeps only candidates of [candidates]. *)
+  Lemma candidates_at_incl : forall roots f sa ks i,
+    In i (candidates_at roots f sa ks) -> In i (candidates roots f sa).
+  Proof.
+    intros roots f sa ks i H. apply In_kcands_from in H.
+    destruct H as (k & r & -> & H1 & H2 & _). apply candidates_In. eauto.
+  Qed.
 End Entry.
 
 (** ** The prepared forms the library runs *)
@@ -663,6 +738,34 @@ Section Prepared.
   Proof.
     intros D roots ps f sa Hl. apply load_set_roots in Hl. destruct Hl as [_ Hf].
     unfold set_candidates, candidates. generalize 0.
+    induction Hf as [|r pr rs prs Hp Hf IH]; intros i; simpl; auto.
+    unfold prepare_root in Hp. destruct (nth_error D r); [|discriminate].
+    inversion Hp; subst. simpl. rewrite !IH. reflexivity.
+  Qed.
+  (** [pypm_candidates_at]: [T] is the children's index of each root
+      ([kid_table], computed once when the set is loaded). *)
+  Fixpoint pkcands_from (sa : attribute -> option Z) (f : symbol)
+      (ks : list (symbol * (attribute -> option Z))) (prs : list proot) (T : list kset)
+      (i : nat) : list nat :=
+    match prs with
+    | [] => []
+    | pr :: prs' =>
+        let k := match T with k :: _ => k | [] => Some [] end in
+        if rs_mem sa f (pr_syms pr) && k_mem k ks
+        then i :: pkcands_from sa f ks prs' (tl T) (S i)
+        else pkcands_from sa f ks prs' (tl T) (S i)
+    end.
+
+  Definition set_candidates_at (ps : pset) (T : list kset) (f : symbol)
+      (sa : attribute -> option Z) (ks : list (symbol * (attribute -> option Z))) : list nat :=
+    pkcands_from sa f ks (ps_roots ps) T 0.
+
+  Theorem set_candidates_at_correct : forall D roots ps f sa ks,
+    load_set D roots = Some ps ->
+    set_candidates_at ps (kid_table D roots) f sa ks = candidates_at D roots f sa ks.
+  Proof.
+    intros D roots ps f sa ks Hl. apply load_set_roots in Hl. destruct Hl as [_ Hf].
+    unfold set_candidates_at, candidates_at, kid_table. generalize 0.
     induction Hf as [|r pr rs prs Hp Hf IH]; intros i; simpl; auto.
     unfold prepare_root in Hp. destruct (nth_error D r); [|discriminate].
     inversion Hp; subst. simpl. rewrite !IH. reflexivity.

@@ -68,7 +68,7 @@
 
 From Coq Require Import List Sorted Permutation.
 From PyPM Require Import Syntax Subst Declarative Env Algorithmic Interpreter Soundness
-  Priority RootIndex Entry Fuel Multi.
+  Priority RootIndex KidIndex Entry Fuel Multi.
 Import ListNotations.
 
 (** ** The declarative relation *)
@@ -726,6 +726,32 @@ Definition S_set_candidates_correct : Prop :=
   forall D roots ps f sa,
     load_set D roots = Some ps -> set_candidates ps f sa = candidates D roots f sa.
 
+(** [pypm_candidates_at]: a root that is not a candidate for the node's
+    operator and its arguments' operators (each given with the node's
+    attributes of it) has no declarative match, and the matcher answers no
+    match there. *)
+Definition S_candidates_at_sound : Prop :=
+  forall G D roots i r t,
+    nth_error roots i = Some r ->
+    ~ In i (candidates_at D roots (label G t) (sym_attrs G (label G t)) (kid_syms G t)) ->
+    (forall d σ ψ, nth_error D r = Some d -> ~ matches G D σ ψ (body d) t) /\
+    (forall fuel bs fbs, match_root G D fuel r t <> RMatch bs fbs).
+
+(** The children's index itself: a definition whose index rejects
+    a node's arguments has no match there. *)
+Definition S_kid_index_sound : Prop :=
+  forall G D P d σ ψ t,
+    nth_error D P = Some d -> matches G D σ ψ (body d) t ->
+    k_mem (ki_find (kid_index D (root_index D)) P) (kid_syms G t) = true.
+
+(** [pypm_candidates_at]: the prepared form, with the children's index of
+    each root ([kid_table], computed when the set is loaded), is
+    [candidates_at]. *)
+Definition S_set_candidates_at_correct : Prop :=
+  forall D roots ps f sa ks,
+    load_set D roots = Some ps ->
+    set_candidates_at ps (kid_table D roots) f sa ks = candidates_at D roots f sa ks.
+
 (** [pypm_dominates] at one node: a "yes" is [Dominates.dominates_spec]
     (with [topo]), its parent the unique parent of the region and its
     region the nodes the walk reaches; a "no" is a proved no when the users
@@ -780,6 +806,12 @@ Lemma spec_set_match_all_fold_correct : S_set_match_all_fold_correct.
 Proof. intros A G. exact (set_match_all_fold_correct G A). Qed.
 Lemma spec_set_candidates_correct : S_set_candidates_correct.
 Proof. exact set_candidates_correct. Qed.
+Lemma spec_candidates_at_sound : S_candidates_at_sound.
+Proof. exact candidates_at_sound. Qed.
+Lemma spec_kid_index_sound : S_kid_index_sound.
+Proof. exact kid_index_sound. Qed.
+Lemma spec_set_candidates_at_correct : S_set_candidates_at_correct.
+Proof. exact set_candidates_at_correct. Qed.
 Lemma spec_dom_result : S_dom_result.
 Proof.
   intros N ch konst live isOut isP isI U root b p R H.

@@ -64,6 +64,12 @@ module Make (I : Cstubs_inverted.INTERNAL) = struct
       Capi_impl.candidates
 
   let () =
+    I.internal "pypmi_candidates_at"
+      (int64_t @-> int64_t @-> ptr int64_t @-> int64_t @-> ptr int64_t @-> int64_t
+     @-> ptr int64_t @-> int64_t @-> ptr int64_t @-> returning int)
+      Capi_impl.candidates_at
+
+  let () =
     I.internal "pypmi_validate_rewrite"
       (ptr int64_t @-> int64_t @-> ptr int64_t @-> ptr int64_t @-> returning int)
       Capi_impl.validate_rewrite

@@ -236,24 +236,24 @@ let dominates (graph : int64) (patterns : int64) (spec : int64 ptr) (spec_len : 
 
 (* pypm_candidates' attributes: (attribute id, value) pairs, ids in
    [0, 2^62), values Values.value_ok (Decode.is_value), no id twice. *)
-let attr_pairs (b : Decode.buf) : (int * int) list =
+let attr_pairs ?(who = "pypm_candidates") (b : Decode.buf) : (int * int) list =
   let n = Bigarray.Array1.dim b / 2 in
   let l =
     List.init n (fun j ->
         let a = Bigarray.Array1.get b (2 * j) and v = Bigarray.Array1.get b ((2 * j) + 1) in
         if not (Decode.is_id a) then
           Engine.error Codes.e_out_of_range
-            "pypm_candidates: attribute %d: id %Ld out of range [0, 2^62)" j a;
+            "%s: attribute %d: id %Ld out of range [0, 2^62)" who j a;
         if not (Decode.is_value v) then
           Engine.error Codes.e_out_of_range
-            "pypm_candidates: attribute %d: value %Ld out of range [-(2^62 - 1), 2^62 - 1]" j v;
+            "%s: attribute %d: value %Ld out of range [-(2^62 - 1), 2^62 - 1]" who j v;
         (Int64.to_int a, Int64.to_int v))
   in
   let rec once = function
     | [] -> ()
     | (a, _) :: rest ->
         if List.mem_assoc a rest then
-          Engine.error Codes.e_malformed "pypm_candidates: attribute id %d given twice" a;
+          Engine.error Codes.e_malformed "%s: attribute id %d given twice" who a;
         once rest
   in
   once l;
@@ -273,6 +273,53 @@ let candidates (patterns : int64) (symbol : int64) (attrs : int64 ptr) (n_attrs 
       if need > to_len out_cap then
         Engine.error Codes.e_buffer_too_small
           "pypm_candidates: the result needs %d words, out_cap is %Ld" need out_cap;
+      let v = view out need in
+      Bigarray.Array1.unsafe_set v 0 (Int64.of_int n);
+      List.iteri (fun i x -> Bigarray.Array1.unsafe_set v (1 + i) (Int64.of_int x)) l;
+      Codes.ok)
+
+(* pypm_candidates_at's children: per child its symbol, its number of
+   attributes n, then n (attribute id, value) pairs (checked as
+   attr_pairs checks them); every word read. *)
+let kid_ops (b : Decode.buf) : (int * (int * int) list) list =
+  let who = "pypm_candidates_at" in
+  let len = Bigarray.Array1.dim b in
+  let rec go pos acc =
+    if pos >= len then List.rev acc
+    else begin
+      if pos + 2 > len then
+        Engine.error Codes.e_malformed
+          "%s: kids: word %d: a child needs its symbol and its number of attributes" who pos;
+      let f = Bigarray.Array1.get b pos and na = Bigarray.Array1.get b (pos + 1) in
+      if not (Decode.is_id f) then
+        Engine.error Codes.e_out_of_range "%s: kids: word %d: symbol %Ld out of range [0, 2^62)"
+          who pos f;
+      if na < 0L || na > Int64.of_int ((len - pos - 2) / 2) then
+        Engine.error Codes.e_malformed "%s: kids: word %d: %Ld attributes, %d words left" who
+          (pos + 1) na (len - pos - 2);
+      let n = Int64.to_int na in
+      let attrs = attr_pairs ~who (Bigarray.Array1.sub b (pos + 2) (2 * n)) in
+      go (pos + 2 + (2 * n)) ((Int64.to_int f, attrs) :: acc)
+    end
+  in
+  go 0 []
+
+let candidates_at (patterns : int64) (symbol : int64) (attrs : int64 ptr) (n_attrs : int64)
+    (kids : int64 ptr) (kids_len : int64) (out : int64 ptr) (out_cap : int64)
+    (out_len : int64 ptr) : int =
+  protect "pypm_candidates_at" (fun () ->
+      let patterns = to_handle patterns in
+      if symbol < 0L || symbol >= 0x4000000000000000L then
+        Engine.error Codes.e_out_of_range "symbol %Ld out of range [0, 2^62)" symbol;
+      let attrs = attr_pairs ~who:"pypm_candidates_at" (view attrs (2 * to_len n_attrs)) in
+      let kids = kid_ops (view kids (to_len kids_len)) in
+      let l = Engine.candidates_at ~patterns ~symbol:(Int64.to_int symbol) ~attrs ~kids in
+      let n = List.length l in
+      let need = 1 + n in
+      out_len <-@ Int64.of_int need;
+      if need > to_len out_cap then
+        Engine.error Codes.e_buffer_too_small
+          "pypm_candidates_at: the result needs %d words, out_cap is %Ld" need out_cap;
       let v = view out need in
       Bigarray.Array1.unsafe_set v 0 (Int64.of_int n);
       List.iteri (fun i x -> Bigarray.Array1.unsafe_set v (1 + i) (Int64.of_int x)) l;

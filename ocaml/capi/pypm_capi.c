@@ -297,13 +297,13 @@ static int ensure_init(void) {
 /* ----------------------------------------------------------- dispatching */
 
 enum op { OP_GRAPH_LOAD, OP_GRAPH_EXTEND, OP_PATTERNS_LOAD, OP_HANDLE_SIZE, OP_RELEASE,
-          OP_MATCH, OP_MATCH_ALL, OP_RESULT_READ, OP_CANDIDATES, OP_MATCH_MULTI,
+          OP_MATCH, OP_MATCH_ALL, OP_RESULT_READ, OP_CANDIDATES, OP_CANDIDATES_AT, OP_MATCH_MULTI,
           OP_DOMINATES, OP_VALIDATE_REWRITE, OP_VALIDATE_FIRINGS };
 
 typedef struct {
   enum op op;
   int64_t a[6];
-  int64_t *p[3];
+  int64_t *p[4];
   int rc;
 } call_t;
 
@@ -347,6 +347,10 @@ static void dispatch(void *arg) {
     case OP_RESULT_READ: c->rc = pypmi_result_read(c->a[0], c->p[0], c->a[1]); break;
     case OP_CANDIDATES:
       c->rc = pypmi_candidates(c->a[0], c->a[1], c->p[2], c->a[3], c->p[0], c->a[2], c->p[1]);
+      break;
+    case OP_CANDIDATES_AT:
+      c->rc = pypmi_candidates_at(c->a[0], c->a[1], c->p[2], c->a[3], c->p[3], c->a[4],
+                                  c->p[0], c->a[2], c->p[1]);
       break;
     default: c->rc = set_error(PYPM_E_INTERNAL, "bad internal op %d", (int)c->op); break;
   }
@@ -489,6 +493,35 @@ PYPM_API int pypm_dominates(int64_t graph, int64_t patterns, const int64_t *spec
               .p = {(int64_t *)spec, result, &len}};
   int rc = run_call(&c);
   *result_len = (size_t)len;
+  return rc;
+}
+
+PYPM_API int pypm_candidates_at(int64_t patterns, int64_t symbol, const int64_t *attrs,
+                                size_t n_attrs, const int64_t *kids, size_t kids_len,
+                                int64_t *out, size_t out_cap, size_t *out_len) {
+  if (out_len == NULL) return set_error(PYPM_E_NULL, "pypm_candidates_at: out_len is NULL");
+  *out_len = 0;
+  if (out == NULL && out_cap != 0)
+    return set_error(PYPM_E_NULL,
+                     "pypm_candidates_at: out is NULL (allowed only with out_cap = 0)");
+  if (attrs == NULL && n_attrs != 0)
+    return set_error(PYPM_E_NULL,
+                     "pypm_candidates_at: attrs is NULL (allowed only with n_attrs = 0)");
+  if (kids == NULL && kids_len != 0)
+    return set_error(PYPM_E_NULL,
+                     "pypm_candidates_at: kids is NULL (allowed only with kids_len = 0)");
+  if (n_attrs > MAX_BUFFER_WORDS / 2)
+    return set_error(PYPM_E_MALFORMED, "pypm_candidates_at: %zu attributes exceed the limit",
+                     n_attrs);
+  if (kids_len > MAX_BUFFER_WORDS)
+    return set_error(PYPM_E_MALFORMED, "pypm_candidates_at: %zu words of kids exceed the limit",
+                     kids_len);
+  int64_t len = 0;
+  call_t c = {.op = OP_CANDIDATES_AT,
+              .a = {patterns, symbol, sat64(out_cap), (int64_t)n_attrs, (int64_t)kids_len},
+              .p = {out, &len, (int64_t *)attrs, (int64_t *)kids}};
+  int rc = run_call(&c);
+  *out_len = (size_t)len;
   return rc;
 }
 

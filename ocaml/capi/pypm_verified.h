@@ -119,6 +119,19 @@ int pypm_result_read(int64_t result, int64_t *out, size_t out_cap);
 int pypm_candidates(int64_t patterns, int64_t symbol, const int64_t *attrs, size_t n_attrs,
                     int64_t *out, size_t out_cap, size_t *out_len);
 
+/* pypm_candidates refined by the operators of a node's arguments
+ * (Entry.set_candidates_at, KidIndex.kid_index): the roots whose root index
+ * admits `symbol` with `attrs` and whose children's index admits the
+ * arguments `kids`: kids_len words, per argument (in order) its symbol,
+ * its number of attributes n and n (attribute id, value) pairs. Every
+ * other root has no match at a node labelled `symbol` whose arguments have
+ * those operators, in a graph giving them those attributes
+ * (candidates_at_sound). Result, size protocol and errors as
+ * pypm_candidates; kids that end inside a child: PYPM_E_MALFORMED. */
+int pypm_candidates_at(int64_t patterns, int64_t symbol, const int64_t *attrs, size_t n_attrs,
+                       const int64_t *kids, size_t kids_len, int64_t *out, size_t out_cap,
+                       size_t *out_len);
+
 /* Rewrite validation (Rewrite.validate, docs/internals/format.md "Rewrite
  * validation"): buf holds a driver pass as int64 words: the before graph,
  * the after graph (each: n, n nodes as label, arity k, k argument indices;

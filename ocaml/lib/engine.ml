@@ -45,6 +45,8 @@ type pset = {
   ps : Matcher.pset;
   n_roots : int;
   rindex : Matcher.rindex Lazy.t; (* Matcher.root_index of the table, for multi-root matching *)
+  kids : Matcher.kset list Lazy.t;
+      (* Matcher.kid_table of the table and roots, for set_candidates_at *)
 }
 
 type entry =
@@ -247,6 +249,7 @@ let pset_of_buf (b : Decode.buf) : pset =
         ps;
         n_roots = Array.length set.Repr.roots;
         rindex = lazy (Matcher.root_index set.Repr.defs);
+        kids = lazy (Matcher.kid_table set.Repr.defs (Array.to_list set.Repr.roots));
       }
   | None -> error e_malformed "patterns: a root names no definition"
   (* unreachable: the decoder checked the roots (Entry.load_set_some) *)
@@ -288,6 +291,20 @@ let candidates ~patterns ~symbol ~(attrs : (int * int) list) : int list =
   let ps = get_patterns patterns in
   if symbol < 0 then error e_out_of_range "symbol %d out of range [0, 2^62)" symbol;
   Matcher.set_candidates ps.ps symbol (fun a -> List.assoc_opt a attrs)
+
+(* The roots (indices, increasing) whose root-operator index admits
+   [symbol] with [attrs] and whose children's index admits [kids] (each
+   child's operator and attributes): Entry.set_candidates_at with the set's
+   Matcher.kid_table (computed at the first call); the others have no match
+   at a node with that operator and those arguments' operators
+   (Entry.candidates_at_sound). *)
+let candidates_at ~patterns ~symbol ~(attrs : (int * int) list)
+    ~(kids : (int * (int * int) list) list) : int list =
+  let ps = get_patterns patterns in
+  if symbol < 0 then error e_out_of_range "symbol %d out of range [0, 2^62)" symbol;
+  Matcher.set_candidates_at ps.ps (Lazy.force ps.kids) symbol
+    (fun a -> List.assoc_opt a attrs)
+    (List.map (fun (f, at) -> (f, fun a -> List.assoc_opt a at)) kids)
 
 (* growable int buffer *)
 type ibuf = { mutable a : int array; mutable n : int }

@@ -156,6 +156,9 @@ Print Assumptions spec_validate_rewrite_replace.
 (* the remaining entry points the C API calls (Spec.v) *)
 Print Assumptions spec_set_match_all_fold_correct.
 Print Assumptions spec_set_candidates_correct.
+Print Assumptions spec_candidates_at_sound.
+Print Assumptions spec_kid_index_sound.
+Print Assumptions spec_set_candidates_at_correct.
 Print Assumptions spec_dom_result.
 Print Assumptions spec_dom_all_correct.
 Print Assumptions spec_value_ok_iff.

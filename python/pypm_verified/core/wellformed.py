@@ -239,6 +239,78 @@ def root_symbols(defs: Sequence[PDef]) -> Tuple[Optional[FrozenSet], ...]:
     return (None,) * n
 
 
+#: ``KidIndex.kids_of``'s "no match at all" (a definition no derivation
+#: reaches): no node's arguments are admitted
+NO_KIDS = "no match"
+
+
+def _kunion(a, b):
+    if a is NO_KIDS:
+        return b
+    if b is NO_KIDS:
+        return a
+    return tuple(None if x is None or y is None else x | y for x, y in zip(a, b))
+
+
+def _kids_of(p: CorePattern, R, K):
+    """``KidIndex.kids_of``: the operators the arguments of ``p``'s root can
+    have, by position (a tuple of root sets, :func:`admits`; positions past
+    it unconstrained), or :data:`NO_KIDS`."""
+    while isinstance(p, (PGuard, PExists, PExistsF, PConstr)):
+        p = p.p
+    if isinstance(p, (PApp, PFunVar)):
+        return tuple(_root_of(c, R) for c in p.args)
+    if isinstance(p, PAlt):
+        return _kunion(_kids_of(p.p1, R, K), _kids_of(p.p2, R, K))
+    if isinstance(p, PCall):
+        return K[p.P] if 0 <= p.P < len(K) else ()  # ki_find: absent = unconstrained
+    return ()  # PVar
+
+
+def kid_symbols(defs: Sequence[PDef]) -> tuple:
+    """``KidIndex.kid_index``: for each definition, what the arguments of a
+    node it matches can have as operators, position by position (a tuple of
+    root sets as :func:`root_symbols` gives them: None for anything), or
+    :data:`NO_KIDS` when it matches nowhere. The least fixpoint of
+    ``_kids_of`` over the table (the roots read in :func:`root_symbols`), by
+    Kleene iteration from :data:`NO_KIDS` as the Coq function computes it;
+    if it has not converged in ``INDEX_ROUNDS`` rounds, every definition
+    gets ``()`` (no constraint). ``KidIndex.kid_index_sound`` proves a
+    definition has no declarative match at a node whose arguments its entry
+    does not admit (:func:`kids_admit`)."""
+    n = len(defs)
+    R = root_symbols(defs)
+    K = [NO_KIDS] * n
+
+    def rs_le(a, b) -> bool:
+        return b is None or (a is not None and a <= b)
+
+    def le(a, b) -> bool:
+        if a is NO_KIDS:
+            return True
+        if b is NO_KIDS or len(b) > len(a):
+            return False
+        return all(rs_le(x, y) for x, y in zip(a, b))
+
+    for k in range(INDEX_ROUNDS + 1):
+        new = [_kids_of(d.body, R, K) for d in defs]
+        if all(le(new[i], K[i]) for i in range(n)):
+            return tuple(K)
+        if k == INDEX_ROUNDS:
+            break
+        K = new
+    return ((),) * n
+
+
+def kids_admit(kids, args) -> bool:
+    """``KidIndex.k_mem``: whether arguments of operators ``args`` (``(label,
+    attrs)`` pairs, in order) are admitted by ``kids`` (an entry of
+    :func:`kid_symbols`)."""
+    if kids is NO_KIDS:
+        return False
+    return all(admits(r, label, attrs) for r, (label, attrs) in zip(kids, args))
+
+
 _index_cache: dict = {}  # id(defs) -> (defs, root_symbols(defs))
 _INDEX_CACHE_SIZE = 64
 

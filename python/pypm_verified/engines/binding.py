@@ -92,6 +92,9 @@ int pypm_result_read(int64_t result, int64_t *out, size_t out_cap);
 int pypm_candidates(int64_t patterns, int64_t symbol, const int64_t *attrs, size_t n_attrs,
                     int64_t *out, size_t out_cap,
                     size_t *out_len);
+int pypm_candidates_at(int64_t patterns, int64_t symbol, const int64_t *attrs, size_t n_attrs,
+                       const int64_t *kids, size_t kids_len, int64_t *out, size_t out_cap,
+                       size_t *out_len);
 int pypm_validate_rewrite(const int64_t *buf, size_t len, int64_t *verdict, int64_t *where);
 int pypm_validate_firings(int64_t graph, int64_t patterns, int64_t fuel, const int64_t *buf,
                           size_t len, int64_t *verdict, int64_t *where);
@@ -556,6 +559,34 @@ def candidates(defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], symbol: int,
     words = ffi.new("int64_t[]", [w for pair in attrs for w in pair] or [0])
     check(lib, lib.pypm_candidates(ph.value, symbol, words, len(attrs), out, cap, out_len),
           "pypm_candidates")
+    return tuple(out[1:1 + out[0]])
+
+
+def candidates_at(defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], symbol: int,
+                  attrs: Tuple[Tuple[int, int], ...],
+                  kids: Tuple[Tuple[int, Tuple[Tuple[int, int], ...]], ...],
+                  owner=None) -> Tuple[int, ...]:
+    """Run ``pypm_candidates_at``: :func:`candidates` refined by the
+    operators of the node's arguments (``kids``: per argument, in order,
+    its symbol and its ``(attr, value)`` pairs) through the children's
+    index (``Entry.set_candidates_at``, ``KidIndex.kid_index``): the others
+    have no match at a node with that operator and those arguments'."""
+    lib = open_engine_library()
+    ph = pattern_set_handle(lib, defs, roots, owner)
+    cap = 1 + len(roots)
+    out = ffi.new("int64_t[]", cap)
+    out_len = ffi.new("size_t *")
+    words = ffi.new("int64_t[]", [w for pair in attrs for w in pair] or [0])
+    flat = []
+    for sym, at in kids:
+        flat.append(sym)
+        flat.append(len(at))
+        for a, v in at:
+            flat.append(a)
+            flat.append(v)
+    kw = ffi.new("int64_t[]", flat or [0])
+    check(lib, lib.pypm_candidates_at(ph.value, symbol, words, len(attrs), kw, len(flat), out,
+                                      cap, out_len), "pypm_candidates_at")
     return tuple(out[1:1 + out[0]])
 
 

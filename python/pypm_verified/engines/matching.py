@@ -344,6 +344,9 @@ class PatternSet:
         # candidates per label, per engine and implementation (the tests swap it)
         impl = binding.candidates if self.engine == "verified" else None
         self._by_label = self._owner.by_label.setdefault((self.engine, impl), {})
+        kimpl = binding.candidates_at if self.engine == "verified" else None
+        self._by_kids = self._owner.by_label.setdefault((self.engine, kimpl, "kids"), {})
+        self._kid_syms = None
         self._matcher = None  # verified engine: the owner's binding.SetMatcher
 
     def candidates(self, label: int, graph=None) -> Tuple[int, ...]:
@@ -372,6 +375,46 @@ class PatternSet:
                 c = tuple(i for i, r in enumerate(self._root_syms) if core.admits(r, label, attrs))
             self._by_label[key] = c
         return c
+
+    def candidates_at(self, node: Node) -> Tuple[int, ...]:
+        """:meth:`candidates` of ``node``'s operator refined by its
+        arguments' operators: the patterns whose children's index also
+        admits them (``KidIndex.kid_index``); every other pattern has no
+        match at ``node`` (a proved no: ``Entry.candidates_at_sound``), so
+        the driver does not try it (a ``view`` whose argument is no ``bmm``
+        is no candidate of a pattern rooted at ``view(bmm(..))``). The
+        verified engine asks the library (``pypm_candidates_at``, the
+        extracted ``Entry.set_candidates_at``); the reference engine reads
+        :func:`core.kid_symbols`. Cached per operator and the arguments'
+        operators (and attributes, for a graph whose classes are its
+        own)."""
+        graph = node.graph
+        c = self.candidates(node.label, graph)
+        if not c:
+            return c
+        own = type(graph) is not Graph
+        kl = tuple([a.label for a in node.args])
+        key = (node.label, kl, tuple([graph.sym_attr(l, core.OPCLASS) for l in kl])) \
+            if own else (node.label, kl)
+        hit = self._by_kids.get(key)
+        if hit is not None:
+            return hit
+
+        def attrs(label):
+            v = graph.sym_attr(label, core.OPCLASS) if own else _sym_attr(label, core.OPCLASS)
+            return () if v is None else ((core.OPCLASS, v),)
+
+        kids = tuple((l, attrs(l)) for l in kl)
+        if self.engine == "verified":
+            hit = binding.candidates_at(self._s.defs, self._s.roots, node.label,
+                                        attrs(node.label), kids, self._owner)
+        else:
+            if self._kid_syms is None:
+                syms = core.kid_symbols(self._s.defs)
+                self._kid_syms = [syms[r] for r in self._s.roots]
+            hit = tuple(i for i in c if core.kids_admit(self._kid_syms[i], kids))
+        self._by_kids[key] = hit
+        return hit
 
     def _set_matcher(self) -> "binding.SetMatcher":
         # the engine library is looked up once per set (it may have changed since

@@ -253,8 +253,10 @@ class Driver:
 
     def _matches(self, term):
         """``(pattern index, Match)`` at ``term``, in pattern order, trying
-        only the patterns whose root can have ``term``'s label."""
-        cands = self.pset.candidates(term.label)
+        only the patterns whose root can have ``term``'s label and whose
+        root's arguments can have its arguments' labels
+        (:meth:`PatternSet.candidates_at`)."""
+        cands = self.pset.candidates_at(term)
         k, report = 0, self.report
         while k < len(cands):
             t0 = time.perf_counter()
