@@ -103,7 +103,7 @@ Extract Constant Rewrite.rfind =>
 
 Extraction "ocaml/extracted/matcher.ml"
   load_set set_match set_match_all set_match_all_fold set_candidates effective_fuel
-  kid_table set_candidates_at candidates_at
+  kid_table set_candidates_at candidates_at kid_syms label
   wfb wf_defs value_ok
   match_root match_all candidates root_index ri_find sym_attrs match_pattern
   lookup mkGraph mkDef

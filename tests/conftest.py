@@ -6,7 +6,8 @@ they fail: they can never silently skip there.
 
 ``engine``: parametrizes a test over both engines ("reference" always,
 "verified" through ``lib``) and over "simulated": the verified engine's code
-path (``api`` -> ``binding.match`` / ``match_all`` / ``candidates``) answered
+path (``api`` -> ``binding.match`` / ``match_all`` / ``candidates`` /
+``candidates_at``) answered
 by a simulated engine that decodes the wire buffers independently and runs the
 transcription of ``Entry.match_root`` (the root-operator index, then
 ``Interpreter.run``; tests/wire.py, tests/machine.py), so that path is tested
@@ -75,6 +76,7 @@ def engine(request, monkeypatch):
         monkeypatch.setattr(binding, "match", wire.match)
         monkeypatch.setattr(binding, "match_all", wire.match_all)
         monkeypatch.setattr(binding, "candidates", wire.candidates)
+        monkeypatch.setattr(binding, "candidates_at", wire.candidates_at)
         monkeypatch.setattr(binding, "SetMatcher", wire.SetMatcher)
         return "verified"
     return request.param

@@ -356,6 +356,67 @@ def test_library_candidates(lib, g, prog):
                 assert ver.match(i, node) is None and ref.match(i, node) is None
 
 
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.one_of(graphs(), chain_graphs()), programs())
+def test_library_candidates_at(lib, g, prog):
+    """The library's shapes index (pypm_candidates_at, the extracted
+    ``KidIndex.kid_index``) and its transcription (``core.kid_symbols``, the
+    reference engine's) give the same candidates at every node; they are
+    among the root index's; and a root left out has no match at the node
+    in either engine (``Entry.candidates_at_sound``)."""
+    items = [Program(prog.defs, r) for r in range(len(prog.defs))]
+    ver = PatternSet(items, engine="verified", fuel=FUEL)
+    ref = PatternSet(items, engine="reference", fuel=FUEL)
+    for node in g.nodes:
+        got = ver.candidates_at(node)
+        assert got == ref.candidates_at(node)
+        assert set(got) <= set(ver.candidates(node.label, g))
+        for i in range(len(items)):
+            if i not in got:  # no match (the matcher may run out of fuel first)
+                assert _no_match(ver, i, node) and _no_match(ref, i, node)
+
+
+def _no_match(ps, i, node) -> bool:
+    try:
+        return ps.match(i, node) is None
+    except pm.OutOfFuel:
+        return True
+
+
+def test_shapes_index_examples():
+    """The shapes index keeps alternatives apart and reads constraints:
+    ``Neg(Relu(x)) ‖ MatMul(x, y)`` admits a ``Neg`` only over a ``Relu``
+    (a position-wise union would admit any), and ``Neg(x) ; (Relu(y) ≈ x)``
+    narrows its argument to ``Relu``; ``P = P(x)`` has no shape; a call
+    reads its callee's shapes. Both implementations, both engines."""
+    r, a, m = Relu.symbol, MatMul.symbol, Neg.symbol
+    defs = (
+        PDef(2, 0, core.PAlt(PApp(m, (PApp(r, (PVar(0),)),)), PApp(a, (PVar(0), PVar(1))))),
+        PDef(2, 0, core.PConstr(PApp(m, (PVar(0),)), PApp(r, (PVar(1),)), 0)),
+        PDef(1, 0, PCall(2, (0,))),
+        PDef(2, 0, PCall(0, (0, 1))),
+    )
+    shapes = core.kid_symbols(defs)
+    assert shapes[0] == ((frozenset({m}), (frozenset({r}),)), (frozenset({a}), (None, None)))
+    assert shapes[1] == ((frozenset({m}), (frozenset({r}),)),)
+    assert shapes[2] == ()
+    assert shapes[3] == shapes[0]
+    g = pm.Graph()
+    x = g.input("x")
+    neg_relu, neg_x = g.apply(Neg, g.apply(Relu, x)), g.apply(Neg, x)
+    mm = g.apply(MatMul, x, x)
+    items = [Program(defs, i) for i in range(len(defs))]
+    engines = ["reference"] + (["verified"] if binding.available() else [])
+    for engine in engines:
+        ps = PatternSet(items, engine=engine, fuel=FUEL)
+        assert ps.candidates(neg_x.label, g) == (0, 1, 3)
+        assert ps.candidates_at(neg_x) == ()
+        assert ps.candidates_at(neg_relu) == (0, 1, 3)
+        assert ps.candidates_at(mm) == (0, 3)
+        assert ps.match(0, neg_relu) is not None and ps.match(1, neg_relu) is not None
+
+
 def test_class_guarded_root():
     """An operator variable at the root guarded by its class
     (``F(x) ; guard(F.op_class = c ∧ …)``, as ``LinearEpilog``): the index is

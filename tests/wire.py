@@ -196,6 +196,18 @@ def candidates(defs, roots, symbol, attrs=(), owner=None):
                  or any(c in idx[r][2] for c in attrs))
 
 
+def candidates_at(defs, roots, symbol, attrs=(), kids=(), owner=None):
+    """``binding.candidates_at`` answered from the buffer: the roots of
+    :func:`candidates` whose shapes (the transcription ``core.kid_symbols``
+    of ``KidIndex.kid_index``, on the decoded table) admit the node's
+    operator and arguments ``kids`` (``(symbol, attrs)`` pairs)."""
+    from pypm_verified import core
+    table, rs = decode_patterns(serialize.encode_patterns(defs, roots))
+    shapes = core.kid_symbols(table)
+    return tuple(i for i in candidates(defs, roots, symbol, attrs, owner)
+                 if core.kids_admit(shapes[rs[i]], symbol, attrs, kids))
+
+
 def match_all(graph, defs, roots, fuel=None, owner=None):
     """``binding.match_all`` answered from the buffers."""
     g = WireGraph(serialize.encode_graph(graph))

@@ -138,7 +138,7 @@ Section Entry.
     | [] => []
     | r :: rs =>
         if rs_mem sa f (ri_find (root_index D) r)
-           && k_mem (ki_find (kid_index D (root_index D)) r) ks
+           && k_mem (ki_find (kid_index D (root_index D)) r) f sa ks
         then i :: kcands_from sa f ks rs (S i)
         else kcands_from sa f ks rs (S i)
     end.
@@ -426,11 +426,11 @@ Section Entry.
     In j (kcands_from sa f ks roots i) ->
     exists k r, j = i + k /\ nth_error roots k = Some r /\
                 rs_mem sa f (ri_find (root_index D) r) = true /\
-                k_mem (ki_find (kid_index D (root_index D)) r) ks = true.
+                k_mem (ki_find (kid_index D (root_index D)) r) f sa ks = true.
   Proof.
     intros sa f ks roots. induction roots as [|r rs IH]; intros i j H; simpl in H; [contradiction|].
     destruct (rs_mem sa f (ri_find (root_index D) r)) eqn:E1;
-      destruct (k_mem (ki_find (kid_index D (root_index D)) r) ks) eqn:E2; simpl in H;
+      destruct (k_mem (ki_find (kid_index D (root_index D)) r) f sa ks) eqn:E2; simpl in H;
       try (destruct H as [<-|H]; [exists 0, r; rewrite Nat.add_0_r; auto|]);
       apply IH in H; destruct H as (k & r' & -> & H1 & H2 & H3);
       exists (S k), r'; (split; [lia | auto]).
@@ -439,7 +439,7 @@ Section Entry.
   Lemma kcands_from_In : forall sa f ks roots i k r,
     nth_error roots k = Some r ->
     rs_mem sa f (ri_find (root_index D) r) = true ->
-    k_mem (ki_find (kid_index D (root_index D)) r) ks = true ->
+    k_mem (ki_find (kid_index D (root_index D)) r) f sa ks = true ->
     In (i + k) (kcands_from sa f ks roots i).
   Proof.
     intros sa f ks roots. induction roots as [|r0 rs IH]; intros i k r Hn H1 H2;
@@ -750,8 +750,8 @@ Section Prepared.
     match prs with
     | [] => []
     | pr :: prs' =>
-        let k := match T with k :: _ => k | [] => Some [] end in
-        if rs_mem sa f (pr_syms pr) && k_mem k ks
+        let k := match T with k :: _ => k | [] => [(RAny, [])] end in
+        if rs_mem sa f (pr_syms pr) && k_mem k f sa ks
         then i :: pkcands_from sa f ks prs' (tl T) (S i)
         else pkcands_from sa f ks prs' (tl T) (S i)
     end.

@@ -1,43 +1,39 @@
-(** * The children's index: which operators a definition's root's arguments can have
+(** * The shapes index: which operators a definition's root and its arguments can have
 
     [RootIndex.v] says which operators a definition's root can have; this
-    file says the same of the root's arguments, position by position. For
-    each definition, [kid_index] gives a [kset]: [None] (no match at any
-    node) or [Some [r0; r1; …]], where the [i]-th argument of a matching
-    node has an operator in [ri] (positions past the list are not
-    constrained). It is the least solution of
-      kids(x) = [], kids(f(p0..pn)) = kids(F(p0..pn)) = [root(p0); …; root(pn)],
-      kids(p ‖ p') = kids(p) ∪ kids(p') (position by position, the common
-      positions), kids(p ; g) = kids(∃x.p) = kids(∃F.p) = kids(p ; (p' ≈ x))
-      = kids(p), kids(P(..)) = index(P)
-    ([root] the root index), computed by Kleene iteration from [None]
-    everywhere, checked to be a post-fixpoint, else the empty index (every
-    lookup unconstrained), as the root index is.
+    file says it of the root together with its arguments. For each
+    definition, [kid_index] gives a [kset]: a list of shapes
+    [(root operators, [arg 0 operators; arg 1 operators; …])], one of which
+    every matching node has (positions past a shape's list unconstrained;
+    [[]]: no match anywhere). Shapes are kept apart per alternative, so
+    [view(bmm(..)) ‖ matmul(x, y)] does not let a [view] of anything through.
+    It is the least solution of
+      kids(x) = [(any, [])], kids(f(p0..pn)) = [({f}, [root(p0); …; root(pn)])],
+      kids(F(p0..pn)) = [(any, [root(p0); …])], kids(p ‖ p') = kids(p) ++ kids(p'),
+      kids(p ; g) = kids(∃F.p) = kids(p), kids(∃x.p) = kids(p) with x's
+      positions forgotten, kids(p ; (p' ≈ x)) = kids(p) with an
+      unconstrained position holding the variable x narrowed to root(p'),
+      kids(P(..)) = index(P)
+    ([root] the root index), computed by Kleene iteration from [[]]
+    everywhere, checked to be a post-fixpoint (every shape of a body within
+    a shape of its definition's entry), else the empty index (every lookup
+    unconstrained), as the root index is.
 
-    [kid_index_sound]: a definition whose index rejects a node's
-    arguments has no declarative match there. The driver asks it, with the
-    root index, before calling the matcher at a node ([pypm_candidates_at],
-    [Entry.candidates_at]): a [view] whose argument is no [bmm] is not a
-    candidate of a pattern rooted at [view(bmm(..))]. *)
+    [kid_index_sound]: a definition whose index has no shape of a node's
+    operator and arguments has no declarative match there. The driver asks
+    it, with the root index, before calling the matcher at a node
+    ([pypm_candidates_at], [Entry.candidates_at]). *)
 
 From Coq Require Import ZArith List Bool Arith Lia.
 From PyPM Require Import Syntax Subst Declarative RootIndex.
 Import ListNotations.
 
-(** The arguments' operators, by position; [None]: no match at all. *)
-Definition kset := option (list rootset).
-
-Fixpoint zip_union (a b : list rootset) : list rootset :=
-  match a, b with
-  | x :: a', y :: b' => rs_union x y :: zip_union a' b'
-  | _, _ => []
-  end.
-
-Definition k_union (a b : kset) : kset :=
-  match a, b with
-  | None, k | k, None => k
-  | Some x, Some y => Some (zip_union x y)
-  end.
+(** A shape: the operators a matching node can have and, position by
+    position, the operators its arguments can have (positions past the
+    list unconstrained). A [kset] is a list of shapes, one of which a
+    matching node has; [[]]: no match at all. *)
+Definition shape := (rootset * list rootset)%type.
+Definition kset := list shape.
 
 (** [a ⊆ b], position by position ([b] may constrain fewer positions). *)
 Fixpoint kl_le (a b : list rootset) : bool :=
@@ -47,12 +43,10 @@ Fixpoint kl_le (a b : list rootset) : bool :=
   | [], _ :: _ => false
   end.
 
-Definition k_le (a b : kset) : bool :=
-  match a, b with
-  | None, _ => true
-  | Some _, None => false
-  | Some x, Some y => kl_le x y
-  end.
+Definition shape_le (a b : shape) : bool := rs_le (fst a) (fst b) && kl_le (snd a) (snd b).
+
+(** Every shape of [a] is within one of [b]. *)
+Definition k_le (a b : kset) : bool := forallb (fun s => existsb (shape_le s) b) a.
 
 (** Whether the operators [fs] of the arguments (each with its attributes)
     are admitted, position by position. *)
@@ -62,29 +56,63 @@ Fixpoint kl_mem (l : list rootset) (fs : list (symbol * (attribute -> option Z))
   | _, _ => true
   end.
 
-Definition k_mem (k : kset) (fs : list (symbol * (attribute -> option Z))) : bool :=
-  match k with None => false | Some l => kl_mem l fs end.
+(** Whether a node of operator [f] (attributes [sa]) with arguments of
+    operators [fs] has one of the shapes of [k]. *)
+Definition k_mem (k : kset) (f : symbol) (sa : attribute -> option Z)
+    (fs : list (symbol * (attribute -> option Z))) : bool :=
+  existsb (fun s => rs_mem sa f (fst s) && kl_mem (snd s) fs) k.
 
 (** A node's arguments as [k_mem] reads them: operator and its attributes. *)
 Definition kid_syms (G : graph) (t : node) : list (symbol * (attribute -> option Z)) :=
   map (fun c => (label G c, sym_attrs G (label G c))) (children G t).
 
-(** An index: definition number -> its kset ([Some []] when absent). *)
+(** An index: definition number -> its kset (one unconstrained shape when
+    absent). *)
 Definition kindex := VarMap.t kset.
 
 Definition ki_find (K : kindex) (P : pname) : kset :=
-  match VarMap.find P K with Some k => k | None => Some [] end.
+  match VarMap.find P K with Some k => k | None => [(RAny, [])] end.
 
-(** The arguments' operators of [p]'s root, reading roots in [R] and calls
-    in [K]. *)
-Fixpoint kids_of (R : rindex) (K : kindex) (p : pattern) : kset :=
+(** While [kids_of] computes, an argument position also says whether its
+    pattern is a variable ([Some x]): a constraint [p ; (p' ≈ x)] then
+    narrows an unconstrained position holding [x] to the root of [p']. *)
+Definition slot := (rootset * option var)%type.
+Definition vshape := (rootset * list slot)%type.
+
+Definition var_of (p : pattern) : option var := match p with PVar x => Some x | _ => None end.
+
+Definition slot_of (R : rindex) (p : pattern) : slot := (root_of R p, var_of p).
+
+(** [∃x.p]: the positions holding [x] hold another [x] than the one outside. *)
+Definition forget (x : var) (s : vshape) : vshape :=
+  (fst s, map (fun sl => match snd sl with
+                         | Some y => if Nat.eqb x y then (fst sl, None) else sl
+                         | None => sl
+                         end) (snd s)).
+
+Definition narrow (x : var) (r' : rootset) (s : vshape) : vshape :=
+  (fst s, map (fun sl => match sl with
+                         | (RAny, Some y) => if Nat.eqb x y then (r', Some y) else sl
+                         | _ => sl
+                         end) (snd s)).
+
+Definition unvar (s : shape) : vshape := (fst s, map (fun r => (r, None)) (snd s)).
+Definition strip (s : vshape) : shape := (fst s, map fst (snd s)).
+
+(** The shapes of [p]'s matches, reading roots in [R] and calls in [K]. *)
+Fixpoint kids_of (R : rindex) (K : kindex) (p : pattern) : list vshape :=
   match p with
-  | PVar _ => Some []
-  | PApp _ ps | PFunVar _ ps => Some (map (root_of R) ps)
-  | PAlt p1 p2 => k_union (kids_of R K p1) (kids_of R K p2)
-  | PGuard p _ | PExists _ p | PExistsF _ p | PConstr p _ _ => kids_of R K p
-  | PCall P _ _ => ki_find K P
+  | PVar _ => [(RAny, [])]
+  | PApp f ps => [(RSyms [f] [], map (slot_of R) ps)]
+  | PFunVar _ ps => [(RAny, map (slot_of R) ps)]
+  | PAlt p1 p2 => kids_of R K p1 ++ kids_of R K p2
+  | PGuard p _ | PExistsF _ p => kids_of R K p
+  | PExists x p => map (forget x) (kids_of R K p)
+  | PConstr p p' x => map (narrow x (root_of R p')) (kids_of R K p)
+  | PCall P _ _ => map unvar (ki_find K P)
   end.
+
+Definition kbody (R : rindex) (K : kindex) (d : pdef) : kset := map strip (kids_of R K (body d)).
 
 Fixpoint ktabulate (f : pdef -> kset) (D : list pdef) (i : nat) (acc : kindex) : kindex :=
   match D with
@@ -93,16 +121,16 @@ Fixpoint ktabulate (f : pdef -> kset) (D : list pdef) (i : nat) (acc : kindex) :
   end.
 
 Definition kindex_step (D : list pdef) (R : rindex) (K : kindex) : kindex :=
-  ktabulate (fun d => kids_of R K (body d)) D 0 (VarMap.empty kset).
+  ktabulate (kbody R K) D 0 (VarMap.empty kset).
 
 Definition kindex_bottom (D : list pdef) : kindex :=
-  ktabulate (fun _ => None) D 0 (VarMap.empty kset).
+  ktabulate (fun _ => []) D 0 (VarMap.empty kset).
 
 (** [K] is a post-fixpoint for the definitions [D] numbered from [i]. *)
 Fixpoint kpost_from (D : list pdef) (R : rindex) (K : kindex) (i : nat) : bool :=
   match D with
   | [] => true
-  | d :: D' => k_le (kids_of R K (body d)) (ki_find K i) && kpost_from D' R K (S i)
+  | d :: D' => k_le (kbody R K d) (ki_find K i) && kpost_from D' R K (S i)
   end.
 
 Fixpoint kiterate (D : list pdef) (R : rindex) (k : nat) (K : kindex) : option kindex :=
@@ -124,30 +152,6 @@ Definition kid_table (D : list pdef) (roots : list nat) : list kset :=
 
 (** ** The lattice facts *)
 
-Lemma kl_mem_zip_union : forall a b fs, kl_mem a fs = true -> kl_mem (zip_union a b) fs = true.
-Proof.
-  induction a as [|x a IH]; intros [|y b] fs H; simpl; auto.
-  destruct fs as [|[f sa] fs]; auto. simpl in H. apply andb_true_iff in H.
-  destruct H as [H1 H2]. simpl. rewrite rs_mem_union by auto. simpl. auto.
-Qed.
-
-Lemma kl_mem_zip_union_r : forall a b fs, kl_mem b fs = true -> kl_mem (zip_union a b) fs = true.
-Proof.
-  induction a as [|x a IH]; intros [|y b] fs H; simpl; auto.
-  destruct fs as [|[f sa] fs]; auto. simpl in H. apply andb_true_iff in H.
-  destruct H as [H1 H2]. simpl. rewrite rs_mem_union by auto. simpl. auto.
-Qed.
-
-Lemma k_mem_union_l : forall a b fs, k_mem a fs = true -> k_mem (k_union a b) fs = true.
-Proof.
-  intros [a|] [b|] fs H; simpl in *; try discriminate; auto. apply kl_mem_zip_union. exact H.
-Qed.
-
-Lemma k_mem_union_r : forall a b fs, k_mem b fs = true -> k_mem (k_union a b) fs = true.
-Proof.
-  intros [a|] [b|] fs H; simpl in *; try discriminate; auto. apply kl_mem_zip_union_r. exact H.
-Qed.
-
 Lemma kl_mem_le : forall a b fs, kl_le a b = true -> kl_mem a fs = true -> kl_mem b fs = true.
 Proof.
   induction a as [|x a IH]; intros [|y b] fs Hle H; simpl in *; auto; try discriminate.
@@ -156,9 +160,16 @@ Proof.
   rewrite (rs_mem_le sa f x y L1 H1). simpl. eauto.
 Qed.
 
-Lemma k_mem_le : forall a b fs, k_le a b = true -> k_mem a fs = true -> k_mem b fs = true.
+Lemma k_mem_le : forall a b f sa fs, k_le a b = true -> k_mem a f sa fs = true ->
+  k_mem b f sa fs = true.
 Proof.
-  intros [a|] [b|] fs Hle H; simpl in *; try discriminate. eapply kl_mem_le; eauto.
+  intros a b f sa fs Hle H. unfold k_mem in *. apply existsb_exists in H.
+  destruct H as [s [Hs Hm]]. unfold k_le in Hle. rewrite forallb_forall in Hle.
+  specialize (Hle s Hs). apply existsb_exists in Hle. destruct Hle as [s' [Hs' Hl]].
+  apply existsb_exists. exists s'. split; [exact Hs'|].
+  unfold shape_le in Hl. apply andb_true_iff in Hl. destruct Hl as [L1 L2].
+  apply andb_true_iff in Hm. destruct Hm as [M1 M2].
+  rewrite (rs_mem_le sa f _ _ L1 M1). simpl. eapply kl_mem_le; eauto.
 Qed.
 
 Lemma find_ktabulate : forall f D i acc j,
@@ -186,7 +197,7 @@ Qed.
 
 Lemma kpost_from_nth : forall D R K i j d,
   kpost_from D R K i = true -> nth_error D j = Some d ->
-  k_le (kids_of R K (body d)) (ki_find K (i + j)) = true.
+  k_le (kbody R K d) (ki_find K (i + j)) = true.
 Proof.
   induction D as [|d0 D IH]; intros R K i j d H Hn; [destruct j; discriminate|].
   simpl in H. apply andb_true_iff in H. destruct H as [H1 H2].
@@ -195,11 +206,15 @@ Proof.
   - replace (i + S j) with (S i + j) by lia. eauto.
 Qed.
 
+Lemma kl_le_nil : forall a, kl_le a [] = true.
+Proof. destruct a; reflexivity. Qed.
+
 Lemma kpost_from_empty : forall D R i, kpost_from D R (VarMap.empty kset) i = true.
 Proof.
   induction D as [|d D IH]; intros R i; simpl; auto.
   rewrite IH, andb_true_r. unfold ki_find. rewrite VarMapF.empty_o.
-  destruct (kids_of _ _ (body d)) as [[|]|]; reflexivity.
+  unfold k_le. apply forallb_forall. intros s _. simpl.
+  unfold shape_le. rewrite kl_le_nil. destruct (fst s); reflexivity.
 Qed.
 
 Lemma kiterate_post : forall D R k K K', kiterate D R k K = Some K' -> kpost_from D R K' 0 = true.
@@ -223,43 +238,133 @@ Section Sound.
   Variable G : graph.
   Variable D : list pdef.
 
-  (** Arguments matching [ps] have operators of the roots of [ps]. *)
-  Lemma kids_list_sound : forall R, post_from D R 0 = true ->
-    forall σ ψ ps ts, matches_list G D σ ψ ps ts ->
-    kl_mem (map (root_of R) ps) (map (fun c => (label G c, sym_attrs G (label G c))) ts) = true.
+  (** The positions of a shape hold for arguments [cs] under [σ]: each
+      argument's operator is admitted, and a position holding a variable
+      holds what [σ] binds it to. *)
+  Fixpoint slots_ok (σ : tsubst) (l : list slot) (cs : list node) : Prop :=
+    match l, cs with
+    | sl :: l', c :: cs' =>
+        admits G c (fst sl) = true /\ (forall x, snd sl = Some x -> σ x = Some c) /\
+        slots_ok σ l' cs'
+    | _, _ => True
+    end.
+
+  Definition vshape_ok (σ : tsubst) (t : node) (s : vshape) : Prop :=
+    admits G t (fst s) = true /\ slots_ok σ (snd s) (children G t).
+
+  Lemma slots_list_ok : forall R, post_from D R 0 = true ->
+    forall σ ψ ps cs, matches_list G D σ ψ ps cs -> slots_ok σ (map (slot_of R) ps) cs.
   Proof.
-    intros R HR σ ψ ps. induction ps as [|p ps IH]; intros ts H; [reflexivity|].
-    inversion H; subst. simpl.
-    match goal with Hp : matches _ _ _ _ p _ |- _ =>
-      pose proof (root_of_sound G D R HR _ _ _ _ Hp) as Ha end.
-    unfold admits in Ha. rewrite Ha. simpl. eauto.
+    intros R HR σ ψ ps. induction ps as [|p ps IH]; intros cs H; [destruct cs; exact I|].
+    inversion H; subst. simpl. split; [|split].
+    - match goal with Hp : matches _ _ _ _ p _ |- _ =>
+        exact (root_of_sound G D R HR _ _ _ _ Hp) end.
+    - intros x Hx. destruct p; simpl in Hx; try discriminate. inversion Hx; subst.
+      match goal with Hp : matches _ _ _ _ (PVar _) _ |- _ => inversion Hp; subst; assumption end.
+    - eauto.
   Qed.
 
-  (** A match's root has arguments of [kids_of R K p], for post-fixpoints
-      [R] (roots) and [K] (arguments). *)
-  Lemma kids_of_sound : forall R K, post_from D R 0 = true -> kpost_from D R K 0 = true ->
-    forall σ ψ p t, matches G D σ ψ p t -> k_mem (kids_of R K p) (kid_syms G t) = true.
+  Lemma slots_forget : forall σ x v l cs,
+    slots_ok (upd σ x v) l cs ->
+    slots_ok σ (map (fun sl => match snd sl with
+                              | Some y => if Nat.eqb x y then (fst sl, None) else sl
+                              | None => sl
+                              end) l) cs.
   Proof.
-    intros R K HR HK σ ψ p t H. unfold kid_syms.
+    intros σ x v l. induction l as [|[r o] l IH]; intros [|c cs] H; simpl in *; auto.
+    destruct H as [H1 [H2 H3]].
+    destruct o as [y|]; [destruct (Nat.eqb x y) eqn:E|]; simpl; (split; [exact H1|]);
+      (split; [|eauto]); intros z Hz; try discriminate.
+    all: inversion Hz; subst; specialize (H2 _ eq_refl); unfold upd in H2;
+      rewrite E in H2; exact H2.
+  Qed.
+
+  Lemma slots_narrow : forall R σ ψ x t' p' l cs,
+    post_from D R 0 = true -> σ x = Some t' -> matches G D σ ψ p' t' ->
+    slots_ok σ l cs ->
+    slots_ok σ (map (fun sl => match sl with
+                              | (RAny, Some y) => if Nat.eqb x y then (root_of R p', Some y) else sl
+                              | _ => sl
+                              end) l) cs.
+  Proof.
+    intros R σ ψ x t' p' l cs HR Hx Hp'. revert cs.
+    induction l as [|[r o] l IH]; intros [|c cs] H; simpl in *; auto.
+    destruct H as [H1 [H2 H3]].
+    destruct r as [|l0 c0]; [destruct o as [y|]; [destruct (Nat.eqb x y) eqn:E|]|];
+      simpl; repeat split; auto.
+    apply Nat.eqb_eq in E. subst y. rewrite (H2 x eq_refl) in Hx. inversion Hx; subst.
+    exact (root_of_sound G D R HR _ _ _ _ Hp').
+  Qed.
+
+  Lemma slots_unvar : forall σ σ' l l' cs,
+    slots_ok σ' l cs -> kl_le (map fst l) l' = true ->
+    slots_ok σ (map (fun r => (r, None)) l') cs.
+  Proof.
+    intros σ σ' l. induction l as [|[r o] l IH]; intros l' cs H Hle.
+    - destruct l'; [destruct cs; exact I | discriminate].
+    - destruct l' as [|r' l']; [destruct cs; exact I|]. destruct cs as [|c cs]; [exact I|].
+      simpl in *. destruct H as [H1 [_ H3]]. apply andb_true_iff in Hle.
+      destruct Hle as [L1 L2]. split; [|split].
+      + unfold admits in *. eapply rs_mem_le; eauto.
+      + intros z Hz; discriminate.
+      + eauto.
+  Qed.
+
+  Lemma slots_kl_mem : forall σ l cs, slots_ok σ l cs ->
+    kl_mem (map fst l) (map (fun c => (label G c, sym_attrs G (label G c))) cs) = true.
+  Proof.
+    intros σ l. induction l as [|[r o] l IH]; intros [|c cs] H; simpl in *; auto.
+    destruct H as [H1 [_ H3]]. unfold admits in H1. rewrite H1. simpl. eauto.
+  Qed.
+
+  (** A match's root and arguments have one of the shapes [kids_of R K p],
+      for post-fixpoints [R] (roots) and [K] (shapes). *)
+  Lemma kids_of_sound : forall R K, post_from D R 0 = true -> kpost_from D R K 0 = true ->
+    forall σ ψ p t, matches G D σ ψ p t -> exists s, In s (kids_of R K p) /\ vshape_ok σ t s.
+  Proof.
+    intros R K HR HK σ ψ p t H.
     induction H using matches_mut with
       (P0 := fun _ _ _ _ _ => True); simpl; auto.
-    - eapply kids_list_sound; eauto.
-    - apply k_mem_union_l. exact IHmatches.
-    - apply k_mem_union_r. exact IHmatches.
-    - eapply kids_list_sound; eauto.
-    - eapply k_mem_le; [|exact IHmatches].
-      apply (kpost_from_nth D R K 0 P d HK e).
+    - (* P_Var *) exists (RAny, []). split; [left; reflexivity|]. split; [reflexivity|].
+      destruct (children G t); exact I.
+    - (* P_Fun *) eexists. split; [left; reflexivity|]. split.
+      + unfold admits. subst f. simpl. rewrite Nat.eqb_refl. reflexivity.
+      + eapply slots_list_ok; eauto.
+    - destruct IHmatches as [s [Hs Ho]]. exists s. split; [apply in_or_app; auto | exact Ho].
+    - destruct IHmatches as [s [Hs Ho]]. exists s. split; [apply in_or_app; auto | exact Ho].
+    - (* P_Exists *) destruct IHmatches as [s [Hs [Ho1 Ho2]]]. exists (forget x s).
+      split; [apply in_map; exact Hs|]. split; [exact Ho1|]. eapply slots_forget; eauto.
+    - (* P_MatchConstr *) destruct IHmatches1 as [s [Hs [Ho1 Ho2]]].
+      exists (narrow x (root_of R p') s). split; [apply in_map; exact Hs|].
+      split; [exact Ho1|]. eapply slots_narrow; eauto.
+    - (* P_FunVar *) eexists. split; [left; reflexivity|]. split; [reflexivity|].
+      eapply slots_list_ok; eauto.
+    - (* P_Mu *) destruct IHmatches as [s [Hs [Ho1 Ho2]]].
+      pose proof (kpost_from_nth D R K 0 P d HK e) as Hle. simpl in Hle.
+      unfold k_le in Hle. rewrite forallb_forall in Hle.
+      assert (Hin : In (strip s) (kbody R K d)) by (apply in_map; exact Hs).
+      specialize (Hle _ Hin). apply existsb_exists in Hle. destruct Hle as [s' [Hs' Hl]].
+      exists (unvar s'). split; [apply in_map; exact Hs'|].
+      unfold shape_le in Hl. apply andb_true_iff in Hl. destruct Hl as [L1 L2].
+      split.
+      + unfold admits in *. eapply rs_mem_le; eauto.
+      + eapply slots_unvar; eauto.
   Qed.
 
   (** The index is sound: a definition whose index rejects a node's
-      arguments has no match there, whatever the substitutions. *)
+      operator and arguments has no match there, whatever the
+      substitutions. *)
   Theorem kid_index_sound : forall P d σ ψ t,
     nth_error D P = Some d -> matches G D σ ψ (body d) t ->
-    k_mem (ki_find (kid_index D (root_index D)) P) (kid_syms G t) = true.
+    k_mem (ki_find (kid_index D (root_index D)) P) (label G t) (sym_attrs G (label G t))
+          (kid_syms G t) = true.
   Proof.
     intros P d σ ψ t Hd Hm.
-    eapply k_mem_le; [|eapply kids_of_sound;
-                       [apply root_index_post | apply kid_index_post | exact Hm]].
-    apply (kpost_from_nth D _ _ 0 P d (kid_index_post D _) Hd).
+    destruct (kids_of_sound _ _ (root_index_post D) (kid_index_post D _) _ _ _ _ Hm)
+      as [s [Hs [Ho1 Ho2]]].
+    eapply k_mem_le; [apply (kpost_from_nth D _ _ 0 P d (kid_index_post D _) Hd)|].
+    unfold k_mem. apply existsb_exists. exists (strip s). split; [apply in_map; exact Hs|].
+    unfold admits in Ho1. simpl. rewrite Ho1. simpl. unfold kid_syms.
+    eapply slots_kl_mem; eauto.
   Qed.
 End Sound.

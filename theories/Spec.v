@@ -742,7 +742,8 @@ Definition S_candidates_at_sound : Prop :=
 Definition S_kid_index_sound : Prop :=
   forall G D P d σ ψ t,
     nth_error D P = Some d -> matches G D σ ψ (body d) t ->
-    k_mem (ki_find (kid_index D (root_index D)) P) (kid_syms G t) = true.
+    k_mem (ki_find (kid_index D (root_index D)) P) (label G t) (sym_attrs G (label G t))
+          (kid_syms G t) = true.
 
 (** [pypm_candidates_at]: the prepared form, with the children's index of
     each root ([kid_table], computed when the set is loaded), is

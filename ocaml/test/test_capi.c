@@ -546,6 +546,48 @@ static void test_full(void) {
     CHECK_RC(pypm_candidates(ph, SYM_NEG, class5, (size_t)1 << 62, out, 16, &n),
              PYPM_E_MALFORMED);
   }
+  /* pypm_candidates_at: the candidates refined by the arguments' operators
+   * (KidIndex.v); without arguments, pypm_candidates'; never more; a child
+   * list in the wrong form is refused */
+  {
+    CHECK_RC(pypm_candidates_at(ph, SYM_NEG, neg_attrs, 2, NULL, 0, out, 16, &n), PYPM_OK);
+    CHECK(SAME(out, n, 4, 0, 1, 3, 5), "candidates_at of Neg, no arguments given");
+    int64_t kid_neg[] = {SYM_NEG, 1, ATTR_OP_CLASS, 7};
+    CHECK_RC(pypm_candidates_at(ph, SYM_NEG, neg_attrs, 2, kid_neg, 4, out, 16, &n), PYPM_OK);
+    CHECK(n >= 1 && (size_t)out[0] == n - 1, "candidates_at of Neg(Neg): %zu words", n);
+    for (size_t k = 1; k < n; k++)
+      CHECK(out[k] == 0 || out[k] == 1 || out[k] == 3 || out[k] == 5,
+            "candidates_at of Neg(Neg): %" PRId64 " is no candidate of Neg", out[k]);
+    int64_t kid_add[] = {SYM_ADD, 0, SYM_ADD, 0};
+    CHECK_RC(pypm_candidates_at(ph, SYM_ADD, NULL, 0, kid_add, 4, out, 16, &n), PYPM_OK);
+    for (size_t k = 1; k < n; k++)
+      CHECK(out[k] == 0 || out[k] == 3 || out[k] == 4,
+            "candidates_at of Add(Add, Add): %" PRId64 " is no candidate of Add", out[k]);
+    int64_t trunc[] = {SYM_NEG};
+    CHECK_RC(pypm_candidates_at(ph, SYM_NEG, NULL, 0, trunc, 1, out, 16, &n),
+             PYPM_E_MALFORMED);
+    int64_t too_many[] = {SYM_NEG, 5, ATTR_OP_CLASS, 7};
+    CHECK_RC(pypm_candidates_at(ph, SYM_NEG, NULL, 0, too_many, 4, out, 16, &n),
+             PYPM_E_MALFORMED);
+    int64_t negative[] = {SYM_NEG, -1};
+    CHECK_RC(pypm_candidates_at(ph, SYM_NEG, NULL, 0, negative, 2, out, 16, &n),
+             PYPM_E_MALFORMED);
+    int64_t bad_sym[] = {-1, 0};
+    CHECK_RC(pypm_candidates_at(ph, SYM_NEG, NULL, 0, bad_sym, 2, out, 16, &n),
+             PYPM_E_OUT_OF_RANGE);
+    int64_t bad_attr[] = {SYM_NEG, 1, ATTR_OP_CLASS, INT64_MIN};
+    CHECK_RC(pypm_candidates_at(ph, SYM_NEG, NULL, 0, bad_attr, 4, out, 16, &n),
+             PYPM_E_OUT_OF_RANGE);
+    CHECK_RC(pypm_candidates_at(ph, SYM_NEG, NULL, 0, NULL, 2, out, 16, &n), PYPM_E_NULL);
+    CHECK_RC(pypm_candidates_at(ph, SYM_NEG, NULL, 0, NULL, (size_t)1 << 62, out, 16, &n),
+             PYPM_E_NULL);
+    CHECK_RC(pypm_candidates_at(ph, SYM_NEG, NULL, 0, kid_neg, (size_t)1 << 62, out, 16, &n),
+             PYPM_E_MALFORMED);
+    CHECK_RC(pypm_candidates_at(ph, SYM_NEG, NULL, 0, NULL, 0, out, 0, &n),
+             PYPM_E_BUFFER_TOO_SMALL);
+    CHECK_RC(pypm_candidates_at(gh, SYM_NEG, NULL, 0, NULL, 0, out, 16, &n), PYPM_E_BAD_HANDLE);
+    CHECK_RC(pypm_candidates_at(ph, -1, NULL, 0, NULL, 0, out, 16, &n), PYPM_E_OUT_OF_RANGE);
+  }
   /* a non-candidate answers no match at every node with that operator */
   for (int64_t root = 0; root < 8; root++) {
     CHECK_RC(pypm_match(gh, ph, 4, root, 1, out, 16, &n), PYPM_OK);

@@ -1023,6 +1023,27 @@ let test_engine_full () =
   check "set_match = match_root" !same_match;
   check "set_match_all = match_all = set_match_all_fold's entries" !same_all;
   check "set_candidates = candidates" !same_cands;
+  (* the shapes index (KidIndex.v): the prepared form with the set's
+     kid_table is candidates_at (set_candidates_at_correct), within
+     candidates, and a root it leaves out has no match at the node *)
+  let kt = M.kid_table defs roots in
+  let same_at = ref true and within = ref true and sound = ref true in
+  for t = 0 to 8 do
+    let f = M.label mg t in
+    let sa = M.sym_attrs mg f and ks = M.kid_syms mg t in
+    let at = M.set_candidates_at ps kt f sa ks in
+    if at <> M.candidates_at defs roots f sa ks then same_at := false;
+    if not (List.for_all (fun i -> List.mem i (M.set_candidates ps f sa)) at) then
+      within := false;
+    List.iteri
+      (fun i _ ->
+        if not (List.mem i at) then
+          match M.set_match mg ps 5000 i t with M.RMatch _ -> sound := false | _ -> ())
+      roots
+  done;
+  check "set_candidates_at = candidates_at" !same_at;
+  check "candidates_at within candidates" !within;
+  check "no match outside candidates_at" !sound;
   (* the index: UnaryChain may be any operator (an operator variable at
      the root), UnaryOp an operator of class 7 (its guard), the
      constraint's root is Add (5), the loop none, the left recursion

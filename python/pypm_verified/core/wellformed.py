@@ -239,76 +239,85 @@ def root_symbols(defs: Sequence[PDef]) -> Tuple[Optional[FrozenSet], ...]:
     return (None,) * n
 
 
-#: ``KidIndex.kids_of``'s "no match at all" (a definition no derivation
-#: reaches): no node's arguments are admitted
-NO_KIDS = "no match"
+def _narrow(x: int, r2, shapes):
+    return [(r, tuple((r2, v) if r is None and v == x else (r, v) for r, v in slots))
+            for r, slots in shapes]
 
 
-def _kunion(a, b):
-    if a is NO_KIDS:
-        return b
-    if b is NO_KIDS:
-        return a
-    return tuple(None if x is None or y is None else x | y for x, y in zip(a, b))
+def _forget(x: int, shapes):
+    return [(r, tuple((a, None if v == x else v) for a, v in slots)) for r, slots in shapes]
 
 
-def _kids_of(p: CorePattern, R, K):
-    """``KidIndex.kids_of``: the operators the arguments of ``p``'s root can
-    have, by position (a tuple of root sets, :func:`admits`; positions past
-    it unconstrained), or :data:`NO_KIDS`."""
-    while isinstance(p, (PGuard, PExists, PExistsF, PConstr)):
-        p = p.p
+def _kids_of(p: CorePattern, R, K) -> list:
+    """``KidIndex.kids_of``: the shapes of ``p``'s matches, each ``(root set,
+    ((root set, variable or None), ...))``: the root's operators and, by
+    position, its arguments' (positions past the tuple unconstrained), a
+    position holding a variable saying which; ``[]``: no match at all."""
+    if isinstance(p, PVar):
+        return [(None, ())]
     if isinstance(p, (PApp, PFunVar)):
-        return tuple(_root_of(c, R) for c in p.args)
+        slots = tuple((_root_of(c, R), c.x if isinstance(c, PVar) else None) for c in p.args)
+        return [(frozenset((p.f,)) if isinstance(p, PApp) else None, slots)]
     if isinstance(p, PAlt):
-        return _kunion(_kids_of(p.p1, R, K), _kids_of(p.p2, R, K))
+        return _kids_of(p.p1, R, K) + _kids_of(p.p2, R, K)
+    if isinstance(p, (PGuard, PExistsF)):
+        return _kids_of(p.p, R, K)
+    if isinstance(p, PExists):
+        return _forget(p.x, _kids_of(p.p, R, K))
+    if isinstance(p, PConstr):
+        return _narrow(p.x, _root_of(p.p2, R), _kids_of(p.p, R, K))
     if isinstance(p, PCall):
-        return K[p.P] if 0 <= p.P < len(K) else ()  # ki_find: absent = unconstrained
-    return ()  # PVar
+        entry = K[p.P] if 0 <= p.P < len(K) else ((None, ()),)  # ki_find: absent = any
+        return [(r, tuple((a, None) for a in kids)) for r, kids in entry]
+    raise TypeError(f"not a core pattern: {p!r}")
 
 
 def kid_symbols(defs: Sequence[PDef]) -> tuple:
-    """``KidIndex.kid_index``: for each definition, what the arguments of a
-    node it matches can have as operators, position by position (a tuple of
-    root sets as :func:`root_symbols` gives them: None for anything), or
-    :data:`NO_KIDS` when it matches nowhere. The least fixpoint of
-    ``_kids_of`` over the table (the roots read in :func:`root_symbols`), by
-    Kleene iteration from :data:`NO_KIDS` as the Coq function computes it;
-    if it has not converged in ``INDEX_ROUNDS`` rounds, every definition
-    gets ``()`` (no constraint). ``KidIndex.kid_index_sound`` proves a
-    definition has no declarative match at a node whose arguments its entry
-    does not admit (:func:`kids_admit`)."""
+    """``KidIndex.kid_index``: for each definition, the shapes of the nodes
+    it matches: a tuple of ``(root set, (root set, ...))``, the root's
+    operators and its arguments' by position (root sets as
+    :func:`root_symbols` gives them, None for anything; positions past the
+    tuple unconstrained); ``()`` when it matches nowhere. The least
+    fixpoint of ``_kids_of`` over the table (the roots read in
+    :func:`root_symbols`), by Kleene iteration from ``()`` as the Coq
+    function computes it (the shapes in its order); if it has not converged
+    in ``INDEX_ROUNDS`` rounds, every definition gets one unconstrained
+    shape. ``KidIndex.kid_index_sound`` proves a definition has no
+    declarative match at a node that has none of its shapes
+    (:func:`kids_admit`)."""
     n = len(defs)
     R = root_symbols(defs)
-    K = [NO_KIDS] * n
+    K: list = [()] * n
 
     def rs_le(a, b) -> bool:
         return b is None or (a is not None and a <= b)
 
+    def shape_le(a, b) -> bool:
+        return rs_le(a[0], b[0]) and len(b[1]) <= len(a[1]) and \
+            all(rs_le(x, y) for x, y in zip(a[1], b[1]))
+
     def le(a, b) -> bool:
-        if a is NO_KIDS:
-            return True
-        if b is NO_KIDS or len(b) > len(a):
-            return False
-        return all(rs_le(x, y) for x, y in zip(a, b))
+        return all(any(shape_le(s, t) for t in b) for s in a)
 
     for k in range(INDEX_ROUNDS + 1):
-        new = [_kids_of(d.body, R, K) for d in defs]
+        new = [tuple((r, tuple(a for a, _v in slots)) for r, slots in _kids_of(d.body, R, K))
+               for d in defs]
         if all(le(new[i], K[i]) for i in range(n)):
             return tuple(K)
         if k == INDEX_ROUNDS:
             break
         K = new
-    return ((),) * n
+    return (((None, ()),),) * n
 
 
-def kids_admit(kids, args) -> bool:
-    """``KidIndex.k_mem``: whether arguments of operators ``args`` (``(label,
-    attrs)`` pairs, in order) are admitted by ``kids`` (an entry of
+def kids_admit(shapes, label: int, attrs: Tuple[Tuple[int, int], ...], args) -> bool:
+    """``KidIndex.k_mem``: whether a node of operator ``label`` (attributes
+    ``attrs``) with arguments of operators ``args`` (``(label, attrs)``
+    pairs, in order) has one of ``shapes`` (an entry of
     :func:`kid_symbols`)."""
-    if kids is NO_KIDS:
-        return False
-    return all(admits(r, label, attrs) for r, (label, attrs) in zip(kids, args))
+    return any(admits(r, label, attrs) and
+               all(admits(k, a, at) for k, (a, at) in zip(kids, args))
+               for r, kids in shapes)
 
 
 _index_cache: dict = {}  # id(defs) -> (defs, root_symbols(defs))

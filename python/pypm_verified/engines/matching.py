@@ -412,7 +412,9 @@ class PatternSet:
             if self._kid_syms is None:
                 syms = core.kid_symbols(self._s.defs)
                 self._kid_syms = [syms[r] for r in self._s.roots]
-            hit = tuple(i for i in c if core.kids_admit(self._kid_syms[i], kids))
+            own_attrs = attrs(node.label)
+            hit = tuple(i for i in c
+                        if core.kids_admit(self._kid_syms[i], node.label, own_attrs, kids))
         self._by_kids[key] = hit
         return hit
 
