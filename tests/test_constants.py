@@ -81,8 +81,8 @@ def test_header_is_parsed(header):
     assert len(defines) == 27  # with PYPM_E_MEMORY and the 13 PYPM_REJECT_* reasons
     assert defines["PYPM_E_MEMORY"] == 10
     assert defines["PYPM_REJECT_DEAD"] == 8
-    assert len(functions) == 18  # with pypm_build_id, pypm_coq_version, pypm_validate_rewrite,
-    # pypm_validate_firings
+    assert len(functions) == 19  # with pypm_build_id, pypm_coq_version, pypm_validate_rewrite,
+    # pypm_validate_firings, pypm_candidates_at
     assert functions["pypm_build_id"] == "const char*pypm_build_id(void)"
     assert functions["pypm_release"] == "int pypm_release(int64_t handle)"
     assert functions["pypm_graph_load"] == (
