@@ -210,7 +210,7 @@ class SearchSpace:
         out = []
         node = self.graph.nodes[nid]
         if self.pset is not None and node.kind == "op":
-            for i in self.pset.candidates(node.label):
+            for i in self.pset.candidates_at(node):  # the root and shapes indexes
                 m = self.pset.match(i, node)
                 if m is None:
                     continue

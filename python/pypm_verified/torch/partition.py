@@ -397,7 +397,7 @@ def partition(program, patterns=None, backend="inductor", *, example_inputs=None
                 region = {n for n in region if n.op == "call_function"}
             else:
                 i = index[p]
-                if i not in pset.candidates(term.label):
+                if i not in pset.candidates_at(term):
                     continue
                 m = pset.match(i, term)
                 if m is None:
