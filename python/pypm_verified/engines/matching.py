@@ -394,8 +394,8 @@ class PatternSet:
             return c
         own = type(graph) is not Graph
         kl = tuple([a.label for a in node.args])
-        key = (node.label, kl, tuple([graph.sym_attr(l, core.OPCLASS) for l in kl])) \
-            if own else (node.label, kl)
+        key = (node.label, kl, tuple([graph.sym_attr(l, core.OPCLASS)
+                                      for l in (node.label,) + kl])) if own else (node.label, kl)
         hit = self._by_kids.get(key)
         if hit is not None:
             return hit
