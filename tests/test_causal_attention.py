@@ -388,6 +388,13 @@ def test_gpt2_from_transformers_is_causal(lib):
     assert len(sd) == 2 and all(_causal_flag(n)[0] is False for n in sd)
 
 
+class _At:
+    """A graph node seen as a rule's value (what ``folded`` reads: ``.fx``)."""
+
+    def __init__(self, n):
+        self.fx = n
+
+
 def test_a_mask_read_from_a_user_input_is_not_computed():
     """``folded`` checks what a value is computed from before computing any
     of it: a mask that also reads a user input (not a constant) answers
@@ -411,14 +418,10 @@ def test_a_mask_read_from_a_user_input_is_not_computed():
             self.ran.append(func)
             return func(*args, **(kwargs or {}))
 
-    class V:
-        def __init__(self, n):
-            self.fx = n
-
     with Count():
-        assert _causal.folded(V(mul), ctx) is None
+        assert _causal.folded(_At(mul), ctx) is None
         assert Count.ran == []
-        assert torch.equal(_causal.folded(V(tril), ctx), torch.ones(4, 4, dtype=torch.bool).tril())
+        assert torch.equal(_causal.folded(_At(tril), ctx), torch.ones(4, 4, dtype=torch.bool).tril())
     assert torch.ops.aten.tril.default in Count.ran  # the counter sees what folded runs
 
 
@@ -440,35 +443,31 @@ def test_a_folded_mask_is_reused_only_while_what_it_read_is_unchanged():
     ctx = RuleContext("cpu")
     ctx.driver = type("D", (), {"weights": weights})()
 
-    class V:
-        def __init__(self, n):
-            self.fx = n
-
     runs = []
     real_ev = _causal._static
     _causal._static = lambda n: (runs.append(n), real_ev(n))[1]
     try:
-        first = _causal.folded(V(mul), ctx)
+        first = _causal.folded(_At(mul), ctx)
         assert torch.equal(first, torch.ones(4, 4, dtype=torch.bool).tril())
         n_first = len(runs)
         assert n_first == 4  # mul, tril, ones, w
-        assert _causal.folded(V(mul), ctx) is first and len(runs) == n_first  # reused
+        assert _causal.folded(_At(mul), ctx) is first and len(runs) == n_first  # reused
         # the constant's tensor replaced: computed anew
         weights["w"] = torch.zeros(4, 4, dtype=torch.bool)
-        second = _causal.folded(V(mul), ctx)
+        second = _causal.folded(_At(mul), ctx)
         assert len(runs) > n_first and not second.any()
         # an argument replaced (triu instead of tril): computed anew
         n = len(runs)
         triu = g.call_function(torch.ops.aten.triu.default, (ones,))
         weights["w"] = torch.ones(4, 4, dtype=torch.bool)
         mul.args = (triu, w)
-        third = _causal.folded(V(mul), ctx)
+        third = _causal.folded(_At(mul), ctx)
         assert len(runs) > n and torch.equal(third, torch.ones(4, 4, dtype=torch.bool).triu())
         # a write into the leaf: no longer a constant
         g.call_function(torch.ops.aten.add_.Tensor, (w, w))
-        assert _causal.folded(V(mul), ctx) is None
+        assert _causal.folded(_At(mul), ctx) is None
         # a context without a memo computes every time
-        assert torch.equal(_causal.folded(V(tril), None or type("C", (), {
+        assert torch.equal(_causal.folded(_At(tril), None or type("C", (), {
             "constant": ctx.constant})()), torch.ones(4, 4, dtype=torch.bool).tril())
     finally:
         _causal._static = real_ev

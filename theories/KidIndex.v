@@ -114,17 +114,11 @@ Fixpoint kids_of (R : rindex) (K : kindex) (p : pattern) : list vshape :=
 
 Definition kbody (R : rindex) (K : kindex) (d : pdef) : kset := map strip (kids_of R K (body d)).
 
-Fixpoint ktabulate (f : pdef -> kset) (D : list pdef) (i : nat) (acc : kindex) : kindex :=
-  match D with
-  | [] => acc
-  | d :: D' => ktabulate f D' (S i) (VarMap.add i (f d) acc)
-  end.
-
 Definition kindex_step (D : list pdef) (R : rindex) (K : kindex) : kindex :=
-  ktabulate (kbody R K) D 0 (VarMap.empty kset).
+  tabulate (kbody R K) D 0 (VarMap.empty kset).
 
 Definition kindex_bottom (D : list pdef) : kindex :=
-  ktabulate (fun _ => []) D 0 (VarMap.empty kset).
+  tabulate (fun _ => []) D 0 (VarMap.empty kset).
 
 (** [K] is a post-fixpoint for the definitions [D] numbered from [i]. *)
 Fixpoint kpost_from (D : list pdef) (R : rindex) (K : kindex) (i : nat) : bool :=
@@ -170,29 +164,6 @@ Proof.
   unfold shape_le in Hl. apply andb_true_iff in Hl. destruct Hl as [L1 L2].
   apply andb_true_iff in Hm. destruct Hm as [M1 M2].
   rewrite (rs_mem_le sa f _ _ L1 M1). simpl. eapply kl_mem_le; eauto.
-Qed.
-
-Lemma find_ktabulate : forall f D i acc j,
-  VarMap.find j (ktabulate f D i acc) =
-    if Nat.leb i j then
-      match nth_error D (j - i) with
-      | Some d => Some (f d)
-      | None => VarMap.find j acc
-      end
-    else VarMap.find j acc.
-Proof.
-  intros f D. induction D as [|d D IH]; intros i acc j; simpl.
-  - destruct (Nat.leb i j); [destruct (j - i)|]; reflexivity.
-  - rewrite IH. destruct (Nat.eqb i j) eqn:E.
-    + apply Nat.eqb_eq in E. subst j.
-      destruct (Nat.leb (S i) i) eqn:L; [apply Nat.leb_le in L; lia|].
-      rewrite Nat.leb_refl, Nat.sub_diag. simpl.
-      apply VarMapF.add_eq_o. reflexivity.
-    + apply Nat.eqb_neq in E.
-      rewrite VarMapF.add_neq_o by exact E.
-      destruct (Nat.leb (S i) j) eqn:L1; destruct (Nat.leb i j) eqn:L2;
-        rewrite ?Nat.leb_le, ?Nat.leb_gt in *; try lia; auto.
-      replace (j - i) with (S (j - S i)) by lia. simpl. reflexivity.
 Qed.
 
 Lemma kpost_from_nth : forall D R K i j d,

@@ -176,13 +176,14 @@ Fixpoint root_of (R : rindex) (p : pattern) : rootset :=
   end.
 
 (** [acc] extended with [i + j ↦ f d_j] for the [j]-th definition [d_j]. *)
-Fixpoint tabulate (f : pdef -> rootset) (D : list pdef) (i : nat) (acc : rindex) : rindex :=
+Fixpoint tabulate {A} (f : pdef -> A) (D : list pdef) (i : nat) (acc : VarMap.t A)
+  : VarMap.t A :=
   match D with
   | [] => acc
   | d :: D' => tabulate f D' (S i) (VarMap.add i (f d) acc)
   end.
 
-Lemma find_tabulate : forall f D i acc j,
+Lemma find_tabulate : forall A (f : pdef -> A) D i acc j,
   VarMap.find j (tabulate f D i acc) =
     if Nat.leb i j then
       match nth_error D (j - i) with
@@ -191,7 +192,7 @@ Lemma find_tabulate : forall f D i acc j,
       end
     else VarMap.find j acc.
 Proof.
-  intros f D. induction D as [|d D IH]; intros i acc j; simpl.
+  intros A f D. induction D as [|d D IH]; intros i acc j; simpl.
   - destruct (Nat.leb i j); [destruct (j - i)|]; reflexivity.
   - rewrite IH. destruct (Nat.eqb i j) eqn:E.
     + apply Nat.eqb_eq in E. subst j.

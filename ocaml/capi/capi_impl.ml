@@ -259,6 +259,20 @@ let attr_pairs ?(who = "pypm_candidates") (b : Decode.buf) : (int * int) list =
   once l;
   l
 
+(* n, then the n indices of [l], into out (size protocol of pypm_match) *)
+let write_indices who (l : int list) (out : int64 ptr) (out_cap : int64) (out_len : int64 ptr)
+    : int =
+  let n = List.length l in
+  let need = 1 + n in
+  out_len <-@ Int64.of_int need;
+  if need > to_len out_cap then
+    Engine.error Codes.e_buffer_too_small "%s: the result needs %d words, out_cap is %Ld" who
+      need out_cap;
+  let v = view out need in
+  Bigarray.Array1.unsafe_set v 0 (Int64.of_int n);
+  List.iteri (fun i x -> Bigarray.Array1.unsafe_set v (1 + i) (Int64.of_int x)) l;
+  Codes.ok
+
 let candidates (patterns : int64) (symbol : int64) (attrs : int64 ptr) (n_attrs : int64)
     (out : int64 ptr) (out_cap : int64) (out_len : int64 ptr) : int =
   protect "pypm_candidates" (fun () ->
@@ -267,16 +281,7 @@ let candidates (patterns : int64) (symbol : int64) (attrs : int64 ptr) (n_attrs 
         Engine.error Codes.e_out_of_range "symbol %Ld out of range [0, 2^62)" symbol;
       let attrs = attr_pairs (view attrs (2 * to_len n_attrs)) in
       let l = Engine.candidates ~patterns ~symbol:(Int64.to_int symbol) ~attrs in
-      let n = List.length l in
-      let need = 1 + n in
-      out_len <-@ Int64.of_int need;
-      if need > to_len out_cap then
-        Engine.error Codes.e_buffer_too_small
-          "pypm_candidates: the result needs %d words, out_cap is %Ld" need out_cap;
-      let v = view out need in
-      Bigarray.Array1.unsafe_set v 0 (Int64.of_int n);
-      List.iteri (fun i x -> Bigarray.Array1.unsafe_set v (1 + i) (Int64.of_int x)) l;
-      Codes.ok)
+      write_indices "pypm_candidates" l out out_cap out_len)
 
 (* pypm_candidates_at's children: per child its symbol, its number of
    attributes n, then n (attribute id, value) pairs (checked as
@@ -314,16 +319,7 @@ let candidates_at (patterns : int64) (symbol : int64) (attrs : int64 ptr) (n_att
       let attrs = attr_pairs ~who:"pypm_candidates_at" (view attrs (2 * to_len n_attrs)) in
       let kids = kid_ops (view kids (to_len kids_len)) in
       let l = Engine.candidates_at ~patterns ~symbol:(Int64.to_int symbol) ~attrs ~kids in
-      let n = List.length l in
-      let need = 1 + n in
-      out_len <-@ Int64.of_int need;
-      if need > to_len out_cap then
-        Engine.error Codes.e_buffer_too_small
-          "pypm_candidates_at: the result needs %d words, out_cap is %Ld" need out_cap;
-      let v = view out need in
-      Bigarray.Array1.unsafe_set v 0 (Int64.of_int n);
-      List.iteri (fun i x -> Bigarray.Array1.unsafe_set v (1 + i) (Int64.of_int x)) l;
-      Codes.ok)
+      write_indices "pypm_candidates_at" l out out_cap out_len)
 
 let result_read (h : int64) (out : int64 ptr) (out_cap : int64) : int =
   protect "pypm_result_read" (fun () ->

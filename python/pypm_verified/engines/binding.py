@@ -551,14 +551,20 @@ def candidates(defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], symbol: int,
     ``attrs`` (``(attr, value)`` pairs: :func:`core.node_attrs`)
     (``Entry.set_candidates``); the others answer no match at every node
     with that operator and those attributes."""
+    return _indices(defs, roots, owner, "pypm_candidates", symbol, attrs)
+
+
+def _indices(defs, roots, owner, name: str, symbol: int, attrs, *more) -> Tuple[int, ...]:
+    """Call ``name(patterns, symbol, attrs, n_attrs, *more, out, out_cap,
+    out_len)`` on the set's handle: the root indices it writes."""
     lib = open_engine_library()
     ph = pattern_set_handle(lib, defs, roots, owner)
     cap = 1 + len(roots)
     out = ffi.new("int64_t[]", cap)
     out_len = ffi.new("size_t *")
     words = ffi.new("int64_t[]", [w for pair in attrs for w in pair] or [0])
-    check(lib, lib.pypm_candidates(ph.value, symbol, words, len(attrs), out, cap, out_len),
-          "pypm_candidates")
+    check(lib, getattr(lib, name)(ph.value, symbol, words, len(attrs), *more, out, cap,
+                                  out_len), name)
     return tuple(out[1:1 + out[0]])
 
 
@@ -571,12 +577,6 @@ def candidates_at(defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], symbol: i
     its symbol and its ``(attr, value)`` pairs) through the children's
     index (``Entry.set_candidates_at``, ``KidIndex.kid_index``): the others
     have no match at a node with that operator and those arguments'."""
-    lib = open_engine_library()
-    ph = pattern_set_handle(lib, defs, roots, owner)
-    cap = 1 + len(roots)
-    out = ffi.new("int64_t[]", cap)
-    out_len = ffi.new("size_t *")
-    words = ffi.new("int64_t[]", [w for pair in attrs for w in pair] or [0])
     flat = []
     for sym, at in kids:
         flat.append(sym)
@@ -584,10 +584,8 @@ def candidates_at(defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], symbol: i
         for a, v in at:
             flat.append(a)
             flat.append(v)
-    kw = ffi.new("int64_t[]", flat or [0])
-    check(lib, lib.pypm_candidates_at(ph.value, symbol, words, len(attrs), kw, len(flat), out,
-                                      cap, out_len), "pypm_candidates_at")
-    return tuple(out[1:1 + out[0]])
+    return _indices(defs, roots, owner, "pypm_candidates_at", symbol, attrs,
+                    ffi.new("int64_t[]", flat or [0]), len(flat))
 
 
 def match_multi(graph, defs: Tuple[core.PDef, ...], roots: Tuple[int, ...], spec: Sequence[int],
