@@ -249,7 +249,25 @@ def _validator_encodings_alike(gm, monkeypatch):
         assert got["0"] == got["1"]
         seen["images"] += sum(1 for t in got["1"][0] if t >= 0)
 
-    seen["images"] = 0
+    from pypm_verified.rewriting import validate as rv
+    correspond = rv.Pass.correspond
+
+    def correspond_both(self):
+        # the Python walk on a copy, the native one on the pass itself
+        py = copy.copy(self)
+        py.image, py.firings = [], list(self.firings)
+        monkeypatch.setenv(_native.ENV, "0")
+        correspond(py)
+        monkeypatch.setenv(_native.ENV, "1")
+        correspond(self)
+        assert self.image == py.image and self.amap == py.amap
+        assert self._inverse == py._inverse
+        assert [(f.rule, f.root, f.replacement) for f in self.firings] == \
+            [(f.rule, f.root, f.replacement) for f in py.firings]
+        seen["passes"] += 1
+
+    seen["images"] = seen["passes"] = 0
+    monkeypatch.setattr(rv.Pass, "correspond", correspond_both)
     monkeypatch.setattr(validate_fx.FxChecker, "encode", both)
     monkeypatch.setattr(validate_fx.FxChecker, "_images", images_both)
     monkeypatch.setattr(validate_fx, "enabled", lambda: True)
@@ -270,6 +288,7 @@ def test_the_validator_encodes_alike(native, programs, name, monkeypatch):
     assert seen["encodings"] >= 2  # before and after a pass that fired
     assert seen["native"] > 0.5 * seen["read"], seen
     assert seen["images"] > 100  # the images of the nodes before a pass that fired
+    assert seen["passes"] >= 1  # the correspondence of a pass that fired, both ways
 
 
 # ------------------------------------------------------------ random graphs
@@ -711,6 +730,65 @@ def test_odd_graphs_read_alike(native, monkeypatch):
             add = next(n for n in tg.fx_graph.nodes if n.op == "call_function")
             other = tg.term[add].args[1]
             assert other.kind == "input" and other.name.startswith("opaque:"), other
+
+
+def test_correspondence_is_the_python_one(native, monkeypatch):
+    """The correspondence of a pass's nodes (``Pass.correspond``), native
+    and Python, on random passes: the same images, map, inverse and merges
+    (claimed as rebuilt or not); a replacement the resolver does not find
+    is refused alike; lists that do not fit the graphs raise."""
+    from pypm_verified.rewriting.validate import (Encoding, Firing, Pass,
+                                                  RewriteRejected)
+    rng = random.Random(11)
+    shapes = 0
+    for trial in range(300):
+        nb, na = rng.randrange(0, 25), rng.randrange(0, 25)
+        labels = [rng.randrange(0, 4) for _ in range(max(nb, na))]
+
+        def enc(n):
+            e = Encoding()
+            e.labels = [labels[i] for i in range(n)]
+            e.args = [tuple(rng.randrange(0, i) for _ in range(rng.randrange(0, 3))) if i
+                      else () for i in range(n)]
+            e.names = [f"n{i}" for i in range(n)]
+            e.mergeable = [rng.random() < 0.7 for _ in range(n)]
+            return e
+        before, after = enc(nb), enc(na)
+        if trial % 3 == 0:  # after: before with its nodes kept (so merges are found)
+            after.labels, after.args = list(before.labels), list(before.args)
+            after.names, na = list(before.names), nb
+        pairs = list(zip(rng.sample(range(na), min(na, nb) // 2),
+                         rng.sample(range(nb), min(na, nb) // 2)))
+        identity = dict(pairs)
+        roots = rng.sample(sorted(set(range(nb)) - set(identity.values())),
+                           min(2, nb - len(identity)))
+        firings = [Firing("r", g, rng.choice([rng.randrange(0, na) if na else None, None,
+                                              ("gone",)]), f"n{g}", "x") for g in roots]
+
+        def resolve(rep, p):
+            return rep if isinstance(rep, int) or rep is None else None
+        got = {}
+        for on in ("0", "1"):
+            monkeypatch.setenv(_native.ENV, on)
+            p = Pass("test", 1, before, after, list(firings), dict(identity), resolve,
+                     claim_rebuilt=bool(trial % 2))
+            try:
+                p.correspond()
+                got[on] = (p.image, p.amap, p._inverse,
+                           [(f.rule, f.root, f.replacement) for f in p.firings])
+            except RewriteRejected as e:
+                got[on] = ("rejected", str(e))
+        assert got["0"] == got["1"], trial
+        shapes += got["1"][0] != "rejected" and len(got["1"][3]) > len(firings)
+    assert shapes > 10  # merges were found
+    def args(n_before=1, identity=None):
+        return (n_before, identity or {}, {}, [True], [0], [()], [0], [()], False, None,
+                None, [], [-1], {})
+    with pytest.raises(ValueError):
+        native.correspond(*args(n_before=2))
+    assert native.correspond(*args()) == [(0, 0)]  # gone, and equal to after node 0
+    with pytest.raises(IndexError):
+        native.correspond(*args(identity={5: 0}))
 
 
 def test_pass_words_are_the_python_words(native, monkeypatch):

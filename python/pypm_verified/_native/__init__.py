@@ -8,7 +8,9 @@ re-reads a call whose arguments a rewrite changed
 writes the engine's int64 graph encoding of the term graph's columns
 (:func:`pypm_verified.core.encoding.encode_graph`), and makes the rewrite
 validator's encodings of the FX graph
-(:meth:`pypm_verified.torch.validate_fx.FxChecker.encode`), and calls the
+(:meth:`pypm_verified.torch.validate_fx.FxChecker.encode`) and the
+correspondence of a pass's nodes before and after
+(:meth:`pypm_verified.rewriting.validate.Pass.correspond`), and calls the
 engine library's ``pypm_match`` for a run of patterns at a node without a
 Python frame per pattern (:meth:`pypm_verified.engines.binding.SetMatcher.first`,
 the driver's matching). Each gives what the

@@ -888,6 +888,153 @@ static PyObject *pass_words(PyObject *self, PyObject *a) {
     return NULL;
 }
 
+/* correspond(n_before, identity, fired, mergeable, before_labels, before_args,
+ * after_labels, after_args, claim_rebuilt, resolve, pass_, image, amap, inverse)
+ * -> merges: Pass.correspond's walk of the before nodes, natively. ``identity``
+ * (after index -> before index) fills ``amap`` (a list of -1s, one per after
+ * node) and ``inverse`` (a dict, before -> after); then per before node g, in
+ * order, its image is appended to ``image`` (a list: ``resolve(replacement,
+ * pass_)`` may read it): a fired root's (``fired``: g -> Firing) is what
+ * ``resolve`` gives its replacement; a node kept is its after node; a node
+ * gone that is mergeable is the first after node with its label and its
+ * arguments' images, else None. Returns the merges [(g, h)] (an after node
+ * claimed as rebuilt, with ``claim_rebuilt``, goes to ``amap`` instead). */
+static PyObject *correspond(PyObject *self, PyObject *a) {
+    Py_ssize_t nb;
+    PyObject *identity, *fired, *merge, *bl, *ba, *al, *aa, *resolve, *pass_, *image, *amap,
+        *inverse;
+    int claim;
+    if (!PyArg_ParseTuple(a, "nO!O!O!O!O!O!O!pOOO!O!O!:correspond", &nb, &PyDict_Type,
+                          &identity, &PyDict_Type, &fired, &PyList_Type, &merge, &PyList_Type,
+                          &bl, &PyList_Type, &ba, &PyList_Type, &al, &PyList_Type, &aa, &claim,
+                          &resolve, &pass_, &PyList_Type, &image, &PyList_Type, &amap,
+                          &PyDict_Type, &inverse))
+        return NULL;
+    Py_ssize_t na = PyList_GET_SIZE(amap);
+    if (nb < 0 || PyList_GET_SIZE(merge) != nb || PyList_GET_SIZE(bl) != nb
+        || PyList_GET_SIZE(ba) != nb || PyList_GET_SIZE(al) != na || PyList_GET_SIZE(aa) != na
+        || PyList_GET_SIZE(image) != 0) {
+        PyErr_SetString(PyExc_ValueError, "correspond: the lists do not fit the graphs");
+        return NULL;
+    }
+    Py_ssize_t *inv = NULL;
+    PyObject **fir = NULL, *merges = NULL, *keyed = NULL, *res = NULL;
+    inv = PyMem_Malloc(sizeof(Py_ssize_t) * (nb ? nb : 1));
+    fir = PyMem_Calloc(nb ? nb : 1, sizeof(PyObject *));
+    if (inv == NULL || fir == NULL) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t g = 0; g < nb; g++) inv[g] = -1;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(identity, &pos, &k, &v)) {
+        Py_ssize_t h = PyLong_AsSsize_t(k), g = PyLong_AsSsize_t(v);
+        if ((h == -1 || g == -1) && PyErr_Occurred()) goto done;
+        if (h < 0 || h >= na || g < 0 || g >= nb) {
+            PyErr_SetString(PyExc_IndexError, "correspond: identity entry out of range");
+            goto done;
+        }
+        if (PyList_SetItem(amap, h, Py_NewRef(v)) < 0 || PyDict_SetItem(inverse, v, k) < 0)
+            goto done;
+        inv[g] = h;
+    }
+    pos = 0;
+    while (PyDict_Next(fired, &pos, &k, &v)) {
+        Py_ssize_t g = PyLong_AsSsize_t(k);
+        if (g == -1 && PyErr_Occurred()) goto done;
+        if (g >= 0 && g < nb) fir[g] = v; /* borrowed: fired is not changed here */
+    }
+    if (!(merges = PyList_New(0))) goto done;
+    for (Py_ssize_t g = 0; g < nb; g++) {
+        PyObject *im = NULL; /* new reference: the image appended */
+        if (fir[g] != NULL) {
+            PyObject *rep = PyObject_GetAttrString(fir[g], "replacement");
+            if (rep == NULL) goto done;
+            im = PyObject_CallFunctionObjArgs(resolve, rep, pass_, NULL);
+            Py_DECREF(rep);
+            if (im == NULL) goto done;
+        } else {
+            int mg = PyObject_IsTrue(PyList_GET_ITEM(merge, g));
+            if (mg < 0) goto done;
+            if (inv[g] >= 0 || !mg) {
+                im = inv[g] >= 0 ? PyLong_FromSsize_t(inv[g]) : Py_NewRef(Py_None);
+                if (im == NULL) goto done;
+            } else {
+                PyObject *args = PyList_GET_ITEM(ba, g);
+                PyObject *seq = PySequence_Fast(args, "correspond: arguments are not a sequence");
+                if (seq == NULL) goto done;
+                Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+                PyObject *imgs = PyTuple_New(m);
+                int none = 0;
+                for (Py_ssize_t i = 0; imgs != NULL && i < m; i++) {
+                    Py_ssize_t j = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(seq, i));
+                    if (j == -1 && PyErr_Occurred()) { Py_CLEAR(imgs); break; }
+                    if (j < 0) j += g; /* Python's negative index into the images so far */
+                    if (j < 0 || j >= g) {
+                        PyErr_SetString(PyExc_IndexError, "list index out of range");
+                        Py_CLEAR(imgs);
+                        break;
+                    }
+                    PyObject *e = PyList_GET_ITEM(image, j);
+                    if (e == Py_None) none = 1;
+                    PyTuple_SET_ITEM(imgs, i, Py_NewRef(e));
+                }
+                Py_DECREF(seq);
+                if (imgs == NULL) goto done;
+                if (none) {
+                    Py_DECREF(imgs);
+                    im = Py_NewRef(Py_None);
+                } else {
+                    if (keyed == NULL) { /* (label, args) -> first after node */
+                        if (!(keyed = PyDict_New())) { Py_DECREF(imgs); goto done; }
+                        for (Py_ssize_t i = 0; i < na; i++) {
+                            PyObject *hk = PyTuple_Pack(2, PyList_GET_ITEM(al, i),
+                                                        PyList_GET_ITEM(aa, i));
+                            PyObject *hi = hk ? PyLong_FromSsize_t(i) : NULL;
+                            PyObject *was = hi ? PyDict_SetDefault(keyed, hk, hi) : NULL;
+                            Py_XDECREF(hk);
+                            Py_XDECREF(hi);
+                            if (was == NULL) { Py_DECREF(imgs); goto done; }
+                        }
+                    }
+                    PyObject *key = PyTuple_Pack(2, PyList_GET_ITEM(bl, g), imgs);
+                    Py_DECREF(imgs);
+                    if (key == NULL) goto done;
+                    PyObject *h = PyDict_GetItemWithError(keyed, key);
+                    Py_DECREF(key);
+                    if (h == NULL && PyErr_Occurred()) goto done;
+                    im = Py_NewRef(h != NULL ? h : Py_None);
+                    if (h != NULL) {
+                        Py_ssize_t hh = PyLong_AsSsize_t(h);
+                        PyObject *cur = PyList_GET_ITEM(amap, hh);
+                        int unclaimed = PyLong_Check(cur) && PyLong_AsLong(cur) == -1;
+                        PyObject *gi = PyLong_FromSsize_t(g);
+                        if (gi == NULL) { Py_DECREF(im); goto done; }
+                        int r;
+                        if (claim && unclaimed) {
+                            r = PyList_SetItem(amap, hh, gi); /* the rebuilt node */
+                        } else {
+                            PyObject *pair = PyTuple_Pack(2, gi, h);
+                            Py_DECREF(gi);
+                            r = pair == NULL ? -1 : PyList_Append(merges, pair);
+                            Py_XDECREF(pair);
+                        }
+                        if (r < 0) { Py_DECREF(im); goto done; }
+                    }
+                }
+            }
+        }
+        int r = PyList_Append(image, im);
+        Py_DECREF(im);
+        if (r < 0) goto done;
+    }
+    res = Py_NewRef(merges);
+done:
+    PyMem_Free(inv);
+    PyMem_Free(fir);
+    Py_XDECREF(merges);
+    Py_XDECREF(keyed);
+    return res;
+}
+
 /* --------------------------------------------------- the validator's encoding */
 /* images(keys, syms, args, node_type, term, labels, children, index, no_attrs)
  * -> (images, inverse): FxChecker._images, natively. Per node i of an
@@ -1619,6 +1766,10 @@ static PyMethodDef methods[] = {
     {"pass_words", pass_words, METH_VARARGS,
      "pass_words(before_labels, before_args, before_outputs, after_labels, after_args, "
      "after_outputs, firings, amap) -> bytes: the rewrite validator's int64 words of a pass."},
+    {"correspond", correspond, METH_VARARGS,
+     "correspond(n_before, identity, fired, mergeable, before_labels, before_args, "
+     "after_labels, after_args, claim_rebuilt, resolve, pass_, image, amap, inverse) -> "
+     "merges: Pass.correspond's walk of the before nodes."},
     {"images", images, METH_VARARGS,
      "images(keys, syms, args, node_type, term, labels, children, index, no_attrs) -> "
      "(images, inverse): the term graph's node each node of an encoding is (FxChecker._images)."},

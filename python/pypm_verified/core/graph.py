@@ -169,9 +169,17 @@ def sym_attr(symbol: int, attr: int) -> Optional[int]:
     except (IndexError, TypeError):
         return None
     if isinstance(key, tuple):  # a leaf: its class is "input" or "constant"
-        return symbols.opclass("input" if key[0] == "input" else "constant").code
+        code = _LEAF_CLASS[symbol] = \
+            symbols.opclass("input" if key[0] == "input" else "constant").code
+        return code
     cls = getattr(key, "op_class", None)
     return getattr(cls, "code", None)
+
+
+# sym_attr of the leaf symbols (a leaf's class follows from its key, and a
+# class keeps its code): one table for the process, read first by
+# Graph.sym_attrs (an encoding of a new graph names every input and constant)
+_LEAF_CLASS: Dict[int, int] = {}
 
 class Graph:
     """A hash-consed computation graph (append-only), with designated outputs."""
@@ -372,12 +380,18 @@ class Graph:
         (or of ``labels``), sorted (what the graph encoding carries)."""
         out = []
         cache = self._sym_cache
+        # a graph whose classes are the symbol table's reads the leaves'
+        # from the process's table
+        leaves = _LEAF_CLASS if type(self).sym_attr is Graph.sym_attr else {}
         for sym in sorted(set(self._labels if labels is None else labels)):
             # a symbol's class is fixed once this graph's encoding carried it
             # (the engine refuses an extension that changes it): cached
             v = cache.get(sym, _MISSING)
             if v is _MISSING:
-                v = cache[sym] = self.sym_attr(sym, core.OPCLASS)
+                v = leaves.get(sym, _MISSING)
+                if v is _MISSING:
+                    v = self.sym_attr(sym, core.OPCLASS)
+                cache[sym] = v
             if v is not None:
                 out.append((sym, core.OPCLASS, v))
         return out

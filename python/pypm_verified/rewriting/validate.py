@@ -258,13 +258,26 @@ class Pass:
         before, after = self.before, self.after
         amap = [-1] * len(after)
         self._inverse = inverse = {}
+        self._fired = fired = {f.root: f for f in self.firings}
+        image: List[Optional[int]] = self.image
+        merges: List[Firing] = []
+        from .. import _native
+        native = _native.reader()
+        if native is not None and not image and type(before.mergeable) is list and \
+                all(type(c) is list for c in (before.labels, before.args, after.labels,
+                                               after.args)):
+            # the same walk, natively
+            for g, h in native.correspond(len(before), self.identity, fired, before.mergeable,
+                                          before.labels, before.args, after.labels, after.args,
+                                          self.claim_rebuilt, self._resolve, self, image, amap,
+                                          inverse):
+                merges.append(Firing(None, g, h, before.names[g], after.names[h]))
+            self._merged(merges, amap)
+            return
         for h, g in self.identity.items():
             amap[h] = g
             inverse[g] = h
-        self._fired = fired = {f.root: f for f in self.firings}
         keyed = None  # (label, args) -> first after node, built when needed
-        image: List[Optional[int]] = self.image
-        merges: List[Firing] = []
         for g in range(len(before)):
             f = fired.get(g)
             if f is not None:
@@ -290,6 +303,12 @@ class Pass:
                 amap[h] = g  # the rebuilt node
             else:
                 merges.append(Firing(None, g, h, before.names[g], after.names[h]))
+        self._merged(merges, amap)
+
+    def _merged(self, merges: List[Firing], amap: List[int]) -> None:
+        """:meth:`correspond`'s end: every replacement is in the graph after
+        the pass; the merges join the firings."""
+        image = self.image
         for f in self.firings:
             if image[f.root] is None:
                 raise RewriteRejected(

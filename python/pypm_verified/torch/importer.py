@@ -429,7 +429,11 @@ class TermGraph:
         the same result as this loop)."""
         native = _native.reader()
         if native is not None:
-            dups = native.build(self, list(self.fx_graph.nodes), _native_ctx())
+            # the walk reads every node's fake tensor (shape, dtype): with
+            # subclass __torch_function__ off, torch's attribute getters skip
+            # their override lookup (nothing here calls a tensor function)
+            with torch._C.DisableTorchFunctionSubclass():
+                dups = native.build(self, list(self.fx_graph.nodes), _native_ctx())
         else:
             dups = self._build_nodes()
         for node in reversed(dups):
