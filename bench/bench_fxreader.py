@@ -11,7 +11,12 @@ own copy of the FX graph), the cyclic GC off during each timed call:
 * ``encode``: the term graph's engine encoding (``encode_graph``), from
   its columns;
 * ``fixpoint``: the driver's whole run with the rule library (verified
-  engine, validator on), as bench_matchers.py's ``pypm_verified`` system.
+  engine, validator on), as bench_matchers.py's ``pypm_verified`` system;
+* the reading floor: ``bench/floor/readfloor.c`` (compiled here, as
+  ``make native`` compiles the reader) reads per FX node only what any
+  reader must (op, target, args, kwargs, the fake tensor's shape and
+  dtype) and builds nothing; the native import over it is what building
+  the Python term graph costs.
 
 Times are CPU seconds of this process (``time.process_time``: the 2 shared
 cores are loaded by other work, and wall time counts its preemptions) and
@@ -50,7 +55,40 @@ def _timed(fn):
         gc.enable()
 
 
-def bench_model(model: str, layers: int, repeats: int, fixpoint_repeats: int, log) -> dict:
+def floor_module(log):
+    """``bench/floor/readfloor.c`` compiled with the interpreter's headers
+    into a temporary directory and imported, or None (said in ``log``)."""
+    import importlib.machinery
+    import importlib.util
+    import shutil
+    import subprocess
+    import sysconfig
+    import tempfile
+    from pathlib import Path
+    src = Path(__file__).resolve().parent / "floor" / "readfloor.c"
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    cc = cc if shutil.which(cc) else "cc"
+    out = Path(tempfile.mkdtemp(prefix="readfloor")) / ("readfloor" +
+                                                        sysconfig.get_config_var("EXT_SUFFIX"))
+    cmd = [cc, "-O2", "-shared", "-fPIC", "-I", sysconfig.get_paths()["include"], str(src),
+           "-o", str(out)]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        log(f"reading floor: not measured (no compiler: {e})")
+        return None
+    if r.returncode != 0:
+        log(f"reading floor: not measured (the compiler failed: {r.stderr.strip()[:300]})")
+        return None
+    loader = importlib.machinery.ExtensionFileLoader("readfloor", str(out))
+    spec = importlib.util.spec_from_loader("readfloor", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def bench_model(model: str, layers: int, repeats: int, fixpoint_repeats: int, log,
+                floor=None) -> dict:
     from examples import models
     from pypm_verified import _native
     from pypm_verified.engines import serialize
@@ -78,6 +116,17 @@ def bench_model(model: str, layers: int, repeats: int, fixpoint_repeats: int, lo
         words[mode] = list(w)
         del tg, g
     assert words["python"] == words["native"], "the readers' encodings differ"
+    floor_times = {"cpu": [], "wall": []}
+    if floor is not None:  # each on a fresh copy, as the import reads one
+        import torch
+        from torch._subclasses.fake_tensor import FakeTensor
+        for _ in range(repeats):
+            nodes = list(copy.deepcopy(ep.graph_module.graph).nodes)
+            with torch._C.DisableTorchFunctionSubclass():  # as the native import reads
+                cpu, wall, _ = _timed(lambda: floor.walk(nodes, FakeTensor))
+            floor_times["cpu"].append(cpu)
+            floor_times["wall"].append(wall)
+            del nodes
     if fixpoint_repeats:
         from pypm_verified.library import default_patterns
         from pypm_verified.torch.driver import Driver
@@ -102,6 +151,14 @@ def bench_model(model: str, layers: int, repeats: int, fixpoint_repeats: int, lo
     os.environ.pop(_native.ENV, None)
     row = {"model": model, "layers": layers, "nodes": n, "repeats": repeats,
            "fixpoint_repeats": fixpoint_repeats, "phases": {}}
+    if floor_times["cpu"]:
+        imp = statistics.median(times["import"]["native"]["wall"])
+        fw = statistics.median(floor_times["wall"])
+        row["floor"] = {"us_per_node": statistics.median(floor_times["cpu"]) / n * 1e6,
+                        "wall_ms": fw * 1e3, "native_import_wall_ms": imp * 1e3,
+                        "import_over_floor": imp / fw, "raw": floor_times}
+        log(f"  reading floor: {row['floor']['wall_ms']:.3f} ms, the native import "
+            f"{row['floor']['import_over_floor']:.1f}x that")
     for ph, by_mode in times.items():
         if not by_mode["python"]["cpu"]:
             continue
@@ -126,15 +183,15 @@ NOTES = (
     "What bounds the native import (a `perf` profile of `build` on BERT-12): the reader "
     "still builds the Python term graph the rest of pypm reads -- per FX node a `Node` "
     "object, its hash-consing key and index entry, the entries of the term, FX-of, recipe "
-    "and call maps -- and reads torch's fake-tensor `shape` and `dtype` (torch's getters, "
-    "with their `__torch_function__` check: about a fifth of the time); the first read of "
-    "the FX node's memory, allocation and dict updates are most of the rest, and the "
-    "Python methods it hands what is not the common case to (the first sight of an "
-    "overload or a constant in a term graph, calls that fit no schema, the output node) "
-    "about a seventh. The interpreter overhead it removes is what the import ratio shows; "
-    "in the fixpoint the reader is the initial import and the engine encodings, a few "
-    "percent of its time. A larger factor needs the term graph itself in arrays (no Python "
-    "object per node), the next step of the design.")
+    "and call maps -- and reads torch's fake-tensor `shape` and `dtype` (torch's getters; "
+    "their `__torch_function__` override lookup is off during the walk); allocation and "
+    "dict updates are most of the rest, and the Python methods it hands what is not the "
+    "common case to (the first sight of an overload or a constant in a term graph, calls "
+    "that fit no schema, the output node) about a tenth. The reading floor (below) is what "
+    "is left without the Python term graph. The interpreter overhead it removes is what "
+    "the import ratio shows; in the fixpoint the reader is the initial import and the "
+    "engine encodings, a few percent of its time. A larger factor needs the term graph "
+    "itself in arrays (no Python object per node), the next step of the design.")
 
 
 def write_markdown(res: dict, path) -> None:
@@ -168,6 +225,23 @@ def write_markdown(res: dict, path) -> None:
           + ", ".join(f"{r['model']}-{r['layers']}: {r['repeats']} (fixpoint "
                       f"{r['fixpoint_repeats']})" for r in res["rows"]) + " per reader.", "",
           NOTES, ""]
+    floors = [r for r in res["rows"] if "floor" in r]
+    if floors:
+        L += ["## The reading floor", "",
+              "`bench/floor/readfloor.c` reads per FX node only what any reader must (op, "
+              "target, args, kwargs, the fake tensor's shape and dtype) and builds nothing; "
+              "each repetition on a fresh copy of the graph, as the import's. *import / "
+              "floor*: the native import's wall time over the floor's, same run: what "
+              "building the Python term graph costs.", "",
+              "| model | layers | FX nodes | floor CPU µs/node | floor wall ms "
+              "| native import wall ms | import / floor |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+        for r in floors:
+            f = r["floor"]
+            L.append(f"| {r['model']} | {r['layers']} | {r['nodes']} | {f['us_per_node']:.2f} "
+                     f"| {f['wall_ms']:.3f} | {f['native_import_wall_ms']:.3f} "
+                     f"| {f['import_over_floor']:.1f} |")
+        L.append("")
     path.write_text("\n".join(L))
 
 
@@ -192,9 +266,10 @@ def main(argv=None) -> int:
         print(msg, flush=True)
     res = {"machine": f"{platform.machine()} ({os.cpu_count()} CPUs)", "torch": torch.__version__,
            "python": platform.python_version(), "load_start": os.getloadavg()[0], "rows": []}
+    floor = floor_module(log)
     for model in a.models.split(","):
         for layers in (int(x) for x in a.layers.split(",")):
-            res["rows"].append(bench_model(model, layers, repeats, fix, log))
+            res["rows"].append(bench_model(model, layers, repeats, fix, log, floor))
     res["load_end"] = os.getloadavg()[0]
     from pathlib import Path
     out = Path(a.out)
