@@ -60,18 +60,15 @@ def floor_module(log):
     into a temporary directory and imported, or None (said in ``log``)."""
     import importlib.machinery
     import importlib.util
-    import shutil
     import subprocess
     import sysconfig
     import tempfile
     from pathlib import Path
+    from pypm_verified._native import build  # the compiler and flags of the reader's build
     src = Path(__file__).resolve().parent / "floor" / "readfloor.c"
-    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
-    cc = cc if shutil.which(cc) else "cc"
     out = Path(tempfile.mkdtemp(prefix="readfloor")) / ("readfloor" +
                                                         sysconfig.get_config_var("EXT_SUFFIX"))
-    cmd = [cc, "-O2", "-shared", "-fPIC", "-I", sysconfig.get_paths()["include"], str(src),
-           "-o", str(out)]
+    cmd = build.compile_command(str(src), str(out))
     try:
         r = subprocess.run(cmd, capture_output=True, text=True)
     except OSError as e:

@@ -15,10 +15,11 @@ of the graph (the copy is not timed) until no rule fires. Systems:
 ``fx``                    ``torch.fx.subgraph_rewriter.replace_pattern_with_filters``
 ``pypm_verified``         the pypm driver with the Coq-extracted matcher
 ``pypm_reference``        the pypm driver with the Python reference matcher
-``pypm_match_verified``   matching alone (no rule runs): the FX graph imported as a
-                          term graph and ``pm.match_all`` of every rule pattern at
-                          every node, verified engine (graph encoding included)
-``pypm_match_reference``  the same with the reference engine
+``pypm_match_verified``   matching alone (no rule runs): every rule pattern at every
+                          node, verified engine, the FX graph read natively into the
+                          engine's encoding (``fxmatch.match_fx``, no Python term graph)
+``pypm_match_reference``  the same with the reference engine, the graph imported as a
+                          term graph by the Python reader
 
 (the pypm systems are skipped, with a note, while ``pypm_verified.torch`` is
 missing; see ``run_pypm``). Systems are interleaved per repetition (rotated
@@ -94,19 +95,24 @@ def run_pypm(ep, engine: str):
 
 
 def run_pypm_match(gm, engine: str) -> int:
-    """Matching alone: import ``gm``'s graph as a term graph (graph encoding
-    included) and match every rule pattern at every node with
-    ``pm.match_all`` (the verified engine: one ``pypm_match_all`` call, the
-    proved root index inside); no rule runs. The reference engine reads the
-    graph with the Python reader, as the driver's reference engine does
-    (``pypm_verified._native.paths``). Returns the number of matches."""
+    """Matching alone: every rule pattern at every node of ``gm``'s graph, no
+    rule run. The verified engine reads the FX graph natively into the
+    engine's encoding (``pypm_verified.torch.fxmatch.match_fx``: no Python
+    term graph) and makes one ``pypm_match_all`` call (the proved root
+    index inside); the reference engine imports the graph as a term graph
+    with the Python reader, as the driver's reference engine does
+    (``pypm_verified._native.paths``), and runs ``pm.match_all``. Returns
+    the number of matches."""
     import pypm_verified as pm
     from pypm_verified import _native
     from pypm_verified.library import default_patterns
+    from pypm_verified.torch.fxmatch import match_fx
     from pypm_verified.torch.importer import TermGraph
-    with _native.paths(engine == "verified"):
+    pats = [p for p in default_patterns() if p.rules and not p.is_multi]
+    if engine == "verified":
+        return len(match_fx(pats, gm))
+    with _native.paths(False):
         tg = TermGraph(gm.graph).build()
-        pats = [p for p in default_patterns() if p.rules and not p.is_multi]
         return len(pm.match_all(pats, tg.graph, engine))
 
 

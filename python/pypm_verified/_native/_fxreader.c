@@ -27,6 +27,9 @@
  * import_again(state, node) is TermGraph.import_node's re-import of a call
  * from its recipe (TermGraph.reimport, after a rewrite changed an argument).
  *
+ * engine_graph(...) writes the engine's graph encoding of an FX graph's term
+ * graph directly, hash-consing in C (no Python term graph): pm.match_fx.
+ *
  * first_match(...) calls the engine library's pypm_match through its address
  * for a node and a run of pattern indices until one answers (the rewrite
  * driver's matching at a node: binding.SetMatcher.first).
@@ -223,7 +226,8 @@ static PyObject *meta_val(PyObject *node) {
     return val;
 }
 
-/* TermGraph.call_args(node): a new reference (a list, or None) */
+/* TermGraph.call_args(node): a new reference (a list, or None); cached in
+ * st->calls unless that is NULL */
 static PyObject *call_args(St *st, Ctx *c, PyObject *node, PyObject *target,
                            PyObject *tid) {
     PyObject *args = fx_attr(node, FX_ARGS);
@@ -231,7 +235,7 @@ static PyObject *call_args(St *st, Ctx *c, PyObject *node, PyObject *target,
     PyObject *kwargs = fx_attr(node, FX_KWARGS);
     if (kwargs == NULL) { Py_DECREF(args); return NULL; }
     PyObject *pos = NULL;
-    PyObject *hit = PyDict_GetItemWithError(st->calls, node);
+    PyObject *hit = st->calls == NULL ? NULL : PyDict_GetItemWithError(st->calls, node);
     if (hit == NULL && PyErr_Occurred()) goto done;
     if (hit != NULL && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 4
         && PyTuple_GET_ITEM(hit, 0) == args && PyTuple_GET_ITEM(hit, 1) == kwargs
@@ -306,6 +310,7 @@ static PyObject *call_args(St *st, Ctx *c, PyObject *node, PyObject *target,
             }
         }
     }
+    if (pos != NULL && st->calls == NULL) goto done; /* no cache (engine_graph) */
     if (pos != NULL) { /* computed here: cached as call_args caches it */
         PyObject *entry = PyTuple_Pack(4, args, kwargs, target, pos);
         if (entry == NULL || PyDict_SetItem(st->calls, node, entry) < 0) Py_CLEAR(pos);
@@ -1690,6 +1695,486 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------ engine words */
+/* engine_graph(nodes, ctx, tabs, helper) reads an FX graph's node list once
+ * and writes the engine's graph encoding of its term graph directly
+ * (docs/internals/format.md: per term its label, child count, child ids,
+ * attribute count and (attribute, value) pairs), hash-consing the terms in a
+ * C table: no Python term graph, no Node objects. The terms, their order and
+ * their ids are TermGraph.build's (tests/test_engine_words.py compares the
+ * words with TermGraph(...).build().graph.encode()) for the nodes it reads:
+ * placeholders and get_attr nodes (input leaves), calls of an op overload
+ * or operator.getitem that fit their schema, the output node; their
+ * arguments nodes, constants, lists of constants and lists holding nodes.
+ * ``tabs`` = (targets: id(target) -> (target, symbol, pure), consts:
+ * importer._const_cache_key -> symbol, inputs: "<op>:<name>" -> symbol,
+ * lists: n -> symbol of list<n>, outputs: n -> symbol, types: the
+ * importer's (sizes, dtype) -> (shape, dtype, attributes)); a miss asks
+ * ``helper`` (learn_target(node), learn_const(a), learn_input(name),
+ * learn_list(n), learn_output(n) -- each the symbol, or None where the
+ * import would not make a plain term -- _type(val), call_args(node)).
+ * Returns (the body words as bytes, the term id of each node of ``nodes``,
+ * per term its origin -- the first FX node, a constant's first value,
+ * Ellipsis for a list -- and the set of labels), or None when a node is none of
+ * those (the caller imports in Python). */
+
+#define EG_RECENT 8
+
+typedef struct {
+    int64_t *w; Py_ssize_t n, cap;                                      /* the words */
+    int64_t *label, *type; Py_ssize_t *koff, *kn; Py_ssize_t nt, tcap;  /* per term */
+    int64_t *kids; Py_ssize_t nk, kcap;                                 /* child ids */
+    Py_ssize_t *slot; Py_ssize_t scap, used;                            /* hash-consing */
+    int64_t *tw; Py_ssize_t ntw, twcap;                                 /* attribute words */
+    Py_ssize_t *toff, *tlen; Py_ssize_t ntype, typecap;                 /* per type */
+    PyObject *recent[EG_RECENT]; Py_ssize_t recent_id[EG_RECENT]; int recent_next;
+} EG;
+
+static void eg_free(EG *g) {
+    PyMem_Free(g->w); PyMem_Free(g->label); PyMem_Free(g->type); PyMem_Free(g->koff);
+    PyMem_Free(g->kn); PyMem_Free(g->kids); PyMem_Free(g->slot); PyMem_Free(g->tw);
+    PyMem_Free(g->toff); PyMem_Free(g->tlen);
+    for (int i = 0; i < EG_RECENT; i++) Py_CLEAR(g->recent[i]);
+}
+
+static int eg_realloc(void **p, Py_ssize_t n, size_t sz) {
+    void *q = PyMem_Realloc(*p, (size_t)n * sz);
+    if (q == NULL) { PyErr_NoMemory(); return -1; }
+    *p = q;
+    return 0;
+}
+
+/* the new capacity (a power of two >= need) when cap is short, else 0 */
+static Py_ssize_t eg_more(Py_ssize_t cap, Py_ssize_t need) {
+    if (need <= cap) return 0;
+    Py_ssize_t c = cap ? cap : 256;
+    while (c < need) c *= 2;
+    return c;
+}
+
+static int eg_word(EG *g, int64_t v) {
+    Py_ssize_t c = eg_more(g->cap, g->n + 1);
+    if (c) {
+        if (eg_realloc((void **)&g->w, c, sizeof(int64_t)) < 0) return -1;
+        g->cap = c;
+    }
+    g->w[g->n++] = v;
+    return 0;
+}
+
+static uint64_t eg_hash(int64_t label, int64_t type, const int64_t *kids, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)label;
+    h = (h ^ (uint64_t)type) * 1099511628211ULL;
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (uint64_t)kids[i]) * 1099511628211ULL;
+    return h ^ (h >> 29);
+}
+
+static int eg_rehash(EG *g, Py_ssize_t cap) {
+    Py_ssize_t *s = PyMem_Malloc((size_t)cap * sizeof(Py_ssize_t));
+    if (s == NULL) { PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t i = 0; i < cap; i++) s[i] = -1;
+    for (Py_ssize_t i = 0; i < g->scap; i++) {
+        Py_ssize_t t = g->slot[i];
+        if (t < 0) continue;
+        uint64_t h = eg_hash(g->label[t], g->type[t], g->kids + g->koff[t], g->kn[t]);
+        Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)(cap - 1));
+        while (s[j] >= 0) j = (j + 1) & (cap - 1);
+        s[j] = t;
+    }
+    PyMem_Free(g->slot);
+    g->slot = s;
+    g->scap = cap;
+    return 0;
+}
+
+/* The term (label, type, kids): the equal one made before (hash-consing),
+ * else a new one, its words written; ``distinct``: always a new one, never
+ * shared (an impure call, an input, the output). Its id, or -1 (error). */
+static Py_ssize_t eg_term(EG *g, int64_t label, Py_ssize_t type, const int64_t *kids,
+                          Py_ssize_t n, int distinct) {
+    Py_ssize_t j = -1;
+    if (!distinct) {
+        if (2 * (g->used + 1) > g->scap && eg_rehash(g, g->scap ? 2 * g->scap : 1024) < 0)
+            return -1;
+        uint64_t h = eg_hash(label, type, kids, n);
+        for (j = (Py_ssize_t)(h & (uint64_t)(g->scap - 1));; j = (j + 1) & (g->scap - 1)) {
+            Py_ssize_t t = g->slot[j];
+            if (t < 0) break;
+            if (g->label[t] == label && g->type[t] == type && g->kn[t] == n
+                && (n == 0 || memcmp(g->kids + g->koff[t], kids, (size_t)n * sizeof(int64_t)) == 0))
+                return t;
+        }
+    }
+    Py_ssize_t t = g->nt, c = eg_more(g->tcap, t + 1);
+    if (c) {
+        if (eg_realloc((void **)&g->label, c, sizeof(int64_t)) < 0
+            || eg_realloc((void **)&g->type, c, sizeof(int64_t)) < 0
+            || eg_realloc((void **)&g->koff, c, sizeof(Py_ssize_t)) < 0
+            || eg_realloc((void **)&g->kn, c, sizeof(Py_ssize_t)) < 0)
+            return -1;
+        g->tcap = c;
+    }
+    c = eg_more(g->kcap, g->nk + n);
+    if (c) {
+        if (eg_realloc((void **)&g->kids, c, sizeof(int64_t)) < 0) return -1;
+        g->kcap = c;
+    }
+    if (n) memcpy(g->kids + g->nk, kids, (size_t)n * sizeof(int64_t));
+    g->label[t] = label; g->type[t] = type; g->koff[t] = g->nk; g->kn[t] = n;
+    g->nk += n;
+    g->nt++;
+    if (!distinct) { g->slot[j] = t; g->used++; }
+    Py_ssize_t na = g->tlen[type];
+    if (eg_word(g, label) < 0 || eg_word(g, n) < 0) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) if (eg_word(g, kids[i]) < 0) return -1;
+    if (eg_word(g, na) < 0) return -1;
+    for (Py_ssize_t i = 0; i < 2 * na; i++)
+        if (eg_word(g, g->tw[g->toff[type] + i]) < 0) return -1;
+    return t;
+}
+
+static Py_ssize_t eg_type_of(EG *g, PyObject *ids, PyObject *attrs);
+
+/* The id of the tensor type whose attributes are ``attrs`` (a tuple of
+ * (attribute, value) pairs; equal tuples, one id), its words kept. -1: error,
+ * -2: a value outside int64 (the caller gives up: the Python path raises) */
+static Py_ssize_t eg_type(EG *g, PyObject *ids, PyObject *attrs) {
+    /* the last few attribute objects seen (nodes of one tensor type share
+     * one, importer._static_types) before the table keyed by content */
+    for (int i = 0; i < EG_RECENT; i++)
+        if (g->recent[i] == attrs) return g->recent_id[i];
+    Py_ssize_t k = eg_type_of(g, ids, attrs);
+    if (k >= 0) {
+        int i = g->recent_next;
+        g->recent_next = (i + 1) % EG_RECENT;
+        Py_XSETREF(g->recent[i], Py_NewRef(attrs));
+        g->recent_id[i] = k;
+    }
+    return k;
+}
+
+static Py_ssize_t eg_type_of(EG *g, PyObject *ids, PyObject *attrs) {
+    PyObject *hit = PyDict_GetItemWithError(ids, attrs);
+    if (hit != NULL) return PyLong_AsSsize_t(hit);
+    if (PyErr_Occurred()) return -1;
+    if (!PyTuple_Check(attrs)) return -2;
+    Py_ssize_t na = PyTuple_GET_SIZE(attrs), k = g->ntype, c = eg_more(g->typecap, k + 1);
+    if (c) {
+        if (eg_realloc((void **)&g->toff, c, sizeof(Py_ssize_t)) < 0
+            || eg_realloc((void **)&g->tlen, c, sizeof(Py_ssize_t)) < 0)
+            return -1;
+        g->typecap = c;
+    }
+    c = eg_more(g->twcap, g->ntw + 2 * na);
+    if (c) {
+        if (eg_realloc((void **)&g->tw, c, sizeof(int64_t)) < 0) return -1;
+        g->twcap = c;
+    }
+    for (Py_ssize_t i = 0; i < na; i++) {
+        PyObject *p = PyTuple_GET_ITEM(attrs, i);
+        if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) != 2) return -2;
+        for (int e = 0; e < 2; e++) {
+            int over = 0;
+            long long v = PyLong_Check(PyTuple_GET_ITEM(p, e))
+                              ? PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(p, e), &over)
+                              : (over = 1, 0);
+            if (v == -1 && PyErr_Occurred()) return -1;
+            if (over) return -2;
+            g->tw[g->ntw + 2 * i + e] = v;
+        }
+    }
+    g->toff[k] = g->ntw; g->tlen[k] = na;
+    g->ntw += 2 * na;
+    g->ntype++;
+    PyObject *kid = PyLong_FromSsize_t(k);
+    if (kid == NULL || PyDict_SetItem(ids, attrs, kid) < 0) { Py_XDECREF(kid); return -1; }
+    Py_DECREF(kid);
+    return k;
+}
+
+typedef struct {
+    EG g;
+    Ctx *c;
+    St st;                /* for call_args and type_of: types and tg (the helper); no calls */
+    PyObject *targets, *consts, *inputs, *lists, *outputs, *helper;
+    PyObject *term_of;    /* FX node -> term id */
+    PyObject *origin;     /* per term */
+    PyObject *labels;     /* set */
+    PyObject *type_ids;   /* attributes tuple -> type id */
+    Py_ssize_t no_type;   /* the type id of no attributes */
+} EW;
+
+/* table[key], else helper.<learn>(arg) stored there: a new reference, Py_None
+ * (a new reference) when the helper says None, NULL on error */
+static PyObject *ew_lookup(EW *w, PyObject *table, PyObject *key, const char *learn,
+                           PyObject *arg) {
+    PyObject *v = PyDict_GetItemWithError(table, key);
+    if (v != NULL) return Py_NewRef(v);
+    if (PyErr_Occurred()) return NULL;
+    v = PyObject_CallMethod(w->helper, learn, "O", arg);
+    if (v != NULL && v != Py_None && PyDict_SetItem(table, key, v) < 0) Py_CLEAR(v);
+    return v;
+}
+
+/* a new term's origin and label noted (0, or -1) */
+static int ew_note(EW *w, Py_ssize_t t, int64_t label, PyObject *origin) {
+    if (t < PyList_GET_SIZE(w->origin)) return 0; /* not new */
+    if (PyList_Append(w->origin, origin) < 0) return -1;
+    PyObject *l = PyLong_FromLongLong(label);
+    int r = l == NULL ? -1 : PySet_Add(w->labels, l);
+    Py_XDECREF(l);
+    return r;
+}
+
+/* the symbol in ``v`` (a new reference from ew_lookup, consumed): 1 and
+ * *out, 0 (None: give up), -1 (error) */
+static int ew_symbol(PyObject *v, int64_t *out) {
+    if (v == NULL) return -1;
+    if (v == Py_None || !PyLong_Check(v)) { Py_DECREF(v); return 0; }
+    long long s = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if (s == -1 && PyErr_Occurred()) return -1;
+    *out = s;
+    return 1;
+}
+
+static int ew_is_flat(EW *w, PyObject *a) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(a);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int r = PySet_Contains(w->c->scalar_types,
+                               (PyObject *)Py_TYPE(PySequence_Fast_GET_ITEM(a, i)));
+        if (r <= 0) return r;
+    }
+    return 1;
+}
+
+static int ew_has_node(EW *w, PyObject *a, int depth) {
+    if (depth > 50) return -2;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(a);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PySequence_Fast_GET_ITEM(a, i);
+        if ((PyObject *)Py_TYPE(e) == w->c->fx_node_type) return 1;
+        if (PyList_Check(e) || PyTuple_Check(e)) {
+            int r = ew_has_node(w, e, depth + 1);
+            if (r != 0) return r;
+        } else if (PyDict_Check(e)) {
+            return -2; /* a dict: the Python import's */
+        }
+    }
+    return 0;
+}
+
+/* The term id of an argument ``a`` (TermGraph.arg): >= 0, -1 (error), -2
+ * (not read here) */
+static Py_ssize_t ew_arg(EW *w, PyObject *a, int depth) {
+    PyObject *tp = (PyObject *)Py_TYPE(a);
+    if (tp == w->c->fx_node_type) {
+        PyObject *t = PyDict_GetItemWithError(w->term_of, a);
+        if (t == NULL) return PyErr_Occurred() ? -1 : -2; /* a use before its definition */
+        return PyLong_AsSsize_t(t);
+    }
+    PyObject *key = NULL;
+    int scalar = PySet_Contains(w->c->scalar_types, tp);
+    if (scalar < 0) return -1;
+    if (scalar) {
+        key = PyTuple_Pack(2, tp, a);
+    } else if (PyList_Check(a) || PyTuple_Check(a)) {
+        if (depth > 50) return -2;
+        int flat = ew_is_flat(w, a);
+        if (flat < 0) return -1;
+        if (flat) {
+            Fast f = {.scalars = w->c->scalar_types};
+            key = flat_const_key(&f, a); /* _const_cache_key's flat case */
+            if (key == NULL && !PyErr_Occurred()) return -2;
+        } else {
+            int h = ew_has_node(w, a, 0);
+            if (h < 0) return h == -2 ? -2 : -1;
+            if (h) { /* list<n> over its elements' terms (TermGraph.arg) */
+                Py_ssize_t n = PySequence_Fast_GET_SIZE(a);
+                int64_t sym, stackk[16], *kids = n <= 16 ? stackk : PyMem_Malloc(n * sizeof(int64_t));
+                if (kids == NULL) { PyErr_NoMemory(); return -1; }
+                Py_ssize_t r = 0;
+                for (Py_ssize_t i = 0; r >= 0 && i < n; i++) {
+                    Py_ssize_t k = ew_arg(w, PySequence_Fast_GET_ITEM(a, i), depth + 1);
+                    if (k < 0) r = k; else kids[i] = k;
+                }
+                if (r >= 0) {
+                    PyObject *nn = PyLong_FromSsize_t(n);
+                    int s = nn == NULL ? -1 : ew_symbol(ew_lookup(w, w->lists, nn, "learn_list", nn), &sym);
+                    Py_XDECREF(nn);
+                    if (s <= 0) r = s == 0 ? -2 : -1;
+                    else {
+                        r = eg_term(&w->g, sym, w->no_type, kids, n, 0);
+                        if (r >= 0 && ew_note(w, r, sym, Py_Ellipsis) < 0) r = -1;
+                    }
+                }
+                if (kids != stackk) PyMem_Free(kids);
+                return r;
+            }
+            key = NULL; /* a nested list of constants: the helper's own table */
+        }
+    } else {
+        return -2; /* not a constant the reader knows */
+    }
+    int64_t sym;
+    int s;
+    if (key != NULL) {
+        s = ew_symbol(ew_lookup(w, w->consts, key, "learn_const", a), &sym);
+        Py_DECREF(key);
+    } else {
+        if (PyErr_Occurred()) return -1;
+        s = ew_symbol(PyObject_CallMethod(w->helper, "learn_const", "O", a), &sym);
+    }
+    if (s <= 0) return s == 0 ? -2 : -1;
+    Py_ssize_t t = eg_term(&w->g, sym, w->no_type, NULL, 0, 0);
+    if (t >= 0 && ew_note(w, t, sym, a) < 0) return -1;
+    return t;
+}
+
+/* the term of one FX node: >= 0, -1 (error), -2 (not read here) */
+static Py_ssize_t ew_node(EW *w, PyObject *node) {
+    Ctx *c = w->c;
+    PyObject *kind = fx_attr(node, FX_OP);
+    if (kind == NULL) return -1;
+    Py_ssize_t t = -2;
+    int64_t sym = 0, stackk[16], *kids = stackk;
+    PyObject *target = NULL, *tid = NULL, *ent = NULL, *pos = NULL, *val = NULL, *typ = NULL,
+             *name = NULL, *flat = NULL;
+    if (str_eq(kind, s_call_function)) {
+        if (!(target = fx_attr(node, FX_TARGET)) || !(tid = PyLong_FromVoidPtr(target))) goto fail;
+        ent = PyDict_GetItemWithError(w->targets, tid);
+        if (ent != NULL && PyTuple_Check(ent) && PyTuple_GET_SIZE(ent) == 3
+            && PyTuple_GET_ITEM(ent, 0) == target) {
+            Py_INCREF(ent);
+        } else {
+            if (PyErr_Occurred()) goto fail;
+            ent = PyObject_CallMethod(w->helper, "learn_target", "O", node);
+            if (ent == NULL) goto fail;
+            if (!PyTuple_Check(ent) || PyTuple_GET_SIZE(ent) != 3
+                || PyTuple_GET_ITEM(ent, 0) != target)
+                goto done; /* not an operator call: the Python import's */
+            if (PyDict_SetItem(w->targets, tid, ent) < 0) goto fail;
+        }
+        int pure = PyObject_IsTrue(PyTuple_GET_ITEM(ent, 2));
+        if (pure < 0) goto fail;
+        int s = ew_symbol(Py_NewRef(PyTuple_GET_ITEM(ent, 1)), &sym);
+        if (s <= 0) { t = s == 0 ? -2 : -1; goto done; }
+        if (!(pos = call_args(&w->st, c, node, target, tid))) goto fail;
+        if (!PyList_Check(pos)) goto done; /* fits no schema: opaque, the Python import's */
+        if (!(val = meta_val(node)) || !(typ = type_of(&w->st, c, val))) goto fail;
+        Py_ssize_t ty = eg_type(&w->g, w->type_ids, PyTuple_GET_ITEM(typ, 2));
+        if (ty < 0) { t = ty; goto done; }
+        Py_ssize_t n = PyList_GET_SIZE(pos);
+        if (n > 16 && !(kids = PyMem_Malloc(n * sizeof(int64_t)))) { PyErr_NoMemory(); goto fail; }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *a = Py_NewRef(PyList_GET_ITEM(pos, i));
+            Py_ssize_t k = ew_arg(w, a, 0);
+            Py_DECREF(a);
+            if (k < 0) { t = k; goto done; }
+            if (i >= PyList_GET_SIZE(pos)) { t = -2; goto done; } /* changed under us */
+            kids[i] = k;
+        }
+        t = eg_term(&w->g, sym, ty, kids, n, !pure);
+    } else if (str_eq(kind, s_placeholder) || str_eq(kind, s_get_attr)) {
+        PyObject *nm = fx_attr(node, FX_NAME);
+        if (nm == NULL) goto fail;
+        name = PyUnicode_Check(nm) ? PyUnicode_FromFormat("%U:%U", kind, nm) : NULL;
+        Py_DECREF(nm);
+        if (name == NULL) { if (PyErr_Occurred()) goto fail; goto done; }
+        int s = ew_symbol(ew_lookup(w, w->inputs, name, "learn_input", name), &sym);
+        if (s <= 0) { t = s == 0 ? -2 : -1; goto done; }
+        if (!(val = meta_val(node)) || !(typ = type_of(&w->st, c, val))) goto fail;
+        Py_ssize_t ty = eg_type(&w->g, w->type_ids, PyTuple_GET_ITEM(typ, 2));
+        if (ty < 0) { t = ty; goto done; }
+        t = eg_term(&w->g, sym, ty, NULL, 0, 1); /* one input per name */
+    } else if (PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "output") == 0) {
+        /* an opaque output<n> over the flattened arguments, never shared */
+        PyObject *args = fx_attr(node, FX_ARGS);
+        if (args == NULL) goto fail;
+        flat = PyObject_CallMethod(w->helper, "flatten", "O", args);
+        Py_DECREF(args);
+        if (flat == NULL) goto fail;
+        if (!PyList_Check(flat)) goto done;
+        Py_ssize_t n = PyList_GET_SIZE(flat);
+        if (n > 16 && !(kids = PyMem_Malloc(n * sizeof(int64_t)))) { PyErr_NoMemory(); goto fail; }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t k = ew_arg(w, PyList_GET_ITEM(flat, i), 0);
+            if (k < 0) { t = k; goto done; }
+            kids[i] = k;
+        }
+        PyObject *nn = PyLong_FromSsize_t(n);
+        int s = nn == NULL ? -1 : ew_symbol(ew_lookup(w, w->outputs, nn, "learn_output", nn), &sym);
+        Py_XDECREF(nn);
+        if (s <= 0) { t = s == 0 ? -2 : -1; goto done; }
+        t = eg_term(&w->g, sym, w->no_type, kids, n, 1);
+    }
+    if (t >= 0 && ew_note(w, t, sym, node) < 0) goto fail;
+    goto done;
+fail:
+    t = -1;
+done:
+    if (kids != stackk) PyMem_Free(kids);
+    Py_DECREF(kind);
+    Py_XDECREF(target); Py_XDECREF(tid); Py_XDECREF(ent); Py_XDECREF(pos); Py_XDECREF(val);
+    Py_XDECREF(typ); Py_XDECREF(name); Py_XDECREF(flat);
+    return t;
+}
+
+static PyObject *engine_graph(PyObject *self, PyObject *a) {
+    PyObject *nodes, *ctx, *tabs, *helper;
+    if (!PyArg_ParseTuple(a, "O!OO!O:engine_graph", &PyList_Type, &nodes, &ctx, &PyTuple_Type,
+                          &tabs, &helper))
+        return NULL;
+    Ctx c;
+    EW w;
+    memset(&w, 0, sizeof(w));
+    if (ctx_load(&c, ctx) < 0) return NULL;
+    if (PyTuple_GET_SIZE(tabs) != 6) {
+        PyErr_SetString(PyExc_TypeError, "engine_graph: tabs must be a tuple of 6 dicts");
+        return NULL;
+    }
+    for (int i = 0; i < 6; i++)
+        if (!PyDict_Check(PyTuple_GET_ITEM(tabs, i))) {
+            PyErr_SetString(PyExc_TypeError, "engine_graph: tabs must be a tuple of 6 dicts");
+            return NULL;
+        }
+    w.c = &c;
+    w.targets = PyTuple_GET_ITEM(tabs, 0); w.consts = PyTuple_GET_ITEM(tabs, 1);
+    w.inputs = PyTuple_GET_ITEM(tabs, 2); w.lists = PyTuple_GET_ITEM(tabs, 3);
+    w.outputs = PyTuple_GET_ITEM(tabs, 4);
+    w.st.types = PyTuple_GET_ITEM(tabs, 5);
+    w.st.tg = w.helper = helper;
+    PyObject *result = NULL, *ids = NULL;
+    if (!(w.term_of = PyDict_New())
+        || !(w.origin = PyList_New(0)) || !(w.labels = PySet_New(NULL))
+        || !(w.type_ids = PyDict_New()) || !(ids = PyList_New(PyList_GET_SIZE(nodes))))
+        goto done;
+    if ((w.no_type = eg_type(&w.g, w.type_ids, empty_tuple)) < 0) goto done;
+    fx_layout(c.fx_node_type);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
+        PyObject *node = Py_NewRef(PyList_GET_ITEM(nodes, i));
+        Py_ssize_t t = ew_node(&w, node);
+        PyObject *tid = t >= 0 ? PyLong_FromSsize_t(t) : NULL;
+        int bad = tid == NULL || PyDict_SetItem(w.term_of, node, tid) < 0;
+        Py_DECREF(node);
+        if (bad) {
+            Py_XDECREF(tid);
+            if (t == -2 && !PyErr_Occurred()) result = Py_NewRef(Py_None); /* not read here */
+            goto done;
+        }
+        PyList_SET_ITEM(ids, i, tid);
+    }
+    PyObject *words = PyBytes_FromStringAndSize((const char *)w.g.w,
+                                                (Py_ssize_t)(w.g.n * sizeof(int64_t)));
+    if (words != NULL) result = PyTuple_Pack(4, words, ids, w.origin, w.labels);
+    Py_XDECREF(words);
+done:
+    eg_free(&w.g);
+    Py_XDECREF(w.term_of); Py_XDECREF(w.origin); Py_XDECREF(w.labels);
+    Py_XDECREF(w.type_ids); Py_XDECREF(ids);
+    return result;
+}
+
 /* ----------------------------------------------------------------- matching */
 
 /* The engine library's pypm_match (pypm_verified.h), called through its
@@ -1781,6 +2266,9 @@ static PyMethodDef methods[] = {
      "encode_fx(nodes, node_type, cache, node_info, assert_target, output_nodes, before_index, "
      "known, const_labels, const_label, list_label, fast) -> the columns of the rewrite validator's "
      "encoding of an FX graph, as FxChecker.encode computes them."},
+    {"engine_graph", engine_graph, METH_VARARGS,
+     "engine_graph(nodes, ctx, tabs, helper) -> (words, term ids, origins, labels) or None: the "
+     "engine's encoding of the term graph of an FX node list, written directly."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_fxreader",

@@ -32,6 +32,21 @@ def up_to_date(out: str) -> bool:
         os.path.getmtime(out) >= os.path.getmtime(p) for p in (SOURCE, __file__))
 
 
+def compiler() -> str:
+    """The C compiler the interpreter was built with (``sysconfig``'s CC),
+    else ``cc``."""
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    return cc if shutil.which(cc) is not None else "cc"
+
+
+def compile_command(source: str, out: str, cc: str = None) -> list:
+    """The command that compiles the CPython extension ``source`` (C, with
+    the running interpreter's headers) into the shared object ``out``."""
+    return [cc or compiler(), "-O2", "-shared", "-fPIC", "-Wall", "-Wextra",
+            "-Wno-unused-parameter", "-Wno-missing-field-initializers",
+            "-I", sysconfig.get_paths()["include"], source, "-o", out]
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     require = "--require" in argv
@@ -40,9 +55,7 @@ def main(argv=None) -> int:
         print(f"native reader: {os.path.relpath(out)} up to date")
         return 0
     include = sysconfig.get_paths()["include"]
-    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
-    if shutil.which(cc) is None:
-        cc = "cc"
+    cc = compiler()
     missing = []
     if shutil.which(cc) is None:
         missing.append("a C compiler (cc)")
@@ -53,8 +66,7 @@ def main(argv=None) -> int:
               "FX graphs are read in Python (same result, slower)")
         return 1 if require else 0
     tmp = f"{out}.tmp{os.getpid()}"
-    cmd = [cc, "-O2", "-shared", "-fPIC", "-Wall", "-Wextra", "-Wno-unused-parameter",
-           "-Wno-missing-field-initializers", "-I", include, SOURCE, "-o", tmp]
+    cmd = compile_command(SOURCE, tmp, cc)
     print("native reader:", " ".join(cmd))
     r = subprocess.run(cmd)
     if r.returncode != 0:
@@ -64,7 +76,6 @@ def main(argv=None) -> int:
         return 1
     os.replace(tmp, out)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -156,7 +156,6 @@ class Node:
         return f"<Node %{self.id} = {body}{self.type_str()}>"
 
 
-
 def sym_attr(symbol: int, attr: int) -> Optional[int]:
     """Attribute ``attr`` of the operator ``symbol`` in the symbol table
     (its class code for OPCLASS), None when unknown. Leaves have a class
@@ -180,6 +179,7 @@ def sym_attr(symbol: int, attr: int) -> Optional[int]:
 # class keeps its code): one table for the process, read first by
 # Graph.sym_attrs (an encoding of a new graph names every input and constant)
 _LEAF_CLASS: Dict[int, int] = {}
+
 
 class Graph:
     """A hash-consed computation graph (append-only), with designated outputs."""

@@ -223,21 +223,10 @@ class TermGraph:
         elif isinstance(v, (torch.device, torch.layout, torch.memory_format)):
             key = repr(v)
         elif isinstance(v, (list, tuple)):
-            key = [self._const_key(e) for e in v]
+            key = [const_value(e) for e in v]
         n = self.graph.const(key)
         self.const_values.setdefault(n.id, v)
         return n
-
-    def _const_key(self, v):
-        if isinstance(v, torch.dtype):
-            return TORCH_TO_PM.get(v) or repr(v)
-        if isinstance(v, (torch.device, torch.layout, torch.memory_format)):
-            return repr(v)
-        if isinstance(v, (list, tuple)):
-            return [self._const_key(e) for e in v]
-        if v is None or isinstance(v, (bool, int, float, str)):
-            return v
-        raise TypeError(f"unsupported constant {v!r}")
 
     def arg(self, a) -> Node:
         """The term node of an FX argument (a node, a constant, a list)."""
@@ -546,6 +535,22 @@ def _const_cache_key(a) -> Optional[tuple]:
             ks.append(k)
         return (tuple if isinstance(a, tuple) else list, tuple(ks))
     return None
+
+
+def const_value(v):
+    """The value the constant leaf of the FX argument ``v`` stands for (what
+    :meth:`pypm_verified.Graph.const` takes): dtypes by name, devices,
+    layouts and memory formats by ``repr``, lists element-wise. Raises
+    TypeError for a value with no constant form."""
+    if isinstance(v, torch.dtype):
+        return TORCH_TO_PM.get(v) or repr(v)
+    if isinstance(v, (torch.device, torch.layout, torch.memory_format)):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return [const_value(e) for e in v]
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    raise TypeError(f"unsupported constant {v!r}")
 
 
 def _has_node(a) -> bool:

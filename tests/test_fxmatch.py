@@ -1,0 +1,197 @@
+"""Matching an FX graph without a Python term graph (pypm_verified.torch.fxmatch).
+
+The native reader's ``engine_graph`` writes the engine's encoding of an FX
+graph's term graph itself. Held here to the import it replaces:
+
+* its words are ``TermGraph(graph).build().graph.encode()``, word for word,
+  and each FX node's term id is the import's, on exported models (static
+  and with dynamic shapes) and random and odd graphs; where it gives up, the
+  import made a term it does not write (an opaque call or input);
+* the FX graph is left as it was (the import merges duplicates, the reader
+  does not);
+* :func:`match_fx` gives what the reference engine gives on the Python
+  import, and what ``pm.match_all`` gives on the driver's term graph;
+* without the extension, or on a graph it does not read, the same answers
+  through the Python path; bad arguments raise TypeError.
+"""
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+fx = torch.fx
+
+from pypm_verified import _native  # noqa: E402
+from pypm_verified.torch import fxmatch  # noqa: E402
+from pypm_verified.torch.importer import TermGraph  # noqa: E402
+from test_fxreader import _odd_program, _random_program, models  # noqa: E402
+
+aten = torch.ops.aten
+
+
+@pytest.fixture(scope="module")
+def native():
+    if _native._module is None:
+        import os
+        if os.environ.get("PYPM_REQUIRE_TOOLS"):
+            pytest.fail(f"PYPM_REQUIRE_TOOLS is set but {_native.status()}")
+        pytest.skip(_native.status())
+    return _native._module
+
+
+@pytest.fixture(scope="module")
+def programs():
+    return {"bert": models.export("bert", "small", layers=2),
+            "gpt2": models.export("gpt2", "small", layers=2),
+            "llama": models.export("llama", "small", layers=2),
+            "bert dynamic": models.export_dynamic("bert", "small", layers=2)}
+
+
+@pytest.fixture(scope="module")
+def patterns():
+    from pypm_verified.library import default_patterns
+    return [p for p in default_patterns() if p.rules and not p.is_multi]
+
+
+def _opaque(tg) -> bool:
+    """Whether the import made a term the native writer does not: an opaque
+    call (not the output) or an opaque input (an argument without a
+    constant form)."""
+    for n in tg.graph.nodes:
+        if n.kind == "op" and n.op.name.startswith("opaque:") and \
+                n.op.name != "opaque:'output'":
+            return True
+        if n.kind == "input" and n.name.startswith("opaque:"):
+            return True
+    return False
+
+
+def assert_words_are_the_import(graph, monkeypatch):
+    """engine_words of a copy of ``graph`` against TermGraph.build of
+    another copy; returns whether the native writer read it."""
+    monkeypatch.setenv(_native.ENV, "1")
+    mine = copy.deepcopy(graph)
+    shown = str(mine)
+    nodes = list(mine.nodes)
+    got = fxmatch.engine_words(nodes)
+    assert str(mine) == shown and len(mine.nodes) == len(nodes)  # left as it was
+    tg = TermGraph(copy.deepcopy(graph)).build()
+    if got is None:
+        assert _opaque(tg), "the native writer gave up on a graph it reads"
+        return False
+    words, ids, origin = got
+    assert list(words) == list(tg.graph.encode())
+    assert len(origin) == len(tg.graph) and len(ids) == len(nodes)
+    by_name = {n.name: n for n in tg.fx_graph.nodes}
+    for n, t in zip(nodes, ids):
+        other = by_name.get(n.name)
+        if other is not None:  # not a duplicate the import merged away
+            assert tg.term[other].id == t, n.name
+        o = origin[t]
+        if isinstance(o, fx.Node):
+            assert tg.fx_of[t].name == o.name
+    for t, o in enumerate(origin):
+        kind = tg.graph[t].kind
+        if o is Ellipsis:
+            assert kind == "op" and tg.graph[t].op.name.startswith("list")
+        elif not isinstance(o, fx.Node):
+            assert kind == "const" and tg.const_values[t] == o
+    return True
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "bert dynamic"])
+def test_model_words_are_the_import_words(native, programs, name, monkeypatch):
+    assert assert_words_are_the_import(programs[name].graph_module.graph, monkeypatch)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_graph_words_are_the_import_words(native, seed, monkeypatch):
+    assert_words_are_the_import(_random_program(seed), monkeypatch)
+
+
+def test_random_graphs_are_read_and_given_up_on(native, monkeypatch):
+    """The random graphs exercise both sides: read natively, and given up
+    on (opaque calls)."""
+    read = [assert_words_are_the_import(_random_program(s), monkeypatch) for s in range(40)]
+    assert 5 <= sum(read) <= 35, sum(read)
+
+
+def test_odd_graphs(native, monkeypatch):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        fake = torch.empty(2, 3)
+    objs = {"fake": fake, "thing": object(), "tensor": torch.ones(3), "fn": lambda *a: a}
+    assert not assert_words_are_the_import(_odd_program(objs), monkeypatch)
+    # lists holding nodes (list<n>), nested constant lists, kwargs and
+    # defaults, a duplicate and None: read natively
+    g = fx.Graph()
+    x = g.placeholder("x")
+    x.meta["val"] = fake
+    a = g.call_function(aten.add.Tensor, (x, 2.5))
+    b = g.call_function(aten.cat.default, ([x, a], 0))
+    c = g.call_function(aten.add.Tensor, (x, x), {"alpha": 1})
+    d = g.call_function(aten.add.Tensor, (x, x))  # the same term as c
+    e = g.call_function(aten.sum.dim_IntList, (x, [0, 1]), {"keepdim": True})
+    f = g.call_function(aten.clone.default, (x,), {"memory_format": torch.contiguous_format})
+    for n in (a, b, c, d, e, f):
+        n.meta["val"] = fake
+    g.output((a, b, c, d, e, f, None, [x, (a, 3)]))
+    assert assert_words_are_the_import(g, monkeypatch)
+
+
+def _same(found, want):
+    assert [(m.pattern, m.root.name) for m in found] == [(m.pattern, m.root.name) for m in want]
+    for m, w in zip(found, want):
+        assert m.functions == w.functions
+        assert set(m.bindings) == set(w.bindings)
+        for k, v in m.bindings.items():
+            u = w.bindings[k]
+            if isinstance(v, fx.Node):
+                assert isinstance(u, fx.Node) and u.name == v.name, k
+            else:
+                assert v == u, k
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "bert dynamic"])
+def test_match_fx_is_the_reference(native, lib, programs, patterns, name, monkeypatch):
+    """Native words and the verified engine, against the Python import and
+    the reference engine; and the roots pm.match_all finds on the driver's
+    term graph."""
+    import pypm_verified as pm
+    monkeypatch.setenv(_native.ENV, "1")
+    gm = programs[name].graph_module
+    found = fxmatch.match_fx(patterns, gm)
+    assert found and all(m.pattern in patterns for m in found)
+    _same(found, fxmatch.match_fx(patterns, gm.graph, engine="reference"))
+    tg = TermGraph(copy.deepcopy(gm.graph)).build()
+    roots = [(p, tg.fx_of[r.id].name) for p, r, _ in pm.match_all(patterns, tg.graph)]
+    assert roots == [(m.pattern, m.root.name) for m in found]
+
+
+def test_match_fx_without_the_reader(lib, programs, patterns, monkeypatch):
+    """The Python path (no extension, or a graph it does not read) answers
+    alike."""
+    gm = programs["bert"].graph_module
+    monkeypatch.setenv(_native.ENV, "1")
+    want = fxmatch.match_fx(patterns, gm)
+    monkeypatch.setenv(_native.ENV, "0")
+    assert fxmatch.engine_words(list(gm.graph.nodes)) is None
+    _same(fxmatch.match_fx(patterns, gm), want)
+    # an opaque call somewhere: the whole graph through the Python import
+    monkeypatch.setenv(_native.ENV, "1")
+    g = copy.deepcopy(gm.graph)
+    out = next(n for n in g.nodes if n.op == "output")
+    with g.inserting_before(out):
+        g.call_method("view", (next(iter(g.nodes)), -1))
+    assert fxmatch.engine_words(list(g.nodes)) is None
+    _same(fxmatch.match_fx(patterns, g), want)
+
+
+def test_match_fx_refuses_bad_arguments(patterns):
+    with pytest.raises(TypeError, match="Graph or GraphModule"):
+        fxmatch.match_fx(patterns, "graph")
+    with pytest.raises(TypeError, match="single-root"):
+        fxmatch.match_fx([object()], fx.Graph())
+    with pytest.raises(ValueError):
+        fxmatch.match_fx(patterns, fx.Graph(), engine="nope")
+    assert fxmatch.match_fx([], fx.Graph()) == []
