@@ -1696,7 +1696,8 @@ done:
 }
 
 /* ------------------------------------------------------------ engine words */
-/* engine_graph(nodes, ctx, tabs, helper) reads an FX graph's node list once
+/* engine_graph(nodes, ctx, tabs, helper, leaf_classes, sym_attr, magic,
+ * version, opclass) reads an FX graph's node list once
  * and writes the engine's graph encoding of its term graph directly
  * (docs/internals/format.md: per term its label, child count, child ids,
  * attribute count and (attribute, value) pairs), hash-consing the terms in a
@@ -1713,10 +1714,14 @@ done:
  * ``helper`` (learn_target(node), learn_const(a), learn_input(name),
  * learn_list(n), learn_output(n) -- each the symbol, or None where the
  * import would not make a plain term -- _type(val), call_args(node)).
- * Returns (the body words as bytes, the term id of each node of ``nodes``,
- * per term its origin -- the first FX node, a constant's first value,
- * Ellipsis for a list -- and the set of labels), or None when a node is none of
- * those (the caller imports in Python). */
+ * The words end with the labels' operator classes (Graph.sym_attrs: a
+ * leaf's from ``leaf_classes``, core.graph._LEAF_CLASS, another's
+ * sym_attr(symbol)) and begin with the header (``magic``, ``version``, the
+ * number of terms); ``opclass`` is the attribute id of the class.
+ * Returns (the words as bytes, the term id of each node of ``nodes``, per
+ * term its origin -- the first FX node, a constant's first value, Ellipsis
+ * for a list), or None when a node is none of those (the caller imports in
+ * Python). */
 
 #define EG_RECENT 8
 
@@ -2121,9 +2126,11 @@ done:
 }
 
 static PyObject *engine_graph(PyObject *self, PyObject *a) {
-    PyObject *nodes, *ctx, *tabs, *helper;
-    if (!PyArg_ParseTuple(a, "O!OO!O:engine_graph", &PyList_Type, &nodes, &ctx, &PyTuple_Type,
-                          &tabs, &helper))
+    PyObject *nodes, *ctx, *tabs, *helper, *leaf_classes, *sym_attr, *sorted = NULL;
+    long long magic, version, opclass;
+    if (!PyArg_ParseTuple(a, "O!OO!OO!OLLL:engine_graph", &PyList_Type, &nodes, &ctx,
+                          &PyTuple_Type, &tabs, &helper, &PyDict_Type, &leaf_classes,
+                          &sym_attr, &magic, &version, &opclass))
         return NULL;
     Ctx c;
     EW w;
@@ -2164,14 +2171,40 @@ static PyObject *engine_graph(PyObject *self, PyObject *a) {
         }
         PyList_SET_ITEM(ids, i, tid);
     }
-    PyObject *words = PyBytes_FromStringAndSize((const char *)w.g.w,
-                                                (Py_ssize_t)(w.g.n * sizeof(int64_t)));
-    if (words != NULL) result = PyTuple_Pack(4, words, ids, w.origin, w.labels);
+    /* the operators' classes (Graph.sym_attrs): a leaf's from the process's
+     * table, another's from sym_attr(symbol) */
+    if (!(sorted = PySequence_List(w.labels)) || PyList_Sort(sorted) < 0) goto done;
+    Py_ssize_t nl = PyList_GET_SIZE(sorted), at = w.g.n, count = 0;
+    if (eg_word(&w.g, 0) < 0) goto done;
+    for (Py_ssize_t i = 0; i < nl; i++) {
+        PyObject *sym = PyList_GET_ITEM(sorted, i);
+        PyObject *v = PyDict_GetItemWithError(leaf_classes, sym);
+        if (v != NULL) Py_INCREF(v);
+        else if (PyErr_Occurred() || !(v = PyObject_CallOneArg(sym_attr, sym))) goto done;
+        if (v == Py_None) { Py_DECREF(v); continue; }
+        int over = 0;
+        long long code = PyLong_Check(v) ? PyLong_AsLongLongAndOverflow(v, &over) : (over = 1, 0);
+        Py_DECREF(v);
+        if (code == -1 && PyErr_Occurred()) goto done;
+        if (over) { result = Py_NewRef(Py_None); goto done; } /* not a class code: Python's */
+        if (eg_word(&w.g, PyLong_AsLongLong(sym)) < 0 || eg_word(&w.g, opclass) < 0
+            || eg_word(&w.g, code) < 0)
+            goto done;
+        count++;
+    }
+    w.g.w[at] = count;
+    PyObject *words = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((w.g.n + 3) * sizeof(int64_t)));
+    if (words != NULL) {
+        int64_t *out = (int64_t *)PyBytes_AS_STRING(words);
+        out[0] = magic; out[1] = version; out[2] = w.g.nt;
+        memcpy(out + 3, w.g.w, (size_t)w.g.n * sizeof(int64_t));
+        result = PyTuple_Pack(3, words, ids, w.origin);
+    }
     Py_XDECREF(words);
 done:
     eg_free(&w.g);
     Py_XDECREF(w.term_of); Py_XDECREF(w.origin); Py_XDECREF(w.labels);
-    Py_XDECREF(w.type_ids); Py_XDECREF(ids);
+    Py_XDECREF(w.type_ids); Py_XDECREF(ids); Py_XDECREF(sorted);
     return result;
 }
 
@@ -2267,8 +2300,9 @@ static PyMethodDef methods[] = {
      "known, const_labels, const_label, list_label, fast) -> the columns of the rewrite validator's "
      "encoding of an FX graph, as FxChecker.encode computes them."},
     {"engine_graph", engine_graph, METH_VARARGS,
-     "engine_graph(nodes, ctx, tabs, helper) -> (words, term ids, origins, labels) or None: the "
-     "engine's encoding of the term graph of an FX node list, written directly."},
+     "engine_graph(nodes, ctx, tabs, helper, leaf_classes, sym_attr, magic, version, opclass) "
+     "-> (words, term ids, origins) or None: the engine's encoding of the term graph of an FX "
+     "node list, written directly."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_fxreader",

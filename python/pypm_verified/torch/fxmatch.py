@@ -26,10 +26,11 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 import torch
 import torch.fx as fx
 
-from .. import _native
+from .. import _native, core
 from ..core import symbols
 from ..core.encoding import MAGIC_GRAPH, VERSION
-from ..core.graph import Graph, Node
+from ..core import graph as graph_mod
+from ..core.graph import Node
 from ..dsl.patterns import Pattern
 from ..engines import binding, matching
 from ..errors import GraphError
@@ -131,16 +132,20 @@ def engine_words(nodes: Sequence[fx.Node]):
         for t in _TABLES[:5]:
             t.clear()
     with torch._C.DisableTorchFunctionSubclass():  # as TermGraph.build
-        got = native.engine_graph(list(nodes), importer._native_ctx(), _TABLES, _LEARNER)
+        got = native.engine_graph(list(nodes), importer._native_ctx(), _TABLES, _LEARNER,
+                                  graph_mod._LEAF_CLASS, _op_class, MAGIC_GRAPH, VERSION,
+                                  core.OPCLASS)
     if got is None:
         return None
-    body, ids, origin, labels = got
-    words = array("q", (MAGIC_GRAPH, VERSION, len(origin)))
-    words.frombytes(body)
-    sym = Graph().sym_attrs(labels)  # the operators' classes, as Graph.encode writes them
-    words.append(len(sym))
-    words.extend([w for triple in sym for w in triple])
-    return words, ids, origin
+    words, ids, origin = got
+    out = array("q")
+    out.frombytes(words)
+    return out, ids, origin
+
+
+def _op_class(symbol: int) -> Optional[int]:
+    """The class code of the operator ``symbol`` (``Graph.sym_attrs``'s)."""
+    return graph_mod.sym_attr(symbol, core.OPCLASS)
 
 
 def match_fx(patterns: Sequence[Pattern], graph, engine: str = "verified",
