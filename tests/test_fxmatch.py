@@ -195,3 +195,50 @@ def test_match_fx_refuses_bad_arguments(patterns):
     with pytest.raises(ValueError):
         fxmatch.match_fx(patterns, fx.Graph(), engine="nope")
     assert fxmatch.match_fx([], fx.Graph()) == []
+
+
+def test_malformed_input_to_the_writer_raises(native):
+    """engine_graph checks what it is given: wrong tables or context raise,
+    a helper that answers nonsense makes it give up (None), never a crash."""
+    from pypm_verified.core import graph as graph_mod
+    from pypm_verified.core.encoding import MAGIC_GRAPH, VERSION
+    from pypm_verified.torch import importer
+    g = fx.Graph()
+    x = g.placeholder("x")
+    g.output(g.call_function(aten.relu.default, (x,)))
+    nodes = list(g.nodes)
+    ctx = importer._native_ctx()
+    tail = (graph_mod._LEAF_CLASS, fxmatch._op_class, MAGIC_GRAPH, VERSION, 2)
+    ok = native.engine_graph(nodes, ctx, fxmatch._TABLES, fxmatch._LEARNER, *tail)
+    assert ok is not None and len(ok[1]) == 3
+    with pytest.raises(TypeError):
+        native.engine_graph(nodes, ctx, ({},) * 5, fxmatch._LEARNER, *tail)
+    with pytest.raises(TypeError):
+        native.engine_graph(nodes, ctx, ({},) * 5 + ([],), fxmatch._LEARNER, *tail)
+    with pytest.raises(TypeError):
+        native.engine_graph(nodes, ctx[:6], fxmatch._TABLES, fxmatch._LEARNER, *tail)
+    with pytest.raises(TypeError):
+        native.engine_graph(tuple(nodes), ctx, fxmatch._TABLES, fxmatch._LEARNER, *tail)
+    with pytest.raises(Exception):
+        native.engine_graph([1, 2], ctx, fxmatch._TABLES, fxmatch._LEARNER, *tail)
+
+    class Nonsense(fxmatch._Learner):
+        @staticmethod
+        def learn_target(node):
+            return ("not", "a", "target")
+
+        @staticmethod
+        def learn_input(name):
+            return "not a symbol"
+
+    fresh = ({}, {}, {}, {}, {}, {})
+    assert native.engine_graph(nodes, ctx, fresh, Nonsense(), *tail) is None
+    # arguments that do not fit the operator's arity: given up (the import
+    # raises there)
+    class Misfit(fxmatch._Learner):
+        @staticmethod
+        def learn_target(node):
+            t, sym, pure, arity = fxmatch._Learner.learn_target(node)
+            return (t, sym, pure, arity + 2)
+
+    assert native.engine_graph(nodes, ctx, ({}, {}, {}, {}, {}, {}), Misfit(), *tail) is None

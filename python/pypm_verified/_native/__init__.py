@@ -13,9 +13,12 @@ correspondence of a pass's nodes before and after
 (:meth:`pypm_verified.rewriting.validate.Pass.correspond`), and calls the
 engine library's ``pypm_match`` for a run of patterns at a node without a
 Python frame per pattern (:meth:`pypm_verified.engines.binding.SetMatcher.first`,
-the driver's matching). Each gives what the
-Python code gives, state for state and word for word (tests/test_fxreader.py
-holds them equal on exported models and on random graphs); the Python code
+the driver's matching). It also writes the engine's encoding of an FX
+graph's term graph directly, hash-consing in C with no Python term graph
+(``engine_graph``: :func:`pypm_verified.torch.fxmatch.match_fx`). Each gives
+what the Python code gives, state for state and word for word
+(tests/test_fxreader.py and tests/test_fxmatch.py hold them equal on
+exported models and on random graphs); the Python code
 stays: it is used when the extension is not built (a wheel, a platform
 without a C compiler), when ``PYPM_NATIVE=0`` is set, inside
 :func:`paths` ``(False)`` -- the driver's reference engine runs there, so

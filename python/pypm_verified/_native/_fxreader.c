@@ -1707,7 +1707,7 @@ done:
  * placeholders and get_attr nodes (input leaves), calls of an op overload
  * or operator.getitem that fit their schema, the output node; their
  * arguments nodes, constants, lists of constants and lists holding nodes.
- * ``tabs`` = (targets: id(target) -> (target, symbol, pure), consts:
+ * ``tabs`` = (targets: id(target) -> (target, symbol, pure, arity), consts:
  * importer._const_cache_key -> symbol, inputs: "<op>:<name>" -> symbol,
  * lists: n -> symbol of list<n>, outputs: n -> symbol, types: the
  * importer's (sizes, dtype) -> (shape, dtype, attributes)); a miss asks
@@ -2000,7 +2000,10 @@ static Py_ssize_t ew_arg(EW *w, PyObject *a, int depth) {
                 if (kids == NULL) { PyErr_NoMemory(); return -1; }
                 Py_ssize_t r = 0;
                 for (Py_ssize_t i = 0; r >= 0 && i < n; i++) {
-                    Py_ssize_t k = ew_arg(w, PySequence_Fast_GET_ITEM(a, i), depth + 1);
+                    if (i >= PySequence_Fast_GET_SIZE(a)) { r = -2; break; } /* changed */
+                    PyObject *e = Py_NewRef(PySequence_Fast_GET_ITEM(a, i));
+                    Py_ssize_t k = ew_arg(w, e, depth + 1);
+                    Py_DECREF(e);
                     if (k < 0) r = k; else kids[i] = k;
                 }
                 if (r >= 0) {
@@ -2048,14 +2051,14 @@ static Py_ssize_t ew_node(EW *w, PyObject *node) {
     if (str_eq(kind, s_call_function)) {
         if (!(target = fx_attr(node, FX_TARGET)) || !(tid = PyLong_FromVoidPtr(target))) goto fail;
         ent = PyDict_GetItemWithError(w->targets, tid);
-        if (ent != NULL && PyTuple_Check(ent) && PyTuple_GET_SIZE(ent) == 3
+        if (ent != NULL && PyTuple_Check(ent) && PyTuple_GET_SIZE(ent) == 4
             && PyTuple_GET_ITEM(ent, 0) == target) {
             Py_INCREF(ent);
         } else {
             if (PyErr_Occurred()) goto fail;
             ent = PyObject_CallMethod(w->helper, "learn_target", "O", node);
             if (ent == NULL) goto fail;
-            if (!PyTuple_Check(ent) || PyTuple_GET_SIZE(ent) != 3
+            if (!PyTuple_Check(ent) || PyTuple_GET_SIZE(ent) != 4
                 || PyTuple_GET_ITEM(ent, 0) != target)
                 goto done; /* not an operator call: the Python import's */
             if (PyDict_SetItem(w->targets, tid, ent) < 0) goto fail;
@@ -2064,19 +2067,23 @@ static Py_ssize_t ew_node(EW *w, PyObject *node) {
         if (pure < 0) goto fail;
         int s = ew_symbol(Py_NewRef(PyTuple_GET_ITEM(ent, 1)), &sym);
         if (s <= 0) { t = s == 0 ? -2 : -1; goto done; }
+        Py_ssize_t arity = PyLong_Check(PyTuple_GET_ITEM(ent, 3))
+                               ? PyLong_AsSsize_t(PyTuple_GET_ITEM(ent, 3)) : -1;
+        if (arity == -1 && PyErr_Occurred()) goto fail;
         if (!(pos = call_args(&w->st, c, node, target, tid))) goto fail;
         if (!PyList_Check(pos)) goto done; /* fits no schema: opaque, the Python import's */
+        if (PyList_GET_SIZE(pos) != arity) goto done; /* the import raises: Python's */
         if (!(val = meta_val(node)) || !(typ = type_of(&w->st, c, val))) goto fail;
         Py_ssize_t ty = eg_type(&w->g, w->type_ids, PyTuple_GET_ITEM(typ, 2));
         if (ty < 0) { t = ty; goto done; }
         Py_ssize_t n = PyList_GET_SIZE(pos);
         if (n > 16 && !(kids = PyMem_Malloc(n * sizeof(int64_t)))) { PyErr_NoMemory(); goto fail; }
         for (Py_ssize_t i = 0; i < n; i++) {
+            if (i >= PyList_GET_SIZE(pos)) { t = -2; goto done; } /* changed under us */
             PyObject *a = Py_NewRef(PyList_GET_ITEM(pos, i));
             Py_ssize_t k = ew_arg(w, a, 0);
             Py_DECREF(a);
             if (k < 0) { t = k; goto done; }
-            if (i >= PyList_GET_SIZE(pos)) { t = -2; goto done; } /* changed under us */
             kids[i] = k;
         }
         t = eg_term(&w->g, sym, ty, kids, n, !pure);
@@ -2103,7 +2110,10 @@ static Py_ssize_t ew_node(EW *w, PyObject *node) {
         Py_ssize_t n = PyList_GET_SIZE(flat);
         if (n > 16 && !(kids = PyMem_Malloc(n * sizeof(int64_t)))) { PyErr_NoMemory(); goto fail; }
         for (Py_ssize_t i = 0; i < n; i++) {
-            Py_ssize_t k = ew_arg(w, PyList_GET_ITEM(flat, i), 0);
+            if (i >= PyList_GET_SIZE(flat)) { t = -2; goto done; } /* changed under us */
+            PyObject *e = Py_NewRef(PyList_GET_ITEM(flat, i));
+            Py_ssize_t k = ew_arg(w, e, 0);
+            Py_DECREF(e);
             if (k < 0) { t = k; goto done; }
             kids[i] = k;
         }
@@ -2158,7 +2168,11 @@ static PyObject *engine_graph(PyObject *self, PyObject *a) {
         goto done;
     if ((w.no_type = eg_type(&w.g, w.type_ids, empty_tuple)) < 0) goto done;
     fx_layout(c.fx_node_type);
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ids); i++) {
+        if (i >= PyList_GET_SIZE(nodes)) {
+            PyErr_SetString(PyExc_RuntimeError, "engine_graph: the node list changed");
+            goto done;
+        }
         PyObject *node = Py_NewRef(PyList_GET_ITEM(nodes, i));
         Py_ssize_t t = ew_node(&w, node);
         PyObject *tid = t >= 0 ? PyLong_FromSsize_t(t) : NULL;

@@ -49,7 +49,8 @@ class FxMatch(NamedTuple):
 
 
 # The reader's tables, shared by the process (each entry depends on its key
-# alone): per target (the target held, so its id is not reused), per constant
+# alone): per target ((target, symbol, pure, arity), the target held so that
+# its id is not reused), per constant
 # (importer._const_cache_key), per input name, list<n> and output<n> symbols;
 # the importer's table of tensor types
 _TABLES = ({}, {}, {}, {}, {}, importer._static_types)
@@ -67,7 +68,8 @@ class _Learner:
     def learn_target(node: fx.Node):
         t = node.target
         if t is operator.getitem or isinstance(t, torch._ops.OpOverload):
-            return (t, importer.op_for(t).symbol, importer.is_pure(node))
+            op = importer.op_for(t)
+            return (t, op.symbol, importer.is_pure(node), op.arity)
         return None
 
     @staticmethod
