@@ -39,7 +39,7 @@ def compiler() -> str:
     return cc if shutil.which(cc) is not None else "cc"
 
 
-def compile_command(source: str, out: str, cc: str = None) -> list:
+def compile_command(source: str, out: str, cc: "str | None" = None) -> list:
     """The command that compiles the CPython extension ``source`` (C, with
     the running interpreter's headers) into the shared object ``out``."""
     return [cc or compiler(), "-O2", "-shared", "-fPIC", "-Wall", "-Wextra",
