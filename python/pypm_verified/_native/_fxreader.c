@@ -1705,15 +1705,17 @@ done:
  * their ids are TermGraph.build's (tests/test_engine_words.py compares the
  * words with TermGraph(...).build().graph.encode()) for the nodes it reads:
  * placeholders and get_attr nodes (input leaves), calls of an op overload
- * or operator.getitem that fit their schema, the output node; their
- * arguments nodes, constants, lists of constants and lists holding nodes.
+ * or operator.getitem that fit their schema, other calls (opaque operators,
+ * never shared), the output node; their arguments nodes, constants, lists
+ * of constants and lists holding nodes.
  * ``tabs`` = (targets: id(target) -> (target, symbol, pure, arity), consts:
  * importer._const_cache_key -> symbol, inputs: "<op>:<name>" -> symbol,
  * lists: n -> symbol of list<n>, outputs: n -> symbol, types: the
  * importer's (sizes, dtype) -> (shape, dtype, attributes)); a miss asks
  * ``helper`` (learn_target(node), learn_const(a), learn_input(name),
- * learn_list(n), learn_output(n) -- each the symbol, or None where the
- * import would not make a plain term -- _type(val), call_args(node)).
+ * learn_list(n), learn_output(n), learn_opaque(node, n) -- each the
+ * symbol, or None where the import would not make a plain term -- _type(val),
+ * call_args(node), opaque_args(node), flatten(args)).
  * The words end with the labels' operator classes (Graph.sym_attrs: a
  * leaf's from ``leaf_classes``, core.graph._LEAF_CLASS, another's
  * sym_attr(symbol)) and begin with the header (``magic``, ``version``, the
@@ -2058,9 +2060,10 @@ static Py_ssize_t ew_node(EW *w, PyObject *node) {
             if (PyErr_Occurred()) goto fail;
             ent = PyObject_CallMethod(w->helper, "learn_target", "O", node);
             if (ent == NULL) goto fail;
+            if (ent == Py_None) goto opaque; /* not an operator: an opaque call */
             if (!PyTuple_Check(ent) || PyTuple_GET_SIZE(ent) != 4
                 || PyTuple_GET_ITEM(ent, 0) != target)
-                goto done; /* not an operator call: the Python import's */
+                goto done;
             if (PyDict_SetItem(w->targets, tid, ent) < 0) goto fail;
         }
         int pure = PyObject_IsTrue(PyTuple_GET_ITEM(ent, 2));
@@ -2071,7 +2074,7 @@ static Py_ssize_t ew_node(EW *w, PyObject *node) {
                                ? PyLong_AsSsize_t(PyTuple_GET_ITEM(ent, 3)) : -1;
         if (arity == -1 && PyErr_Occurred()) goto fail;
         if (!(pos = call_args(&w->st, c, node, target, tid))) goto fail;
-        if (!PyList_Check(pos)) goto done; /* fits no schema: opaque, the Python import's */
+        if (!PyList_Check(pos)) goto opaque; /* fits no schema: an opaque call */
         if (PyList_GET_SIZE(pos) != arity) goto done; /* the import raises: Python's */
         if (!(val = meta_val(node)) || !(typ = type_of(&w->st, c, val))) goto fail;
         Py_ssize_t ty = eg_type(&w->g, w->type_ids, PyTuple_GET_ITEM(typ, 2));
@@ -2087,6 +2090,10 @@ static Py_ssize_t ew_node(EW *w, PyObject *node) {
             kids[i] = k;
         }
         t = eg_term(&w->g, sym, ty, kids, n, !pure);
+    } else if (PyUnicode_Check(kind)
+               && (PyUnicode_CompareWithASCIIString(kind, "call_method") == 0
+                   || PyUnicode_CompareWithASCIIString(kind, "call_module") == 0)) {
+        goto opaque;
     } else if (str_eq(kind, s_placeholder) || str_eq(kind, s_get_attr)) {
         PyObject *nm = fx_attr(node, FX_NAME);
         if (nm == NULL) goto fail;
@@ -2123,6 +2130,35 @@ static Py_ssize_t ew_node(EW *w, PyObject *node) {
         if (s <= 0) { t = s == 0 ? -2 : -1; goto done; }
         t = eg_term(&w->g, sym, w->no_type, kids, n, 1);
     }
+    goto noted;
+opaque: {
+    /* a call the import reads as an opaque operator (a Python callable, a
+     * call that fits no schema, a method or module call): over its
+     * arguments, then its keyword arguments' values, never shared, typed by
+     * its metadata (TermGraph.import_node) */
+    Py_CLEAR(flat);
+    if (!(flat = PyObject_CallMethod(w->helper, "opaque_args", "O", node))) goto fail;
+    if (!PyList_Check(flat)) goto done;
+    Py_ssize_t n = PyList_GET_SIZE(flat);
+    if (n > 16 && !(kids = PyMem_Malloc(n * sizeof(int64_t)))) { PyErr_NoMemory(); goto fail; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i >= PyList_GET_SIZE(flat)) { t = -2; goto done; } /* changed under us */
+        PyObject *e = Py_NewRef(PyList_GET_ITEM(flat, i));
+        Py_ssize_t k = ew_arg(w, e, 0);
+        Py_DECREF(e);
+        if (k < 0) { t = k; goto done; }
+        kids[i] = k;
+    }
+    int s = ew_symbol(PyObject_CallMethod(w->helper, "learn_opaque", "On", node, n), &sym);
+    if (s <= 0) { t = s == 0 ? -2 : -1; goto done; }
+    Py_CLEAR(val);
+    Py_CLEAR(typ);
+    if (!(val = meta_val(node)) || !(typ = type_of(&w->st, c, val))) goto fail;
+    Py_ssize_t ty = eg_type(&w->g, w->type_ids, PyTuple_GET_ITEM(typ, 2));
+    if (ty < 0) { t = ty; goto done; }
+    t = eg_term(&w->g, sym, ty, kids, n, 1);
+}
+noted:
     if (t >= 0 && ew_note(w, t, sym, node) < 0) goto fail;
     goto done;
 fail:

@@ -11,9 +11,9 @@ node. Only the matches found are turned into Python objects, named by FX
 nodes. The FX graph is never modified (duplicate pure nodes are one term,
 not merged in the graph).
 
-Where the reader is not built, a node is of a kind it does not read (an
-opaque call, a symbolic size, a constant without a term form), or the
-engine is the reference one, the graph is imported in Python
+Where the reader is not built, an argument has no constant form (the
+import makes it an opaque input), or the engine is the reference one, the
+graph is imported in Python
 (:meth:`TermGraph.import_node`, without merging) and matched by
 :func:`pypm_verified.match_all`: the same answers.
 """
@@ -90,6 +90,14 @@ class _Learner:
     @staticmethod
     def learn_output(n: int) -> int:
         return importer._opaque_op("output", n).symbol
+
+    @staticmethod
+    def learn_opaque(node: fx.Node, n: int) -> int:
+        return importer._opaque_op(node.target, n).symbol
+
+    @staticmethod
+    def opaque_args(node: fx.Node) -> list:
+        return list(node.args) + list(node.kwargs.values())
 
     @staticmethod
     def call_args(node: fx.Node):
