@@ -1707,23 +1707,25 @@ done:
  * placeholders and get_attr nodes (input leaves), calls of an op overload
  * or operator.getitem that fit their schema, other calls (opaque operators,
  * never shared), the output node; their arguments nodes, constants, lists
- * of constants and lists holding nodes.
+ * of constants, lists holding nodes and objects with no constant form (an
+ * input named by the object's id, as TermGraph.arg makes it).
  * ``tabs`` = (targets: id(target) -> (target, symbol, pure, arity), consts:
  * importer._const_cache_key -> symbol, inputs: "<op>:<name>" -> symbol,
  * lists: n -> symbol of list<n>, outputs: n -> symbol, types: the
  * importer's (sizes, dtype) -> (shape, dtype, attributes)); a miss asks
  * ``helper`` (learn_target(node), learn_const(a), learn_input(name),
- * learn_list(n), learn_output(n), learn_opaque(node, n) -- each the
- * symbol, or None where the import would not make a plain term -- _type(val),
- * call_args(node), opaque_args(node), flatten(args)).
+ * learn_list(n), learn_output(n), learn_opaque(node, n),
+ * learn_opaque_input(a) -- each the symbol, or None where the import would
+ * not make a plain term -- _type(val), call_args(node), opaque_args(node),
+ * flatten(args)).
  * The words end with the labels' operator classes (Graph.sym_attrs: a
  * leaf's from ``leaf_classes``, core.graph._LEAF_CLASS, another's
  * sym_attr(symbol)) and begin with the header (``magic``, ``version``, the
  * number of terms); ``opclass`` is the attribute id of the class.
  * Returns (the words as bytes, the term id of each node of ``nodes``, per
  * term its origin -- the first FX node, a constant's first value, Ellipsis
- * for a list), or None when a node is none of those (the caller imports in
- * Python). */
+ * for a list), or None when a node's arguments do not fit its operator (the
+ * import raises there: the caller imports in Python). */
 
 #define EG_RECENT 8
 
@@ -2024,7 +2026,7 @@ static Py_ssize_t ew_arg(EW *w, PyObject *a, int depth) {
             key = NULL; /* a nested list of constants: the helper's own table */
         }
     } else {
-        return -2; /* not a constant the reader knows */
+        key = NULL; /* not a plain constant: the helper's (an opaque input at worst) */
     }
     int64_t sym;
     int s;
@@ -2035,6 +2037,8 @@ static Py_ssize_t ew_arg(EW *w, PyObject *a, int depth) {
         if (PyErr_Occurred()) return -1;
         s = ew_symbol(PyObject_CallMethod(w->helper, "learn_const", "O", a), &sym);
     }
+    if (s == 0) /* no constant form: the import's opaque input of the object */
+        s = ew_symbol(PyObject_CallMethod(w->helper, "learn_opaque_input", "O", a), &sym);
     if (s <= 0) return s == 0 ? -2 : -1;
     Py_ssize_t t = eg_term(&w->g, sym, w->no_type, NULL, 0, 0);
     if (t >= 0 && ew_note(w, t, sym, a) < 0) return -1;

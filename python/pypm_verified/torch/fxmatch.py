@@ -11,11 +11,11 @@ node. Only the matches found are turned into Python objects, named by FX
 nodes. The FX graph is never modified (duplicate pure nodes are one term,
 not merged in the graph).
 
-Where the reader is not built, an argument has no constant form (the
-import makes it an opaque input), or the engine is the reference one, the
-graph is imported in Python
-(:meth:`TermGraph.import_node`, without merging) and matched by
-:func:`pypm_verified.match_all`: the same answers.
+Where the reader is not built, or gives up (a call whose arguments do not
+fit its operator, where the import raises), or the engine is the reference
+one, the graph is imported in Python (:meth:`TermGraph.import_node`,
+without merging) and matched by :func:`pypm_verified.match_all`: the same
+answers.
 """
 from __future__ import annotations
 
@@ -39,9 +39,10 @@ from . import importer
 
 class FxMatch(NamedTuple):
     """A match in an FX graph: the ``pattern``, its ``root`` FX node,
-    ``bindings`` (term parameter name -> FX node, a constant's value, or a
-    tuple of those for a list argument) and ``functions`` (operator
-    parameter name -> the bound operator)."""
+    ``bindings`` (term parameter name -> FX node, a constant's value, the
+    object itself for an argument with no constant form, or a tuple of those
+    for a list argument) and ``functions`` (operator parameter name -> the
+    bound operator)."""
     pattern: Pattern
     root: fx.Node
     bindings: Dict[str, Any]
@@ -78,6 +79,12 @@ class _Learner:
             return symbols.const_symbol(importer.const_value(a))
         except (TypeError, GraphError):
             return None  # the import makes it an opaque input
+
+    @staticmethod
+    def learn_opaque_input(a) -> int:
+        # TermGraph.arg's leaf for an argument without a constant form (the
+        # object named by its id, held by the graph being read)
+        return symbols.intern(("input", f"opaque:{id(a)}"))
 
     @staticmethod
     def learn_input(name: str) -> int:
@@ -220,12 +227,28 @@ def _match_python(patterns, nodes, engine, fuel) -> List[FxMatch]:
         for n in nodes:
             tg.import_node(n)
     fx_of, consts = tg.fx_of, tg.const_values
+    objects: Dict[str, Any] = {}  # an argument with no constant form: the input "opaque:<id>"
+
+    def note(a) -> None:
+        objects.setdefault(f"opaque:{id(a)}", a)
+        if isinstance(a, (list, tuple)):
+            for e in a:
+                note(e)
+        elif isinstance(a, dict):
+            for e in a.values():
+                note(e)
+
+    for n in nodes:
+        note(n.args)
+        note(n.kwargs)
 
     def value(t: Node):
         if t.id in fx_of:
             return fx_of[t.id]
         if t.kind == "const":
             return consts.get(t.id, t.value)
+        if t.kind == "input":
+            return objects.get(t.name, t.name)
         return tuple(value(k) for k in t.args)
 
     out = []
