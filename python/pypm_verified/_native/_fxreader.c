@@ -1963,6 +1963,7 @@ static int ew_has_node(EW *w, PyObject *a, int depth) {
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *e = PySequence_Fast_GET_ITEM(a, i);
         if ((PyObject *)Py_TYPE(e) == w->c->fx_node_type) return 1;
+        if (PyObject_TypeCheck(e, (PyTypeObject *)w->c->fx_node_type)) return -2; /* a subclass */
         if (PyList_Check(e) || PyTuple_Check(e)) {
             int r = ew_has_node(w, e, depth + 1);
             if (r != 0) return r;
@@ -1982,6 +1983,7 @@ static Py_ssize_t ew_arg(EW *w, PyObject *a, int depth) {
         if (t == NULL) return PyErr_Occurred() ? -1 : -2; /* a use before its definition */
         return PyLong_AsSsize_t(t);
     }
+    if (PyObject_TypeCheck(a, (PyTypeObject *)w->c->fx_node_type)) return -2; /* a subclass */
     PyObject *key = NULL;
     int scalar = PySet_Contains(w->c->scalar_types, tp);
     if (scalar < 0) return -1;
