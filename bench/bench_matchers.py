@@ -404,7 +404,10 @@ def headline(res):
            "the matcher (its report's `match_s`, last repetition), verified / reference: the "
            "rest of pypm's time is importing the graph and firing the rules, the same code "
            "for both engines. *Matching alone*: `pypm_match_*` (import + every pattern at "
-           "every node, no rule) over the bare walk, and reference over verified.", "",
+           "every node, no rule) over the bare walk, and reference over verified. In "
+           "brackets: the lowest and highest ratio of a single repetition (the systems of "
+           "one repetition run one after the other): how far one run's ratio can stray "
+           "from the median's.", "",
            "| model | layers | pypm verified | " + " | ".join(f"{n} / verified" for _, n in vs)
            + " | verified / bare walk | match ms | matching alone: verified / bare walk "
            "| matching alone: reference / verified |",
@@ -412,7 +415,8 @@ def headline(res):
     for r in picked:
         sy = r["systems"]
         v = sy["pypm_verified"]["ms"]
-        cells = [f"{sy[k]['ms'] / v:.2f}" if k in sy else "—" for k, _ in vs]
+        cells = [f"{sy[k]['ms'] / v:.2f}" + _spread(sy[k], sy["pypm_verified"])
+                 if k in sy else "—" for k, _ in vs]
         walk = f"{v / sy['bare_walk']['ms']:.0f}" if "bare_walk" in sy else "—"
         ms = [((sy.get(k) or {}).get("report") or {}).get("match_s")
               for k in ("pypm_verified", "pypm_reference")]
@@ -423,6 +427,16 @@ def headline(res):
         out.append(f"| {r['model']} | {r['layers']} | {v:.3g} ms | " + " | ".join(cells)
                    + f" | {walk} | {match} | {alone} | {alone_r} |")
     return out
+
+
+def _spread(other: dict, verified: dict) -> str:
+    """`` [lo-hi]``: the range of other / verified over the repetitions
+    (paired by repetition), or nothing without the runs."""
+    a, b = other.get("runs_ms"), verified.get("runs_ms")
+    if not a or not b or len(a) != len(b):
+        return ""
+    r = [x / y for x, y in zip(a, b)]
+    return f" [{min(r):.2f}-{max(r):.2f}]"
 
 
 EXPRESSIVENESS = """\
