@@ -50,8 +50,7 @@ level; running out of either raises :class:`InterpOutOfFuel`, a result of
 its own (never a silent "no match"). As the library's entry points do,
 :meth:`Interpreter.outcome` first asks a root-operator index,
 computed here on the surface syntax: where a pattern's match cannot have
-the node's operator at its root (or, for ``F(..)`` asserting ``F.op_class
-== c``, an operator of class ``c``), the answer is "no match" even if the
+the node's operator at its root, the answer is "no match" even if the
 search would never end (``P(x) = P(x) || U1(x)`` at a B2 node); elsewhere
 it is the search's answer (``P(x) = P(x) || U1(x)`` at a U1 node: out of
 fuel).
@@ -498,30 +497,6 @@ def _operator_class(op) -> Optional[int]:
     return None if cls is None else cls.code
 
 
-def _conjuncts(g) -> list:
-    if isinstance(g, And):
-        return _conjuncts(g.a) + _conjuncts(g.b)
-    return [g]
-
-
-def _class_guard(view, F: str) -> Optional[int]:
-    """The class code ``c`` of an assert ``F.op_class == c`` of the
-    alternate ``view`` (a conjunct of one that is not negated), or None."""
-    for g, negated in view.asserts:
-        if negated:
-            continue
-        for c in _conjuncts(g):
-            if isinstance(c, Chain) and len(c.rest) == 1:
-                c = Cmp(c.rest[0][0], c.first, c.rest[0][1])
-            if not isinstance(c, Cmp) or c.op != "==":
-                continue
-            for a, b in ((c.a, c.b), (c.b, c.a)):
-                if isinstance(a, ClassOf) and isinstance(b, ClassConst) and \
-                        view.var(a.F) == F:
-                    return pm.opclass(b.name).code
-    return None
-
-
 def _node_attr(node, which: str, i: int = 0) -> Optional[int]:
     if which == "rank":
         return None if node.shape is None else len(node.shape)
@@ -837,11 +812,8 @@ class Interpreter:
         variable: any), a call's set, the union over the alternates; the
         least fixpoint over the calls, since derivations are finite (a cycle
         of calls at the root adds nothing: ``P(x) = P(x) || U1(x)`` can only
-        match U1 nodes, ``P(x) = P(x)`` none). Constraints do not change the
-        root; an alternate returning ``F(..)`` that asserts ``F.op_class ==
-        c`` (a conjunct, not negated) has ``("class", c)``: the operators of
-        class ``c`` (``F`` is the root's operator, and an unknown class
-        fails the assert)."""
+        match U1 nodes, ``P(x) = P(x)`` none). Constraints and asserts do not
+        change the root."""
         if self._roots is not None:
             return self._roots
         R: Dict[str, Optional[frozenset]] = {n: frozenset() for n in self.prog.patterns}
@@ -859,13 +831,7 @@ class Interpreter:
             for n, views in self.views.items():
                 acc: Optional[frozenset] = frozenset()
                 for v in views:
-                    t = v.expand(v.ret)
-                    h = head(t)
-                    if h is None and isinstance(t, FunApp):
-                        # F(..) ; assert F.op_class == c: an operator of class c
-                        c = _class_guard(v, t.F)
-                        if c is not None:
-                            h = frozenset({("class", c)})
+                    h = head(v.expand(v.ret))
                     acc = None if acc is None or h is None else acc | h
                 new[n] = acc
             if new == R:
@@ -876,10 +842,7 @@ class Interpreter:
     def admits(self, pattern: str, node) -> bool:
         """Whether the index lets ``pattern`` match at ``node``."""
         s = self.root_operators()[pattern]
-        if s is None:
-            return True
-        op = node_operator(node)
-        return op in s or ("class", _operator_class(op)) in s
+        return s is None or node_operator(node) in s
 
     def check_binding(self, pattern: str, node, bindings: dict, functions: dict) -> bool:
         """Whether ``bindings``/``functions`` (parameter name -> node /
