@@ -93,6 +93,28 @@ def base_programs():
             "llama": models.export("llama", "base", layers=2)}
 
 
+#: the zoo models (bench/zoo_models.py) the readers' tests export with their
+#: dynamic shapes
+ZOO = ("t5", "vit", "resnet", "mixtral")
+
+
+@pytest.fixture(scope="module")
+def zoo_programs():
+    """The :data:`ZOO` models exported with their dynamic shapes (symbolic
+    sizes) and decomposed as the loader does; one export per test module."""
+    torch = pytest.importorskip("torch")
+    bench = str(Path(__file__).resolve().parents[1] / "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import zoo_models
+    out = {}
+    for name in ZOO:
+        m, kw, spec = zoo_models.build(name)
+        with torch.no_grad():
+            out[name] = torch.export.export(m, (), kw, dynamic_shapes=spec).run_decompositions({})
+    return out
+
+
 def line_of(path: str, marker: str) -> int:
     """1-based line of the unique line of ``path`` containing ``marker``."""
     with open(path) as f:

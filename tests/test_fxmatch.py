@@ -25,7 +25,8 @@ fx = torch.fx
 from pypm_verified import _native  # noqa: E402
 from pypm_verified.torch import fxmatch  # noqa: E402
 from pypm_verified.torch.importer import TermGraph  # noqa: E402
-from test_fxreader import ZOO, _odd_program, _random_program, models  # noqa: E402
+from conftest import ZOO  # noqa: E402
+from test_fxreader import _odd_program, _random_program, models  # noqa: E402
 
 aten = torch.ops.aten
 
@@ -92,17 +93,6 @@ def assert_words_are_the_import(graph, monkeypatch):
 @pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "bert dynamic"])
 def test_model_words_are_the_import_words(native, programs, name, monkeypatch):
     assert assert_words_are_the_import(programs[name].graph_module.graph, monkeypatch)
-
-
-@pytest.fixture(scope="module")
-def zoo_programs():
-    import zoo_models
-    out = {}
-    for name in ZOO:
-        m, kw, spec = zoo_models.build(name)
-        with torch.no_grad():
-            out[name] = torch.export.export(m, (), kw, dynamic_shapes=spec).run_decompositions({})
-    return out
 
 
 @pytest.mark.zoo

@@ -45,6 +45,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import models  # noqa: E402
+from conftest import ZOO  # noqa: E402
 
 aten = torch.ops.aten
 
@@ -158,20 +159,6 @@ def test_models_read_alike(native, programs, name, monkeypatch):
     for node in pure:
         assert nat.reimport(node) == (None, []), node.name
     assert list(nat.graph.encode()) == before
-
-
-ZOO = ("t5", "vit", "resnet", "mixtral")
-
-
-@pytest.fixture(scope="module")
-def zoo_programs():
-    import zoo_models
-    out = {}
-    for name in ZOO:
-        m, kw, spec = zoo_models.build(name)
-        with torch.no_grad():
-            out[name] = torch.export.export(m, (), kw, dynamic_shapes=spec).run_decompositions({})
-    return out
 
 
 @pytest.mark.zoo

@@ -1974,6 +1974,42 @@ static int ew_has_node(EW *w, PyObject *a, int depth) {
     return 0;
 }
 
+static Py_ssize_t ew_arg(EW *w, PyObject *a, int depth);
+
+/* The term ids of the items of ``items`` (a list or tuple) into *kids: the
+ * caller's 16-slot ``stack``, or a new buffer when longer (the caller frees
+ * *kids when it is not ``stack``). Their number, or -1 (error), -2 (not read
+ * here). The length is read again at each item (a method ew_arg calls could
+ * change the list). */
+static Py_ssize_t ew_kids(EW *w, PyObject *items, int depth, int64_t **kids, int64_t *stack) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(items);
+    *kids = stack;
+    if (n > 16 && !(*kids = PyMem_Malloc(n * sizeof(int64_t)))) {
+        *kids = stack;
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i >= PySequence_Fast_GET_SIZE(items)) return -2; /* changed under us */
+        PyObject *e = Py_NewRef(PySequence_Fast_GET_ITEM(items, i));
+        Py_ssize_t k = ew_arg(w, e, depth);
+        Py_DECREF(e);
+        if (k < 0) return k;
+        (*kids)[i] = k;
+    }
+    return n;
+}
+
+/* The type id of ``node``'s metadata (TermGraph._type), *val and *typ set
+ * (new references, released by the caller): >= 0, -1 (error), -2 (a value
+ * outside int64: not read here) */
+static Py_ssize_t ew_node_type(EW *w, PyObject *node, PyObject **val, PyObject **typ) {
+    Py_CLEAR(*val);
+    Py_CLEAR(*typ);
+    if (!(*val = meta_val(node)) || !(*typ = type_of(&w->st, w->c, *val))) return -1;
+    return eg_type(&w->g, w->type_ids, PyTuple_GET_ITEM(*typ, 2));
+}
+
 /* The term id of an argument ``a`` (TermGraph.arg): >= 0, -1 (error), -2
  * (not read here) */
 static Py_ssize_t ew_arg(EW *w, PyObject *a, int depth) {
@@ -2001,17 +2037,8 @@ static Py_ssize_t ew_arg(EW *w, PyObject *a, int depth) {
             int h = ew_has_node(w, a, 0);
             if (h < 0) return h == -2 ? -2 : -1;
             if (h) { /* list<n> over its elements' terms (TermGraph.arg) */
-                Py_ssize_t n = PySequence_Fast_GET_SIZE(a);
-                int64_t sym, stackk[16], *kids = n <= 16 ? stackk : PyMem_Malloc(n * sizeof(int64_t));
-                if (kids == NULL) { PyErr_NoMemory(); return -1; }
-                Py_ssize_t r = 0;
-                for (Py_ssize_t i = 0; r >= 0 && i < n; i++) {
-                    if (i >= PySequence_Fast_GET_SIZE(a)) { r = -2; break; } /* changed */
-                    PyObject *e = Py_NewRef(PySequence_Fast_GET_ITEM(a, i));
-                    Py_ssize_t k = ew_arg(w, e, depth + 1);
-                    Py_DECREF(e);
-                    if (k < 0) r = k; else kids[i] = k;
-                }
+                int64_t sym, stackk[16], *kids;
+                Py_ssize_t n = ew_kids(w, a, depth + 1, &kids, stackk), r = n;
                 if (r >= 0) {
                     PyObject *nn = PyLong_FromSsize_t(n);
                     int s = nn == NULL ? -1 : ew_symbol(ew_lookup(w, w->lists, nn, "learn_list", nn), &sym);
@@ -2082,19 +2109,10 @@ static Py_ssize_t ew_node(EW *w, PyObject *node) {
         if (!(pos = call_args(&w->st, c, node, target, tid))) goto fail;
         if (!PyList_Check(pos)) goto opaque; /* fits no schema: an opaque call */
         if (PyList_GET_SIZE(pos) != arity) goto done; /* the import raises: Python's */
-        if (!(val = meta_val(node)) || !(typ = type_of(&w->st, c, val))) goto fail;
-        Py_ssize_t ty = eg_type(&w->g, w->type_ids, PyTuple_GET_ITEM(typ, 2));
+        Py_ssize_t ty = ew_node_type(w, node, &val, &typ);
         if (ty < 0) { t = ty; goto done; }
-        Py_ssize_t n = PyList_GET_SIZE(pos);
-        if (n > 16 && !(kids = PyMem_Malloc(n * sizeof(int64_t)))) { PyErr_NoMemory(); goto fail; }
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (i >= PyList_GET_SIZE(pos)) { t = -2; goto done; } /* changed under us */
-            PyObject *a = Py_NewRef(PyList_GET_ITEM(pos, i));
-            Py_ssize_t k = ew_arg(w, a, 0);
-            Py_DECREF(a);
-            if (k < 0) { t = k; goto done; }
-            kids[i] = k;
-        }
+        Py_ssize_t n = ew_kids(w, pos, 0, &kids, stackk);
+        if (n < 0) { t = n; goto done; }
         t = eg_term(&w->g, sym, ty, kids, n, !pure);
     } else if (PyUnicode_Check(kind)
                && (PyUnicode_CompareWithASCIIString(kind, "call_method") == 0
@@ -2108,8 +2126,7 @@ static Py_ssize_t ew_node(EW *w, PyObject *node) {
         if (name == NULL) { if (PyErr_Occurred()) goto fail; goto done; }
         int s = ew_symbol(ew_lookup(w, w->inputs, name, "learn_input", name), &sym);
         if (s <= 0) { t = s == 0 ? -2 : -1; goto done; }
-        if (!(val = meta_val(node)) || !(typ = type_of(&w->st, c, val))) goto fail;
-        Py_ssize_t ty = eg_type(&w->g, w->type_ids, PyTuple_GET_ITEM(typ, 2));
+        Py_ssize_t ty = ew_node_type(w, node, &val, &typ);
         if (ty < 0) { t = ty; goto done; }
         t = eg_term(&w->g, sym, ty, NULL, 0, 1); /* one input per name */
     } else if (PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "output") == 0) {
@@ -2120,16 +2137,8 @@ static Py_ssize_t ew_node(EW *w, PyObject *node) {
         Py_DECREF(args);
         if (flat == NULL) goto fail;
         if (!PyList_Check(flat)) goto done;
-        Py_ssize_t n = PyList_GET_SIZE(flat);
-        if (n > 16 && !(kids = PyMem_Malloc(n * sizeof(int64_t)))) { PyErr_NoMemory(); goto fail; }
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (i >= PyList_GET_SIZE(flat)) { t = -2; goto done; } /* changed under us */
-            PyObject *e = Py_NewRef(PyList_GET_ITEM(flat, i));
-            Py_ssize_t k = ew_arg(w, e, 0);
-            Py_DECREF(e);
-            if (k < 0) { t = k; goto done; }
-            kids[i] = k;
-        }
+        Py_ssize_t n = ew_kids(w, flat, 0, &kids, stackk);
+        if (n < 0) { t = n; goto done; }
         PyObject *nn = PyLong_FromSsize_t(n);
         int s = nn == NULL ? -1 : ew_symbol(ew_lookup(w, w->outputs, nn, "learn_output", nn), &sym);
         Py_XDECREF(nn);
@@ -2145,22 +2154,11 @@ opaque: {
     Py_CLEAR(flat);
     if (!(flat = PyObject_CallMethod(w->helper, "opaque_args", "O", node))) goto fail;
     if (!PyList_Check(flat)) goto done;
-    Py_ssize_t n = PyList_GET_SIZE(flat);
-    if (n > 16 && !(kids = PyMem_Malloc(n * sizeof(int64_t)))) { PyErr_NoMemory(); goto fail; }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (i >= PyList_GET_SIZE(flat)) { t = -2; goto done; } /* changed under us */
-        PyObject *e = Py_NewRef(PyList_GET_ITEM(flat, i));
-        Py_ssize_t k = ew_arg(w, e, 0);
-        Py_DECREF(e);
-        if (k < 0) { t = k; goto done; }
-        kids[i] = k;
-    }
+    Py_ssize_t n = ew_kids(w, flat, 0, &kids, stackk);
+    if (n < 0) { t = n; goto done; }
     int s = ew_symbol(PyObject_CallMethod(w->helper, "learn_opaque", "On", node, n), &sym);
     if (s <= 0) { t = s == 0 ? -2 : -1; goto done; }
-    Py_CLEAR(val);
-    Py_CLEAR(typ);
-    if (!(val = meta_val(node)) || !(typ = type_of(&w->st, c, val))) goto fail;
-    Py_ssize_t ty = eg_type(&w->g, w->type_ids, PyTuple_GET_ITEM(typ, 2));
+    Py_ssize_t ty = ew_node_type(w, node, &val, &typ);
     if (ty < 0) { t = ty; goto done; }
     t = eg_term(&w->g, sym, ty, kids, n, 1);
 }
