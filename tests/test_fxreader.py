@@ -315,7 +315,7 @@ def _random_program(seed):
                 target, args, kwargs = aten.add.Tensor, (x, y), rng.choice(
                     [{}, {"alpha": 2}, {"alpha": 1}])
             elif r < 0.5:
-                target, args, kwargs = aten.mul.Tensor, (x, rng.choice([y, 2, 0.5, True])), {}
+                target, args, kwargs = aten.mul.Tensor, (x, rng.choice([y, 2, 0.5, True, 0.0, -0.0])), {}
             elif r < 0.6:
                 dim = rng.choice([0, -1])
                 target, args, kwargs = aten.sum.dim_IntList, rng.choice(

@@ -16,6 +16,7 @@ static and with dynamic shapes:
 * a re-import of every pure node changes nothing.
 """
 import copy
+import math
 import operator
 import os
 import sys
@@ -217,6 +218,48 @@ def test_constant_lists_keep_their_element_types():
     assert tg.const_values[ints.id] == [1, 1]  # ...keeping the first value seen
     assert type(tg.const_values[ints.id][0]) is int
 
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_negative_zero_is_another_constant(native):
+    """-0.0 equals 0.0 and hashes alike, but x * -0.0 is not x * 0.0 (its
+    sign differs, and 1 / it is -inf): the import keeps them two nodes, on
+    both readers, in lists too."""
+    import math
+    from pypm_verified import _native
+    with _native.paths(native):
+        g = fx.Graph()
+        x = g.placeholder("x")
+        x.meta["val"] = _fake((2, 3))
+        a = g.call_function(aten.mul.Scalar, (x, 0.0))
+        b = g.call_function(aten.mul.Scalar, (x, -0.0))
+        c = g.call_function(aten.mul.Scalar, (x, -0.0))  # b's duplicate: merged into b
+        for n in (a, b, c):
+            n.meta["val"] = _fake((2, 3))
+        g.output((a, b, c))
+        tg = TermGraph(g).build()
+        assert list(g.nodes) == [x, a, b, g.output_node()]
+        assert tg.term[a] is not tg.term[b] and tg.merged == 1
+        zero, neg = tg.arg(0.0), tg.arg(-0.0)
+        assert zero is not neg and tg.arg(-0.0) is neg and tg.arg(0) is zero
+        assert math.copysign(1.0, tg.const_values[neg.id]) == -1.0
+        assert tg.arg([0.0, -0.0]) is not tg.arg([0.0, 0.0])
+        assert tg.arg([-0.0, 1]) is tg.arg([-0.0, 1])
+
+
+def test_negative_zero_survives_a_rewrite():
+    """A program computing 1 / (x * 0.0) and 1 / (x * -0.0) keeps +inf and
+    -inf through the driver (the import's merging of equal nodes)."""
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return 1 / (x * 0.0), 1 / (x * -0.0)
+    ep = torch.export.export(M(), (torch.ones(3),)).run_decompositions({})
+    from pypm_verified.torch.driver import rewrite_graph_module
+    from pypm_verified.library import default_patterns
+    rewrite_graph_module(ep.graph_module, default_patterns(), check_profitability=False)
+    pos, neg = ep.module()(torch.ones(3))
+    assert torch.equal(pos, torch.full((3,), math.inf))
+    assert torch.equal(neg, torch.full((3,), -math.inf))
 
 def test_input_typed_is_input():
     g = Graph()

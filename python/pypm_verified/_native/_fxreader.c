@@ -41,6 +41,7 @@
 #include <Python.h>
 #include <structmember.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 /* interned attribute names and constant strings */
@@ -49,7 +50,17 @@ static PyObject *s_op, *s_target, *s_meta, *s_args, *s_kwargs, *s_name, *s_val, 
     *s_distinct, *s_kind_op, *s_input, *s_import_node, *s_call_args, *s_type, *s_arg,
     *s_replace_all_uses_with, *s_input_typed, *s_graph, *s_nodes, *s_labels, *s_children,
     *s_attrs, *s_index, *s_inputs, *s_term, *s_fx_of, *s_recipe, *s_calls, *s_targets,
-    *s_types, *s_consts, *s_target_m, *s_c, *empty_tuple, *zero_long;
+    *s_types, *s_consts, *s_target_m, *s_c, *s_neg_zero, *empty_tuple, *zero_long;
+
+/* importer._scalar_key: (type, value), the value of -0.0 written "-0.0"
+ * (it equals 0.0 and hashes alike, but is another constant); new reference */
+static PyObject *scalar_key(PyObject *tp, PyObject *a) {
+    if (tp == (PyObject *)&PyFloat_Type) {
+        double v = PyFloat_AS_DOUBLE(a);
+        if (v == 0.0 && signbit(v)) return PyTuple_Pack(2, tp, s_neg_zero);
+    }
+    return PyTuple_Pack(2, tp, a);
+}
 
 typedef struct {
     PyObject *fake_tensor_type; /* torch._subclasses.fake_tensor.FakeTensor */
@@ -344,7 +355,7 @@ static PyObject *kid_of(St *st, Ctx *c, PyObject *a) {
             PyObject *et = (PyObject *)Py_TYPE(e);
             int sc = PySet_Contains(c->scalar_types, et);
             if (sc <= 0) { flat = sc; break; }
-            PyObject *pair = PyTuple_Pack(2, et, e);
+            PyObject *pair = scalar_key(et, e);
             if (pair == NULL) { flat = -1; break; }
             PyTuple_SET_ITEM(pairs, i, pair);
         }
@@ -369,7 +380,7 @@ static PyObject *kid_of(St *st, Ctx *c, PyObject *a) {
         int scalar = PySet_Contains(c->scalar_types, tp);
         if (scalar < 0) return NULL;
         if (scalar) {
-            PyObject *key = PyTuple_Pack(2, tp, a);
+            PyObject *key = scalar_key(tp, a);
             if (key == NULL) return NULL;
             PyObject *k = PyDict_GetItemWithError(st->consts, key);
             Py_DECREF(key);
@@ -1183,7 +1194,7 @@ static PyObject *flat_const_key(Fast *f, PyObject *a) {
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *e = PySequence_Fast_GET_ITEM(a, i), *t = (PyObject *)Py_TYPE(e);
         int sc = PySet_Contains(f->scalars, t);
-        PyObject *p = sc == 1 ? PyTuple_Pack(2, t, e) : NULL;
+        PyObject *p = sc == 1 ? scalar_key(t, e) : NULL;
         if (p == NULL) { Py_DECREF(pairs); return NULL; }
         PyTuple_SET_ITEM(pairs, i, p);
     }
@@ -2024,7 +2035,7 @@ static Py_ssize_t ew_arg(EW *w, PyObject *a, int depth) {
     int scalar = PySet_Contains(w->c->scalar_types, tp);
     if (scalar < 0) return -1;
     if (scalar) {
-        key = PyTuple_Pack(2, tp, a);
+        key = scalar_key(tp, a);
     } else if (PyList_Check(a) || PyTuple_Check(a)) {
         if (depth > 50) return -2;
         int flat = ew_is_flat(w, a);
@@ -2377,6 +2388,7 @@ PyMODINIT_FUNC PyInit__fxreader(void) {
     I(s_index, "_index"); I(s_inputs, "_inputs"); I(s_term, "term"); I(s_fx_of, "fx_of");
     I(s_recipe, "_recipe"); I(s_calls, "_calls"); I(s_targets, "_targets");
     I(s_types, "_types"); I(s_consts, "_consts"); I(s_target_m, "_target"); I(s_c, "c");
+    I(s_neg_zero, "-0.0");
 #undef I
     if (!(empty_tuple = PyTuple_New(0)) || !(zero_long = PyLong_FromLong(0))) return NULL;
     return PyModule_Create(&moddef);

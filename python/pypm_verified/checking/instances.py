@@ -398,7 +398,7 @@ def _decode_const(key):
     if tag in ("bool", "str"):
         return key[1]
     if tag == "num":
-        return math.nan if key[1] == "nan" else key[1]
+        return math.nan if key[1] == "nan" else -0.0 if key[1] == "-0.0" else key[1]
     if tag == "seq":
         return [_decode_const(k) for k in key[1]]
     if tag == "dtype":

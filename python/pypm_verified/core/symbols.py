@@ -28,7 +28,8 @@ if hasattr(os, "register_at_fork"):
 
 
 def const_key(value) -> Tuple:
-    """Key of a constant leaf: numbers by value (``2 == 2.0``), bools, strings
+    """Key of a constant leaf: numbers by value (``2 == 2.0``; ``-0.0`` is not
+    ``0.0``, every NaN is one), bools, strings
     and None separately; lists and tuples of constants by their elements (a
     list and a tuple with equal elements are one key); dtypes
     (:class:`~pypm_verified.core.DType`) by code. Raises TypeError for other
@@ -38,8 +39,11 @@ def const_key(value) -> Tuple:
     if isinstance(value, bool):
         return ("bool", value)
     if isinstance(value, (int, float)):
-        if isinstance(value, float) and math.isnan(value):
-            return ("num", "nan")
+        if isinstance(value, float):
+            if math.isnan(value):
+                return ("num", "nan")
+            if value == 0 and math.copysign(1.0, value) < 0:
+                return ("num", "-0.0")  # equal to 0.0, but another constant
         return ("num", value)
     if isinstance(value, str):
         return ("str", value)
@@ -98,7 +102,7 @@ def describe(sid: int) -> str:
             return f"input {key[1]!r}"
         if key[0] in ("seq", "dtype"):
             return repr(key)
-        return repr(key[1]) if key[1] != "nan" else "nan"
+        return key[1] if key[0] == "num" and key[1] in ("nan", "-0.0") else repr(key[1])
     return getattr(key, "name", repr(key))
 
 

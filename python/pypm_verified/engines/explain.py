@@ -192,8 +192,8 @@ def _key_literal(key) -> str:
     if kind == "dtype":
         dt = core.DTYPE_BY_CODE.get(key[1])
         return dt.name if dt is not None else f"dtype {key[1]}"
-    if kind == "num" and key[1] == "nan":
-        return "nan"
+    if kind == "num" and key[1] in ("nan", "-0.0"):
+        return key[1]
     return repr(key[1])
 
 

@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 import heapq
+import math
 import operator
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -320,8 +321,8 @@ class TermGraph:
             t = type(a)
             if t is node_type:
                 app(term[a])
-            elif t in scalars:  # arg()'s table of constants, read directly
-                k = consts.get((t, a))
+            elif t in scalars:  # arg()'s table of constants, read directly (but -0.0)
+                k = consts.get((t, a)) if t is not float or a != 0 else None
                 app(k if k is not None else self.arg(a))
             else:
                 app(self.arg(a))
@@ -515,18 +516,29 @@ _CONST_SCALARS = (bool, int, float, str, type(None), torch.dtype, torch.device, 
 _SCALAR_TYPES = frozenset(_CONST_SCALARS)
 
 
+# -0.0 equals 0.0 and hashes alike, but is another constant (x * -0.0 is
+# -0.0 for x > 0): its key holds this instead of the value
+_NEG_ZERO = "-0.0"
+
+
+def _signbit(x: float) -> bool:
+    return math.copysign(1.0, x) < 0
+
+
 def _const_cache_key(a) -> Optional[tuple]:
     """A key telling constants apart by type and value (``2`` and ``2.0``,
     ``[1]`` and ``(1,)`` differ: the first seen is the one kept as the
     original value), None for what is not a plain constant."""
     t = type(a)
     if t in _SCALAR_TYPES:
-        return (t, a)
+        return (t, _NEG_ZERO) if t is float and a == 0 and _signbit(a) else (t, a)
     # FX gives list arguments as its immutable_list (a list subclass): a list
     if isinstance(a, (list, tuple)):
         ts = tuple(map(type, a))
         if _SCALAR_TYPES.issuperset(ts):  # flat (sizes, dims): the same key, at once
-            return (tuple if isinstance(a, tuple) else list, tuple(zip(ts, a)))
+            pairs = tuple(zip(ts, a)) if float not in ts else \
+                tuple([_const_cache_key(e) for e in a])
+            return (tuple if isinstance(a, tuple) else list, pairs)
         ks = []
         for e in a:
             k = _const_cache_key(e)
