@@ -297,3 +297,27 @@ def test_set_matcher_is_safe_across_threads(bert2, lib):
     for k in range(4):
         assert [None if m is None else (m.substitution, m.fsubstitution) for m in got[k]] == \
             [None if m is None else (m.substitution, m.fsubstitution) for m in want]
+
+
+def test_validator_bench_times_every_part(bert2, lib):
+    """bench_validator.py's parts are the validator's calls of a real
+    fixpoint, each timed in place and (where repeatable) hot, and its
+    wrappers are removed afterwards."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import bench_validator as BV
+    r = BV.measure(bert2, runs=2)
+    parts = {row["part"]: row for row in r["parts"]}
+    assert {"encode (pass start)", "encode (after the pass)", "images", "correspond",
+            "checker (OCaml)", "certificate words", "substitution", "template"} <= set(parts)
+    # one certified pass; a template per firing (2 layers x (GELU, attention))
+    assert parts["checker (OCaml)"]["calls"] == 1 and parts["template"]["calls"] == 4
+    assert parts["substitution"]["calls"] >= 4
+    assert parts["correspond"]["hot_ms"] is None  # not repeatable: it fills the pass
+    for name, row in parts.items():
+        assert row["in_place_ms"] > 0 and (name == "correspond" or row["hot_ms"] > 0)
+        assert row["per_fixpoint_ms"] == pytest.approx(row["in_place_ms"] * row["calls"])
+    assert 0 < r["validator_ms"] < r["fixpoint_ms"]
+    assert r["validator_pct"] == pytest.approx(100 * r["validator_ms"] / r["fixpoint_ms"],
+                                               rel=0.5)
+    from pypm_verified.torch.validate_fx import FxChecker
+    assert FxChecker.encode.__name__ == "encode" and FxChecker._template.__name__ == "_template"

@@ -21,6 +21,7 @@ _NODE = ("node",)  # marks a node argument in a label key
 _TARGETS: Dict[int, tuple] = {}
 _TARGET_NUMBERS = itertools.count()
 _NAN = ("nan",)
+_PLAIN = frozenset((int, float, bool, str, type(None)))  # arguments _template keeps as they are
 _TORCH_VALUES = ("dtype", "device", "layout", "memory_format")
 
 
@@ -101,8 +102,10 @@ class FxChecker:
         import torch
         import torch.fx as fx
 
-        from ..torch.importer import (_SCALAR_TYPES, _opaque_op, is_pure, list_op, op_for,
-                                      positional_args)
+        from ..torch.firing import schema_call
+        from ..torch.importer import (_SCALAR_TYPES, _opaque_op, _positional, is_pure, list_op,
+                                      op_for, positional_args)
+        self._schema_call, self._positional = schema_call, _positional  # for _template
         self._scalars = _SCALAR_TYPES
         self.op_overload = torch._ops.OpOverload
         self.sym_types = (torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -114,6 +117,8 @@ class FxChecker:
         self.labels = Labels()
         self._label_ids = self.labels.table  # read inline on the hot path
         self._const_specs: Dict[tuple, tuple] = {}  # (type, value) -> ("c", term id)
+        # (type, value) -> a constant's template node (_template; by term id, so per import)
+        self._const_nodes: Dict[tuple, TNode] = {}
         self._tg = None  # the term graph the caches read
         self.cache: Dict[object, tuple] = {}  # fx node -> (args, kwargs, node info)
         # id(target) -> (target, its stand-in in label keys, operator symbol):
@@ -468,6 +473,7 @@ class FxChecker:
             self._tg = self.driver.tg
             self.cache.clear()
             self._const_specs.clear()
+            self._const_nodes.clear()
             self._const_labels.clear()
             self.before = None
         if self.before is None:
@@ -704,8 +710,8 @@ class FxChecker:
         (``trace``: ``(operator, arguments, result)``, the arguments as the
         rule passed them) over the match's bindings (the Values in
         ``values``, by identity) and constants."""
-        from ..torch.driver import schema_call
-        from ..torch.importer import _positional
+        schema_call, _positional = self._schema_call, self._positional
+        plain = _PLAIN
         var_of = {}
         for x, name in zip(m.substitution, m.bindings):
             v = values.get(name)
@@ -715,14 +721,26 @@ class FxChecker:
         memo: Dict[int, object] = {}
         tg = self.driver.tg
 
+        const_nodes = self._const_nodes
+
         def const(v):
+            # as _spec's: no key for a zero (-0.0 is another constant) or a NaN
+            key = (type(v), v) if type(v) in self._scalars and v == v and v != 0 else None
+            t = const_nodes.get(key) if key is not None else None
+            if t is not None:
+                return t
             try:
                 tid = tg.arg(v).id
             except Exception as e:  # noqa: BLE001
                 raise _NoTemplate(f"a constant without a term form ({e})") from None
-            return TNode((tg.graph._labels[tid], "c"), ())
+            t = TNode((tg.graph._labels[tid], "c"), ())
+            if key is not None:
+                const_nodes[key] = t
+            return t
 
         def conv(a):
+            if type(a) in plain:  # a constant argument, as it is
+                return a
             x = var_of.get(id(a))
             if x is not None:
                 return TVar(x)

@@ -1,0 +1,201 @@
+"""Where the FX rewrite validator's time goes, in place and hot.
+
+The validator (``pypm_verified/torch/validate_fx.py``, on in every driver
+run) costs 21-29 % of a fixpoint in ``bench_matchers.py``. This benchmark
+splits that cost by part, each timed two ways in the same run:
+
+* **in place**: the call as the fixpoint makes it, among the driver's work
+  (the fake-tensor runs, the rule bodies, the re-imports), which evicts
+  from the caches the FX nodes and the Python objects the part reads;
+* **hot**: the same call repeated at once, on the same inputs, its result
+  dropped (for the parts whose calls can be repeated without changing the
+  run: the encodings, the images, a template, the checker). The encodings'
+  repeat finds the per-node cache their first call filled: for the
+  pass-start encoding, hot is the cached walk, not the first reading.
+
+A part whose in-place time is several times its hot time is bound by
+reading memory, not by its own work: making its work smaller does not
+make it cheaper, reading less does. Parts (inclusive: a part called
+inside another is in both):
+
+* ``encode (pass start)`` / ``encode (after the pass)``: ``FxChecker.encode``;
+* ``images``: each before node's term (``FxChecker._images``);
+* ``correspond``: the before/after correspondence (``Pass.correspond``);
+* ``checker (OCaml)``: ``pypm_validate_firings`` (``binding.validate_firings``);
+* ``certificate words``: the buffer's tail (``certificate_words``);
+* ``substitution``: a firing's match read in the graph before the pass,
+  with the proved matcher's re-match where the root's term changed in the
+  pass (``FxChecker._substitution``);
+* ``template``: a firing's replacement as a template (``FxChecker._template``).
+
+Medians over the fixpoints (the first, warm-up, dropped), of fresh copies
+of the exported program, the cyclic GC off during each fixpoint as in
+``profile_fixpoint.py``. Writes ``results/validator.md`` and
+``validator.json`` (``--out``).
+
+    python bench/bench_validator.py                  # bert, gpt2, llama, 12 layers
+    python bench/bench_validator.py --quick          # bert only, fewer runs
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import statistics
+import sys
+import time
+
+import common  # noqa: F401  (sys.path: python/, examples/)
+
+# (part, module, qualified name, repeatable): the functions timed
+PARTS = (
+    ("encode", "pypm_verified.torch.validate_fx", "FxChecker.encode", True),
+    ("images", "pypm_verified.torch.validate_fx", "FxChecker._images", True),
+    ("correspond", "pypm_verified.rewriting.validate", "Pass.correspond", False),
+    ("certificate words", "pypm_verified.rewriting.validate", "certificate_words", True),
+    ("checker (OCaml)", "pypm_verified.engines.binding", "validate_firings", True),
+    ("substitution", "pypm_verified.torch.validate_fx", "FxChecker._substitution", True),
+    ("template", "pypm_verified.torch.validate_fx", "FxChecker._template", True),
+)
+
+
+class _Recorder:
+    """Wraps the parts' functions; ``rec[part]`` lists ``(in place, hot)``
+    seconds per call (hot None where the call is not repeated)."""
+
+    def __init__(self):
+        self.rec = {}
+        self.saved = []
+
+    def __enter__(self):
+        from profile_fixpoint import _resolve
+        for part, mod, qual, repeat in PARTS:
+            owner, name = _resolve(mod, qual)
+            fn = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+            self.saved.append((owner, name, fn))
+            setattr(owner, name, self._wrap(part, fn, repeat))
+        return self
+
+    def __exit__(self, *exc):
+        for owner, name, fn in reversed(self.saved):
+            setattr(owner, name, fn)
+
+    def _wrap(self, part, fn, repeat):
+        rec = self.rec
+
+        def wrapped(*args, **kw):
+            if part == "encode":  # the pass-start encoding has no ``before``
+                before = args[1] if len(args) > 1 else kw.get("before")
+                key = "encode (pass start)" if before is None else "encode (after the pass)"
+            else:
+                key = part
+            t0 = time.perf_counter()
+            out = fn(*args, **kw)
+            t1 = time.perf_counter()
+            hot = None
+            if repeat:
+                fn(*args, **kw)
+                hot = time.perf_counter() - t1
+            rec.setdefault(key, []).append((t1 - t0, hot))
+            return out
+        return wrapped
+
+
+def measure(ep, runs: int):
+    """Per part: median ms per call in place and hot, calls per fixpoint;
+    and the medians of the fixpoint and of the validator's own clock
+    (without the hot repeats: measured in separate, unwrapped runs).
+    ``runs`` fixpoints of each kind, after one warm-up."""
+    from bench_matchers import run_pypm
+    totals, vals = [], []
+    parts = {}
+    for k in range(2 * runs + 1):  # a warm-up, then plain and timed-by-part alternately
+        e = copy.deepcopy(ep)
+        gc.collect()
+        gc.disable()
+        try:
+            if k % 2:  # plain runs: the fixpoint and the validator's share
+                t0 = time.perf_counter()
+                _, info = run_pypm(e, "verified")
+                totals.append(time.perf_counter() - t0)
+                vals.append(info["validate_s"])
+            else:
+                with _Recorder() as r:
+                    run_pypm(e, "verified")
+                if k > 0:
+                    for key, calls in r.rec.items():
+                        parts.setdefault(key, []).append(calls)
+        finally:
+            gc.enable()
+    rows = []
+    for key, per_run in parts.items():
+        flat = [c for calls in per_run for c in calls]
+        place = statistics.median(c[0] for c in flat) * 1e3
+        hots = [c[1] for c in flat if c[1] is not None]
+        hot = statistics.median(hots) * 1e3 if hots else None
+        n = statistics.median(len(calls) for calls in per_run)
+        rows.append({"part": key, "calls": n, "in_place_ms": place, "hot_ms": hot,
+                     "per_fixpoint_ms": place * n})
+    total = statistics.median(totals) * 1e3
+    val = statistics.median(vals) * 1e3
+    return {"fixpoint_ms": total, "validator_ms": val,
+            "validator_pct": statistics.median(100 * v / t for v, t in zip(vals, totals)),
+            "parts": rows}
+
+
+def markdown(results, cmd, when):
+    L = ["# The validator's cost by part, in place and hot", "",
+         f"`{cmd}` ({when}). Fixpoint and validator: medians of plain runs (the "
+         "validator's own clock, `validate_s`); parts: medians per call of other runs "
+         "of the same process, in place (as the fixpoint makes the call) and hot (the "
+         "call repeated at once on the same inputs). Inclusive: the substitution "
+         "contains the images and its re-matches, the checker runs inside the pass's "
+         "check. See the module docstring of `bench/bench_validator.py`.", ""]
+    for model, layers, nodes, r in results:
+        L += [f"**{model}-{layers} ({nodes} nodes): fixpoint {r['fixpoint_ms']:.1f} ms, "
+              f"validator {r['validator_ms']:.2f} ms ({r['validator_pct']:.1f} %)**", "",
+              "| part | calls per fixpoint | in place, ms per call | hot, ms per call | "
+              "in place / hot | in place, ms per fixpoint |",
+              "|---|---:|---:|---:|---:|---:|"]
+        for row in sorted(r["parts"], key=lambda x: -x["per_fixpoint_ms"]):
+            hot = row["hot_ms"]
+            L.append(f"| {row['part']} | {row['calls']:g} | {row['in_place_ms']:.3f} | "
+                     + (f"{hot:.3f} | {row['in_place_ms'] / hot:.1f}× | " if hot else "— | — | ")
+                     + f"{row['per_fixpoint_ms']:.2f} |")
+        L.append("")
+    return L
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default="bert,gpt2,llama")
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    models_ = ["bert"] if args.quick else args.models.split(",")
+    runs = 3 if args.quick else args.runs
+    from examples import models
+    from baselines import common as C
+    results = []
+    for model in models_:
+        ep = models.export(model, "base", layers=args.layers)
+        r = measure(ep, runs)
+        results.append((model, args.layers, C.count_nodes(ep.graph_module), r))
+        print(f"{model}-{args.layers}: fixpoint {r['fixpoint_ms']:.1f} ms, validator "
+              f"{r['validator_ms']:.2f} ms ({r['validator_pct']:.1f} %)", flush=True)
+    out = common.results_dir(args.out)
+    name = common.stem("validator", args.quick)
+    cmd = "python bench/bench_validator.py " + " ".join(
+        common.display_argv(sys.argv[1:] if argv is None else argv))
+    common.write_json(out / f"{name}.json", {
+        "when": common.when(), "commit": common.git_commit(), "machine": common.machine(),
+        "loadavg": common.loadavg(), "results": [
+            {"model": m, "layers": n, "nodes": k, **r} for m, n, k, r in results]})
+    common.write_md(out / f"{name}.md", markdown(results, cmd.strip(), common.when()))
+    print("\n".join(markdown(results, cmd.strip(), common.when())))
+
+
+if __name__ == "__main__":
+    main()
