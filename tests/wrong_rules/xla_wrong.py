@@ -138,9 +138,24 @@ def torch_full_bool(x, v):
     return FullLike(x, v, torch.bool, None, None, None, None)
 
 
+@pm.pattern
+def FSubZero(x, z, a, r):
+    r <= Sub(x, z, a)
+    return r
+
+
+@pm.rule(FSubZero)
+def sub_zero_signed(x, z, a, r):
+    """``A - 0 => A`` on floats with a zero compared by value only: the
+    constant ``-0.0`` equals 0, and ``A - (-0.0)`` is ``A + 0.0``."""
+    assert r.torch_dtype == x.torch_dtype and _is(z, 0) and _is(a, 1) and x.dtype in FLOATS
+    return x
+
+
 #: rule -> why XLA's form is wrong (what the counterexample shows)
 WRONG = {
     "add_zero_float": "-0.0 + 0 is +0.0",
+    "sub_zero_signed": "-0.0 - (-0.0) is +0.0",
     "mul_zero_float": "NaN * 0 and inf * 0 are NaN; -1 * 0 is -0.0",
     "sub_self_float": "inf - inf and NaN - NaN are NaN",
     "eq_self_float": "NaN == NaN is false",
@@ -151,4 +166,4 @@ WRONG = {
     "sum_unit_axes_float": "the sum of a single -0.0 is +0.0",
 }
 
-PATTERNS = [FAddZero, FMulZero, FSubSelf, FEqSelf, FNeSelf, FGeSelf, DivExp, LogExp, FSumUnitAxes]
+PATTERNS = [FAddZero, FSubZero, FMulZero, FSubSelf, FEqSelf, FNeSelf, FGeSelf, DivExp, LogExp, FSumUnitAxes]

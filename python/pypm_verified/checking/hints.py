@@ -314,6 +314,15 @@ def _bound_values(n, consts: list) -> list:
     return (near + [c] if strict else [c] + near) + [x for x in consts if x is not c]
 
 
+def _neg_zero(c) -> bool:
+    return type(c) is float and c == 0 and math.copysign(1.0, c) < 0
+
+
+def _same(c, h) -> bool:
+    """The same hint: of one type and equal, -0.0 apart from 0.0."""
+    return type(c) is type(h) and c == h and _neg_zero(c) == _neg_zero(h)
+
+
 def rule_hints(rule) -> RuleHints:
     """The :class:`RuleHints` of ``rule`` (a :class:`pypm_verified.dsl.rules.Rule`);
     empty when its source cannot be read."""
@@ -351,14 +360,14 @@ def rule_hints(rule) -> RuleHints:
         for v in sorted(vs):
             have = hints.consts.setdefault(v, [])
             for c in consts:
-                if not any(type(c) is type(h) and c == h for h in have):
+                if not any(_same(c, h) for h in have):
                     have.append(c)
     for v in _floats(tree, params):
         if v in hints.consts:
             fl: list = []
             for c in hints.consts[v]:
                 c = float(c) if isinstance(c, int) and not isinstance(c, bool) else c
-                if not any(type(c) is type(h) and c == h for h in fl):
+                if not any(_same(c, h) for h in fl):
                     fl.append(c)
             hints.consts[v] = fl
     _size_equations(tree, params, hints)

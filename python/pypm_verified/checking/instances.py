@@ -438,6 +438,8 @@ class InstanceGenerator:
         #: ``rng``, so that the instances of a pattern without size guards or
         #: keepdim reductions are those the same seed always drew
         self.rng2 = random.Random(f"{seed}:{pattern.name}:ties-and-values")
+        #: the sign of a drawn float zero (_const), apart from the others too
+        self.rng_zero = random.Random(f"{seed}:{pattern.name}:signed-zeros")
         self.max_depth = max_depth
         self.max_terms = max_terms
         self.dtypes = tuple(dtypes)
@@ -790,6 +792,21 @@ class InstanceGenerator:
                 values[lf] = self._const(kind, lf, dtype)
         return values
 
+    def _signed_zero(self, v):
+        """``v``, or another zero when ``v`` is a number 0: equal to it in a
+        guard, but another constant. An int 0 is a float ``0.0`` in one draw
+        in ten (``x_int * 0.0`` is a float tensor); with special values
+        (where outputs' signed zeros are told apart) a zero is ``-0.0`` in
+        one draw in four (``x - (-0.0)`` is ``x + 0.0``). Drawn apart from
+        the other draws, which stay the same."""
+        if type(v) not in (int, float) or v != 0:
+            return v
+        if self.special_values and self.rng_zero.random() < 0.25:
+            return -0.0
+        if type(v) is int and self.rng_zero.random() < 0.1:
+            return 0.0
+        return v
+
     def _const(self, kind: str, lf: Leaf, dtype):
         rng = self.rng
         hinted = [v for v in self.hints.consts.get(lf.name, ()) if _fits(kind, v)]
@@ -800,14 +817,14 @@ class InstanceGenerator:
             v = hinted[i]
             if kind == "dtype" and not isinstance(v, torch.dtype):
                 v = PM_TO_TORCH.get(v, dtype)
-            return v
+            return self._signed_zero(v)
         base = kind.replace("_or_none", "")
         if base in ("number", "float"):
             pool = [0.5, 2.0, 1.0, 0.0, -1.0, 0.125, 8.0, 1e-5, 3.0, math.sqrt(2.0),
                     math.sqrt(0.5), math.inf, math.nan, round(rng.gauss(0.0, 2.0), 3)]
             if base == "number":
                 pool += [2, 3, 1, 0, -1]
-            return rng.choice(pool)
+            return self._signed_zero(rng.choice(pool))
         if base == "int":
             if any(n == "dim" for _, n in lf.arg_kinds) and rng.random() < 0.5:
                 return -1  # an axis: softmax and reductions mostly take the last

@@ -292,7 +292,7 @@ class Graph:
 
     def const(self, value, shape: ShapeLike = None, dtype=None) -> Node:
         """The constant leaf ``value`` (numbers compare by value: 2 and 2.0 are
-        one symbol; bools, strings and None are distinct)."""
+        one symbol, -0.0 and 0.0 two; bools, strings and None are distinct)."""
         try:
             label = symbols.const_symbol(value)
         except TypeError as e:

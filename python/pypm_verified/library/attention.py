@@ -525,6 +525,12 @@ def Attention(q, k, v, ta, tb, perm, kmul, kdiv, bias, beta, alpha, smul, sdiv, 
 
 # ------------------------------------------------------------ the rule
 
+def _plus_zero(c) -> bool:
+    """``c`` is the constant +0 (``-0.0`` equals it but is another
+    constant: a row of ``-0.0`` weights gives other signed zeros)."""
+    return _number(c) == 0.0 and math.copysign(1.0, c.value) > 0
+
+
 def _number(c):
     """A constant's value as a finite Python float, else None."""
     if c is None or not c.is_const or isinstance(c.value, bool) \
@@ -954,7 +960,7 @@ def sdpa_core(q, k, v, ta, tb, perm, kmul, am, x, sm, sdim, half, ninf, adim, ze
         "the softmax is not over the keys (the last axis) in q's dtype"
     if sm is not None:  # written out: where(!any(x != -inf), 0, _softmax(x))
         assert last(adim) and half.is_const and half.value is False and ninf.is_const \
-            and ninf.value == -math.inf and _number(zero) == 0.0, \
+            and ninf.value == -math.inf and _plus_zero(zero), \
             ("the softmax is not SDPA's safe softmax (0 on rows of -inf) over the keys in "
              "q's dtype")
         assert sm.dtype == q.dtype

@@ -13,11 +13,12 @@ included (``bench/xla_rules.py`` checks with such inputs), integers with
 their wrap-around. Where XLA applies a rule more widely than that, the rule
 here is narrowed and says why:
 
-* ``A + 0 => A`` only for integers (``-0.0 + 0`` is ``+0.0``). For floats
-  ``A + (-0.0) => A`` is exact, but no rule can tell ``-0.0`` from ``0.0``:
-  the term graph interns constants by value (``0.0 == -0.0``, and ``2 ==
-  2.0``: rules whose result type depends on a constant's type check the
-  root's dtype, bound as ``r``);
+* ``A + 0 => A`` only for integers (``-0.0 + 0`` is ``+0.0``); for floats
+  ``A + (-0.0) => A``, which is exact. The term graph keeps ``-0.0`` and
+  ``0.0`` two constants, and ``_is`` tells them apart (``A - (-0.0)`` is
+  ``A + 0.0``: ``A - 0 => A`` holds for ``+0`` only); it interns ``2`` and
+  ``2.0`` as one, so rules whose result type depends on a constant's type
+  check the root's dtype, bound as ``r``;
 * ``A * 0 => 0``, ``A - A => 0`` and ``A == A => true`` (and ``!=``, ``>=``,
   ``<=``) only for integers and booleans (``NaN * 0``, ``inf - inf``,
   ``NaN == NaN``); XLA does the same, TensorRight verifies them over the
@@ -69,8 +70,9 @@ def _const(c) -> bool:
 
 
 def _is(c, want) -> bool:
-    """``c`` is the constant ``want`` exactly."""
-    return _const(c) and c.value == want
+    """``c`` is the constant ``want`` exactly (``-0.0`` is not ``0``)."""
+    return _const(c) and c.value == want and \
+        math.copysign(1.0, c.value) == math.copysign(1.0, want)
 
 
 def _finite(c) -> bool:
@@ -120,10 +122,11 @@ def AddZero(x, z, a, r):
 
 @pm.rule(AddZero)
 def add_zero(x, z, a, r):
-    """``A + 0 => A`` (HandleAdd), integers: for floats ``-0.0 + 0`` is
-    ``+0.0`` (XLA applies it to floats too)."""
+    """``A + 0 => A`` (HandleAdd), integers; floats with ``-0.0``: ``-0.0 +
+    0`` is ``+0.0`` (XLA applies it to floats too), ``A + (-0.0)`` is ``A``."""
     assert r.torch_dtype == x.torch_dtype  # 2 and 2.0 are one constant
-    assert _is(z, 0) and _is(a, 1) and x.dtype in INTS
+    assert _is(a, 1)
+    assert _is(z, 0) and x.dtype in INTS or _is(z, -0.0) and x.dtype in FLOATS
     return x
 
 
@@ -135,7 +138,8 @@ def SubZero(x, z, a, r):
 
 @pm.rule(SubZero)
 def sub_zero(x, z, a, r):
-    """``A - 0 => A`` (HandleSubtract): ``-0.0 - 0`` is ``-0.0``."""
+    """``A - 0 => A`` (HandleSubtract): ``-0.0 - 0`` is ``-0.0`` (but ``A -
+    (-0.0)`` is ``A + 0.0``: ``_is`` refuses ``-0.0``)."""
     assert r.torch_dtype == x.torch_dtype  # 2 and 2.0 are one constant
     assert _is(z, 0) and _is(a, 1) and x.dtype in NUMERIC
     return x

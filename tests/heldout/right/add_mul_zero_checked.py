@@ -1,5 +1,6 @@
 """RIGHT: ``x * 0 + y`` rewritten to ``y`` on integers where ``x``
-broadcasts to ``y`` (the sum then has ``y``'s shape)."""
+broadcasts to ``y`` (the sum then has ``y``'s shape), with an integer 0 (a
+float zero, ``0.0`` or ``-0.0``, makes the sum a float tensor)."""
 import pypm_verified as pm
 from pypm_verified.torch.ops import Add, Mul
 
@@ -11,7 +12,7 @@ def AddZeroTimes(x, z, y):
 
 @pm.rule(AddZeroTimes)
 def add_zero_times(x, z, y):
-    assert z.is_const and z.value == 0 and not isinstance(z.value, bool)
+    assert z.is_const and type(z.value) is int and z.value == 0
     assert not x.is_const and not y.is_const
     assert x.dtype == pm.i64 and y.dtype == pm.i64
     assert x.rank <= y.rank
