@@ -316,3 +316,30 @@ def test_config_snapshot_shares_the_pass():
     assert copy.deepcopy(p) is p
     with p.install():
         torch.compile(Attention().eval(), dynamic=False)  # snapshots the config
+
+
+def test_a_graph_that_writes_in_place_passes_through():
+    """A captured function that writes an intermediate in place traces (to
+    ATen, not functionalized) to a graph the driver refuses: the pass leaves
+    it as captured, says why, and the compiled function computes what eager
+    does (the import's sharing of the two zeros made it wrong before)."""
+    p = pm.inductor_pass([SiluWritten], check_profitability=False)
+
+    def f(x):
+        a = torch.zeros(3)
+        b = torch.zeros(3)
+        a.add_(x)
+        y = x + b
+        return a * 2, y * torch.sigmoid(y)
+
+    def backend(gm, example_inputs):
+        p(gm.graph)
+        gm.recompile()
+        return gm.forward
+    x = torch.ones(3)
+    with torch.no_grad(), pytest.warns(Warning, match="writes a tensor in place"):
+        got = torch.compile(f, backend=backend)(x)
+    for g, w in zip(got, f(x)):
+        assert torch.equal(g, w)
+    assert p.records[0].status == "passed through"
+    assert "writes a tensor in place" in p.records[0].note

@@ -69,6 +69,51 @@ def _output_nodes(g: fx.Graph) -> List[fx.Node]:
     return nodes
 
 
+# target -> (target, the (position, name) of each argument its schema writes)
+_WRITES: Dict[int, tuple] = {}
+
+
+def _written(node: fx.Node) -> List[object]:
+    """The arguments a call writes in place (its schema's ``Tensor(a!)``)."""
+    t = node.target
+    hit = _WRITES.get(id(t))
+    if hit is None or hit[0] is not t:
+        schema = getattr(t, "_schema", None) if isinstance(t, torch._ops.OpOverload) else None
+        hit = (t, () if schema is None else tuple(
+            (i, a.name) for i, a in enumerate(schema.arguments)
+            if a.alias_info is not None and a.alias_info.is_write))
+        _WRITES[id(t)] = hit
+    out: List[object] = []
+    for i, name in hit[1]:
+        a = node.args[i] if i < len(node.args) else node.kwargs.get(name)
+        out.extend(a if isinstance(a, (list, tuple)) else [a])
+    return out
+
+
+def in_place_write(g: fx.Graph) -> Optional[Tuple[fx.Node, object]]:
+    """The first call of ``g`` that writes a tensor in place, with the
+    argument it writes, or None. A write into an input (a placeholder) at
+    that input's last use is not one: every other node reads the input
+    before it (``copy_`` of a mutated input at the end of a graph)."""
+    order, writes = None, _WRITES
+    for n in g.nodes:
+        if n.op != "call_function":
+            continue
+        hit = writes.get(id(n.target))
+        if hit is not None and hit[0] is n.target and not hit[1]:
+            continue  # the common case: a target that writes nothing
+        for a in _written(n):
+            if not isinstance(a, fx.Node):
+                continue
+            if a.op == "placeholder":
+                if order is None:
+                    order = {m: k for k, m in enumerate(g.nodes)}
+                if all(order[u] <= order[n] for u in a.users):
+                    continue
+            return n, a
+    return None
+
+
 def count_calls(g: fx.Graph) -> int:
     """Number of call nodes (what node counts report)."""
     return sum(1 for n in g.nodes if n.op.startswith("call"))
@@ -416,6 +461,14 @@ class Driver:
             self._prepare()
 
     def _prepare(self) -> None:
+        w = in_place_write(self.gm.graph)
+        if w is not None:
+            n, a = w
+            raise RewriteError(
+                f"the graph writes a tensor in place: {n.name} = {n.target}(...) writes "
+                f"{getattr(a, 'name', a)}; the rewrite (its sharing of equal nodes, each "
+                "rule's replacement) assumes a functional graph: functionalize it first "
+                "(torch.export, or torch.func.functionalize before make_fx)")
         self.tg = TermGraph(self.gm.graph, size_hints=self.shape_env is not None).build()
         self.pset = PatternSet(self.patterns, self.engine)
         self.report.merged = self.tg.merged
@@ -551,7 +604,9 @@ def rewrite_graph_module(gm, patterns: Sequence[Pattern],
     output is renamed), and the weights rules concatenated (new constants of
     the program). A graph calling no ATen operator (``torch.fx.symbolic_trace``
     of a model) warns with :class:`~pypm_verified.errors.RewriteWarning`:
-    rules over ATen ops cannot match it."""
+    rules over ATen ops cannot match it. A graph that writes a tensor in
+    place (:func:`in_place_write`: not functionalized) raises
+    :class:`RewriteError` before anything changes."""
     ep = None
     exported = getattr(torch.export, "ExportedProgram", None)
     if exported is not None and isinstance(gm, exported):
@@ -569,4 +624,4 @@ def rewrite_graph_module(gm, patterns: Sequence[Pattern],
 
 
 __all__ = ["Driver", "RewriteError", "RuleContext", "Value", "rewrite_graph_module",
-           "count_calls", "schema_call", "Builder", "TARGETS", "ASSERT_METADATA"]
+           "count_calls", "in_place_write", "schema_call", "Builder", "TARGETS", "ASSERT_METADATA"]
