@@ -68,6 +68,16 @@ def silu(x):
     return Silu(x)
 
 
+def writes_in_place(x):
+    """Writes an intermediate in place: ``b`` equals ``a`` before the
+    write, not after."""
+    a = torch.zeros(3)
+    b = torch.zeros(3)
+    a.add_(x)
+    y = x + b
+    return a * 2, y * torch.sigmoid(y)
+
+
 class SiluModel(torch.nn.Module):
     def forward(self, x):
         return x * torch.sigmoid(x)
@@ -324,13 +334,7 @@ def test_a_graph_that_writes_in_place_passes_through():
     it as captured, says why, and the compiled function computes what eager
     does (the import's sharing of the two zeros made it wrong before)."""
     p = pm.inductor_pass([SiluWritten], check_profitability=False)
-
-    def f(x):
-        a = torch.zeros(3)
-        b = torch.zeros(3)
-        a.add_(x)
-        y = x + b
-        return a * 2, y * torch.sigmoid(y)
+    f = writes_in_place
 
     def backend(gm, example_inputs):
         p(gm.graph)

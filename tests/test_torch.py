@@ -458,26 +458,11 @@ def test_loading_a_rules_file_twice_gives_the_same_patterns(tmp_path):
     assert c is not a and len(c.definitions) == 1 and len(c.rules) == 1
 
 
-def _silu_pattern():
-    from pypm_verified.torch.ops import Mul, Sigmoid, Silu
 
-    @pm.pattern
-    def SiluWritten(x):
-        return Mul(x, Sigmoid(x))
-
-    @pm.rule(SiluWritten)
-    def silu(x):
-        return Silu(x)
-    return SiluWritten
-
-
-def _writes_in_place(x):
-    a = torch.zeros(3)
-    b = torch.zeros(3)
-    a.add_(x)  # written in place: b is equal to a's value before, not after
-    y = x + b
-    return a * 2, y * torch.sigmoid(y)
-
+def _silu_and_writes():
+    """test_inductor_pass's SiLU pattern and function writing in place."""
+    from test_inductor_pass import SiluWritten, writes_in_place
+    return SiluWritten, writes_in_place
 
 def test_a_graph_that_writes_in_place_is_refused():
     """The import shares equal pure nodes and rules build replacements from
@@ -486,12 +471,13 @@ def test_a_graph_that_writes_in_place_is_refused():
     is refused with an error naming the write, and left as it was."""
     from torch.fx.experimental.proxy_tensor import make_fx
     from pypm_verified.torch.driver import RewriteError, in_place_write, rewrite_graph_module
+    silu, _writes_in_place = _silu_and_writes()
     gm = make_fx(_writes_in_place, tracing_mode="fake")(torch.ones(3))
     code = gm.code
     n, a = in_place_write(gm.graph)
     assert str(n.target) == "aten.add_.Tensor" and a.target == torch.ops.aten.zeros.default
     with pytest.raises(RewriteError, match=r"writes a tensor in place: add_ = aten\.add_\.Tensor"):
-        rewrite_graph_module(gm, [_silu_pattern()], check_profitability=False)
+        rewrite_graph_module(gm, [silu], check_profitability=False)
     assert gm.code == code
     x = torch.ones(3)
     for got, want in zip(gm(x), _writes_in_place(x)):
@@ -500,7 +486,7 @@ def test_a_graph_that_writes_in_place_is_refused():
     from torch.func import functionalize
     fgm = make_fx(functionalize(_writes_in_place), tracing_mode="fake")(torch.ones(3))
     assert in_place_write(fgm.graph) is None
-    r = rewrite_graph_module(fgm, [_silu_pattern()], check_profitability=False)
+    r = rewrite_graph_module(fgm, [silu], check_profitability=False)
     assert dict(r.firings) == {"silu": 1}
     for got, want in zip(fgm(x), _writes_in_place(x)):
         assert torch.allclose(got, want)
@@ -512,6 +498,7 @@ def test_a_write_into_an_input_at_its_last_use_is_accepted():
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.func import functionalize
     from pypm_verified.torch.driver import in_place_write, rewrite_graph_module
+    silu, _ = _silu_and_writes()
 
     def f(x, buf):
         y = x * torch.sigmoid(x)
@@ -520,7 +507,7 @@ def test_a_write_into_an_input_at_its_last_use_is_accepted():
     gm = make_fx(functionalize(f), tracing_mode="fake")(torch.ones(3), torch.zeros(3))
     assert any(n.target == torch.ops.aten.copy_.default for n in gm.graph.nodes)
     assert in_place_write(gm.graph) is None
-    r = rewrite_graph_module(gm, [_silu_pattern()], check_profitability=False)
+    r = rewrite_graph_module(gm, [silu], check_profitability=False)
     assert dict(r.firings) == {"silu": 1}
     buf = torch.zeros(3)
     assert torch.allclose(gm(torch.ones(3), buf), torch.nn.functional.silu(torch.ones(3)))
