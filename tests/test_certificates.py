@@ -504,3 +504,66 @@ def test_fx_multi_root_firing_is_checked_as_a_pass_and_reported(on, monkeypatch)
     line = str(report.validation)
     assert f"0 firing(s) certified, {len(c.uncertified)} checked as a pass only, without a " \
         "certificate: rule 'neg_abs' at " in line, line
+
+
+def _reads_against_the_rematch(monkeypatch):
+    """Wrap the FX checker's reading of a match whose root's term changed in
+    the pass (:meth:`FxChecker._read_unchanged`, no engine call) so that each
+    reading it makes is compared with the proved matcher's match at the
+    root's term at the start of the pass (what the checker read before it):
+    ``(reading, re-match)`` pairs, as substitutions by before key."""
+    from pypm_verified.torch import validate_fx
+    real = validate_fx.FxChecker._read_unchanged
+    pairs = []
+
+    def read(self, i, m, root):
+        got = real(self, i, m, root)
+        if got is not None:
+            b = self.before
+            t0 = self.images[b.index[root]]
+            m0 = self.driver.pset.match(i, self.driver.tg.graph[t0])
+            exact = None if m0 is None or m0.fsubstitution != m.fsubstitution else \
+                [(x, b.keys[self.inverse[n.id]]) for x, n in m0.substitution.items()]
+            pairs.append((got[1], exact))
+        return got
+
+    monkeypatch.setattr(validate_fx.FxChecker, "_read_unchanged", read)
+    return pairs
+
+
+def _rewrite_with_the_library(gm):
+    from pypm_verified.library import default_patterns
+    from pypm_verified.torch.driver import Driver
+    return Driver(gm, default_patterns(), target="cpu", recompile=False,
+                  check_profitability=False).run()
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
+def test_fx_reading_without_rematch_is_the_rematch(on, monkeypatch, base_programs, name):
+    """A firing whose root's term changed in the pass (a firing of the
+    layer below re-imported it) is read in the graph before the pass
+    without matching again when every FX node between the root and the
+    bindings is unchanged: that reading is the proved matcher's match at
+    the root's term then, firing by firing, and every firing is certified."""
+    import copy
+    pairs = _reads_against_the_rematch(monkeypatch)
+    made = _fx_checker_of(monkeypatch)
+    report = _rewrite_with_the_library(copy.deepcopy(base_programs[name]).graph_module)
+    c = made[-1]
+    assert sum(report.firings.values()) == c.certified and c.uncertified == []
+    # the layers above the first one are read so (BERT-3: 2 of 3 per rule)
+    assert len(pairs) >= 2, pairs
+    assert all(got == exact for got, exact in pairs), [p for p in pairs if p[0] != p[1]]
+
+
+@pytest.mark.zoo
+@pytest.mark.parametrize("name", ["t5", "vit", "mixtral"])  # (ResNet: no firing)
+def test_fx_reading_without_rematch_is_the_rematch_zoo(on, monkeypatch, zoo_programs, name):
+    """As above on the zoo's models with firings, exported with dynamic
+    shapes (T5: 16 readings, ViT 4, Mixtral 6)."""
+    import copy
+    pairs = _reads_against_the_rematch(monkeypatch)
+    made = _fx_checker_of(monkeypatch)
+    _rewrite_with_the_library(copy.deepcopy(zoo_programs[name]).graph_module)
+    assert made and pairs and all(got == exact for got, exact in pairs), \
+        [p for p in pairs if p[0] != p[1]]

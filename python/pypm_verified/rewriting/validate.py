@@ -56,6 +56,7 @@ passes are not checked.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import time
 import weakref
@@ -564,11 +565,7 @@ def certificate_words(p: "Pass", labels: "Labels", operator_of: Callable[[object
         cert_words.append([0, c.index, len(subst) // 2, *subst,
                            *_template_words(c.template, labels)])
     w: List[int] = [len(labels.table)]
-    ops = [-1] * len(labels.table)
-    for key, label in labels.table.items():
-        op = operator_of(key)
-        ops[label] = -1 if op is None else op
-    w += ops
+    w += labels.operators(operator_of)
     if isinstance(image, list) and before is p.before:
         w += image  # the images by before node already (-1: none)
     else:
@@ -650,10 +647,25 @@ def certificate_for(rule, pattern, match, graph) -> Optional[RuleCertificate]:
 class Labels:
     """Interns hashable keys as labels (small non-negative ints), per run."""
 
-    __slots__ = ("table",)
+    __slots__ = ("table", "_ops")
 
     def __init__(self):
         self.table: Dict[object, int] = {}
+        self._ops: Tuple[object, List[int]] = (None, [])
+
+    def operators(self, operator_of: Callable[[object], Optional[int]]) -> List[int]:
+        """Each label's operator, by label (``operator_of(key)``, -1 for
+        None): kept from call to call while ``operator_of`` is the same
+        function (labels are only added)."""
+        fn, ops = self._ops
+        if fn is not operator_of:
+            ops = []
+            self._ops = (operator_of, ops)
+        if len(ops) < len(self.table):
+            for key in itertools.islice(self.table, len(ops), None):
+                op = operator_of(key)
+                ops.append(-1 if op is None else op)
+        return ops
 
     def __call__(self, key) -> int:
         t = self.table

@@ -23,6 +23,7 @@ _TARGET_NUMBERS = itertools.count()
 _NAN = ("nan",)
 _PLAIN = frozenset((int, float, bool, str, type(None)))  # arguments _template keeps as they are
 _TORCH_VALUES = ("dtype", "device", "layout", "memory_format")
+_OPERATOR_OF = operator.itemgetter(0)  # a label key's operator symbol (one function: Labels.operators)
 
 
 def normalize(v, nodes: list, node_type: type):
@@ -522,7 +523,7 @@ class FxChecker:
             # one check: the certificate checker checks the pass as the pass
             # checker does (its verdicts 1-8 are the same), then each firing
             if rules and p.certified():
-                p.check_certified(self.driver.tg.graph, self.labels, operator.itemgetter(0),
+                p.check_certified(self.driver.tg.graph, self.labels, _OPERATOR_OF,
                                   self.images, fuel=self.driver.pset.fuel)
                 self.certified += len(rules)
             else:
@@ -617,6 +618,10 @@ class FxChecker:
         inv, keys = self.inverse, b.keys
         driver = self.driver
         fx_of = driver.tg.fx_of
+        if m.root.id != t0:
+            got = self._read_unchanged(i, m, root)
+            if got is not None:
+                return got
         if m.root.id == t0:
             subst = []
             for x, n in m.substitution.items():
@@ -652,6 +657,54 @@ class FxChecker:
             elif n.id != n0.id:
                 return None
             subst.append((x, key))
+        return i, subst, m
+
+    #: how many FX nodes :meth:`_read_unchanged` walks before it gives up
+    INTERIOR_LIMIT = 64
+
+    def _read_unchanged(self, i: int, m, root):
+        """``(i, [(var, before key)], m)``: match ``m`` of pattern ``i`` at
+        ``root``, whose term changed in the pass (a firing below its bindings
+        re-imported them), read in the graph before the pass without matching
+        again, when that is the match at the root's term then: every binding
+        an FX node of the graph before the pass with an image (or a term the
+        graph before had), and every FX node from ``root`` down to the
+        bindings one of the graph before the pass whose target and argument
+        objects are the same (FX replaces them on every change). The matcher
+        reads the terms from the root down to the bindings and their
+        attributes: those terms are the same nodes' images, so it finds the
+        same bindings there. None otherwise (the caller matches again). The
+        certificate checker re-derives the match at the root's image either
+        way; ``tests/test_certificates.py`` holds this reading equal to the
+        re-match on the model zoo."""
+        b, images, inv, keys = self.before, self.images, self.inverse, self.before.keys
+        index, fx_of = b.index, self.driver.tg.fx_of
+        subst, bound = [], set()
+        for x, n in m.substitution.items():
+            s = fx_of.get(n.id)
+            if s is not None:
+                j = index.get(s)
+                if j is None or images[j] < 0:
+                    return None
+                bound.add(s)
+                subst.append((x, s))
+            else:  # a constant or a list: the same term
+                j = inv.get(n.id)
+                if j is None:
+                    return None
+                subst.append((x, keys[j]))
+        known, cache, limit = self.known, self.cache, self.INTERIOR_LIMIT
+        stack, seen = [root], set()
+        while stack:
+            u = stack.pop()
+            if u in bound or u in seen:
+                continue
+            seen.add(u)
+            hit = cache.get(u)
+            if len(seen) > limit or hit is None or u not in known or hit[0] is not u.args \
+                    or hit[1] is not u.kwargs or hit[2] is not u.target:
+                return None
+            stack.extend(hit[3][1])
         return i, subst, m
 
     def fired(self, rule: str, root, out, trace: Optional[list], values) -> None:
