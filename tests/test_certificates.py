@@ -567,3 +567,50 @@ def test_fx_reading_without_rematch_is_the_rematch_zoo(on, monkeypatch, zoo_prog
     _rewrite_with_the_library(copy.deepcopy(zoo_programs[name]).graph_module)
     assert made and pairs and all(got == exact for got, exact in pairs), \
         [p for p in pairs if p[0] != p[1]]
+
+
+def _encodes(monkeypatch):
+    """The FX checkers' readings of the graph (``FxChecker.encode``), as
+    ``before is None`` (the graph at a pass's start) per call."""
+    from pypm_verified.torch import validate_fx
+    real = validate_fx.FxChecker.encode
+    calls = []
+
+    def encode(self, before=None):
+        calls.append(before is None)
+        return real(self, before)
+
+    monkeypatch.setattr(validate_fx.FxChecker, "encode", encode)
+    return calls
+
+
+def test_fx_graph_read_at_the_first_firing_only(on, monkeypatch):
+    """The graph at a pass's start is read at its first firing: a rewrite
+    that fires nothing reads nothing (and says it checked no pass); one that
+    fires reads the graph then and after the pass, and checks it."""
+    import torch
+    from pypm_verified.torch.driver import Driver
+
+    class Fires(torch.nn.Module):
+        def forward(self, a, b):
+            return a - (-b)
+
+    class Nothing(torch.nn.Module):
+        def forward(self, a, b):
+            return a * b
+
+    ns = {}
+    exec(FX_RULES, ns)
+    made = _fx_checker_of(monkeypatch)
+    calls = _encodes(monkeypatch)
+    args = (torch.randn(4), torch.randn(4))
+    report = Driver(torch.export.export(Nothing(), args).graph_module, [ns["SubNeg"]],
+                    check_profitability=False).run()
+    assert report.firings == {} and calls == [] and made[-1].passes == 0
+    assert str(report.validation) == "validated (no pass changed the graph)"
+    report = Driver(torch.export.export(Fires(), args).graph_module, [ns["SubNeg"]],
+                    check_profitability=False).run()
+    assert report.firings == {"sub_neg": 1}
+    assert calls == [True, False]  # at the firing, then after the pass
+    c = made[-1]
+    assert c.passes == 1 and c.certified == 1 and c.uncertified == []

@@ -467,7 +467,9 @@ class FxChecker:
 
     def begin(self) -> None:
         """At the start of a pass: the graph as it is (the graph after the
-        last pass checked, when there is one: nothing changes in between)."""
+        last pass checked, when there is one: nothing changes in between).
+        The first pass's graph is read at its first firing (:meth:`_read`):
+        a pass that fires nothing leaves the graph as it is, unread."""
         t0 = time.perf_counter()
         if self.driver.tg is not self._tg:
             # a new import (Driver.prepare): the constants' leaves are others
@@ -477,9 +479,8 @@ class FxChecker:
             self._const_nodes.clear()
             self._const_labels.clear()
             self.before = None
-        if self.before is None:
-            self.before = self.encode()
-        self.known = set(self.driver.gm.graph.nodes)
+        if self.before is not None:
+            self.known = set(self.driver.gm.graph.nodes)
         self.start = len(self.driver.firings)
         self._merged0 = self.driver.tg.merged  # a pass that fired and merged nothing: unchanged
         self.certs = {}
@@ -490,6 +491,15 @@ class FxChecker:
         self.in_pass = True
         self.seconds += time.perf_counter() - t0
 
+    def _read(self) -> None:
+        """The graph at the start of the pass, read before its first change
+        (a firing's rule runs, a multi-root rule's segment begins): the
+        driver changes it only by firing (the merges of equal nodes follow
+        a firing's re-import)."""
+        if self.before is None:
+            self.before = self.encode()
+            self.known = set(self.driver.gm.graph.nodes)
+
     def end(self, number: int, final: bool = True) -> None:
         t0 = time.perf_counter()
         try:
@@ -498,6 +508,10 @@ class FxChecker:
             fired = self.driver.firings[self.start:]
             if not fired and self.driver.tg.merged == self._merged0:
                 return  # nothing changed
+            if before is None:  # a change before any firing: no graph to check it against
+                raise RewriteRejected(
+                    f"rewrite validation (FX driver, pass {number}): the graph changed before "
+                    "the pass's first firing, so before the validator read it")
             after = self.encode(before)
             firings = []
             for rule, root, new in fired:
@@ -578,6 +592,7 @@ class FxChecker:
             return None
         t0 = time.perf_counter()
         try:
+            self._read()
             if self._uncertified and self._changed():
                 self.split()  # a firing without certificate: its segment ends with it
             mt = getattr(self.driver, "_matching", None)
@@ -743,12 +758,15 @@ class FxChecker:
     def before_multi(self) -> None:
         """Before a multi-root rule runs: the firings so far are checked
         (with their certificates) in a segment of their own."""
-        if self.in_pass and self._changed():
-            t0 = time.perf_counter()
-            try:
+        if not self.in_pass:
+            return
+        t0 = time.perf_counter()
+        try:
+            self._read()
+            if self._changed():
                 self.split()
-            finally:
-                self.seconds += time.perf_counter() - t0
+        finally:
+            self.seconds += time.perf_counter() - t0
 
     def fired_multi(self, rule: str, roots) -> None:
         """A multi-root rule fired at ``roots``: no certificate (its pattern
