@@ -543,8 +543,10 @@ def test_fx_reading_without_rematch_is_the_rematch(on, monkeypatch, base_program
     """A firing whose root's term changed in the pass (a firing of the
     layer below re-imported it) is read in the graph before the pass
     without matching again when every FX node between the root and the
-    bindings is unchanged: that reading is the proved matcher's match at
-    the root's term then, firing by firing, and every firing is certified."""
+    bindings is unchanged but for a replacement the pass made, bound by the
+    match (LLaMA's gated MLP binds the RMSNorm the pass fused): that
+    reading is the proved matcher's match at the root's term then, firing
+    by firing, and every firing is certified."""
     import copy
     pairs = _reads_against_the_rematch(monkeypatch)
     made = _fx_checker_of(monkeypatch)
@@ -560,7 +562,7 @@ def test_fx_reading_without_rematch_is_the_rematch(on, monkeypatch, base_program
 @pytest.mark.parametrize("name", ["t5", "vit", "mixtral"])  # (ResNet: no firing)
 def test_fx_reading_without_rematch_is_the_rematch_zoo(on, monkeypatch, zoo_programs, name):
     """As above on the zoo's models with firings, exported with dynamic
-    shapes (T5: 16 readings, ViT 4, Mixtral 6)."""
+    shapes (T5: 20 readings, ViT 4, Mixtral 6)."""
     import copy
     pairs = _reads_against_the_rematch(monkeypatch)
     made = _fx_checker_of(monkeypatch)
@@ -614,3 +616,31 @@ def test_fx_graph_read_at_the_first_firing_only(on, monkeypatch):
     assert calls == [True, False]  # at the firing, then after the pass
     c = made[-1]
     assert c.passes == 1 and c.certified == 1 and c.uncertified == []
+
+
+@pytest.mark.parametrize("model,reads", [
+    # exp's match binds the sigmoid's replacement, which stands for the
+    # sigmoid at exp's term before the pass: read without matching again
+    ("exp(-sigmoid(a))", 1),
+    # exp's pattern reads inside the replacement (its match exists only after
+    # the firing): not read so, matched again (and the pass split)
+    ("exp(sigmoid(a))", 0),
+])
+def test_fx_reading_through_a_replacement(on, monkeypatch, model, reads):
+    import torch
+    from pypm_verified.torch.driver import Driver
+
+    class M(torch.nn.Module):
+        def forward(self, a):
+            s = torch.sigmoid(a)
+            return torch.exp(-s if "-" in model else s)
+
+    pairs = _reads_against_the_rematch(monkeypatch)
+    made = _fx_checker_of(monkeypatch)
+    gm = torch.export.export(M(), (torch.randn(4),)).graph_module
+    Driver(gm, _chain_patterns(), check_profitability=False).run()
+    assert made[-1].certified == 2
+    assert len(pairs) == reads and all(got == exact for got, exact in pairs), pairs
+    if reads:  # the binding's key is the sigmoid the pass replaced
+        (_x, key), = pairs[0][0]
+        assert key.name == "sigmoid", key

@@ -315,7 +315,10 @@ def test_validator_bench_times_every_part(bert2, lib):
     assert parts["correspond"]["hot_ms"] is None  # not repeatable: it fills the pass
     for name, row in parts.items():
         assert row["in_place_ms"] > 0 and (name == "correspond" or row["hot_ms"] > 0)
-        assert row["per_fixpoint_ms"] == pytest.approx(row["in_place_ms"] * row["calls"])
+        # per fixpoint: the median of each fixpoint's sum of its calls
+        assert row["per_fixpoint_ms"] > 0
+        if row["calls"] == 1:
+            assert row["per_fixpoint_ms"] == pytest.approx(row["in_place_ms"])
     assert 0 < r["validator_ms"] < r["fixpoint_ms"]
     assert r["validator_pct"] == pytest.approx(100 * r["validator_ms"] / r["fixpoint_ms"],
                                                rel=0.5)

@@ -146,6 +146,7 @@ class FxChecker:
         self.certs: Dict[object, object] = {}  # root -> RuleCertificate or why not
         self._uncertified = False  # a firing of the segment has no certificate
         self._fired: Dict[object, object] = {}  # root -> replacement (_pass_firings)
+        self._back: Dict[object, object] = {}  # replacement -> root (_pass_firings)
         self._fired_upto = 0
         self._pending = None  # (root, (pattern index, substitution) or why not)
         self._patterns = None
@@ -485,7 +486,7 @@ class FxChecker:
         self._merged0 = self.driver.tg.merged  # a pass that fired and merged nothing: unchanged
         self.certs = {}
         self._uncertified = False  # a firing of the segment has no certificate
-        self._fired, self._fired_upto = {}, self.start  # _pass_firings
+        self._fired, self._back, self._fired_upto = {}, {}, self.start  # _pass_firings
         self._pending = None
         self._imaged = False  # the images are read at the pass's first firing (_substitution)
         self.in_pass = True
@@ -569,11 +570,13 @@ class FxChecker:
 
     def _pass_firings(self) -> dict:
         """Root -> replacement of the firings of the segment so far (kept up
-        to date as the driver's list grows)."""
-        firings, fired = self.driver.firings, self._fired
+        to date as the driver's list grows, with :attr:`_back`: replacement
+        -> root, None for a node that replaced several)."""
+        firings, fired, back = self.driver.firings, self._fired, self._back
         for k in range(self._fired_upto, len(firings)):
             _rule, r, new = firings[k]
             fired[r] = new
+            back[new] = None if new in back else r
         self._fired_upto = len(firings)
         return fired
 
@@ -679,47 +682,74 @@ class FxChecker:
 
     def _read_unchanged(self, i: int, m, root):
         """``(i, [(var, before key)], m)``: match ``m`` of pattern ``i`` at
-        ``root``, whose term changed in the pass (a firing below its bindings
-        re-imported them), read in the graph before the pass without matching
-        again, when that is the match at the root's term then: every binding
-        an FX node of the graph before the pass with an image (or a term the
-        graph before had), and every FX node from ``root`` down to the
-        bindings one of the graph before the pass whose target and argument
-        objects are the same (FX replaces them on every change). The matcher
-        reads the terms from the root down to the bindings and their
-        attributes: those terms are the same nodes' images, so it finds the
-        same bindings there. None otherwise (the caller matches again). The
-        certificate checker re-derives the match at the root's image either
-        way; ``tests/test_certificates.py`` holds this reading equal to the
+        ``root``, whose term changed in the pass, read in the graph before
+        the pass without matching again, where the match at the root's term
+        then is the same one:
+
+        - each binding is an FX node of the graph before the pass with an
+          image (its key), a term the graph before had (a constant, a list),
+          or the replacement a firing of the pass made of such a node (that
+          node is its key; the pass replaced it with what the rule got);
+        - each FX node from ``root`` down to the bindings is one of the pass
+          start, with the same target and the same argument objects, or the
+          same but for arguments a firing of the pass replaced, each with a
+          binding standing for it (FX replaces the argument objects on every
+          change).
+
+        The matcher reads the terms from the root down to the bindings and
+        their attributes: at the start of the pass those were the same
+        nodes' images, so it finds the same bindings there, the keys'
+        images. None otherwise (the caller matches again). The certificate
+        checker re-derives the match at the root's image either way;
+        ``tests/test_certificates.py`` holds this reading equal to the
         re-match on the model zoo."""
         b, images, inv, keys = self.before, self.images, self.inverse, self.before.keys
         index, fx_of = b.index, self.driver.tg.fx_of
-        subst, bound = [], set()
+        fired = self._pass_firings()
+        back = self._back  # replacement -> the node it replaced, in the pass so far
+        subst, key_of = [], {}
         for x, n in m.substitution.items():
             s = fx_of.get(n.id)
-            if s is not None:
-                j = index.get(s)
-                if j is None or images[j] < 0:
-                    return None
-                bound.add(s)
-                subst.append((x, s))
-            else:  # a constant or a list: the same term
+            if s is None:  # a constant or a list: the same term
                 j = inv.get(n.id)
                 if j is None:
                     return None
                 subst.append((x, keys[j]))
+                continue
+            k = key_of.get(s)
+            if k is None:
+                k = s
+                while k in back:  # a replacement stands for the node it replaced
+                    k = back[k]
+                    if k is None:  # ambiguous: one node replaced several
+                        return None
+                if k is not s and s in index:
+                    return None  # a node of the pass start made another's replacement
+                j = index.get(k)
+                if j is None or images[j] < 0:
+                    return None
+                key_of[s] = k
+            subst.append((x, k))
         known, cache, limit = self.known, self.cache, self.INTERIOR_LIMIT
         stack, seen = [root], set()
         while stack:
             u = stack.pop()
-            if u in bound or u in seen:
+            if u in key_of or u in seen:
                 continue
             seen.add(u)
             hit = cache.get(u)
-            if len(seen) > limit or hit is None or u not in known or hit[0] is not u.args \
-                    or hit[1] is not u.kwargs or hit[2] is not u.target:
+            if len(seen) > limit or hit is None or u not in known or hit[2] is not u.target:
                 return None
-            stack.extend(hit[3][1])
+            if hit[0] is u.args and hit[1] is u.kwargs:
+                stack.extend(hit[3][1])
+                continue
+            # changed: only a fired node's replacement in its place, a binding
+            old, new = hit[1], u.kwargs
+            if list(old) != list(new) or not _replaced_only(
+                    (hit[0], tuple(old.values())), (u.args, tuple(new.values())),
+                    fired, key_of, self.node_type):
+                return None
+            stack.extend(a for a in hit[3][1] if a not in fired)
         return i, subst, m
 
     def fired(self, rule: str, root, out, trace: Optional[list], values) -> None:
@@ -866,6 +896,24 @@ class FxChecker:
 
 class _Named:
     name = "the rule's call"
+
+
+def _replaced_only(old, new, fired: dict, key_of: dict, node_type: type) -> bool:
+    """Whether argument structure ``new`` is ``old`` (the same objects) but
+    for FX nodes ``old`` holds that the pass replaced (``fired``, through its
+    chains) where ``new`` holds the replacement, a binding standing for that
+    node (``key_of``)."""
+    if old is new:
+        return True
+    if type(old) is node_type:
+        s, k = old, 0
+        while s in fired and k <= len(fired):
+            s, k = fired[s], k + 1
+        return s is new and key_of.get(new) is old
+    if isinstance(old, (tuple, list)):
+        return isinstance(new, (tuple, list)) and len(old) == len(new) and all(
+            _replaced_only(a, b, fired, key_of, node_type) for a, b in zip(old, new))
+    return False
 
 
 def _has_node(a, node_type) -> bool:
