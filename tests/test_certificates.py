@@ -601,7 +601,8 @@ def test_fx_graph_read_at_the_first_firing_only(on, monkeypatch):
         def forward(self, a, b):
             return a * b
 
-    ns = {}
+    # a module of its own: SubNeg defined again elsewhere would be an alternate
+    ns = {"__name__": "first_firing_rules"}
     exec(FX_RULES, ns)
     made = _fx_checker_of(monkeypatch)
     calls = _encodes(monkeypatch)
@@ -644,3 +645,51 @@ def test_fx_reading_through_a_replacement(on, monkeypatch, model, reads):
     if reads:  # the binding's key is the sigmoid the pass replaced
         (_x, key), = pairs[0][0]
         assert key.name == "sigmoid", key
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
+def test_fx_template_kept_per_rule_is_the_one_built(on, monkeypatch, base_programs, name):
+    """A firing's template is kept under its calls' shape (the bindings'
+    variables, the calls, the constants): each kept template is, word for
+    word, the one built from that firing's own calls, and the layers'
+    firings of a rule share one."""
+    import copy
+    from pypm_verified.torch import validate_fx
+    real = validate_fx.FxChecker._template
+    seen = []
+
+    def template(self, out, trace, values, m):
+        t = real(self, out, trace, values, m)
+        var_of = {id(values[b]): x for x, b in zip(m.substitution, m.bindings)
+                  if b in values}
+        built = self._build_template(out, trace, var_of)
+        seen.append((validate._words_of_template(t, self.labels),
+                     validate._words_of_template(built, self.labels), id(t)))
+        return t
+
+    monkeypatch.setattr(validate_fx.FxChecker, "_template", template)
+    made = _fx_checker_of(monkeypatch)
+    report = _rewrite_with_the_library(copy.deepcopy(base_programs[name]).graph_module)
+    assert made[-1].certified == sum(report.firings.values()) == len(seen)
+    assert all(kept == built for kept, built, _ in seen)
+    assert len({i for _, _, i in seen}) < len(seen)  # shared across layers
+
+
+def test_template_key_tells_constants_apart():
+    """The key a template is kept under holds each constant by type and
+    value: 2 and 2.0, True and 1, 0.0 and -0.0, a dtype and another are
+    different templates."""
+    from pypm_verified.torch.validate_fx import _trace_key
+    import torch
+
+    x, out = object(), object()  # a binding's Value, the call's result
+
+    def key(c):
+        return _trace_key(out, [("op", (x, c), out)], {id(x): 0})
+
+    consts = [2, 2.0, True, 1, 0.0, -0.0, float("nan"), torch.float32, torch.float16,
+              [1, 2], (1, 2)]
+    keys = [key(c) for c in consts]
+    assert None not in keys and len(set(keys)) == len(keys), keys
+    assert key(float("nan")) == key(float("nan"))
+    assert _trace_key("out", [("op", (object(),), "out")], {}) is None  # no key: built

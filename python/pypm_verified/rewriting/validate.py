@@ -513,7 +513,17 @@ class RuleCertificate:
 
 
 def _template_words(t, labels: "Labels") -> List[int]:
-    """``n_tnodes, tnode*, root_arg`` of a template (shared nodes once)."""
+    """``n_tnodes, tnode*, root_arg`` of a template (shared nodes once);
+    kept per template object in ``labels``."""
+    hit = labels.templates.get(id(t))
+    if hit is not None and hit[0] is t:
+        return hit[1]
+    w = _words_of_template(t, labels)
+    labels.templates[id(t)] = (t, w)
+    return w
+
+
+def _words_of_template(t, labels: "Labels") -> List[int]:
     nodes: List[Tuple[int, List[Tuple[int, int]]]] = []
     index: Dict[int, int] = {}
 
@@ -647,11 +657,14 @@ def certificate_for(rule, pattern, match, graph) -> Optional[RuleCertificate]:
 class Labels:
     """Interns hashable keys as labels (small non-negative ints), per run."""
 
-    __slots__ = ("table", "_ops")
+    __slots__ = ("table", "_ops", "templates")
 
     def __init__(self):
         self.table: Dict[object, int] = {}
         self._ops: Tuple[object, List[int]] = (None, [])
+        #: id of a template -> (the template, its words): :func:`_template_words`
+        #: (a driver's firings of one rule share their template)
+        self.templates: Dict[int, tuple] = {}
 
     def operators(self, operator_of: Callable[[object], Optional[int]]) -> List[int]:
         """Each label's operator, by label (``operator_of(key)``, -1 for

@@ -120,6 +120,7 @@ class FxChecker:
         self._const_specs: Dict[tuple, tuple] = {}  # (type, value) -> ("c", term id)
         # (type, value) -> a constant's template node (_template; by term id, so per import)
         self._const_nodes: Dict[tuple, TNode] = {}
+        self._templates: Dict[tuple, object] = {}  # _template's, per import
         self._tg = None  # the term graph the caches read
         self.cache: Dict[object, tuple] = {}  # fx node -> (args, kwargs, node info)
         # id(target) -> (target, its stand-in in label keys, operator symbol):
@@ -478,6 +479,7 @@ class FxChecker:
             self.cache.clear()
             self._const_specs.clear()
             self._const_nodes.clear()
+            self._templates.clear()
             self._const_labels.clear()
             self.before = None
         if self.before is not None:
@@ -810,14 +812,28 @@ class FxChecker:
         """The replacement ``out`` as a template: the rule's operator calls
         (``trace``: ``(operator, arguments, result)``, the arguments as the
         rule passed them) over the match's bindings (the Values in
-        ``values``, by identity) and constants."""
-        schema_call, _positional = self._schema_call, self._positional
-        plain = _PLAIN
+        ``values``, by identity) and constants. Kept per import under the
+        calls' shape (:func:`_trace_key`: each argument a binding's variable,
+        an earlier call, or a constant by type and value), which is all the
+        template is made of: every layer's firing of a rule shares one."""
         var_of = {}
         for x, name in zip(m.substitution, m.bindings):
             v = values.get(name)
             if v is not None:
                 var_of[id(v)] = x
+        key = _trace_key(out, trace, var_of)
+        if key is None:
+            return self._build_template(out, trace, var_of)
+        t = self._templates.get(key)
+        if t is None:
+            t = self._templates[key] = self._build_template(out, trace, var_of)
+        return t
+
+    def _build_template(self, out, trace: list, var_of: dict):
+        """:meth:`_template`'s template, built (``var_of``: id of a binding's
+        Value -> its variable)."""
+        schema_call, _positional = self._schema_call, self._positional
+        plain = _PLAIN
         made = {id(v): (op, args) for op, args, v in trace}
         memo: Dict[int, object] = {}
         tg = self.driver.tg
@@ -892,6 +908,46 @@ class FxChecker:
         if not isinstance(t, (TVar, TNode)):
             raise _NoTemplate("its replacement is not a node")
         return t
+
+
+def _trace_key(out, trace: list, var_of: dict) -> Optional[tuple]:
+    """What a template is made of, hashable: the rule's calls (operator, and
+    each argument as ``("v", variable)`` for a binding, ``("m", k)`` for the
+    result of call ``k``, a constant by type and value (a float by its
+    ``repr``: ``-0.0`` and ``nan`` are constants of their own), lists
+    element by element) and its result; None when an argument is none of
+    those (the template is built, or refused, as it is)."""
+    made = {id(v): k for k, (_op, _args, v) in enumerate(trace)}
+
+    def key(a):
+        t = type(a)
+        if t is float:
+            return (float, repr(a))
+        if t in _PLAIN:
+            return (t, a)
+        x = var_of.get(id(a))
+        if x is not None:
+            return ("v", x)
+        k = made.get(id(a))
+        if k is not None:
+            return ("m", k)
+        if t is list or t is tuple:
+            parts = tuple([key(e) for e in a])
+            return None if None in parts else (t, parts)
+        if hasattr(a, "is_const") and hasattr(a, "fx"):  # a Value
+            return key(a.value) if a.is_const else None
+        if t.__name__ in _TORCH_VALUES and (t.__module__ or "").startswith("torch"):
+            return ("torch", a)
+        return None
+
+    calls = []
+    for op, args, _v in trace:
+        ks = tuple([key(a) for a in args])
+        if None in ks:
+            return None
+        calls.append((op, ks))
+    k = key(out)
+    return None if k is None else (k, tuple(calls))
 
 
 class _Named:
