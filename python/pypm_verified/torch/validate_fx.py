@@ -720,10 +720,10 @@ class FxChecker:
                 continue
             k = key_of.get(s)
             if k is None:
-                k = s
+                k, steps = s, 0
                 while k in back:  # a replacement stands for the node it replaced
-                    k = back[k]
-                    if k is None:  # ambiguous: one node replaced several
+                    k, steps = back[k], steps + 1
+                    if k is None or steps > len(back):  # one node replaced several; a cycle
                         return None
                 if k is not s and s in index:
                     return None  # a node of the pass start made another's replacement
