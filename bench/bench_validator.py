@@ -1,7 +1,7 @@
 """Where the FX rewrite validator's time goes, in place and hot.
 
 The validator (``pypm_verified/torch/validate_fx.py``, on in every driver
-run) costs 21-29 % of a fixpoint in ``bench_matchers.py``. This benchmark
+run) costs 21-24 % of a fixpoint (``bench_matchers.py``, this benchmark). This benchmark
 splits that cost by part, each timed two ways in the same run:
 
 * **in place**: the call as the fixpoint makes it, among the driver's work
@@ -18,15 +18,19 @@ reading memory, not by its own work: making its work smaller does not
 make it cheaper, reading less does. Parts (inclusive: a part called
 inside another is in both):
 
-* ``encode (pass start)`` / ``encode (after the pass)``: ``FxChecker.encode``;
+* ``encode (pass start)`` / ``encode (after the pass)``: ``FxChecker.encode``
+  (the graph at the start of the first pass is read at its first firing);
 * ``images``: each before node's term (``FxChecker._images``);
 * ``correspond``: the before/after correspondence (``Pass.correspond``);
 * ``checker (OCaml)``: ``pypm_validate_firings`` (``binding.validate_firings``);
 * ``certificate words``: the buffer's tail (``certificate_words``);
-* ``substitution``: a firing's match read in the graph before the pass,
-  with the proved matcher's re-match where the root's term changed in the
-  pass (``FxChecker._substitution``);
-* ``template``: a firing's replacement as a template (``FxChecker._template``).
+* ``substitution``: a firing's match read in the graph before the pass
+  (``FxChecker._substitution``): where the root's term changed in the pass,
+  without matching again when the FX nodes down to the bindings are the
+  same (``_read_unchanged``), else with the proved matcher's re-match; the
+  first call reads the images;
+* ``template``: a firing's replacement as a template (``FxChecker._template``,
+  kept per rule and shape of its calls).
 
 Medians over the fixpoints (the first, warm-up, dropped), of fresh copies
 of the exported program, the cyclic GC off during each fixpoint as in
