@@ -32,6 +32,19 @@ inside another is in both):
 * ``template``: a firing's replacement as a template (``FxChecker._template``,
   kept per rule and shape of its calls).
 
+**Windows** (``--windows``): what a validator that reads only the region a
+pass changed would read (``window_sizes``, measured on the certificates of
+one fixpoint): before the pass, each firing's match from its root down to
+its bindings (the interior, ``Pass.firings``' certificates) and the nodes
+whose arguments the pass changed; after it, the nodes the pass created and
+those changed; each side with its frontier (the arguments of the window's
+nodes that are outside it, read as leaves). The projection scales the
+whole-graph parts (the two encodings, the images, the correspondence, the
+checker) by the window's share of the graph, adds one walk of the node
+list at the bare walk's cost (``baselines/walk.py``: finding what changed
+needs a look at every node) and keeps the per-firing parts and the rest as
+they are: an estimate of where such a design lands, not a measurement of it.
+
 Medians over the fixpoints (the first, warm-up, dropped), of fresh copies
 of the exported program, the cyclic GC off during each fixpoint as in
 ``profile_fixpoint.py``. Writes ``results/validator.md`` and
@@ -39,6 +52,7 @@ of the exported program, the cyclic GC off during each fixpoint as in
 
     python bench/bench_validator.py                  # bert, gpt2, llama, 12 layers
     python bench/bench_validator.py --quick          # bert only, fewer runs
+    python bench/bench_validator.py --windows        # and the changed region's size
 """
 from __future__ import annotations
 
@@ -150,6 +164,98 @@ def measure(ep, runs: int):
             "parts": rows}
 
 
+# the parts read over the whole graph: (part, the side whose window scales it)
+WHOLE_GRAPH = (("encode (pass start)", "before"), ("images", "before"),
+               ("encode (after the pass)", "after"), ("correspond", "both"),
+               ("checker (OCaml)", "both"))
+
+
+def window(p) -> dict:
+    """The window of checked pass ``p`` (a :class:`Pass` after
+    ``correspond``), as sets of node indices: ``interior`` and ``bindings``
+    (the matches, before the pass), ``new`` and ``changed`` (after it),
+    ``before`` / ``after`` (the window's nodes on each side) and
+    ``frontier_before`` / ``frontier_after`` (their arguments outside it)."""
+    b, a = p.before, p.after
+    interior, bindings = set(), set()
+    for f in p.firings:
+        c = f.certificate
+        if c is None:
+            continue
+        bound = {b.index[key] for _x, key in c.substitution if key in b.index}
+        bindings |= bound
+        stack = [f.root]
+        while stack:  # the match from its root down to its bindings
+            u = stack.pop()
+            if u not in interior and u not in bound:
+                interior.add(u)
+                stack.extend(b.args[u])
+    new = {h for h in range(len(a)) if p.amap[h] < 0}
+    changed = {h for h in range(len(a)) if p.amap[h] >= 0 and (
+        any(x in new for x in a.args[h])
+        or tuple(p.image[x] for x in b.args[p.amap[h]]) != tuple(a.args[h]))}
+    wb = interior | {p.amap[h] for h in changed}
+    wa = new | changed
+    return {"interior": interior, "bindings": bindings, "new": new, "changed": changed,
+            "before": wb, "after": wa,
+            "frontier_before": {x for u in wb for x in b.args[u] if x not in wb},
+            "frontier_after": {x for u in wa for x in a.args[u] if x not in wa}}
+
+
+def window_sizes(ep) -> list:
+    """Per checked pass of one fixpoint of ``ep``: the sizes of the graphs
+    before and after it and of its :func:`window`."""
+    from bench_matchers import run_pypm
+    from pypm_verified.rewriting import validate as V
+    passes = []
+    check = V.Pass.check_certified
+
+    def wrapped(self, *args, **kw):
+        w = window(self)
+        passes.append({"before": len(self.before), "after": len(self.after),
+                       "firings": len(self.firings),
+                       **{k: len(w[k]) for k in ("interior", "bindings", "new", "changed")},
+                       "window_before": len(w["before"]) + len(w["frontier_before"]),
+                       "window_after": len(w["after"]) + len(w["frontier_after"])})
+        return check(self, *args, **kw)
+
+    V.Pass.check_certified = wrapped
+    try:
+        run_pypm(copy.deepcopy(ep), "verified")
+    finally:
+        V.Pass.check_certified = check
+    return passes
+
+
+def walk_ms(ep, runs: int) -> float:
+    """The bare walk's median ms on fresh copies of ``ep``."""
+    from baselines import walk
+    times = []
+    for _ in range(runs):
+        gm = copy.deepcopy(ep).graph_module
+        t0 = time.perf_counter()
+        walk.bare_walk(gm)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def projection(r: dict) -> dict:
+    """The region-only validator's estimated cost (module docstring)."""
+    ws = r["windows"]
+    nb = sum(p["before"] for p in ws)
+    na = sum(p["after"] for p in ws)
+    share = {"before": sum(p["window_before"] for p in ws) / nb,
+             "after": sum(p["window_after"] for p in ws) / na}
+    share["both"] = (share["before"] * nb + share["after"] * na) / (nb + na)
+    parts = {row["part"]: row["per_fixpoint_ms"] for row in r["parts"]}
+    whole = sum(parts.get(p, 0.0) for p, _ in WHOLE_GRAPH)
+    scaled = sum(parts.get(p, 0.0) * share[side] for p, side in WHOLE_GRAPH)
+    val = r["validator_ms"] - whole + scaled + r["walk_ms"]
+    fix = r["fixpoint_ms"] - r["validator_ms"] + val
+    return {"share": share, "whole_ms": whole, "scaled_ms": scaled, "validator_ms": val,
+            "pct": 100 * val / fix}
+
+
 def markdown(results, cmd, when):
     L = ["# The validator's cost by part, in place and hot", "",
          f"`{cmd}` ({when}). Fixpoint and validator: medians of plain runs (the "
@@ -170,6 +276,36 @@ def markdown(results, cmd, when):
                      + (f"{hot:.3f} | {row['in_place_ms'] / hot:.1f}× | " if hot else "— | — | ")
                      + f"{row['per_fixpoint_ms']:.2f} |")
         L.append("")
+    if any("windows" in r for *_x, r in results):
+        L += ["## The changed region and a validator that reads only it (a projection)", "",
+              "Per checked pass: nodes of the encodings before and after it; the "
+              "matches' interiors (root down to the bindings, before the pass) and their "
+              "bindings; the nodes the pass created and those whose arguments it changed "
+              "(after it); the window on each side with its frontier, and its share of "
+              "the graph. Projection: the whole-graph parts scaled by the window's share, "
+              "plus a walk of the node list at the bare walk's cost; the rest as measured "
+              "(the module docstring).", "",
+              "| model | pass: before / after nodes | firings | interiors / bindings | "
+              "created / changed | window before (share) | window after (share) | "
+              "whole-graph parts, ms now → scaled | bare walk ms | validator ms now → "
+              "projected | share of the fixpoint now → projected |",
+              "|---|---|---:|---|---|---:|---:|---|---:|---|---|"]
+        for model, layers, _n, r in results:
+            if "windows" not in r:
+                continue
+            pj = projection(r)
+            for k, p in enumerate(r["windows"]):
+                last = k == len(r["windows"]) - 1
+                L.append(
+                    f"| {model}-{layers} | {p['before']} / {p['after']} | {p['firings']} | "
+                    f"{p['interior']} / {p['bindings']} | {p['new']} / {p['changed']} | "
+                    f"{p['window_before']} ({100 * p['window_before'] / p['before']:.0f} %) | "
+                    f"{p['window_after']} ({100 * p['window_after'] / p['after']:.0f} %) | "
+                    + (f"{pj['whole_ms']:.2f} → {pj['scaled_ms']:.2f} | {r['walk_ms']:.3f} | "
+                       f"{r['validator_ms']:.2f} → {pj['validator_ms']:.2f} | "
+                       f"{r['validator_pct']:.1f} % → {pj['pct']:.1f} % |" if last
+                       else "| | | |"))
+        L.append("")
     return L
 
 
@@ -180,6 +316,8 @@ def main(argv=None):
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--windows", action="store_true",
+                    help="also the changed region's size and the projection (docstring)")
     args = ap.parse_args(argv)
     models_ = ["bert"] if args.quick else args.models.split(",")
     runs = 3 if args.quick else args.runs
@@ -189,6 +327,9 @@ def main(argv=None):
     for model in models_:
         ep = models.export(model, "base", layers=args.layers)
         r = measure(ep, runs)
+        if args.windows:
+            r["windows"] = window_sizes(ep)
+            r["walk_ms"] = walk_ms(ep, max(runs, 5))
         results.append((model, args.layers, C.count_nodes(ep.graph_module), r))
         print(f"{model}-{args.layers}: fixpoint {r['fixpoint_ms']:.1f} ms, validator "
               f"{r['validator_ms']:.2f} ms ({r['validator_pct']:.1f} %)", flush=True)

@@ -324,3 +324,60 @@ def test_validator_bench_times_every_part(bert2, lib):
                                                rel=0.5)
     from pypm_verified.torch.validate_fx import FxChecker
     assert FxChecker.encode.__name__ == "encode" and FxChecker._template.__name__ == "_template"
+
+
+def test_validator_bench_window_is_the_changed_region(bert2, lib):
+    """bench_validator.py's window (what a region-only validator would
+    read) holds every firing's match and every node the pass created or
+    changed; outside it, each node of the graph before the pass is dead or
+    kept as it was (its label, its arguments' images); and the projection
+    scales the whole-graph parts by the window's share."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import bench_validator as BV
+    from bench_matchers import run_pypm
+    from pypm_verified.rewriting import validate as V
+    seen = []
+    check = V.Pass.check_certified
+
+    def wrapped(self, *a, **k):
+        seen.append((self, BV.window(self)))
+        return check(self, *a, **k)
+
+    V.Pass.check_certified = wrapped
+    try:
+        run_pypm(copy.deepcopy(bert2), "verified")
+    finally:
+        V.Pass.check_certified = check
+    assert len(seen) == 1
+    p, w = seen[0]
+    b, a = p.before, p.after
+    rules = [f for f in p.firings if f.rule is not None]
+    assert len(rules) == 4
+    for f in rules:
+        assert f.root in w["interior"]  # each root is in its match
+        assert p.image[f.root] in w["new"]  # its replacement was created
+    assert w["interior"] <= w["before"] and not (w["before"] & w["frontier_before"])
+    assert {h for h in range(len(a)) if p.amap[h] < 0} <= w["after"]
+    for g in range(len(b)):
+        if g in w["before"] or p.image[g] is None:
+            continue
+        h = p.image[g]
+        assert a.labels[h] == b.labels[g]
+        assert tuple(a.args[h]) == tuple(p.image[x] for x in b.args[g])
+    assert 0 < len(w["before"]) < len(b) and 0 < len(w["after"]) < len(a)
+    sizes = BV.window_sizes(bert2)
+    assert len(sizes) == 1 and sizes[0]["firings"] == len(p.firings)
+    assert sizes[0]["window_before"] == len(w["before"]) + len(w["frontier_before"])
+    r = {"windows": [{"before": 100, "after": 50, "window_before": 25, "window_after": 10}],
+         "parts": [{"part": "encode (pass start)", "per_fixpoint_ms": 1.0},
+                   {"part": "encode (after the pass)", "per_fixpoint_ms": 1.0},
+                   {"part": "checker (OCaml)", "per_fixpoint_ms": 1.5},
+                   {"part": "template", "per_fixpoint_ms": 0.5}],
+         "validator_ms": 5.0, "fixpoint_ms": 20.0, "walk_ms": 0.1}
+    pj = BV.projection(r)
+    assert pj["share"]["before"] == 0.25 and pj["share"]["after"] == 0.2
+    assert pj["share"]["both"] == pytest.approx(35 / 150)
+    assert pj["whole_ms"] == 3.5
+    assert pj["scaled_ms"] == pytest.approx(0.25 + 0.2 + 1.5 * 35 / 150)
+    assert pj["validator_ms"] == pytest.approx(5.0 - 3.5 + pj["scaled_ms"] + 0.1)
+    assert pj["pct"] == pytest.approx(100 * pj["validator_ms"] / (15.0 + pj["validator_ms"]))
