@@ -1,6 +1,6 @@
 (* Golden check (fiat-crypto style): the main theorems depend on no axiom.
    `make proofs` compares this file's output with assumptions.golden. *)
-From PyPM Require Import Declarative Frame Values Interpreter Soundness Priority RootIndex Entry Fuel Multi Spec Dominates Certify.
+From PyPM Require Import Declarative Frame Values Interpreter Soundness Priority RootIndex Entry Fuel Multi Spec Dominates Certify Window.
 Print Assumptions match_weakening.
 Print Assumptions success_soundness.
 Print Assumptions failure_soundness.
@@ -170,3 +170,7 @@ Print Assumptions validate_firings_sound.
 Print Assumptions rewrite_preserves.
 Print Assumptions spec_validate_firings_sound.
 Print Assumptions spec_rewrite_preserves.
+(* a pass checked on the region it changed (Window.v) *)
+Print Assumptions window_dnode.
+Print Assumptions window_preserves.
+Print Assumptions window_rewrite_preserves.
