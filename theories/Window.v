@@ -26,7 +26,9 @@
     The rule equations are then needed for every value of the frontier
     labels ([rule_eq] under each interpretation that differs from the given
     one only there): a rule's equation over its bindings, whatever values
-    they take, as [check-rules] proves or tests it. *)
+    they take, as [check-rules] proves or tests it. With no frontier and
+    each window its whole graph, the hypotheses hold ([window_whole]): the
+    statement generalizes [Certify.rewrite_preserves]. *)
 
 From Coq Require Import List Arith Lia.
 From PyPM Require Import Syntax Declarative Entry Rewrite Certify.
@@ -226,4 +228,90 @@ Proof.
            G nG D roots ps fuel sym gm wb wa fs mp cs Hl Hv).
   intros k sb t ri d Hin Hr Hd. refine (Heq _ _ k sb t ri d Hin Hr Hd).
   intros l vs Hn. unfold finterp. rewrite Hn. reflexivity.
+Qed.
+
+(** ** The whole graphs are windows of themselves
+
+    With no frontier and each window the whole graph, the hypotheses hold
+    and [window_rewrite_preserves] gives [Certify.rewrite_preserves] back:
+    the region's statement generalizes the whole graph's. *)
+
+Section Ext.
+  Variable V : Type.
+  Variables interp interp' : nat -> list V -> V.
+  Variable dflt : V.
+  Variable Hext : forall l vs, interp' l vs = interp l vs.
+
+  Lemma dvals_from_ext : forall ns env,
+    dvals_from V interp' dflt env ns = dvals_from V interp dflt env ns.
+  Proof. induction ns as [|n ns IH]; intros env; simpl; [reflexivity|]. rewrite Hext. apply IH. Qed.
+
+  Lemma dnode_ext : forall g i, dnode V interp' dflt g i = dnode V interp dflt g i.
+  Proof. intros g i. unfold dnode. rewrite dvals_from_ext. reflexivity. Qed.
+
+  Lemma tden_ext : forall env t, tden V interp' env t = tden V interp env t.
+  Proof.
+    intros env t. induction t as [x|l ts IH] using tmpl_ind'; simpl; [reflexivity|].
+    rewrite Hext. f_equal. induction IH as [|u ts Hu _ IHl]; simpl; [reflexivity|].
+    rewrite Hu. f_equal. exact IHl.
+  Qed.
+
+  Lemma tden_env : forall env env' t, (forall x, env x = env' x) ->
+    tden V interp env t = tden V interp env' t.
+  Proof.
+    intros env env' t He. induction t as [x|l ts IH] using tmpl_ind'; simpl; [apply He|].
+    f_equal. induction IH as [|u ts Hu _ IHl]; simpl; [reflexivity|]. rewrite Hu. f_equal. exact IHl.
+  Qed.
+
+  Lemma rule_eq_ext : forall D sym d t,
+    rule_eq V interp dflt D sym d t -> rule_eq V interp' dflt D sym d t.
+  Proof.
+    intros D sym d t H G g gm r tr s σ ψ Hw Hag Hr Hσ Hm.
+    rewrite dnode_ext, tden_ext.
+    rewrite (H G g gm r tr s σ ψ Hw Hag Hr Hσ Hm). apply tden_env.
+    intros x. destruct (s x); [symmetry; apply dnode_ext | reflexivity].
+  Qed.
+End Ext.
+
+Lemma Forall2_positions : forall (la lb : list nat), length la = length lb ->
+  Forall2 (fun a b => exists k, nth_error la k = Some a /\ nth_error lb k = Some b) la lb.
+Proof.
+  induction la as [|a la IH]; intros [|b lb] Hl; simpl in Hl; try discriminate; constructor.
+  - exists 0. split; reflexivity.
+  - refine (Forall2_weaken _ _ _ _ _ (IH lb ltac:(lia))).
+    intros x y [k Hk]. exists (S k). exact Hk.
+Qed.
+
+Corollary window_whole :
+  forall (V : Type) (interp : nat -> list V -> V) (dflt : V)
+    G nG D roots ps fuel sym gm B A fs mp cs,
+    load_set D roots = Some ps ->
+    validate_firings G nG ps fuel sym gm B A fs mp cs = None ->
+    (forall k sb t ri d, In (CRule k sb t) cs -> nth_error roots k = Some ri ->
+       nth_error D ri = Some d -> rule_eq V interp dflt D (opt_at sym) d t) ->
+    denote V interp dflt A = denote V interp dflt B.
+Proof.
+  intros V interp dflt G nG D roots ps fuel sym gm B A fs mp cs Hl Hv Heq.
+  destruct (validate_firings_sound G nG D roots ps fuel sym gm B A fs mp cs Hl Hv)
+    as (Hval & _ & _ & _).
+  destruct (validate_renaming B A fs mp Hval) as (HwB & HwA & _ & _ & _ & _ & Houts & _).
+  set (fr := fun _ : nat => @None (nat * nat)).
+  assert (Hemb : forall g side, embeds fr g g (fun i => i) side).
+  { intros g side i Hi. split; [exact Hi|]. simpl. split; [reflexivity|].
+    symmetry. apply map_id. }
+  apply (window_rewrite_preserves V interp dflt fr G nG D roots ps fuel sym gm B A fs mp cs
+           B A (fun i => i) (fun i => i) (fun _ => None) Hl Hv).
+  - intros interp' Hext k sb t ri d Hin Hr Hd.
+    apply (rule_eq_ext V interp interp' dflt (fun l vs => Hext l vs eq_refl)).
+    exact (Heq k sb t ri d Hin Hr Hd).
+  - exact HwB.
+  - exact HwA.
+  - apply Hemb.
+  - apply Hemb.
+  - intros h g Hk. discriminate.
+  - intros l a b Hf. discriminate.
+  - (* the k-th outputs are the windows' k-th outputs *)
+    refine (Forall2_weaken _ _ _ _ _ (Forall2_positions (touts A) (touts B)
+                                        (Forall2_len _ _ _ Houts))).
+    intros h g [k [Ha Hb]]. right. exists k, h, g. auto.
 Qed.

@@ -174,3 +174,4 @@ Print Assumptions spec_rewrite_preserves.
 Print Assumptions window_dnode.
 Print Assumptions window_preserves.
 Print Assumptions window_rewrite_preserves.
+Print Assumptions window_whole.
