@@ -44,6 +44,13 @@ checker) by the window's share of the graph, adds one walk of the node
 list at the bare walk's cost (``baselines/walk.py``: finding what changed
 needs a look at every node) and keeps the per-firing parts and the rest as
 they are: an estimate of where such a design lands, not a measurement of it.
+The certificate check itself is measured on the region: ``window_pass``
+builds the two windows from the whole encodings (each node a copy or a
+frontier leaf under a label of its own, the same on both sides; constants
+and lists copies) and the window of the matcher's graph (its frontier
+nodes leaves with their operators and attributes), and the pass must be
+accepted there too (``theories/Window.v`` says that suffices); its time is
+set beside the whole check's, hot.
 
 Medians over the fixpoints (the first, warm-up, dropped), of fresh copies
 of the exported program, the cyclic GC off during each fixpoint as in
@@ -192,7 +199,7 @@ def window(p) -> dict:
                 stack.extend(b.args[u])
     new = {h for h in range(len(a)) if p.amap[h] < 0}
     changed = {h for h in range(len(a)) if p.amap[h] >= 0 and (
-        any(x in new for x in a.args[h])
+        a.labels[h] != b.labels[p.amap[h]] or any(x in new for x in a.args[h])
         or tuple(p.image[x] for x in b.args[p.amap[h]]) != tuple(a.args[h]))}
     wb = interior | {p.amap[h] for h in changed}
     wa = new | changed
@@ -202,22 +209,182 @@ def window(p) -> dict:
             "frontier_after": {x for u in wa for x in a.args[u] if x not in wa}}
 
 
+class _WindowGraph:
+    """A window of the matcher's graph as the engine's encoding reads it
+    (``columns``, ``sym_attrs``), and its handle once loaded."""
+
+    def __init__(self, labels, kids, attrs, whole):
+        self._cols = (labels, kids, attrs)
+        self._whole = whole
+        self.engine_handle = None
+
+    def __len__(self):
+        return len(self._cols[0])
+
+    def columns(self, base=0):
+        return tuple(c[base:] for c in self._cols)
+
+    def sym_attrs(self, labels=None):
+        return self._whole.sym_attrs(self._cols[0] if labels is None else labels)
+
+
+def window_pass(p, graph, labels, images):
+    """Pass ``p`` (checked on the whole graphs, after ``correspond``) as
+    the region-only validator would check it (``theories/Window.v``): the
+    windows of the graphs before and after it, each node a copy of its node
+    or a frontier leaf (a kept node the region reads, under a label of its
+    own, the same on both sides), the windows' outputs the changed nodes
+    and the graph's outputs the pass touched; the window of the matcher's
+    graph, each frontier node a leaf with its operator and attributes, and
+    each window node's image in it (``graph``, ``labels`` and ``images``:
+    what the whole check reads). Returns ``(pass, window graph, images)``
+    for ``Pass.check_certified``, or None for a pass with a merge of equal
+    nodes (left to the whole graphs). Built in Python from the whole
+    encodings: a measurement of the checker on the region, not the
+    validator's path."""
+    from pypm_verified.core.encoding import MAGIC_GRAPH, VERSION, _encode_nodes
+    from pypm_verified.engines import binding
+    from pypm_verified.rewriting.validate import Encoding, Firing, Pass
+    from pypm_verified.torch.validate_fx import _fx_resolve
+    if any(f.rule is None for f in p.firings):
+        return None
+    b, a = p.before, p.after
+    w = window(p)
+    roots = {f.root for f in p.firings}
+    ident = {h: g for h, g in p.identity.items() if g not in roots}
+    changed, new = w["changed"], w["new"]
+    kept = {h: g for h, g in ident.items() if h not in changed}
+    kept_b = set(kept.values())
+    node_type = type(b.keys[p.firings[0].root]) if p.firings else None
+
+    def spec(key):  # a constant or a list: a copy wherever it is read
+        return type(key) is not node_type
+
+    cb = set(w["interior"]) | {ident[h] for h in changed if h in ident}
+    ca = set(new) | set(changed)
+    pairs = [(h, ident[h]) for h in sorted(changed) if h in ident]
+    if len(a.outputs) != len(b.outputs):
+        return None
+    for ho, go in zip(a.outputs, b.outputs):  # the graph's outputs the pass touched
+        if kept.get(ho) == go and go not in cb:
+            continue
+        if ho not in kept and ho not in ca:
+            return None
+        if go not in cb and go not in kept_b:
+            return None
+        pairs.append((ho, go))
+    grew = True
+    while grew:  # copies on both sides, to a fixpoint
+        grew = False
+        for g in list(cb):  # a copy's arguments: frontier if kept, else copies
+            for x in b.args[g]:
+                if x not in cb and (x not in kept_b or spec(b.keys[x])):
+                    cb.add(x)
+                    grew = True
+        for h in list(ca) + [ho for ho, _g in pairs]:
+            for x in ([h] if h not in ca else a.args[h]):
+                if x in ca:
+                    continue
+                if x not in kept:
+                    raise ValueError(f"after node {x} is neither kept nor in the window")
+                if kept[x] in cb or spec(a.keys[x]):  # a kept copy: a copy on both sides
+                    ca.add(x)
+                    if kept[x] not in cb:
+                        cb.add(kept[x])
+                    grew = True
+    fa = {x for h in ca for x in a.args[h] if x not in ca}
+    fa |= {ho for ho, _g in pairs if ho not in ca}
+    fb = {x for g in cb for x in b.args[g] if x not in cb}
+    fb |= {kept[h] for h in fa} | {go for _h, go in pairs if go not in cb}
+    front = {}  # FX key -> frontier number (one label per frontier node)
+
+    def build(enc, copies, leaves):
+        out, idx = Encoding(), {}
+        for i in sorted(copies | leaves):
+            key = enc.keys[i]
+            if i in copies:
+                lab, args = enc.labels[i], tuple(idx[x] for x in enc.args[i])
+                merge = enc.mergeable[i]
+            else:
+                k = front.setdefault(key, len(front))
+                lab, args, merge = labels((enc.syms[i], "frontier", k)), (), False
+            idx[i] = out.add(key, lab, args, enc.names[i], merge)
+            out.syms.append(enc.syms[i])
+        return out, idx
+
+    wb, ib = build(b, cb, fb)
+    wa, ia = build(a, ca, fa)
+    wb.outputs = [ib[go] for _h, go in pairs]
+    wa.outputs = [ia[ho] for ho, _g in pairs]
+    identity = {ia[h]: ib[g] for h, g in ident.items() if h in ia and g in ib}
+    firings = [Firing(f.rule, ib[f.root], f.replacement, f.root_name, f.replacement_name,
+                      f.certificate) for f in p.firings]
+    pw = Pass("FX driver (window)", p.number, wb, wa, firings, identity, _fx_resolve)
+    # the window of the matcher's graph: a frontier node is a leaf
+    gl, gc, ga = graph._labels, graph._children, graph._attrs
+    glabels, kids, attrs, gw, wimages = [], [], [], {}, []
+    for i in sorted(ib):
+        t = images[i]
+        j = -1
+        if t >= 0 and t not in gw:
+            leaf = i in fb
+            cs = () if leaf else tuple(gw.get(c, -1) for c in gc[t])
+            if -1 not in cs:
+                j = gw[t] = len(glabels)
+                glabels.append(gl[t])
+                kids.append(cs)
+                attrs.append(ga[t])
+        wimages.append(j)
+    wg = _WindowGraph(glabels, kids, attrs, graph)
+    lib = binding.open_engine_library()
+    wg.engine_handle = binding.load_graph(
+        lib, _encode_nodes(wg, [MAGIC_GRAPH, VERSION, len(glabels)], 0), key=len(glabels))
+    return pw, wg, wimages
+
+
+def _hot(fn, repeats: int = 7) -> float:
+    """Median ms of ``fn()`` called ``repeats`` times in a row."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
 def window_sizes(ep) -> list:
     """Per checked pass of one fixpoint of ``ep``: the sizes of the graphs
-    before and after it and of its :func:`window`."""
+    before and after it and of its :func:`window`; the certificate check
+    (``Pass.check_certified``: the buffer and ``pypm_validate_firings``) on
+    the whole graphs and on the windows (:func:`window_pass`, which must be
+    accepted too), hot."""
     from bench_matchers import run_pypm
     from pypm_verified.rewriting import validate as V
     passes = []
     check = V.Pass.check_certified
 
-    def wrapped(self, *args, **kw):
+    def wrapped(self, graph, labels, operator_of, image, fuel=None):
         w = window(self)
-        passes.append({"before": len(self.before), "after": len(self.after),
-                       "firings": len(self.firings),
-                       **{k: len(w[k]) for k in ("interior", "bindings", "new", "changed")},
-                       "window_before": len(w["before"]) + len(w["frontier_before"]),
-                       "window_after": len(w["after"]) + len(w["frontier_after"])})
-        return check(self, *args, **kw)
+        row = {"before": len(self.before), "after": len(self.after),
+               "firings": len(self.firings),
+               **{k: len(w[k]) for k in ("interior", "bindings", "new", "changed")},
+               "window_before": len(w["before"]) + len(w["frontier_before"]),
+               "window_after": len(w["after"]) + len(w["frontier_after"])}
+        out = check(self, graph, labels, operator_of, image, fuel=fuel)  # rejects, or passes
+        row["check_ms"] = _hot(lambda: check(self, graph, labels, operator_of, image,
+                                             fuel=fuel))
+        # the same pass checked on its windows (theories/Window.v): accepted
+        # too (a rejection raises), and the check's time there
+        got = window_pass(self, graph, labels, image)
+        if got is not None:
+            pw, wg, wimages = got
+            pw.correspond()
+            check(pw, wg, labels, operator_of, wimages, fuel=fuel)
+            row["window_check_ms"] = _hot(lambda: check(pw, wg, labels, operator_of, wimages,
+                                                        fuel=fuel))
+            row["window_nodes"] = [len(pw.before), len(pw.after), len(wg)]
+        passes.append(row)
+        return out
 
     V.Pass.check_certified = wrapped
     try:
@@ -305,6 +472,24 @@ def markdown(results, cmd, when):
                        f"{r['validator_ms']:.2f} → {pj['validator_ms']:.2f} | "
                        f"{r['validator_pct']:.1f} % → {pj['pct']:.1f} % |" if last
                        else "| | | |"))
+        L.append("")
+        L += ["The certificate check of each pass (`Pass.check_certified`: the buffer "
+              "and `pypm_validate_firings`), hot (median of 7 in a row), on the whole "
+              "graphs and on the windows built from them (`window_pass`: each node a "
+              "copy or a frontier leaf, constants and lists copies, the window of the "
+              "matcher's graph with its frontier nodes as leaves). Every pass was "
+              "accepted on its windows too (a rejection stops the benchmark).", "",
+              "| model | window nodes: before / after / matcher's | check, whole graphs ms | "
+              "check, windows ms | windows / whole |",
+              "|---|---|---:|---:|---:|"]
+        for model, layers, _n, r in results:
+            for p in r.get("windows", []):
+                if "window_check_ms" not in p:
+                    continue
+                nb, na, ng = p["window_nodes"]
+                L.append(f"| {model}-{layers} | {nb} / {na} / {ng} | {p['check_ms']:.2f} | "
+                         f"{p['window_check_ms']:.2f} | "
+                         f"{p['window_check_ms'] / p['check_ms']:.2f} |")
         L.append("")
     return L
 

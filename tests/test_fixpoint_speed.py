@@ -330,8 +330,11 @@ def test_validator_bench_window_is_the_changed_region(bert2, lib):
     """bench_validator.py's window (what a region-only validator would
     read) holds every firing's match and every node the pass created or
     changed; outside it, each node of the graph before the pass is dead or
-    kept as it was (its label, its arguments' images); and the projection
-    scales the whole-graph parts by the window's share."""
+    kept as it was (its label, its arguments' images); the certificate
+    checker accepts the pass on the windows (theories/Window.v: copies and
+    frontier leaves, against a window of the matcher's graph) and refuses it
+    there when a replacement is not the rule's; and the projection scales
+    the whole-graph parts by the window's share."""
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     import bench_validator as BV
     from bench_matchers import run_pypm
@@ -340,7 +343,7 @@ def test_validator_bench_window_is_the_changed_region(bert2, lib):
     check = V.Pass.check_certified
 
     def wrapped(self, *a, **k):
-        seen.append((self, BV.window(self)))
+        seen.append((self, BV.window(self), a, k))
         return check(self, *a, **k)
 
     V.Pass.check_certified = wrapped
@@ -349,7 +352,7 @@ def test_validator_bench_window_is_the_changed_region(bert2, lib):
     finally:
         V.Pass.check_certified = check
     assert len(seen) == 1
-    p, w = seen[0]
+    p, w, args, kw = seen[0]
     b, a = p.before, p.after
     rules = [f for f in p.firings if f.rule is not None]
     assert len(rules) == 4
@@ -365,9 +368,26 @@ def test_validator_bench_window_is_the_changed_region(bert2, lib):
         assert a.labels[h] == b.labels[g]
         assert tuple(a.args[h]) == tuple(p.image[x] for x in b.args[g])
     assert 0 < len(w["before"]) < len(b) and 0 < len(w["after"]) < len(a)
+    # the certificate checker accepts the pass on its windows (Window.v)...
+    graph, labels, operator_of, image = args
+    pw, wg, wimages = BV.window_pass(p, graph, labels, image)
+    pw.correspond()
+    check(pw, wg, labels, operator_of, wimages, **kw)
+    assert len(pw.before) < len(b) and len(pw.after) < len(a) and 0 < len(wg) < len(graph)
+    key_of = {v: k for k, v in labels.table.items()}
+    frontier = [i for i, lab in enumerate(pw.after.labels) if key_of[lab][1:2] == ("frontier",)]
+    assert frontier and all(not pw.after.args[i] for i in frontier)
+    # ... and refuses it when a replacement on the window is not the rule's
+    pw, wg, wimages = BV.window_pass(p, graph, labels, image)
+    r = pw.after.index[p.firings[0].replacement]
+    pw.after.labels[r] = next(lab for lab in pw.after.labels if lab != pw.after.labels[r])
+    pw.correspond()
+    with pytest.raises(V.RewriteRejected, match="TEMPLATE"):
+        check(pw, wg, labels, operator_of, wimages, **kw)
     sizes = BV.window_sizes(bert2)
     assert len(sizes) == 1 and sizes[0]["firings"] == len(p.firings)
     assert sizes[0]["window_before"] == len(w["before"]) + len(w["frontier_before"])
+    assert 0 < sizes[0]["window_check_ms"] and 0 < sizes[0]["check_ms"]
     r = {"windows": [{"before": 100, "after": 50, "window_before": 25, "window_after": 10}],
          "parts": [{"part": "encode (pass start)", "per_fixpoint_ms": 1.0},
                    {"part": "encode (after the pass)", "per_fixpoint_ms": 1.0},
