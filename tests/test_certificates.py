@@ -20,6 +20,7 @@ rule, a replacement reading a node the match does not bind) are listed in
 the report.
 """
 import os
+import sys
 
 import pytest
 
@@ -569,6 +570,55 @@ def test_fx_reading_without_rematch_is_the_rematch_zoo(on, monkeypatch, zoo_prog
     _rewrite_with_the_library(copy.deepcopy(zoo_programs[name]).graph_module)
     assert made and pairs and all(got == exact for got, exact in pairs), \
         [p for p in pairs if p[0] != p[1]]
+
+
+def _checks_on_windows(monkeypatch):
+    """Wrap the certificate check of each FX pass so that the pass is
+    checked again on its windows (``bench/bench_validator.py``'s
+    ``window_pass``: the region the pass changed before and after it, each
+    node a copy or a frontier leaf, against a window of the matcher's graph;
+    ``theories/Window.v`` says that acceptance there suffices). Returns the
+    list of windows checked (sizes), which must all be accepted (a
+    rejection raises)."""
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import bench_validator
+    from pypm_verified.rewriting import validate
+    real = validate.Pass.check_certified
+    checked = []
+
+    def check(self, graph, labels, operator_of, image, fuel=None):
+        real(self, graph, labels, operator_of, image, fuel=fuel)
+        got = bench_validator.window_pass(self, graph, labels, image)
+        if got is not None:
+            pw, wg, wimages = got
+            pw.correspond()
+            real(pw, wg, labels, operator_of, wimages, fuel=fuel)
+            checked.append((len(pw.before), len(self.before), len(pw.after), len(self.after)))
+
+    monkeypatch.setattr(validate.Pass, "check_certified", check)
+    return checked
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
+def test_fx_pass_accepted_on_its_windows(on, monkeypatch, base_programs, name):
+    """Every certified pass of the library's rewrite is accepted by the
+    certificate checker on its windows too, each smaller than its graph."""
+    import copy
+    checked = _checks_on_windows(monkeypatch)
+    _rewrite_with_the_library(copy.deepcopy(base_programs[name]).graph_module)
+    assert checked and all(wb < b and wa < a for wb, b, wa, a in checked), checked
+
+
+@pytest.mark.zoo
+@pytest.mark.parametrize("name", ["t5", "vit", "mixtral"])
+def test_fx_pass_accepted_on_its_windows_zoo(on, monkeypatch, zoo_programs, name):
+    """As above on the zoo's models with firings (dynamic shapes)."""
+    import copy
+    checked = _checks_on_windows(monkeypatch)
+    _rewrite_with_the_library(copy.deepcopy(zoo_programs[name]).graph_module)
+    assert checked and all(wb <= b and wa <= a for wb, b, wa, a in checked), checked
 
 
 def _encodes(monkeypatch):
