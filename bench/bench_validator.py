@@ -239,7 +239,7 @@ def window_pass(p, graph, labels, images):
     each window node's image in it (``graph``, ``labels`` and ``images``:
     what the whole check reads). Returns ``(pass, window graph, images)``
     for ``Pass.check_certified``, or None for a pass with a merge of equal
-    nodes (left to the whole graphs). Built in Python from the whole
+    nodes or a graph output it cannot pair (left to the whole graphs). Built in Python from the whole
     encodings: a measurement of the checker on the region, not the
     validator's path."""
     from pypm_verified.core.encoding import MAGIC_GRAPH, VERSION, _encode_nodes
@@ -255,10 +255,9 @@ def window_pass(p, graph, labels, images):
     changed, new = w["changed"], w["new"]
     kept = {h: g for h, g in ident.items() if h not in changed}
     kept_b = set(kept.values())
-    node_type = type(b.keys[p.firings[0].root]) if p.firings else None
 
-    def spec(key):  # a constant or a list: a copy wherever it is read
-        return type(key) is not node_type
+    def spec(key):  # a constant or a list (keys ("c", ..), ("l", ..)): a copy wherever read
+        return type(key) is tuple
 
     cb = set(w["interior"]) | {ident[h] for h in changed if h in ident}
     ca = set(new) | set(changed)
@@ -342,6 +341,18 @@ def window_pass(p, graph, labels, images):
     return pw, wg, wimages
 
 
+def check_windows(p, graph, labels, operator_of, image, fuel=None, check=None):
+    """Check pass ``p`` on its windows (:func:`window_pass`) with ``check``
+    (``Pass.check_certified`` unless given): a rejection raises. Returns
+    ``(pass, window graph, images)``, or None when the pass has no windows."""
+    got = window_pass(p, graph, labels, image)
+    if got is not None:
+        pw, wg, wimages = got
+        pw.correspond()
+        (check or type(pw).check_certified)(pw, wg, labels, operator_of, wimages, fuel=fuel)
+    return got
+
+
 def _hot(fn, repeats: int = 7) -> float:
     """Median ms of ``fn()`` called ``repeats`` times in a row."""
     times = []
@@ -375,11 +386,9 @@ def window_sizes(ep) -> list:
                                              fuel=fuel))
         # the same pass checked on its windows (theories/Window.v): accepted
         # too (a rejection raises), and the check's time there
-        got = window_pass(self, graph, labels, image)
+        got = check_windows(self, graph, labels, operator_of, image, fuel=fuel, check=check)
         if got is not None:
             pw, wg, wimages = got
-            pw.correspond()
-            check(pw, wg, labels, operator_of, wimages, fuel=fuel)
             row["window_check_ms"] = _hot(lambda: check(pw, wg, labels, operator_of, wimages,
                                                         fuel=fuel))
             row["window_nodes"] = [len(pw.before), len(pw.after), len(wg)]

@@ -590,11 +590,10 @@ def _checks_on_windows(monkeypatch):
 
     def check(self, graph, labels, operator_of, image, fuel=None):
         real(self, graph, labels, operator_of, image, fuel=fuel)
-        got = bench_validator.window_pass(self, graph, labels, image)
+        got = bench_validator.check_windows(self, graph, labels, operator_of, image, fuel=fuel,
+                                            check=real)
         if got is not None:
-            pw, wg, wimages = got
-            pw.correspond()
-            real(pw, wg, labels, operator_of, wimages, fuel=fuel)
+            pw = got[0]
             checked.append((len(pw.before), len(self.before), len(pw.after), len(self.after)))
 
     monkeypatch.setattr(validate.Pass, "check_certified", check)

@@ -370,9 +370,7 @@ def test_validator_bench_window_is_the_changed_region(bert2, lib):
     assert 0 < len(w["before"]) < len(b) and 0 < len(w["after"]) < len(a)
     # the certificate checker accepts the pass on its windows (Window.v)...
     graph, labels, operator_of, image = args
-    pw, wg, wimages = BV.window_pass(p, graph, labels, image)
-    pw.correspond()
-    check(pw, wg, labels, operator_of, wimages, **kw)
+    pw, wg, wimages = BV.check_windows(p, graph, labels, operator_of, image, check=check, **kw)
     assert len(pw.before) < len(b) and len(pw.after) < len(a) and 0 < len(wg) < len(graph)
     key_of = {v: k for k, v in labels.table.items()}
     frontier = [i for i, lab in enumerate(pw.after.labels) if key_of[lab][1:2] == ("frontier",)]
