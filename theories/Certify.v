@@ -172,17 +172,20 @@ Fixpoint args_agree (GT : rtab (option nat)) (ahs : list nat) (cs : list node) :
   | _, _ => false
   end.
 
-(** The first before node with an image that disagrees (or repeats an
-    image, or has one outside the graph's [nG] nodes). *)
-Fixpoint bad_agree (G : graph) (nG : nat) (ST GT : rtab (option nat)) (i : nat)
-    (ns : list tnode) (gm : list (option nat)) (seen : itab bool) : option nat :=
+(** The first before node with an image that disagrees (or shares its
+    image with another, or has one outside the graph's [nG] nodes).
+    Distinct images by a hint: [GI] names, for each node of [G], the
+    before node [i] whose image it is as [i + 1] ([0]: none); a wrong hint
+    rejects. *)
+Fixpoint bad_agree (G : graph) (nG : nat) (ST GT : rtab (option nat)) (GI : rtab nat) (i : nat)
+    (ns : list tnode) (gm : list (option nat)) : option nat :=
   match ns, gm with
   | n :: ns', Some t :: gm' =>
-      if Nat.ltb t nG && negb (imem t seen) &&
+      if Nat.ltb t nG && mi_ok GI t i &&
          match opt_find ST (tlabel n) with Some f => Nat.eqb f (label G t) | None => false end &&
          args_agree GT (targs n) (children G t)
-      then bad_agree G nG ST GT (S i) ns' gm' (iadd t seen) else Some i
-  | _ :: ns', None :: gm' => bad_agree G nG ST GT (S i) ns' gm' seen
+      then bad_agree G nG ST GT GI (S i) ns' gm' else Some i
+  | _ :: ns', None :: gm' => bad_agree G nG ST GT GI (S i) ns' gm'
   | _, _ => None
   end.
 
@@ -291,22 +294,26 @@ End Certs.
     then the agreement of the graphs, then each firing's certificate.
     [nG] is the number of nodes of [G], [sym] the operator of each label
     ([None]: a label no node with an image has), [gm] the image of each
-    before node ([None]: none), [cs] a certificate per firing. *)
+    before node ([None]: none), [cs] a certificate per firing; [MI], [US]
+    ([validate]'s) and [GI] ([bad_agree]'s) are hints, trusted for
+    nothing. *)
 Definition validate_firings (G : graph) (nG : nat) (ps : pset) (fuel : nat)
     (sym gm : list (option nat)) (before after : tgraph) (fs : list (nat * nat))
-    (mp : list (option nat)) (cs : list cert) : option reject :=
+    (mp : list (option nat)) (cs : list cert) (MI US GI : rtab nat) : option reject :=
   (* the tables [validate] reads, built once for it and the certificates *)
   let F := fire_table fs in
   let MT := table mp in
   let BT := table (tnodes before) in
-  match validate_with F MT BT before after fs mp with Some e => Some e | None =>
+  let AT := table (tnodes after) in
+  match validate_with F MT BT AT MI US before after fs mp with
+  | Some e => Some e | None =>
   if negb (Nat.eqb (length gm) (length (tnodes before))) then Some (R_AGREE, None) else
   let ST := table sym in
   let GT := table gm in
-  match bad_agree G nG ST GT 0 (tnodes before) gm (iempty nG) with
+  match bad_agree G nG ST GT GI 0 (tnodes before) gm with
   | Some i => Some (R_AGREE, Some i)
   | None =>
-      bad_certs G ps fuel GT F MT (table (tnodes after)) BT 0 fs cs
+      bad_certs G ps fuel GT F MT AT BT 0 fs cs
   end end.
 
 (** ** Proofs *)
@@ -326,65 +333,54 @@ Proof.
     apply andb_true_iff in H as [_ H]. auto.
 Qed.
 
-Lemma bad_agree_spec : forall G nG ST GT ns gm i seen, idom nG seen ->
-  bad_agree G nG ST GT i ns gm seen = None ->
+Lemma bad_agree_spec : forall G nG ST GT GI ns gm i,
+  bad_agree G nG ST GT GI i ns gm = None ->
   forall j t, j < length ns -> nth_error gm j = Some (Some t) ->
     opt_find ST (tlabel (nth j ns tnode0)) = Some (label G t) /\
     Forall2 (fun a c => opt_find GT a = Some c) (targs (nth j ns tnode0)) (children G t) /\
-    imem t seen = false /\
-    (forall j', j' < length ns -> nth_error gm j' = Some (Some t) -> j' = j).
+    rfind GI t = Some (S (i + j)).
 Proof.
-  intros G nG ST GT. induction ns as [|n ns IH]; intros gm i seen Hd H j t Hj Hg;
+  intros G nG ST GT GI. induction ns as [|n ns IH]; intros gm i H j t Hj Hg;
     [simpl in Hj; lia|].
   destruct gm as [|[t0|] gm]; [destruct j; discriminate|..]; simpl in H.
-  - destruct (Nat.ltb t0 nG && negb (imem t0 seen) &&
+  - destruct (Nat.ltb t0 nG && mi_ok GI t0 i &&
               match opt_find ST (tlabel n) with Some f => Nat.eqb f (label G t0) | None => false end &&
               args_agree GT (targs n) (children G t0)) eqn:E; [|discriminate].
     apply andb_true_iff in E as [E E4]. apply andb_true_iff in E as [E E3].
-    apply andb_true_iff in E as [E1 E2]. apply negb_true_iff in E2. apply Nat.ltb_lt in E1.
-    pose proof (IH _ _ _ (iadd_dom nG t0 seen Hd) H) as IH'.
-    assert (Hnot : forall j', j' < length ns -> nth_error gm j' <> Some (Some t0)).
-    { intros j' Hj' Hk. destruct (IH' j' t0 Hj' Hk) as (_ & _ & Hs & _).
-      destruct (imem_add_false nG t0 t0 seen Hd E1 Hs) as [Hne _]. exact (Hne eq_refl). }
+    apply andb_true_iff in E as [_ E2].
     destruct j as [|j]; simpl in Hg.
-    + inversion Hg; subst t0. simpl. split; [|split; [|split]].
+    + inversion Hg; subst t0. simpl. split; [|split].
       * revert E3. destruct (opt_find ST (tlabel n)) as [f|]; intros E3; [|discriminate].
         apply Nat.eqb_eq in E3. subst f. reflexivity.
       * apply args_agree_spec. exact E4.
-      * exact E2.
-      * intros [|j'] Hj' Hk; [reflexivity|]. simpl in Hk, Hj'.
-        exfalso. exact (Hnot j' ltac:(lia) Hk).
-    + simpl in Hj. destruct (IH' j t ltac:(lia) Hg) as (H1 & H2 & H3 & H4).
-      destruct (imem_add_false nG t0 t seen Hd E1 H3) as [Hne H3'].
-      simpl. split; [exact H1|]. split; [exact H2|]. split; [exact H3'|].
-      intros [|j'] Hj' Hk; simpl in Hk, Hj'.
-      * inversion Hk; subst. contradiction.
-      * f_equal. exact (H4 j' ltac:(lia) Hk).
+      * unfold mi_ok in E2. destruct (rfind GI t) as [i'|]; try discriminate.
+        apply Nat.eqb_eq in E2. subst i'. rewrite Nat.add_0_r. reflexivity.
+    + simpl in Hj. destruct (IH _ _ H j t ltac:(lia) Hg) as (H1 & H2 & H3).
+      simpl. split; [exact H1|]. split; [exact H2|]. rewrite Nat.add_succ_r. exact H3.
   - destruct j as [|j]; simpl in Hg; [discriminate|]. simpl in Hj.
-    destruct (IH _ _ _ Hd H j t ltac:(lia) Hg) as (H1 & H2 & H3 & H4).
-    repeat split; auto.
-    intros [|j'] Hj' Hk; simpl in Hk, Hj'; [discriminate|]. f_equal. exact (H4 j' ltac:(lia) Hk).
+    destruct (IH _ _ H j t ltac:(lia) Hg) as (H1 & H2 & H3).
+    simpl. split; [exact H1|]. split; [exact H2|]. rewrite Nat.add_succ_r. exact H3.
 Qed.
 
-Lemma agrees_check : forall G nG sym gm g,
+Lemma agrees_check : forall G nG sym gm gi g,
   length gm = length (tnodes g) ->
-  bad_agree G nG (table sym)
-    (table gm) 0 (tnodes g) gm (iempty nG) = None ->
+  bad_agree G nG (table sym) (table gm) gi 0 (tnodes g) gm = None ->
   agrees G (opt_at sym) g (opt_at gm).
 Proof.
-  intros G nG sym gm g Hl H.
+  intros G nG sym gm gi g Hl H.
   assert (Hi : forall i t, opt_at gm i = Some t -> i < length (tnodes g) /\ nth_error gm i = Some (Some t)).
   { intros i t Ht. unfold opt_at in Ht. destruct (nth_error gm i) as [o|] eqn:E; [|discriminate].
     subst o. split; [|reflexivity]. rewrite <- Hl. apply nth_error_Some. congruence. }
   split.
   - intros i t Ht. destruct (Hi i t Ht) as [Hlt Hn].
-    destruct (bad_agree_spec _ _ _ _ _ _ _ _ (iempty_dom _) H i t Hlt Hn) as (H1 & H2 & _ & _).
+    destruct (bad_agree_spec _ _ _ _ _ _ _ _ H i t Hlt Hn) as (H1 & H2 & _).
     rewrite opt_find_table in H1. split; [exact Hlt|]. split; [exact H1|].
     unfold tnode_at. clear -H2. induction H2 as [|a c l1 l2 Hac _ IH]; constructor; [|exact IH].
     rewrite opt_find_table in Hac. exact Hac.
   - intros i j t Ht1 Ht2. destruct (Hi i t Ht1) as [Hlt1 Hn1]. destruct (Hi j t Ht2) as [Hlt2 Hn2].
-    destruct (bad_agree_spec _ _ _ _ _ _ _ _ (iempty_dom _) H i t Hlt1 Hn1) as (_ & _ & _ & H4).
-    symmetry. exact (H4 j Hlt2 Hn2).
+    destruct (bad_agree_spec _ _ _ _ _ _ _ _ H i t Hlt1 Hn1) as (_ & _ & E1).
+    destruct (bad_agree_spec _ _ _ _ _ _ _ _ H j t Hlt2 Hn2) as (_ & _ & E2).
+    simpl in E1, E2. congruence.
 Qed.
 
 Lemma subst_agree_spec : forall GT sb bs, subst_agree GT sb bs = true ->
@@ -486,22 +482,22 @@ Definition certified (G : graph) (D : list pdef) (roots : list nat) (sym gm : li
         inst_root after fs mp (assoc sb) t p
   end.
 
-Theorem validate_firings_sound : forall G nG D roots ps fuel sym gm before after fs mp cs,
+Theorem validate_firings_sound : forall G nG D roots ps fuel sym gm before after fs mp cs mi us gi,
   load_set D roots = Some ps ->
-  validate_firings G nG ps fuel sym gm before after fs mp cs = None ->
-  validate before after fs mp = None /\
+  validate_firings G nG ps fuel sym gm before after fs mp cs mi us gi = None ->
+  validate before after fs mp mi us = None /\
   agrees G (opt_at sym) before (opt_at gm) /\
   length cs = length fs /\
   forall i r p c, nth_error fs i = Some (r, p) -> nth_error cs i = Some c ->
     certified G D roots sym gm before after fs mp r p c.
 Proof.
-  intros G nG D roots ps fuel sym gm B A fs mp cs Hl H. unfold validate_firings in H.
-  cbv zeta in H. fold (validate B A fs mp) in H.
-  destruct (validate B A fs mp) eqn:Ev; [discriminate|].
+  intros G nG D roots ps fuel sym gm B A fs mp cs mi us gi Hl H. unfold validate_firings in H.
+  cbv zeta in H. fold (validate B A fs mp mi us) in H.
+  destruct (validate B A fs mp mi us) eqn:Ev; [discriminate|].
   destruct (negb (Nat.eqb (length gm) (length (tnodes B)))) eqn:El; [discriminate|].
   apply negb_false_iff, Nat.eqb_eq in El.
-  destruct (bad_agree _ _ _ _ 0 _ _ _) eqn:Ea; [discriminate|].
-  pose proof (agrees_check G nG sym gm B El Ea) as Hag.
+  destruct (bad_agree _ _ _ _ _ 0 _ _) eqn:Ea; [discriminate|].
+  pose proof (agrees_check G nG sym gm gi B El Ea) as Hag.
   destruct (bad_certs_spec _ _ _ _ _ _ _ _ _ _ _ H) as [Hlen Hc].
   split; [reflexivity|]. split; [exact Hag|]. split; [exact Hlen|].
   intros i r p c Hf Hcs. specialize (Hc i r p c Hf Hcs).
@@ -544,17 +540,17 @@ Section Preserves.
 
   (** Firing soundness, given each fired rule's equation: every output of
       [after] denotes what the same output of [before] did. *)
-  Theorem rewrite_preserves : forall G nG D roots ps fuel sym gm before after fs mp cs,
+  Theorem rewrite_preserves : forall G nG D roots ps fuel sym gm before after fs mp cs mi us gi,
     load_set D roots = Some ps ->
-    validate_firings G nG ps fuel sym gm before after fs mp cs = None ->
+    validate_firings G nG ps fuel sym gm before after fs mp cs mi us gi = None ->
     (forall k sb t ri d, In (CRule k sb t) cs -> nth_error roots k = Some ri ->
        nth_error D ri = Some d -> rule_eq V interp dflt D (opt_at sym) d t) ->
     denote V interp dflt after = denote V interp dflt before.
   Proof.
-    intros G nG D roots ps fuel sym gm B A fs mp cs Hl Hv Heq.
-    destruct (validate_firings_sound G nG D roots ps fuel sym gm B A fs mp cs Hl Hv)
+    intros G nG D roots ps fuel sym gm B A fs mp cs mi us gi Hl Hv Heq.
+    destruct (validate_firings_sound G nG D roots ps fuel sym gm B A fs mp cs mi us gi Hl Hv)
       as (Hval & Hag & Hlen & Hcert).
-    destruct (validate_renaming B A fs mp Hval)
+    destruct (validate_renaming B A fs mp mi us Hval)
       as (HwB & HwA & Hfr & _ & _ & Hmap & _ & _).
     pose proof HwA as [HnA _]. pose proof HwB as [HnB _].
     (* the claim at each after node: a mapped node denotes its before node,
@@ -616,7 +612,7 @@ Section Preserves.
         rewrite (dnode_eq V interp dflt B r (fun a => HnB r a Hr) Hr).
         rewrite Hlab. f_equal. apply (Forall2_map_eq _ _ _ _ _ Hargs).
         intros a b Ha Hab. exact (Hcorr h a b IH' (HnA h a Hh Ha) Hab). }
-    apply (validate_sound V interp dflt B A fs mp Hval).
+    apply (validate_sound V interp dflt B A fs mp mi us Hval).
     intros r p Hin. exact (proj2 (Hall p (proj2 (Hfr r p Hin))) r Hin).
   Qed.
 End Preserves.

@@ -505,15 +505,22 @@ Fixpoint bad_firing (nb na f : nat) (fs : list (nat * nat)) (seen : itab bool) :
       then bad_firing nb na (S f) fs' (iadd r seen) else Some f
   end.
 
-(** The map: entries in range, injective, never a fired root. *)
-Fixpoint bad_map (nb : nat) (F : VarMap.t nat) (h : nat) (mp : list (option nat))
-    (seen : itab bool) : option nat :=
+(** The map: entries in range, injective, never a fired root. Injective
+    by a hint: [MI] names, for each before node, the after node [h] mapped
+    to it as [h + 1] ([0]: none); two after nodes mapped to one before node
+    cannot both be named. The hint is the caller's (the C API computes it)
+    and trusted for nothing: a wrong one rejects. *)
+Definition mi_ok (MI : rtab nat) (g h : nat) : bool :=
+  match rfind MI g with Some k => Nat.eqb k (S h) | None => false end.
+
+Fixpoint bad_map (nb : nat) (F : VarMap.t nat) (MI : rtab nat) (h : nat)
+    (mp : list (option nat)) : option nat :=
   match mp with
   | [] => None
-  | None :: mp' => bad_map nb F (S h) mp' seen
+  | None :: mp' => bad_map nb F MI (S h) mp'
   | Some g :: mp' =>
-      if Nat.ltb g nb && negb (imem g seen) && negb (VarMap.mem g F)
-      then bad_map nb F (S h) mp' (iadd g seen) else Some h
+      if Nat.ltb g nb && mi_ok MI g h && negb (VarMap.mem g F)
+      then bad_map nb F MI (S h) mp' else Some h
   end.
 
 (** An after argument (or output) [ah] stands for the before one [ag]: the
@@ -551,25 +558,25 @@ Fixpoint bad_mapped (BT : rtab tnode) F MT (h : nat) (ns : list tnode) (mp : lis
   | _, _ => None
   end.
 
-(** Mark [a]; a map already marking it is kept as it is (no new tree). *)
-Definition mark_add (m : itab bool) (a : nat) : itab bool :=
-  if imem a m then m else iadd a m.
-
-(** Reachability from the outputs: one sweep over the nodes in reverse
-    ([rns] = the nodes [0 .. i-1] reversed, by the tail-recursive
-    [rev_append]). *)
-Fixpoint mark (i : nat) (rns : list tnode) (m : itab bool) : itab bool :=
-  match rns with
-  | [] => m
-  | n :: rns' =>
-      let i' := pred i in
-      mark i' rns' (if imem i' m then fold_left mark_add (targs n) m else m)
+(** Every after node is reached from the outputs, by a hint: [US] names, for node [h], a later node that reads it, or its
+    position [j] among the outputs as [na + j]. Reachability follows by
+    induction from the last node down; a wrong hint rejects. *)
+Definition live_ok (na : nat) (AT : rtab tnode) (OT : rtab nat) (US : rtab nat) (h : nat) : bool :=
+  match rfind US h with
+  | Some u =>
+      if Nat.ltb u na then
+        Nat.ltb h u &&
+        match rfind AT u with Some n => existsb (Nat.eqb h) (targs n) | None => false end
+      else match rfind OT (u - na) with Some o => Nat.eqb o h | None => false end
+  | None => false
   end.
 
-Fixpoint first_unmarked (m : itab bool) (h k : nat) : option nat :=
+(** The first node [h + j] (of [k]) not shown reached. *)
+Fixpoint first_dead (na : nat) (AT : rtab tnode) (OT : rtab nat) (US : rtab nat) (h k : nat)
+    : option nat :=
   match k with
   | 0 => None
-  | S k' => if imem h m then first_unmarked m (S h) k' else Some h
+  | S k' => if live_ok na AT OT US h then first_dead na AT OT US (S h) k' else Some h
   end.
 
 (** The fired roots: [root -> replacement]. *)
@@ -577,10 +584,11 @@ Definition fire_table (fs : list (nat * nat)) : VarMap.t nat :=
   fold_left (fun m rp => VarMap.add (fst rp) (snd rp) m) fs (VarMap.empty nat).
 
 (** The validator, given its tables: [F] the fired roots ([fire_table fs]),
-    [MT] the map and [BT] the before nodes, by index ([table]);
-    [validate] builds them, [Certify.validate_firings] builds them once for
-    itself and this. *)
-Definition validate_with (F : VarMap.t nat) (MT : rtab (option nat)) (BT : rtab tnode)
+    [MT] the map, [BT] and [AT] the before and after nodes, [MI] and [US]
+    the hints, by index ([table]); [validate] builds them,
+    [Certify.validate_firings] builds them once for itself and this. *)
+Definition validate_with (F : VarMap.t nat) (MT : rtab (option nat)) (BT AT : rtab tnode)
+    (MI US : rtab nat)
     (before after : tgraph) (fs : list (nat * nat)) (mp : list (option nat))
     : option reject :=
   let nb := length (tnodes before) in
@@ -589,18 +597,23 @@ Definition validate_with (F : VarMap.t nat) (MT : rtab (option nat)) (BT : rtab 
   match check_wf R_AFTER after with Some e => Some e | None =>
   match bad_firing nb na 0 fs (iempty nb) with Some f => Some (R_FIRING, Some f) | None =>
   if negb (Nat.eqb (length mp) na) then Some (R_MAP, Some (Nat.min (length mp) na)) else
-  match bad_map nb F 0 mp (iempty nb) with Some h => Some (R_MAP, Some h) | None =>
+  match bad_map nb F MI 0 mp with Some h => Some (R_MAP, Some h) | None =>
   match bad_mapped BT F MT 0 (tnodes after) mp with Some e => Some e | None =>
   if negb (Nat.eqb (length (touts after)) (length (touts before))) then Some (R_OUTPUT, None) else
   match bad_pair F MT 0 (touts after) (touts before) with Some j => Some (R_OUTPUT, Some j) | None =>
-  let M := mark na (rev_append (tnodes after) []) (fold_left mark_add (touts after) (iempty na)) in
-  match first_unmarked M 0 na with Some h => Some (R_DEAD, Some h) | None => None end
+  match first_dead na AT (table (touts after)) US 0 na with
+  | Some h => Some (R_DEAD, Some h) | None => None end
   end end end end end end.
 
-(** The validator: [None] accepts, [Some (code, where)] rejects. *)
+(** The validator: [None] accepts, [Some (code, where)] rejects. [MI] and
+    [US] are hints (the inverse of the map, a reader or output position of
+    each after node: [bad_map], [live_ok]): any hints may be given,
+    acceptance means the same ([validate_renaming]); the C API computes
+    them. *)
 Definition validate (before after : tgraph) (fs : list (nat * nat)) (mp : list (option nat))
-    : option reject :=
-  validate_with (fire_table fs) (table mp) (table (tnodes before)) before after fs mp.
+    (MI US : rtab nat) : option reject :=
+  validate_with (fire_table fs) (table mp) (table (tnodes before)) (table (tnodes after))
+    MI US before after fs mp.
 
 (** *** Soundness of the validator *)
 
@@ -775,8 +788,8 @@ Proof.
 Qed.
 
 (** The conditions [validate] checks, one by one: acceptance unfolded. *)
-Lemma validate_ok : forall before after fs mp,
-  validate before after fs mp = None <->
+Lemma validate_ok : forall before after fs mp mi us,
+  validate before after fs mp mi us = None <->
   let nb := length (tnodes before) in
   let na := length (tnodes after) in
   let F := fire_table fs in
@@ -784,24 +797,23 @@ Lemma validate_ok : forall before after fs mp,
   let BT := table (tnodes before) in
   check_wf R_BEFORE before = None /\ check_wf R_AFTER after = None /\
   bad_firing nb na 0 fs (iempty nb) = None /\ length mp = na /\
-  bad_map nb F 0 mp (iempty nb) = None /\
+  bad_map nb F mi 0 mp = None /\
   bad_mapped BT F MT 0 (tnodes after) mp = None /\
   length (touts after) = length (touts before) /\
   bad_pair F MT 0 (touts after) (touts before) = None /\
-  first_unmarked (mark na (rev_append (tnodes after) []) (fold_left mark_add (touts after) (iempty na)))
-                 0 na = None.
+  first_dead na (table (tnodes after)) (table (touts after)) us 0 na = None.
 Proof.
-  intros B A fs mp. unfold validate, validate_with. cbv zeta. split.
+  intros B A fs mp mi us. unfold validate, validate_with. cbv zeta. split.
   - intro Hv.
     destruct (check_wf R_BEFORE B) eqn:E1; [discriminate|].
     destruct (check_wf R_AFTER A) eqn:E2; [discriminate|].
     destruct (bad_firing _ _ 0 fs _) eqn:E3; [discriminate|].
     destruct (negb (Nat.eqb (length mp) (length (tnodes A)))) eqn:E4; [discriminate|].
-    destruct (bad_map _ _ 0 mp _) eqn:E5; [discriminate|].
+    destruct (bad_map _ _ _ 0 mp) eqn:E5; [discriminate|].
     destruct (bad_mapped _ _ _ 0 (tnodes A) mp) eqn:E6; [discriminate|].
     destruct (negb (Nat.eqb (length (touts A)) (length (touts B)))) eqn:E7; [discriminate|].
     destruct (bad_pair _ _ 0 (touts A) (touts B)) eqn:E8; [discriminate|].
-    destruct (first_unmarked _ 0 (length (tnodes A))) eqn:E9; [discriminate|].
+    destruct (first_dead _ _ _ _ 0 (length (tnodes A))) eqn:E9; [discriminate|].
     apply negb_false_iff, Nat.eqb_eq in E4. apply negb_false_iff, Nat.eqb_eq in E7.
     repeat split; assumption.
   - intros (E1 & E2 & E3 & E4 & E5 & E6 & E7 & E8 & E9).
@@ -814,12 +826,12 @@ Section ValidateSound.
   Variable dflt : V.
   Notation dn := (dnode V interp dflt).
 
-  Theorem validate_sound : forall before after fs mp,
-    validate before after fs mp = None ->
+  Theorem validate_sound : forall before after fs mp mi us,
+    validate before after fs mp mi us = None ->
     (forall r p, In (r, p) fs -> dn after p = dn before r) ->
     denote V interp dflt after = denote V interp dflt before.
   Proof.
-    intros B A fs mp Hv Hrep.
+    intros B A fs mp mi us Hv Hrep.
     apply validate_ok in Hv as (E1 & E2 & _ & _ & _ & E6 & _ & E8 & _).
     pose proof (check_wf_spec _ _ E1) as [HnB HoB].
     pose proof (check_wf_spec _ _ E2) as [HnA HoA].
@@ -915,33 +927,31 @@ Proof.
   - exact (IH _ _ _ Hd' Hin).
 Qed.
 
-Lemma bad_map_spec : forall nb F mp h0 seen, idom nb seen -> bad_map nb F h0 mp seen = None ->
+Lemma bad_map_spec : forall nb F MI mp h0, bad_map nb F MI h0 mp = None ->
   forall k g, nth_error mp k = Some (Some g) ->
-  g < nb /\ VarMap.mem g F = false /\ imem g seen = false /\
-  (forall k', nth_error mp k' = Some (Some g) -> k' = k).
+  g < nb /\ VarMap.mem g F = false /\ rfind MI g = Some (S (h0 + k)).
 Proof.
-  intros nb F. induction mp as [|o mp IH]; intros h0 seen Hd H k g Hk; [destruct k; discriminate|].
+  intros nb F MI. induction mp as [|o mp IH]; intros h0 H k g Hk; [destruct k; discriminate|].
   simpl in H. destruct o as [g'|].
-  - destruct (Nat.ltb g' nb && negb (imem g' seen) && negb (VarMap.mem g' F)) eqn:E;
-      [|discriminate].
+  - destruct (Nat.ltb g' nb && mi_ok MI g' h0 && negb (VarMap.mem g' F)) eqn:E; [|discriminate].
     apply andb_true_iff in E as [E E3]. apply andb_true_iff in E as [E1 E2].
-    apply Nat.ltb_lt in E1. apply negb_true_iff in E2. apply negb_true_iff in E3.
-    pose proof (IH _ _ (iadd_dom nb g' seen Hd) H) as IH'.
-    assert (Hnot : forall j, nth_error mp j <> Some (Some g')).
-    { intros j Hj. destruct (IH' j g' Hj) as (_ & _ & Hs & _).
-      destruct (imem_add_false nb g' g' seen Hd E1 Hs) as [Hne _]. exact (Hne eq_refl). }
+    apply Nat.ltb_lt in E1. apply negb_true_iff in E3.
     destruct k as [|k]; simpl in Hk.
-    + inversion Hk; subst. repeat split; auto.
-      intros [|k'] Hk'; [reflexivity|]. simpl in Hk'. exfalso. exact (Hnot k' Hk').
-    + destruct (IH' k g Hk) as (H1 & H2 & H3 & H4).
-      destruct (imem_add_false nb g' g seen Hd E1 H3) as [Hne H3'].
-      repeat split; auto.
-      intros [|k'] Hk'; simpl in Hk'.
-      * inversion Hk'; subst. contradiction.
-      * f_equal. exact (H4 k' Hk').
+    + inversion Hk; subst g'. unfold mi_ok in E2.
+      destruct (rfind MI g) as [h'|]; try discriminate. apply Nat.eqb_eq in E2. subst h'.
+      rewrite Nat.add_0_r. auto.
+    + destruct (IH _ H k g Hk) as (H1 & H2 & H3). rewrite Nat.add_succ_r. simpl in H3. auto.
   - destruct k as [|k]; simpl in Hk; [discriminate|].
-    destruct (IH _ _ Hd H k g Hk) as (H1 & H2 & H3 & H4). repeat split; auto.
-    intros [|k'] Hk'; simpl in Hk'; [discriminate|]. f_equal. exact (H4 k' Hk').
+    destruct (IH _ H k g Hk) as (H1 & H2 & H3). rewrite Nat.add_succ_r. simpl in H3. auto.
+Qed.
+
+(** The map is injective. *)
+Lemma bad_map_inj : forall nb F MI mp, bad_map nb F MI 0 mp = None ->
+  forall k k' g, nth_error mp k = Some (Some g) -> nth_error mp k' = Some (Some g) -> k' = k.
+Proof.
+  intros nb F MI mp H k k' g Hk Hk'.
+  destruct (bad_map_spec _ _ _ _ _ H k g Hk) as (_ & _ & E).
+  destruct (bad_map_spec _ _ _ _ _ H k' g Hk') as (_ & _ & E'). simpl in E, E'. congruence.
 Qed.
 
 Lemma bad_pair_forall2 : forall F MT ahs ags j, bad_pair F MT j ahs ags = None ->
@@ -968,44 +978,39 @@ Proof.
     destruct (nth_error mp ah) as [[g|]|]; try discriminate. apply Nat.eqb_eq in H. congruence.
 Qed.
 
-Lemma mem_fold_add : forall l m a,
-  imem a (fold_left mark_add l m) = true -> In a l \/ imem a m = true.
+Lemma first_dead_spec : forall na AT OT US k h, first_dead na AT OT US h k = None ->
+  forall x, h <= x < h + k -> live_ok na AT OT US x = true.
 Proof.
-  induction l as [|x l IH]; intros m a H; simpl in *; auto.
-  destruct (IH _ _ H) as [H'|H']; auto. unfold mark_add in H'.
-  destruct (imem x m) eqn:Ex; auto.
-  destruct (imem_add _ _ _ H') as [E|E]; auto.
-Qed.
-
-Lemma firstn_S_last : forall A (l : list A) i d, i < length l ->
-  firstn (S i) l = firstn i l ++ [nth i l d].
-Proof.
-  intros A l. induction l as [|x l IH]; intros [|i] d Hi; simpl in *; try lia; auto.
-  rewrite (IH i d) by lia. reflexivity.
-Qed.
-
-Lemma mark_reach : forall g i m, i <= length (tnodes g) ->
-  (forall a, imem a m = true -> reach g a) ->
-  forall a, imem a (mark i (rev (firstn i (tnodes g))) m) = true -> reach g a.
-Proof.
-  intros g i. induction i as [|i IH]; intros m Hi Hm; [simpl; exact Hm|].
-  rewrite (firstn_S_last _ _ i tnode0) by lia. rewrite rev_app_distr. simpl app. cbn [mark pred].
-  apply IH; [lia|]. intros a Ha.
-  destruct (imem i m) eqn:Em; [|exact (Hm a Ha)].
-  destruct (mem_fold_add _ _ _ Ha) as [Hin|Hin]; [|exact (Hm a Hin)].
-  apply (reach_arg g i a (Hm i Em)); [lia | exact Hin].
-Qed.
-
-Lemma first_unmarked_spec : forall m k h, first_unmarked m h k = None ->
-  forall x, h <= x < h + k -> imem x m = true.
-Proof.
-  intros m k. induction k as [|k IH]; intros h H x Hx; simpl in *; [lia|].
-  destruct (imem h m) eqn:E; [|discriminate].
+  intros na AT OT US k. induction k as [|k IH]; intros h H x Hx; simpl in *; [lia|].
+  destruct (live_ok na AT OT US h) eqn:E; [|discriminate].
   destruct (Nat.eq_dec x h) as [->|]; [exact E|]. apply (IH (S h) H). lia.
 Qed.
 
-Theorem validate_renaming : forall before after fs mp,
-  validate before after fs mp = None ->
+(** A node each of whose later nodes is reached, shown live, is reached. *)
+Lemma shown_reach : forall g US,
+  (forall h, h < length (tnodes g) ->
+     live_ok (length (tnodes g)) (table (tnodes g)) (table (touts g)) US h = true) ->
+  forall h, h < length (tnodes g) -> reach g h.
+Proof.
+  intros g US Hl.
+  assert (G : forall d h, length (tnodes g) - h <= d -> h < length (tnodes g) -> reach g h).
+  { intro d. induction d as [|d IH]; intros h Hd Hh; [lia|].
+    pose proof (Hl h Hh) as E. unfold live_ok in E.
+    destruct (rfind US h) as [u|]; [|discriminate].
+    destruct (Nat.ltb u (length (tnodes g))) eqn:Eu.
+    - apply Nat.ltb_lt in Eu. apply andb_true_iff in E as [E1 E2]. apply Nat.ltb_lt in E1.
+      rewrite table_find in E2. destruct (nth_error (tnodes g) u) as [n|] eqn:En; [|discriminate].
+      apply existsb_exists in E2 as [x [Hx Ex]]. apply Nat.eqb_eq in Ex. subst x.
+      apply (reach_arg g u h (IH u ltac:(lia) Eu) Eu).
+      unfold tnode_at. rewrite (nth_error_nth _ _ _ En). exact Hx.
+    - rewrite table_find in E.
+      destruct (nth_error (touts g) (u - length (tnodes g))) as [o|] eqn:Eo; [|discriminate].
+      apply Nat.eqb_eq in E. subst o. apply reach_out. exact (nth_error_In _ _ Eo). }
+  intros h Hh. exact (G (length (tnodes g) - h) h (le_n _) Hh).
+Qed.
+
+Theorem validate_renaming : forall before after fs mp mi us,
+  validate before after fs mp mi us = None ->
   wf_tgraph before /\ wf_tgraph after /\
   (forall r p, In (r, p) fs -> r < length (tnodes before) /\ p < length (tnodes after)) /\
   NoDup (map fst fs) /\
@@ -1018,13 +1023,14 @@ Theorem validate_renaming : forall before after fs mp,
   Forall2 (corr fs mp) (touts after) (touts before) /\
   (forall h, h < length (tnodes after) -> reach after h).
 Proof.
-  intros B A fs mp Hv.
+  intros B A fs mp mi us Hv.
   apply validate_ok in Hv as (E1 & E2 & E3 & E4 & E5 & E6 & _ & E8 & E9).
   pose proof (check_wf_spec _ _ E1) as HwB. pose proof (check_wf_spec _ _ E2) as HwA.
   destruct (bad_firing_spec _ _ _ _ _ (iempty_dom _) E3) as (Hf1 & Hf2 & _).
   split; [exact HwB|]. split; [exact HwA|]. split; [exact Hf1|]. split; [exact Hf2|].
   split; [exact E4|]. split.
-  - intros h g Hm. destruct (bad_map_spec _ _ _ _ _ (iempty_dom _) E5 h g Hm) as (Hg & HF & _ & Hinj).
+  - intros h g Hm. destruct (bad_map_spec _ _ _ _ _ E5 h g Hm) as (Hg & HF & _).
+    pose proof (fun h' => bad_map_inj _ _ _ _ E5 h h' g Hm) as Hinj.
     assert (Hh : h < length (tnodes A)) by (rewrite <- E4; apply nth_error_Some; congruence).
     destruct (bad_mapped_spec _ _ _ _ _ _ E6 h g Hh Hm) as (m & Hbt & Hl & Hp).
     rewrite table_find in Hbt. apply nth_error_nth with (d := tnode0) in Hbt.
@@ -1034,12 +1040,7 @@ Proof.
     + eapply Forall2_weaken; [|exact (bad_pair_forall2 _ _ _ _ _ Hp)]. apply arg_ok_corr.
   - split.
     + eapply Forall2_weaken; [|exact (bad_pair_forall2 _ _ _ _ _ E8)]. apply arg_ok_corr.
-    + intros h Hh. pose proof (first_unmarked_spec _ _ _ E9 h ltac:(lia)) as Hmem.
-      rewrite rev_append_rev, app_nil_r in Hmem.
-      rewrite <- (firstn_all (tnodes A)) in Hmem at 2.
-      refine (mark_reach A _ _ (le_n _) _ h Hmem).
-      intros a Ha. destruct (mem_fold_add _ _ _ Ha) as [Hin|Hin]; [exact (reach_out A a Hin)|].
-      rewrite imem_empty in Hin. discriminate.
+    + apply (shown_reach A us). intros h Hh. exact (first_dead_spec _ _ _ _ _ _ E9 h ltac:(lia)).
 Qed.
 
 (** *** The equation form: [after] is [replace] of [before] with the new
@@ -1187,13 +1188,13 @@ Proof.
   - exact (IH _ _ _ Hd' H1 H2).
 Qed.
 
-Theorem validate_replace : forall before after fs mp eB eN g,
-  validate before after fs mp = None ->
+Theorem validate_replace : forall before after fs mp mi us eB eN g,
+  validate before after fs mp mi us = None ->
   extension before after mp eB eN g -> wf_tgraph g -> firings_ok g (embed_firings mp eB eN fs) ->
   exists σ, tiso σ after (replace g (embed_firings mp eB eN fs)).
 Proof.
-  intros B A fs mp eB eN g Hv Hx Hwg Hf.
-  destruct (validate_renaming _ _ _ _ Hv) as (HwB & HwA & Hf1 & Hnd & Hlen & Hm & Hout & Hreach).
+  intros B A fs mp mi us eB eN g Hv Hx Hwg Hf.
+  destruct (validate_renaming _ _ _ _ _ _ Hv) as (HwB & HwA & Hf1 & Hnd & Hlen & Hm & Hout & Hreach).
   destruct Hx as (HxB & HxN & HiB & HiN & Hdis & Hxo).
   set (E := embed mp eB eN). set (fs' := embed_firings mp eB eN fs).
   set (nb := length (tnodes B)) in *.
@@ -1266,7 +1267,7 @@ Definition ex_eB (i : nat) := match i with 0 => 0 | 1 => 2 | _ => 3 end.
 Definition ex_eN (h : nat) := 1.
 Definition ex_ext := mkTGraph [mkTNode 1 []; mkTNode 4 [0]; mkTNode 2 [0]; mkTNode 3 [2]] [3].
 
-Example ex_ok : validate ex_before ex_after [(1, 1)] ex_map = None.
+Example ex_ok : validate ex_before ex_after [(1, 1)] ex_map (table [1; 0; 3]) (table [1; 2; 3]) = None.
 Proof. reflexivity. Qed.
 Example ex_replace : replace ex_ext (embed_firings ex_map ex_eB ex_eN [(1, 1)]) = ex_after.
 Proof. reflexivity. Qed.
@@ -1294,7 +1295,8 @@ Definition cyc_before := mkTGraph [mkTNode 1 []; mkTNode 2 [0]; mkTNode 3 [1]; m
 Definition cyc_after := mkTGraph [mkTNode 1 []; mkTNode 5 [0]; mkTNode 4 [1]; mkTNode 6 [2]] [2; 3].
 Definition cyc_firings := [(1, 3); (2, 1)].
 Definition cyc_map := [Some 0; None; Some 3; None].
-Example cyc_ok : validate cyc_before cyc_after cyc_firings cyc_map = None.
+Example cyc_ok :
+  validate cyc_before cyc_after cyc_firings cyc_map (table [1; 0; 0; 3]) (table [1; 2; 4; 5]) = None.
 Proof. reflexivity. Qed.
 Example cyc_no_extension : forall eB eN g,
   extension cyc_before cyc_after cyc_map eB eN g -> wf_tgraph g ->

@@ -114,9 +114,40 @@ let decode (b : buf) : (t, string) result =
   | exception Stack_overflow -> Error "rewrite-validation buffer: stack overflow while decoding"
   | exception Out_of_memory -> Error "rewrite-validation buffer: out of memory while decoding"
 
+(* The validator's hints (Rewrite.v, [validate]), as the arrays its
+   tables are: [mi], the after node [h] mapped to each before node as
+   [h + 1] (the first, so that a second one is the map entry the validator
+   rejects; 0: none); [us], for each after node reached from the outputs, a
+   later reached node that reads it or its output position [na + j], and
+   for any other node a word no check accepts (so the first such node is
+   the one the validator names: the first one no output reaches). Trusted
+   for nothing: the proved checker checks every hint it reads, and a wrong
+   one rejects. *)
+let hints (t : t) : int array * int array =
+  let nodes = Array.of_list t.after.Matcher.tnodes in
+  let na = Array.length nodes and nb = List.length t.before.Matcher.tnodes in
+  let mi = Array.make nb 0 in
+  List.iteri (fun h o -> match o with
+      | Some g when g >= 0 && g < nb && mi.(g) = 0 -> mi.(g) <- h + 1
+      | _ -> ()) t.map;
+  let live = Bytes.make na '\000' in
+  List.iter (fun o -> if o >= 0 && o < na then Bytes.set live o '\001') t.after.Matcher.touts;
+  for u = na - 1 downto 0 do
+    if Bytes.get live u = '\001' then
+      List.iter (fun a -> if a >= 0 && a < u then Bytes.set live a '\001') nodes.(u).Matcher.targs
+  done;
+  let outs = t.after.Matcher.touts in
+  let us = Array.make na (na + List.length outs) in
+  Array.iteri (fun u n ->
+      if Bytes.get live u = '\001' then
+        List.iter (fun a -> if a >= 0 && a < u then us.(a) <- u) n.Matcher.targs) nodes;
+  List.iteri (fun j o -> if o >= 0 && o < na then us.(o) <- na + j) outs;
+  (mi, us)
+
 (* The verdict: 0 (accepted, where = -1) or a reason code and where. *)
 let verdict (t : t) : int * int =
-  match Matcher.validate t.before t.after t.firings t.map with
+  let mi, us = hints t in
+  match Matcher.validate t.before t.after t.firings t.map mi us with
   | None -> (0, -1)
   | Some (code, Some w) -> (code, w)
   | Some (code, None) -> (code, -1)
