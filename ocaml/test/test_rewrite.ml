@@ -88,6 +88,43 @@ let () =
     | Error _ -> ()
     | exception e -> fail "random buffer: exception %s" (Printexc.to_string e)
   done;
+  (* the hints (Decode_rewrite.hints): any hints are safe (the theorems hold
+     for all; here: never an exception), and the glue's are complete: a pass
+     some hints get accepted is accepted with the glue's. Random identity
+     passes over random graphs (reached from the outputs or not), checked
+     with the glue's hints, with each of them perturbed, and with random
+     ones. *)
+  Random.init 11;
+  let some_accepted = ref 0 in
+  for _ = 1 to 20_000 do
+    let n = 1 + Random.int 7 in
+    let nodes =
+      List.init n (fun i ->
+          let k = if i = 0 then 0 else Random.int 3 in
+          Matcher.{ tlabel = Random.int 3; targs = List.init k (fun _ -> Random.int i) })
+    in
+    let outs = List.init (1 + Random.int 2) (fun _ -> Random.int n) in
+    let g = Matcher.{ tnodes = nodes; touts = outs } in
+    let t = Decode_rewrite.{ before = g; after = g; firings = []; map = List.init n (fun i -> Some i) } in
+    let canonical = Decode_rewrite.verdict t in
+    let mi, us = Decode_rewrite.hints t in
+    let check what mi us =
+      match Matcher.validate t.before t.after t.firings t.map mi us with
+      | None ->
+          incr some_accepted;
+          if canonical <> (0, -1) then fail "hints: %s accepted, the glue's hints rejected" what
+      | Some _ -> ()
+      | exception e -> fail "hints: %s: exception %s" what (Printexc.to_string e)
+    in
+    check "the glue's" mi us;
+    let perturb a = let a = Array.copy a in
+      if Array.length a > 0 then a.(Random.int (Array.length a)) <- Random.int (2 * n + 2); a in
+    check "perturbed" (perturb mi) us;
+    check "perturbed" mi (perturb us);
+    check "random" (Array.init (Random.int (n + 2)) (fun _ -> Random.int (n + 2)))
+      (Array.init (Random.int (n + 2)) (fun _ -> Random.int (2 * n + 2)))
+  done;
+  if !some_accepted < 1000 then fail "hints: only %d passes accepted (vacuous)" !some_accepted;
   (* a long chain, identity pass: the validator is tail recursive (no stack
      overflow) and n log n *)
   let n = 200_000 in
