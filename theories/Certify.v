@@ -294,18 +294,18 @@ End Certs.
     then the agreement of the graphs, then each firing's certificate.
     [nG] is the number of nodes of [G], [sym] the operator of each label
     ([None]: a label no node with an image has), [gm] the image of each
-    before node ([None]: none), [cs] a certificate per firing; [MI], [US]
-    ([validate]'s) and [GI] ([bad_agree]'s) are hints, trusted for
+    before node ([None]: none), [cs] a certificate per firing; [FI], [MI],
+    [US] ([validate]'s) and [GI] ([bad_agree]'s) are hints, trusted for
     nothing. *)
 Definition validate_firings (G : graph) (nG : nat) (ps : pset) (fuel : nat)
     (sym gm : list (option nat)) (before after : tgraph) (fs : list (nat * nat))
-    (mp : list (option nat)) (cs : list cert) (MI US GI : rtab nat) : option reject :=
+    (mp : list (option nat)) (cs : list cert) (FI MI US GI : rtab nat) : option reject :=
   (* the tables [validate] reads, built once for it and the certificates *)
   let F := fire_table fs in
   let MT := table mp in
   let BT := table (tnodes before) in
   let AT := table (tnodes after) in
-  match validate_with F MT BT AT MI US before after fs mp with
+  match validate_with F MT BT AT FI MI US before after fs mp with
   | Some e => Some e | None =>
   if negb (Nat.eqb (length gm) (length (tnodes before))) then Some (R_AGREE, None) else
   let ST := table sym in
@@ -482,18 +482,18 @@ Definition certified (G : graph) (D : list pdef) (roots : list nat) (sym gm : li
         inst_root after fs mp (assoc sb) t p
   end.
 
-Theorem validate_firings_sound : forall G nG D roots ps fuel sym gm before after fs mp cs mi us gi,
+Theorem validate_firings_sound : forall G nG D roots ps fuel sym gm before after fs mp cs fi mi us gi,
   load_set D roots = Some ps ->
-  validate_firings G nG ps fuel sym gm before after fs mp cs mi us gi = None ->
-  validate before after fs mp mi us = None /\
+  validate_firings G nG ps fuel sym gm before after fs mp cs fi mi us gi = None ->
+  validate before after fs mp fi mi us = None /\
   agrees G (opt_at sym) before (opt_at gm) /\
   length cs = length fs /\
   forall i r p c, nth_error fs i = Some (r, p) -> nth_error cs i = Some c ->
     certified G D roots sym gm before after fs mp r p c.
 Proof.
-  intros G nG D roots ps fuel sym gm B A fs mp cs mi us gi Hl H. unfold validate_firings in H.
-  cbv zeta in H. fold (validate B A fs mp mi us) in H.
-  destruct (validate B A fs mp mi us) eqn:Ev; [discriminate|].
+  intros G nG D roots ps fuel sym gm B A fs mp cs fi mi us gi Hl H. unfold validate_firings in H.
+  cbv zeta in H. fold (validate B A fs mp fi mi us) in H.
+  destruct (validate B A fs mp fi mi us) eqn:Ev; [discriminate|].
   destruct (negb (Nat.eqb (length gm) (length (tnodes B)))) eqn:El; [discriminate|].
   apply negb_false_iff, Nat.eqb_eq in El.
   destruct (bad_agree _ _ _ _ _ 0 _ _) eqn:Ea; [discriminate|].
@@ -540,17 +540,17 @@ Section Preserves.
 
   (** Firing soundness, given each fired rule's equation: every output of
       [after] denotes what the same output of [before] did. *)
-  Theorem rewrite_preserves : forall G nG D roots ps fuel sym gm before after fs mp cs mi us gi,
+  Theorem rewrite_preserves : forall G nG D roots ps fuel sym gm before after fs mp cs fi mi us gi,
     load_set D roots = Some ps ->
-    validate_firings G nG ps fuel sym gm before after fs mp cs mi us gi = None ->
+    validate_firings G nG ps fuel sym gm before after fs mp cs fi mi us gi = None ->
     (forall k sb t ri d, In (CRule k sb t) cs -> nth_error roots k = Some ri ->
        nth_error D ri = Some d -> rule_eq V interp dflt D (opt_at sym) d t) ->
     denote V interp dflt after = denote V interp dflt before.
   Proof.
-    intros G nG D roots ps fuel sym gm B A fs mp cs mi us gi Hl Hv Heq.
-    destruct (validate_firings_sound G nG D roots ps fuel sym gm B A fs mp cs mi us gi Hl Hv)
+    intros G nG D roots ps fuel sym gm B A fs mp cs fi mi us gi Hl Hv Heq.
+    destruct (validate_firings_sound G nG D roots ps fuel sym gm B A fs mp cs fi mi us gi Hl Hv)
       as (Hval & Hag & Hlen & Hcert).
-    destruct (validate_renaming B A fs mp mi us Hval)
+    destruct (validate_renaming B A fs mp fi mi us Hval)
       as (HwB & HwA & Hfr & _ & _ & Hmap & _ & _).
     pose proof HwA as [HnA _]. pose proof HwB as [HnB _].
     (* the claim at each after node: a mapped node denotes its before node,
@@ -612,7 +612,7 @@ Section Preserves.
         rewrite (dnode_eq V interp dflt B r (fun a => HnB r a Hr) Hr).
         rewrite Hlab. f_equal. apply (Forall2_map_eq _ _ _ _ _ Hargs).
         intros a b Ha Hab. exact (Hcorr h a b IH' (HnA h a Hh Ha) Hab). }
-    apply (validate_sound V interp dflt B A fs mp mi us Hval).
+    apply (validate_sound V interp dflt B A fs mp fi mi us Hval).
     intros r p Hin. exact (proj2 (Hall p (proj2 (Hfr r p Hin))) r Hin).
   Qed.
 End Preserves.

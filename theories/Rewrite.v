@@ -22,11 +22,13 @@
     topological order; then the nodes no output reaches are dropped and the
     rest renumbered in order.
 
-    [validate before after fs map] decides whether [after] is [before] with
+    [validate before after fs map fi mi us] decides whether [after] is [before] with
     [fs] fired, up to the renaming [map] (after node -> before node, [None]
     for a new node); the conditions and reason codes are those of the C
     entry point [pypm_validate_rewrite] (docs/internals/format.md). It reads
-    the node tables through index tables built once, O(n log n) in all.
+    the node tables through index tables built once and its hints [fi],
+    [mi], [us] (tables the caller computes and it checks), O(n) table reads
+    and a lookup of the fired roots' map (log of the firings) per argument.
     [validate_sound]: an accepted pass preserves the outputs' denotation
     when each replacement denotes what its root did; [validate_renaming]:
     what acceptance says about the two graphs, as a renaming relation;
@@ -407,14 +409,11 @@ Definition reject := (nat * option nat)%type.
     extraction/Extraction.v), so a read is one load. A record, so that no
     list is taken for a table without [table].
 
-    Sets of positions ([iempty], [iadd], [imem]): a binary tree looked up
-    by the binary digits of [i + 1], least significant first. The root
-    holds position 0; the left subtree the positions 1, 3, 5, .. and the
-    right one 2, 4, 6, .. (each a tree of its own, from 0). Key
-    [k = i + 1] ([k >= 1]): [1] is the root, [2h] is key [h] on the left,
-    [2h + 1] key [h] on the right. A lookup or an update (a path copy) is
-    [log n] steps of native [int] arithmetic ([Nat.div2], [+], [=]) with
-    no comparison. *)
+    No check builds a set: where one would be needed (distinct roots, an
+    injective map, reachability), the check reads a hint, a table the
+    caller computes ([pypm_validate_rewrite]: the OCaml glue) and the check
+    verifies entry by entry; the hint is trusted for nothing (a wrong one
+    rejects, the theorems hold for any). *)
 Record rtab (A : Type) : Type := RTab { rt_list : list A }.
 Arguments RTab {A} _.
 Arguments rt_list {A} _.
@@ -424,53 +423,6 @@ Definition rfind {A} (t : rtab A) (i : nat) : option A := nth_error (rt_list t) 
 
 Lemma table_find : forall A (l : list A) j, rfind (table l) j = nth_error l j.
 Proof. reflexivity. Qed.
-
-Inductive itab (A : Type) : Type :=
-| ITLeaf : itab A
-| ITNode : itab A -> A -> itab A -> itab A.
-Arguments ITLeaf {A}.
-Arguments ITNode {A} _ _ _.
-
-(** The entry of key [k >= 1] (position [k - 1]). *)
-Fixpoint it_find {A} (t : itab A) (k : nat) : option A :=
-  match t with
-  | ITLeaf => None
-  | ITNode l x r =>
-      if Nat.leb k 1 then Some x else
-      let h := Nat.div2 k in
-      if Nat.eqb (h + h) k then it_find l h else it_find r h
-  end.
-
-(** The entry at position [i]. *)
-Definition tfind {A} (t : itab A) (i : nat) : option A := it_find t (S i).
-
-(** Sets of positions ([true]: in the set), over a domain [0 .. n-1]
-    fixed when the set is made ([iempty n]); adding a position outside the
-    domain leaves the set as it is. [it_upd]: the entry of key [k]
-    replaced by [v] (a path copy, no comparison). *)
-Fixpoint it_upd {A} (t : itab A) (k : nat) (v : A) : itab A :=
-  match t with
-  | ITLeaf => ITLeaf
-  | ITNode l x r =>
-      if Nat.leb k 1 then ITNode l v r else
-      let h := Nat.div2 k in
-      if Nat.eqb (h + h) k then ITNode (it_upd l h v) x r else ITNode l x (it_upd r h v)
-  end.
-
-(** The table of [n] copies of [v], built directly ([f >= n] bounds the
-    recursion). *)
-Fixpoint it_full {A} (f n : nat) (v : A) : itab A :=
-  match f with
-  | 0 => ITLeaf
-  | S f' =>
-      if Nat.eqb n 0 then ITLeaf
-      else ITNode (it_full f' (Nat.div2 n) v) v (it_full f' (Nat.div2 (pred n)) v)
-  end.
-
-Definition iempty (n : nat) : itab bool := it_full n n false.
-Definition imem (i : nat) (s : itab bool) : bool :=
-  match tfind s i with Some b => b | None => false end.
-Definition iadd (i : nat) (s : itab bool) : itab bool := it_upd s (S i) true.
 
 (** The first node [i + k] with an argument not before it. *)
 Fixpoint bad_node (i : nat) (ns : list tnode) : option nat :=
@@ -496,13 +448,18 @@ Definition check_wf (code : nat) (g : tgraph) : option reject :=
       end
   end.
 
-(** Firings: roots in range and distinct, replacements in range. *)
-Fixpoint bad_firing (nb na f : nat) (fs : list (nat * nat)) (seen : itab bool) : option nat :=
+(** [MI g = h + 1]: a hint names [h] at [g] ([0]: none). *)
+Definition mi_ok (MI : rtab nat) (g h : nat) : bool :=
+  match rfind MI g with Some k => Nat.eqb k (S h) | None => false end.
+
+(** Firings: roots in range and distinct, replacements in range. Distinct
+    by a hint: [FI] names, for each before node, the firing at it. *)
+Fixpoint bad_firing (nb na : nat) (FI : rtab nat) (f : nat) (fs : list (nat * nat)) : option nat :=
   match fs with
   | [] => None
   | (r, p) :: fs' =>
-      if Nat.ltb r nb && Nat.ltb p na && negb (imem r seen)
-      then bad_firing nb na (S f) fs' (iadd r seen) else Some f
+      if Nat.ltb r nb && Nat.ltb p na && mi_ok FI r f
+      then bad_firing nb na FI (S f) fs' else Some f
   end.
 
 (** The map: entries in range, injective, never a fired root. Injective
@@ -510,8 +467,6 @@ Fixpoint bad_firing (nb na f : nat) (fs : list (nat * nat)) (seen : itab bool) :
     to it as [h + 1] ([0]: none); two after nodes mapped to one before node
     cannot both be named. The hint is the caller's (the C API computes it)
     and trusted for nothing: a wrong one rejects. *)
-Definition mi_ok (MI : rtab nat) (g h : nat) : bool :=
-  match rfind MI g with Some k => Nat.eqb k (S h) | None => false end.
 
 Fixpoint bad_map (nb : nat) (F : VarMap.t nat) (MI : rtab nat) (h : nat)
     (mp : list (option nat)) : option nat :=
@@ -588,14 +543,14 @@ Definition fire_table (fs : list (nat * nat)) : VarMap.t nat :=
     the hints, by index ([table]); [validate] builds them,
     [Certify.validate_firings] builds them once for itself and this. *)
 Definition validate_with (F : VarMap.t nat) (MT : rtab (option nat)) (BT AT : rtab tnode)
-    (MI US : rtab nat)
+    (FI MI US : rtab nat)
     (before after : tgraph) (fs : list (nat * nat)) (mp : list (option nat))
     : option reject :=
   let nb := length (tnodes before) in
   let na := length (tnodes after) in
   match check_wf R_BEFORE before with Some e => Some e | None =>
   match check_wf R_AFTER after with Some e => Some e | None =>
-  match bad_firing nb na 0 fs (iempty nb) with Some f => Some (R_FIRING, Some f) | None =>
+  match bad_firing nb na FI 0 fs with Some f => Some (R_FIRING, Some f) | None =>
   if negb (Nat.eqb (length mp) na) then Some (R_MAP, Some (Nat.min (length mp) na)) else
   match bad_map nb F MI 0 mp with Some h => Some (R_MAP, Some h) | None =>
   match bad_mapped BT F MT 0 (tnodes after) mp with Some e => Some e | None =>
@@ -605,118 +560,17 @@ Definition validate_with (F : VarMap.t nat) (MT : rtab (option nat)) (BT AT : rt
   | Some h => Some (R_DEAD, Some h) | None => None end
   end end end end end end.
 
-(** The validator: [None] accepts, [Some (code, where)] rejects. [MI] and
-    [US] are hints (the inverse of the map, a reader or output position of
-    each after node: [bad_map], [live_ok]): any hints may be given,
-    acceptance means the same ([validate_renaming]); the C API computes
-    them. *)
+(** The validator: [None] accepts, [Some (code, where)] rejects. [FI],
+    [MI] and [US] are hints (the firing at each before node, the inverse of
+    the map, a reader or output position of each after node: [bad_firing],
+    [bad_map], [live_ok]): any hints may be given, acceptance means the
+    same ([validate_renaming]); the C API computes them. *)
 Definition validate (before after : tgraph) (fs : list (nat * nat)) (mp : list (option nat))
-    (MI US : rtab nat) : option reject :=
+    (FI MI US : rtab nat) : option reject :=
   validate_with (fire_table fs) (table mp) (table (tnodes before)) (table (tnodes after))
-    MI US before after fs mp.
+    FI MI US before after fs mp.
 
 (** *** Soundness of the validator *)
-
-(** Keys [k, k' >= 2] of the same side with the same half are equal. *)
-Lemma half_cases : forall k, k = Nat.div2 k + Nat.div2 k \/ k = S (Nat.div2 k + Nat.div2 k).
-Proof. intros k. pose proof (Nat.div2_odd k). destruct (Nat.odd k); simpl in *; lia. Qed.
-
-Lemma it_upd_find : forall A (t : itab A) k k' v, 1 <= k -> 1 <= k' ->
-  it_find (it_upd t k v) k' =
-  if Nat.eqb k k' then match it_find t k' with Some _ => Some v | None => None end
-  else it_find t k'.
-Proof.
-  intros A t. induction t as [|l IHl x r IHr]; intros k k' v Hk Hk'.
-  - simpl. destruct (Nat.eqb k k'); reflexivity.
-  - pose proof (half_cases k) as Ck. pose proof (half_cases k') as Ck'.
-    cbn [it_upd]. destruct (Nat.leb k 1) eqn:E1.
-    + apply Nat.leb_le in E1. cbn [it_find].
-      destruct (Nat.leb k' 1) eqn:E1'.
-      * apply Nat.leb_le in E1'. replace (Nat.eqb k k') with true by (symmetry; apply Nat.eqb_eq; lia).
-        reflexivity.
-      * apply Nat.leb_gt in E1'. replace (Nat.eqb k k') with false by (symmetry; apply Nat.eqb_neq; lia).
-        reflexivity.
-    + apply Nat.leb_gt in E1.
-      destruct (Nat.eqb (Nat.div2 k + Nat.div2 k) k) eqn:E2; cbn [it_find];
-        destruct (Nat.leb k' 1) eqn:E1';
-        try (apply Nat.leb_le in E1'; replace (Nat.eqb k k') with false
-               by (symmetry; apply Nat.eqb_neq; lia); reflexivity);
-        apply Nat.leb_gt in E1';
-        destruct (Nat.eqb (Nat.div2 k' + Nat.div2 k') k') eqn:E2';
-        apply Nat.eqb_eq in E2 || apply Nat.eqb_neq in E2;
-        apply Nat.eqb_eq in E2' || apply Nat.eqb_neq in E2';
-        try rewrite IHl by lia; try rewrite IHr by lia;
-        try (replace (Nat.eqb k k') with false by (symmetry; apply Nat.eqb_neq; lia); reflexivity).
-      * destruct (Nat.eq_dec (Nat.div2 k) (Nat.div2 k')) as [Eh|Eh].
-        -- rewrite Eh, Nat.eqb_refl. replace (Nat.eqb k k') with true by (symmetry; apply Nat.eqb_eq; lia).
-           reflexivity.
-        -- replace (Nat.eqb k k') with false by (symmetry; apply Nat.eqb_neq; lia).
-           apply Nat.eqb_neq in Eh. rewrite Eh. reflexivity.
-      * destruct (Nat.eq_dec (Nat.div2 k) (Nat.div2 k')) as [Eh|Eh].
-        -- rewrite Eh, Nat.eqb_refl. replace (Nat.eqb k k') with true by (symmetry; apply Nat.eqb_eq; lia).
-           reflexivity.
-        -- replace (Nat.eqb k k') with false by (symmetry; apply Nat.eqb_neq; lia).
-           apply Nat.eqb_neq in Eh. rewrite Eh. reflexivity.
-Qed.
-
-Lemma it_full_find : forall A f n (v x : A) k, it_find (it_full f n v) k = Some x -> x = v.
-Proof.
-  intros A f. induction f as [|f IH]; intros n v x k H; [discriminate|].
-  cbn [it_full] in H. destruct (Nat.eqb n 0); [discriminate|]. cbn [it_find] in H.
-  destruct (Nat.leb k 1); [congruence|].
-  destruct (Nat.eqb _ k); eapply IH; exact H.
-Qed.
-
-Lemma imem_empty : forall n i, imem i (iempty n) = false.
-Proof.
-  intros n i. unfold imem, iempty, tfind.
-  destruct (it_find (it_full n n false) (S i)) as [b|] eqn:E; [|reflexivity].
-  exact (it_full_find _ _ _ _ _ _ E).
-Qed.
-
-Lemma imem_add : forall i j s, imem j (iadd i s) = true -> i = j \/ imem j s = true.
-Proof.
-  intros i j s H. unfold imem, iadd, tfind in *. rewrite it_upd_find in H by lia.
-  destruct (Nat.eqb (S i) (S j)) eqn:E; [left; apply Nat.eqb_eq in E; lia | right; exact H].
-Qed.
-
-(** The domain of a set: the positions it can hold. *)
-Definition idom (n : nat) (s : itab bool) : Prop := forall x, x < n -> tfind s x <> None.
-
-Lemma it_full_dom : forall A f n (v : A) k, n <= f -> 1 <= k <= n -> it_find (it_full f n v) k = Some v.
-Proof.
-  intros A f. induction f as [|f IH]; intros n v k Hf Hk; [lia|].
-  cbn [it_full]. replace (Nat.eqb n 0) with false by (symmetry; apply Nat.eqb_neq; lia).
-  cbn [it_find]. destruct (Nat.leb k 1) eqn:E1; [reflexivity|]. apply Nat.leb_gt in E1.
-  pose proof (half_cases k). pose proof (half_cases n). pose proof (half_cases (pred n)).
-  destruct (Nat.eqb (Nat.div2 k + Nat.div2 k) k) eqn:E2.
-  - apply Nat.eqb_eq in E2. apply IH; lia.
-  - apply Nat.eqb_neq in E2. apply IH; lia.
-Qed.
-
-Lemma iempty_dom : forall n, idom n (iempty n).
-Proof.
-  intros n x Hx. unfold tfind, iempty. rewrite (it_full_dom _ n n false (S x)) by lia. discriminate.
-Qed.
-
-Lemma iadd_dom : forall n i s, idom n s -> idom n (iadd i s).
-Proof.
-  intros n i s Hd x Hx. specialize (Hd x Hx). unfold iadd, tfind in *. rewrite it_upd_find by lia.
-  destruct (Nat.eqb (S i) (S x)); [|exact Hd].
-  destruct (it_find s (S x)); [discriminate | exact Hd].
-Qed.
-
-(** Adding a position of the domain: it is in the set, and nothing else
-    changes. *)
-Lemma imem_add_false : forall n i j s, idom n s -> i < n -> imem j (iadd i s) = false ->
-  i <> j /\ imem j s = false.
-Proof.
-  intros n i j s Hd Hi H. unfold imem, iadd, tfind in *. rewrite it_upd_find in H by lia.
-  destruct (Nat.eqb (S i) (S j)) eqn:E.
-  - apply Nat.eqb_eq in E. injection E as <-. specialize (Hd i Hi). unfold tfind in Hd.
-    destruct (it_find s (S i)); [discriminate | contradiction].
-  - apply Nat.eqb_neq in E. split; [congruence | exact H].
-Qed.
 
 Lemma fire_table_in : forall fs r p, VarMap.find r (fire_table fs) = Some p -> In (r, p) fs.
 Proof.
@@ -788,26 +642,26 @@ Proof.
 Qed.
 
 (** The conditions [validate] checks, one by one: acceptance unfolded. *)
-Lemma validate_ok : forall before after fs mp mi us,
-  validate before after fs mp mi us = None <->
+Lemma validate_ok : forall before after fs mp fi mi us,
+  validate before after fs mp fi mi us = None <->
   let nb := length (tnodes before) in
   let na := length (tnodes after) in
   let F := fire_table fs in
   let MT := table mp in
   let BT := table (tnodes before) in
   check_wf R_BEFORE before = None /\ check_wf R_AFTER after = None /\
-  bad_firing nb na 0 fs (iempty nb) = None /\ length mp = na /\
+  bad_firing nb na fi 0 fs = None /\ length mp = na /\
   bad_map nb F mi 0 mp = None /\
   bad_mapped BT F MT 0 (tnodes after) mp = None /\
   length (touts after) = length (touts before) /\
   bad_pair F MT 0 (touts after) (touts before) = None /\
   first_dead na (table (tnodes after)) (table (touts after)) us 0 na = None.
 Proof.
-  intros B A fs mp mi us. unfold validate, validate_with. cbv zeta. split.
+  intros B A fs mp fi mi us. unfold validate, validate_with. cbv zeta. split.
   - intro Hv.
     destruct (check_wf R_BEFORE B) eqn:E1; [discriminate|].
     destruct (check_wf R_AFTER A) eqn:E2; [discriminate|].
-    destruct (bad_firing _ _ 0 fs _) eqn:E3; [discriminate|].
+    destruct (bad_firing _ _ _ 0 fs) eqn:E3; [discriminate|].
     destruct (negb (Nat.eqb (length mp) (length (tnodes A)))) eqn:E4; [discriminate|].
     destruct (bad_map _ _ _ 0 mp) eqn:E5; [discriminate|].
     destruct (bad_mapped _ _ _ 0 (tnodes A) mp) eqn:E6; [discriminate|].
@@ -826,12 +680,12 @@ Section ValidateSound.
   Variable dflt : V.
   Notation dn := (dnode V interp dflt).
 
-  Theorem validate_sound : forall before after fs mp mi us,
-    validate before after fs mp mi us = None ->
+  Theorem validate_sound : forall before after fs mp fi mi us,
+    validate before after fs mp fi mi us = None ->
     (forall r p, In (r, p) fs -> dn after p = dn before r) ->
     denote V interp dflt after = denote V interp dflt before.
   Proof.
-    intros B A fs mp mi us Hv Hrep.
+    intros B A fs mp fi mi us Hv Hrep.
     apply validate_ok in Hv as (E1 & E2 & _ & _ & _ & E6 & _ & E8 & _).
     pose proof (check_wf_spec _ _ E1) as [HnB HoB].
     pose proof (check_wf_spec _ _ E2) as [HnA HoA].
@@ -900,21 +754,36 @@ Proof.
   intros r H. exact (G _ _ H).
 Qed.
 
-Lemma bad_firing_spec : forall nb na fs f seen, idom nb seen -> bad_firing nb na f fs seen = None ->
-  (forall r p, In (r, p) fs -> r < nb /\ p < na) /\ NoDup (map fst fs) /\
-  (forall r, In r (map fst fs) -> imem r seen = false).
+Lemma bad_firing_spec : forall nb na FI fs f, bad_firing nb na FI f fs = None ->
+  (forall r p, In (r, p) fs -> r < nb /\ p < na) /\
+  (forall k r p, nth_error fs k = Some (r, p) -> rfind FI r = Some (S (f + k))).
 Proof.
-  intros nb na. induction fs as [|[r p] fs IH]; intros f seen Hd H; simpl in *.
-  - repeat split; try tauto. constructor.
-  - destruct (Nat.ltb r nb && Nat.ltb p na && negb (imem r seen)) eqn:E; [|discriminate].
+  intros nb na FI. induction fs as [|[r p] fs IH]; intros f H; simpl in *.
+  - split; [tauto|]. intros [|k]; discriminate.
+  - destruct (Nat.ltb r nb && Nat.ltb p na && mi_ok FI r f) eqn:E; [|discriminate].
     apply andb_true_iff in E as [E E3]. apply andb_true_iff in E as [E1 E2].
-    apply Nat.ltb_lt in E1. apply Nat.ltb_lt in E2. apply negb_true_iff in E3.
-    destruct (IH _ _ (iadd_dom nb r seen Hd) H) as (H1 & H2 & H3). split; [|split].
+    apply Nat.ltb_lt in E1. apply Nat.ltb_lt in E2.
+    destruct (IH _ H) as (H1 & H2). split.
     + intros r' p' [Heq|Hin]; [inversion Heq; subst; auto | apply (H1 r' p' Hin)].
-    + constructor; [|exact H2]. intro Hin. specialize (H3 r Hin).
-      destruct (imem_add_false nb r r seen Hd E1 H3) as [Hne _]. exact (Hne eq_refl).
-    + intros r' [<-|Hin]; [exact E3|]. specialize (H3 r' Hin).
-      exact (proj2 (imem_add_false nb r r' seen Hd E1 H3)).
+    + intros [|k] r' p' Hk; simpl in Hk.
+      * inversion Hk; subst r' p'. unfold mi_ok in E3.
+        destruct (rfind FI r) as [k'|]; [|discriminate]. apply Nat.eqb_eq in E3.
+        rewrite Nat.add_0_r. congruence.
+      * rewrite (H2 k r' p' Hk). rewrite Nat.add_succ_r. reflexivity.
+Qed.
+
+(** Distinct roots. *)
+Lemma bad_firing_nodup : forall nb na FI fs, bad_firing nb na FI 0 fs = None ->
+  NoDup (map fst fs).
+Proof.
+  intros nb na FI fs H. apply NoDup_nth_error. intros i j Hi Hij.
+  rewrite map_length in Hi. destruct (nth_error fs i) as [[r p]|] eqn:Ei;
+    [|apply nth_error_None in Ei; lia].
+  rewrite !nth_error_map, Ei in Hij. simpl in Hij.
+  destruct (nth_error fs j) as [[r' p']|] eqn:Ej; [|discriminate]. simpl in Hij.
+  injection Hij as <-.
+  destruct (bad_firing_spec _ _ _ _ _ H) as [_ H2].
+  pose proof (H2 i r p Ei) as E1. pose proof (H2 j r p' Ej) as E2. simpl in E1, E2. congruence.
 Qed.
 
 Lemma fire_table_nodup : forall fs r p, NoDup (map fst fs) -> In (r, p) fs ->
@@ -1009,8 +878,8 @@ Proof.
   intros h Hh. exact (G (length (tnodes g) - h) h (le_n _) Hh).
 Qed.
 
-Theorem validate_renaming : forall before after fs mp mi us,
-  validate before after fs mp mi us = None ->
+Theorem validate_renaming : forall before after fs mp fi mi us,
+  validate before after fs mp fi mi us = None ->
   wf_tgraph before /\ wf_tgraph after /\
   (forall r p, In (r, p) fs -> r < length (tnodes before) /\ p < length (tnodes after)) /\
   NoDup (map fst fs) /\
@@ -1023,10 +892,10 @@ Theorem validate_renaming : forall before after fs mp mi us,
   Forall2 (corr fs mp) (touts after) (touts before) /\
   (forall h, h < length (tnodes after) -> reach after h).
 Proof.
-  intros B A fs mp mi us Hv.
+  intros B A fs mp fi mi us Hv.
   apply validate_ok in Hv as (E1 & E2 & E3 & E4 & E5 & E6 & _ & E8 & E9).
   pose proof (check_wf_spec _ _ E1) as HwB. pose proof (check_wf_spec _ _ E2) as HwA.
-  destruct (bad_firing_spec _ _ _ _ _ (iempty_dom _) E3) as (Hf1 & Hf2 & _).
+  destruct (bad_firing_spec _ _ _ _ _ E3) as (Hf1 & _). pose proof (bad_firing_nodup _ _ _ _ E3) as Hf2.
   split; [exact HwB|]. split; [exact HwA|]. split; [exact Hf1|]. split; [exact Hf2|].
   split; [exact E4|]. split.
   - intros h g Hm. destruct (bad_map_spec _ _ _ _ _ E5 h g Hm) as (Hg & HF & _).
@@ -1188,13 +1057,13 @@ Proof.
   - exact (IH _ _ _ Hd' H1 H2).
 Qed.
 
-Theorem validate_replace : forall before after fs mp mi us eB eN g,
-  validate before after fs mp mi us = None ->
+Theorem validate_replace : forall before after fs mp fi mi us eB eN g,
+  validate before after fs mp fi mi us = None ->
   extension before after mp eB eN g -> wf_tgraph g -> firings_ok g (embed_firings mp eB eN fs) ->
   exists σ, tiso σ after (replace g (embed_firings mp eB eN fs)).
 Proof.
-  intros B A fs mp mi us eB eN g Hv Hx Hwg Hf.
-  destruct (validate_renaming _ _ _ _ _ _ Hv) as (HwB & HwA & Hf1 & Hnd & Hlen & Hm & Hout & Hreach).
+  intros B A fs mp fi mi us eB eN g Hv Hx Hwg Hf.
+  destruct (validate_renaming _ _ _ _ _ _ _ Hv) as (HwB & HwA & Hf1 & Hnd & Hlen & Hm & Hout & Hreach).
   destruct Hx as (HxB & HxN & HiB & HiN & Hdis & Hxo).
   set (E := embed mp eB eN). set (fs' := embed_firings mp eB eN fs).
   set (nb := length (tnodes B)) in *.
@@ -1267,7 +1136,9 @@ Definition ex_eB (i : nat) := match i with 0 => 0 | 1 => 2 | _ => 3 end.
 Definition ex_eN (h : nat) := 1.
 Definition ex_ext := mkTGraph [mkTNode 1 []; mkTNode 4 [0]; mkTNode 2 [0]; mkTNode 3 [2]] [3].
 
-Example ex_ok : validate ex_before ex_after [(1, 1)] ex_map (table [1; 0; 3]) (table [1; 2; 3]) = None.
+Example ex_ok :
+  validate ex_before ex_after [(1, 1)] ex_map (table [0; 1; 0]) (table [1; 0; 3]) (table [1; 2; 3])
+  = None.
 Proof. reflexivity. Qed.
 Example ex_replace : replace ex_ext (embed_firings ex_map ex_eB ex_eN [(1, 1)]) = ex_after.
 Proof. reflexivity. Qed.
@@ -1296,7 +1167,8 @@ Definition cyc_after := mkTGraph [mkTNode 1 []; mkTNode 5 [0]; mkTNode 4 [1]; mk
 Definition cyc_firings := [(1, 3); (2, 1)].
 Definition cyc_map := [Some 0; None; Some 3; None].
 Example cyc_ok :
-  validate cyc_before cyc_after cyc_firings cyc_map (table [1; 0; 0; 3]) (table [1; 2; 4; 5]) = None.
+  validate cyc_before cyc_after cyc_firings cyc_map (table [0; 1; 2; 0]) (table [1; 0; 0; 3])
+    (table [1; 2; 4; 5]) = None.
 Proof. reflexivity. Qed.
 Example cyc_no_extension : forall eB eN g,
   extension cyc_before cyc_after cyc_map eB eN g -> wf_tgraph g ->

@@ -647,11 +647,12 @@ Definition S_rewrite_denote : Prop :=
 (** The validator is sound: when it accepts, every output of [after]
     denotes what the same output of [before] did, given that each firing's
     replacement (in [after]) denotes what its root (in [before]) did.
-    Whatever its hints [mi] and [us] (which the C API computes: the
-    inverse of the map, a reader or output position of each after node). *)
+    Whatever its hints [fi], [mi] and [us] (which the C API computes: the
+    firing at each before node, the inverse of the map, a reader or output
+    position of each after node). *)
 Definition S_validate_rewrite_sound : Prop :=
-  forall V (interp : nat -> list V -> V) (dflt : V) before after fs mp mi us,
-  validate before after fs mp mi us = None ->
+  forall V (interp : nat -> list V -> V) (dflt : V) before after fs mp fi mi us,
+  validate before after fs mp fi mi us = None ->
   (forall r p, In (r, p) fs -> dnode V interp dflt after p = dnode V interp dflt before r) ->
   denote V interp dflt after = denote V interp dflt before.
 
@@ -669,8 +670,8 @@ Proof. intros V interp dflt. exact (validate_sound V interp dflt). Qed.
     ([corr]), the outputs likewise, and every after node reached from the
     outputs: [after] is [before] with the firings applied, up to [mp]. *)
 Definition S_validate_rewrite_renaming : Prop :=
-  forall before after fs mp mi us,
-  validate before after fs mp mi us = None ->
+  forall before after fs mp fi mi us,
+  validate before after fs mp fi mi us = None ->
   wf_tgraph before /\ wf_tgraph after /\
   (forall r p, In (r, p) fs -> r < length (tnodes before) /\ p < length (tnodes after)) /\
   NoDup (map fst fs) /\
@@ -697,8 +698,8 @@ Proof. exact validate_renaming. Qed.
     Such a [g] need not exist for several firings whose replacements and
     roots depend on each other in a cycle ([Rewrite.cyc_no_extension]). *)
 Definition S_validate_rewrite_replace : Prop :=
-  forall before after fs mp mi us eB eN g,
-  validate before after fs mp mi us = None ->
+  forall before after fs mp fi mi us eB eN g,
+  validate before after fs mp fi mi us = None ->
   extension before after mp eB eN g -> wf_tgraph g -> firings_ok g (embed_firings mp eB eN fs) ->
   exists σ, tiso σ after (replace g (embed_firings mp eB eN fs)).
 
@@ -846,7 +847,7 @@ Proof. exact Values.bounds_value_ok. Qed.
     or a merge of equal nodes ([CMerge]). The term graph [before] must agree
     with the matcher's graph [G] ([agrees]: through [gm], one to one, each
     node with an image has its label's operator [sym] and its arguments'
-    images as children). Its hints [mi], [us] ([validate]'s) and [gi]
+    images as children). Its hints [fi], [mi], [us] ([validate]'s) and [gi]
     (which before node each node of [G] is the image of) are the C API's,
     trusted for nothing: the statements hold for any. *)
 
@@ -859,10 +860,10 @@ From PyPM Require Import Certify.
     instantiated with it ([inst_root]); a merge's replacement has the root's
     label and arguments. *)
 Definition S_validate_firings_sound : Prop :=
-  forall G nG D roots ps fuel sym gm before after fs mp cs mi us gi,
+  forall G nG D roots ps fuel sym gm before after fs mp cs fi mi us gi,
     load_set D roots = Some ps ->
-    validate_firings G nG ps fuel sym gm before after fs mp cs mi us gi = None ->
-    validate before after fs mp mi us = None /\
+    validate_firings G nG ps fuel sym gm before after fs mp cs fi mi us gi = None ->
+    validate before after fs mp fi mi us = None /\
     agrees G (opt_at sym) before (opt_at gm) /\
     length cs = length fs /\
     forall i r p c, nth_error fs i = Some (r, p) -> nth_error cs i = Some c ->
@@ -886,9 +887,9 @@ Definition S_validate_firings_sound : Prop :=
     the same output of [before] did. *)
 Definition S_rewrite_preserves : Prop :=
   forall V (interp : nat -> list V -> V) (dflt : V) G nG D roots ps fuel sym gm
-         before after fs mp cs mi us gi,
+         before after fs mp cs fi mi us gi,
     load_set D roots = Some ps ->
-    validate_firings G nG ps fuel sym gm before after fs mp cs mi us gi = None ->
+    validate_firings G nG ps fuel sym gm before after fs mp cs fi mi us gi = None ->
     (forall k sb t ri d, In (CRule k sb t) cs -> nth_error roots k = Some ri ->
        nth_error D ri = Some d -> rule_eq V interp dflt D (opt_at sym) d t) ->
     denote V interp dflt after = denote V interp dflt before.

@@ -201,9 +201,9 @@ End Window.
     the whole graph after the pass denotes what the graph before it did. *)
 Theorem window_rewrite_preserves :
   forall (V : Type) (interp : nat -> list V -> V) (dflt : V) (fr : nat -> option (nat * nat))
-    G nG D roots ps fuel sym gm wb wa fs mp cs mi us gi B A eb ea km,
+    G nG D roots ps fuel sym gm wb wa fs mp cs fi mi us gi B A eb ea km,
     load_set D roots = Some ps ->
-    validate_firings G nG ps fuel sym gm wb wa fs mp cs mi us gi = None ->
+    validate_firings G nG ps fuel sym gm wb wa fs mp cs fi mi us gi = None ->
     (forall interp', (forall l vs, fr l = None -> interp' l vs = interp l vs) ->
        forall k sb t ri d, In (CRule k sb t) cs -> nth_error roots k = Some ri ->
        nth_error D ri = Some d -> rule_eq V interp' dflt D (opt_at sym) d t) ->
@@ -217,15 +217,15 @@ Theorem window_rewrite_preserves :
     Forall2 (stands wb wa eb ea km) (touts A) (touts B) ->
     denote V interp dflt A = denote V interp dflt B.
 Proof.
-  intros V interp dflt fr G nG D roots ps fuel sym gm wb wa fs mp cs mi us gi B A eb ea km
+  intros V interp dflt fr G nG D roots ps fuel sym gm wb wa fs mp cs fi mi us gi B A eb ea km
     Hl Hv Heq HwB HwA Heb Hea Hkept Hfront Houts.
-  destruct (validate_firings_sound G nG D roots ps fuel sym gm wb wa fs mp cs mi us gi Hl Hv)
+  destruct (validate_firings_sound G nG D roots ps fuel sym gm wb wa fs mp cs fi mi us gi Hl Hv)
     as (Hval & _ & _ & _).
-  destruct (validate_renaming wb wa fs mp mi us Hval) as (Hwb & Hwa & _).
+  destruct (validate_renaming wb wa fs mp fi mi us Hval) as (Hwb & Hwa & _).
   apply (window_preserves V interp dflt fr B A wb wa eb ea km HwB HwA Hwb Hwa Heb Hea Hkept
            Hfront Houts).
   apply (rewrite_preserves V (finterp V interp fr (fvals V interp dflt fr A)) dflt
-           G nG D roots ps fuel sym gm wb wa fs mp cs mi us gi Hl Hv).
+           G nG D roots ps fuel sym gm wb wa fs mp cs fi mi us gi Hl Hv).
   intros k sb t ri d Hin Hr Hd. refine (Heq _ _ k sb t ri d Hin Hr Hd).
   intros l vs Hn. unfold finterp. rewrite Hn. reflexivity.
 Qed.
@@ -284,22 +284,22 @@ Qed.
 
 Corollary window_whole :
   forall (V : Type) (interp : nat -> list V -> V) (dflt : V)
-    G nG D roots ps fuel sym gm B A fs mp cs mi us gi,
+    G nG D roots ps fuel sym gm B A fs mp cs fi mi us gi,
     load_set D roots = Some ps ->
-    validate_firings G nG ps fuel sym gm B A fs mp cs mi us gi = None ->
+    validate_firings G nG ps fuel sym gm B A fs mp cs fi mi us gi = None ->
     (forall k sb t ri d, In (CRule k sb t) cs -> nth_error roots k = Some ri ->
        nth_error D ri = Some d -> rule_eq V interp dflt D (opt_at sym) d t) ->
     denote V interp dflt A = denote V interp dflt B.
 Proof.
-  intros V interp dflt G nG D roots ps fuel sym gm B A fs mp cs mi us gi Hl Hv Heq.
-  destruct (validate_firings_sound G nG D roots ps fuel sym gm B A fs mp cs mi us gi Hl Hv)
+  intros V interp dflt G nG D roots ps fuel sym gm B A fs mp cs fi mi us gi Hl Hv Heq.
+  destruct (validate_firings_sound G nG D roots ps fuel sym gm B A fs mp cs fi mi us gi Hl Hv)
     as (Hval & _ & _ & _).
-  destruct (validate_renaming B A fs mp mi us Hval) as (HwB & HwA & _ & _ & _ & _ & Houts & _).
+  destruct (validate_renaming B A fs mp fi mi us Hval) as (HwB & HwA & _ & _ & _ & _ & Houts & _).
   set (fr := fun _ : nat => @None (nat * nat)).
   assert (Hemb : forall g side, embeds fr g g (fun i => i) side).
   { intros g side i Hi. split; [exact Hi|]. simpl. split; [reflexivity|].
     symmetry. apply map_id. }
-  apply (window_rewrite_preserves V interp dflt fr G nG D roots ps fuel sym gm B A fs mp cs mi us gi
+  apply (window_rewrite_preserves V interp dflt fr G nG D roots ps fuel sym gm B A fs mp cs fi mi us gi
            B A (fun i => i) (fun i => i) (fun _ => None) Hl Hv).
   - intros interp' Hext k sb t ri d Hin Hr Hd.
     apply (rule_eq_ext V interp interp' dflt (fun l vs => Hext l vs eq_refl)).

@@ -101,7 +101,7 @@ let decode (b : buf) : (t, string) result =
    pattern set [ps]: 0 (accepted, where = -1) or a reason code and where. *)
 let verdict ~(g : Matcher.graph) ~(n : int) ~(ps : Matcher.pset) ~(fuel : int) (t : t) : int * int =
   let p = t.pass in
-  let mi, us = Decode_rewrite.hints p in
+  let fi, mi, us = Decode_rewrite.hints p in
   (* the hint of [bad_agree]: the (first) before node [i] whose image each
      node of [g] is, as [i + 1]; trusted for nothing, as [hints]'s *)
   let gi = Array.make (max n 0) 0 in
@@ -110,7 +110,7 @@ let verdict ~(g : Matcher.graph) ~(n : int) ~(ps : Matcher.pset) ~(fuel : int) (
       | _ -> ()) t.gm;
   match
     Matcher.validate_firings g n ps fuel t.sym t.gm p.before p.after p.firings p.map t.certs
-      mi us gi
+      fi mi us gi
   with
   | None -> (0, -1)
   | Some (code, Some w) -> (code, w)

@@ -115,7 +115,9 @@ let decode (b : buf) : (t, string) result =
   | exception Out_of_memory -> Error "rewrite-validation buffer: out of memory while decoding"
 
 (* The validator's hints (Rewrite.v, [validate]), as the arrays its
-   tables are: [mi], the after node [h] mapped to each before node as
+   tables are: [fi], the firing [f] at each before node as [f + 1] (the
+   first, so that a second firing there is the one the validator rejects;
+   0: none); [mi], the after node [h] mapped to each before node as
    [h + 1] (the first, so that a second one is the map entry the validator
    rejects; 0: none); [us], for each after node reached from the outputs, a
    later reached node that reads it or its output position [na + j], and
@@ -123,9 +125,11 @@ let decode (b : buf) : (t, string) result =
    the one the validator names: the first one no output reaches). Trusted
    for nothing: the proved checker checks every hint it reads, and a wrong
    one rejects. *)
-let hints (t : t) : int array * int array =
+let hints (t : t) : int array * int array * int array =
   let nodes = Array.of_list t.after.Matcher.tnodes in
   let na = Array.length nodes and nb = List.length t.before.Matcher.tnodes in
+  let fi = Array.make nb 0 in
+  List.iteri (fun f (r, _) -> if r >= 0 && r < nb && fi.(r) = 0 then fi.(r) <- f + 1) t.firings;
   let mi = Array.make nb 0 in
   List.iteri (fun h o -> match o with
       | Some g when g >= 0 && g < nb && mi.(g) = 0 -> mi.(g) <- h + 1
@@ -142,12 +146,12 @@ let hints (t : t) : int array * int array =
       if Bytes.get live u = '\001' then
         List.iter (fun a -> if a >= 0 && a < u then us.(a) <- u) n.Matcher.targs) nodes;
   List.iteri (fun j o -> if o >= 0 && o < na then us.(o) <- na + j) outs;
-  (mi, us)
+  (fi, mi, us)
 
 (* The verdict: 0 (accepted, where = -1) or a reason code and where. *)
 let verdict (t : t) : int * int =
-  let mi, us = hints t in
-  match Matcher.validate t.before t.after t.firings t.map mi us with
+  let fi, mi, us = hints t in
+  match Matcher.validate t.before t.after t.firings t.map fi mi us with
   | None -> (0, -1)
   | Some (code, Some w) -> (code, w)
   | Some (code, None) -> (code, -1)

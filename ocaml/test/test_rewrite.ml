@@ -107,9 +107,9 @@ let () =
     let g = Matcher.{ tnodes = nodes; touts = outs } in
     let t = Decode_rewrite.{ before = g; after = g; firings = []; map = List.init n (fun i -> Some i) } in
     let canonical = Decode_rewrite.verdict t in
-    let mi, us = Decode_rewrite.hints t in
+    let fi, mi, us = Decode_rewrite.hints t in
     let check what mi us =
-      match Matcher.validate t.before t.after t.firings t.map mi us with
+      match Matcher.validate t.before t.after t.firings t.map fi mi us with
       | None ->
           incr some_accepted;
           if canonical <> (0, -1) then fail "hints: %s accepted, the glue's hints rejected" what
