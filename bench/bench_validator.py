@@ -1,7 +1,7 @@
 """Where the FX rewrite validator's time goes, in place and hot.
 
 The validator (``pypm_verified/torch/validate_fx.py``, on in every driver
-run) costs 21-24 % of a fixpoint (``bench_matchers.py``, this benchmark). This benchmark
+run) costs 19-25 % of a fixpoint (``bench_matchers.py``, this benchmark). This benchmark
 splits that cost by part, each timed two ways in the same run:
 
 * **in place**: the call as the fixpoint makes it, among the driver's work
