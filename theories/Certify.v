@@ -181,7 +181,7 @@ Fixpoint bad_agree (G : graph) (nG : nat) (ST GT : rtab (option nat)) (GI : rtab
     (ns : list tnode) (gm : list (option nat)) : option nat :=
   match ns, gm with
   | n :: ns', Some t :: gm' =>
-      if Nat.ltb t nG && mi_ok GI t i &&
+      if Nat.ltb t nG && hint_ok GI t i &&
          match opt_find ST (tlabel n) with Some f => Nat.eqb f (label G t) | None => false end &&
          args_agree GT (targs n) (children G t)
       then bad_agree G nG ST GT GI (S i) ns' gm' else Some i
@@ -343,7 +343,7 @@ Proof.
   intros G nG ST GT GI. induction ns as [|n ns IH]; intros gm i H j t Hj Hg;
     [simpl in Hj; lia|].
   destruct gm as [|[t0|] gm]; [destruct j; discriminate|..]; simpl in H.
-  - destruct (Nat.ltb t0 nG && mi_ok GI t0 i &&
+  - destruct (Nat.ltb t0 nG && hint_ok GI t0 i &&
               match opt_find ST (tlabel n) with Some f => Nat.eqb f (label G t0) | None => false end &&
               args_agree GT (targs n) (children G t0)) eqn:E; [|discriminate].
     apply andb_true_iff in E as [E E4]. apply andb_true_iff in E as [E E3].
@@ -353,7 +353,7 @@ Proof.
       * revert E3. destruct (opt_find ST (tlabel n)) as [f|]; intros E3; [|discriminate].
         apply Nat.eqb_eq in E3. subst f. reflexivity.
       * apply args_agree_spec. exact E4.
-      * unfold mi_ok in E2. destruct (rfind GI t) as [i'|]; try discriminate.
+      * unfold hint_ok in E2. destruct (rfind GI t) as [i'|]; try discriminate.
         apply Nat.eqb_eq in E2. subst i'. rewrite Nat.add_0_r. reflexivity.
     + simpl in Hj. destruct (IH _ _ H j t ltac:(lia) Hg) as (H1 & H2 & H3).
       simpl. split; [exact H1|]. split; [exact H2|]. rewrite Nat.add_succ_r. exact H3.

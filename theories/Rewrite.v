@@ -448,9 +448,9 @@ Definition check_wf (code : nat) (g : tgraph) : option reject :=
       end
   end.
 
-(** [MI g = h + 1]: a hint names [h] at [g] ([0]: none). *)
-Definition mi_ok (MI : rtab nat) (g h : nat) : bool :=
-  match rfind MI g with Some k => Nat.eqb k (S h) | None => false end.
+(** A hint [T] names [h] at [g]: [T g = h + 1] ([0]: none). *)
+Definition hint_ok (T : rtab nat) (g h : nat) : bool :=
+  match rfind T g with Some k => Nat.eqb k (S h) | None => false end.
 
 (** Firings: roots in range and distinct, replacements in range. Distinct
     by a hint: [FI] names, for each before node, the firing at it. *)
@@ -458,7 +458,7 @@ Fixpoint bad_firing (nb na : nat) (FI : rtab nat) (f : nat) (fs : list (nat * na
   match fs with
   | [] => None
   | (r, p) :: fs' =>
-      if Nat.ltb r nb && Nat.ltb p na && mi_ok FI r f
+      if Nat.ltb r nb && Nat.ltb p na && hint_ok FI r f
       then bad_firing nb na FI (S f) fs' else Some f
   end.
 
@@ -467,14 +467,13 @@ Fixpoint bad_firing (nb na : nat) (FI : rtab nat) (f : nat) (fs : list (nat * na
     to it as [h + 1] ([0]: none); two after nodes mapped to one before node
     cannot both be named. The hint is the caller's (the C API computes it)
     and trusted for nothing: a wrong one rejects. *)
-
 Fixpoint bad_map (nb : nat) (F : VarMap.t nat) (MI : rtab nat) (h : nat)
     (mp : list (option nat)) : option nat :=
   match mp with
   | [] => None
   | None :: mp' => bad_map nb F MI (S h) mp'
   | Some g :: mp' =>
-      if Nat.ltb g nb && mi_ok MI g h && negb (VarMap.mem g F)
+      if Nat.ltb g nb && hint_ok MI g h && negb (VarMap.mem g F)
       then bad_map nb F MI (S h) mp' else Some h
   end.
 
@@ -513,8 +512,9 @@ Fixpoint bad_mapped (BT : rtab tnode) F MT (h : nat) (ns : list tnode) (mp : lis
   | _, _ => None
   end.
 
-(** Every after node is reached from the outputs, by a hint: [US] names, for node [h], a later node that reads it, or its
-    position [j] among the outputs as [na + j]. Reachability follows by
+(** Every after node is reached from the outputs, by a hint: [US] names,
+    for node [h], a later node that reads it, or its position [j] among the
+    outputs as [na + j]. Reachability follows by
     induction from the last node down; a wrong hint rejects. *)
 Definition live_ok (na : nat) (AT : rtab tnode) (OT : rtab nat) (US : rtab nat) (h : nat) : bool :=
   match rfind US h with
@@ -539,9 +539,10 @@ Definition fire_table (fs : list (nat * nat)) : VarMap.t nat :=
   fold_left (fun m rp => VarMap.add (fst rp) (snd rp) m) fs (VarMap.empty nat).
 
 (** The validator, given its tables: [F] the fired roots ([fire_table fs]),
-    [MT] the map, [BT] and [AT] the before and after nodes, [MI] and [US]
-    the hints, by index ([table]); [validate] builds them,
-    [Certify.validate_firings] builds them once for itself and this. *)
+    [MT] the map, [BT] and [AT] the before and after nodes, by index
+    ([table]), and the hints [FI], [MI], [US]; [validate] builds the
+    tables, [Certify.validate_firings] builds them once for itself and
+    this. *)
 Definition validate_with (F : VarMap.t nat) (MT : rtab (option nat)) (BT AT : rtab tnode)
     (FI MI US : rtab nat)
     (before after : tgraph) (fs : list (nat * nat)) (mp : list (option nat))
@@ -760,13 +761,13 @@ Lemma bad_firing_spec : forall nb na FI fs f, bad_firing nb na FI f fs = None ->
 Proof.
   intros nb na FI. induction fs as [|[r p] fs IH]; intros f H; simpl in *.
   - split; [tauto|]. intros [|k]; discriminate.
-  - destruct (Nat.ltb r nb && Nat.ltb p na && mi_ok FI r f) eqn:E; [|discriminate].
+  - destruct (Nat.ltb r nb && Nat.ltb p na && hint_ok FI r f) eqn:E; [|discriminate].
     apply andb_true_iff in E as [E E3]. apply andb_true_iff in E as [E1 E2].
     apply Nat.ltb_lt in E1. apply Nat.ltb_lt in E2.
     destruct (IH _ H) as (H1 & H2). split.
     + intros r' p' [Heq|Hin]; [inversion Heq; subst; auto | apply (H1 r' p' Hin)].
     + intros [|k] r' p' Hk; simpl in Hk.
-      * inversion Hk; subst r' p'. unfold mi_ok in E3.
+      * inversion Hk; subst r' p'. unfold hint_ok in E3.
         destruct (rfind FI r) as [k'|]; [|discriminate]. apply Nat.eqb_eq in E3.
         rewrite Nat.add_0_r. congruence.
       * rewrite (H2 k r' p' Hk). rewrite Nat.add_succ_r. reflexivity.
@@ -802,11 +803,11 @@ Lemma bad_map_spec : forall nb F MI mp h0, bad_map nb F MI h0 mp = None ->
 Proof.
   intros nb F MI. induction mp as [|o mp IH]; intros h0 H k g Hk; [destruct k; discriminate|].
   simpl in H. destruct o as [g'|].
-  - destruct (Nat.ltb g' nb && mi_ok MI g' h0 && negb (VarMap.mem g' F)) eqn:E; [|discriminate].
+  - destruct (Nat.ltb g' nb && hint_ok MI g' h0 && negb (VarMap.mem g' F)) eqn:E; [|discriminate].
     apply andb_true_iff in E as [E E3]. apply andb_true_iff in E as [E1 E2].
     apply Nat.ltb_lt in E1. apply negb_true_iff in E3.
     destruct k as [|k]; simpl in Hk.
-    + inversion Hk; subst g'. unfold mi_ok in E2.
+    + inversion Hk; subst g'. unfold hint_ok in E2.
       destruct (rfind MI g) as [h'|]; try discriminate. apply Nat.eqb_eq in E2. subst h'.
       rewrite Nat.add_0_r. auto.
     + destruct (IH _ H k g Hk) as (H1 & H2 & H3). rewrite Nat.add_succ_r. simpl in H3. auto.
