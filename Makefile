@@ -6,7 +6,8 @@ PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS := coq ocaml-nox dune ocaml-findlib libctypes-ocaml-dev libffi-dev graphviz chromium \
+APT_PKGS := coq ocaml-nox ocaml-compiler-libs dune ocaml-findlib libctypes-ocaml-dev libffi-dev \
+            graphviz chromium \
             python3-dev
 COQ_SRCS := $(filter theories/%.v,$(shell cat _CoqProject))
 COQ_MODULES := $(patsubst theories/%.v,PyPM.%,$(COQ_SRCS))
@@ -29,7 +30,7 @@ apt-deps: check-toolchain
 else
 apt-deps:
 	@if (command -v coqc && command -v dune && command -v ocamlfind \
-	     && ocamlfind query ctypes ctypes.stubs && command -v dot \
+	     && ocamlfind query ctypes ctypes.stubs compiler-libs.common && command -v dot \
 	     && command -v chromium && $(PYTHON) -c 'import os, sys, sysconfig; sys.exit(not \
 	       os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h")))') \
 	     >/dev/null 2>&1; then \
@@ -43,7 +44,7 @@ endif
 
 ## check-toolchain: the tools that build the proofs and the library (all the
 ## wheel build needs); fails naming what is missing and how to install it.
-BUILD_PKGS := coq ocaml-nox dune ocaml-findlib libctypes-ocaml-dev libffi-dev
+BUILD_PKGS := coq ocaml-nox ocaml-compiler-libs dune ocaml-findlib libctypes-ocaml-dev libffi-dev
 check-toolchain:
 	@missing=""; \
 	for t in coqc coq_makefile coqchk dune ocamlfind cc; do \
@@ -51,6 +52,8 @@ check-toolchain:
 	done; \
 	command -v ocamlfind >/dev/null 2>&1 && ! ocamlfind query ctypes ctypes.stubs >/dev/null 2>&1 \
 	  && missing="$$missing ctypes(OCaml)"; \
+	command -v ocamlfind >/dev/null 2>&1 && ! ocamlfind query compiler-libs.common >/dev/null 2>&1 \
+	  && missing="$$missing compiler-libs(OCaml)"; \
 	if [ -n "$$missing" ]; then \
 	  echo "error: building the verified engine needs the Coq/OCaml toolchain; missing:$$missing."; \
 	  echo "Install it with \`make deps\` (Debian/Ubuntu), or: apt-get install $(BUILD_PKGS)"; \

@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 LIB = os.path.join(ROOT, "python", "pypm_verified", "_lib", "libpypm_verified.so")
 TOOLCHAIN_HELP = ("the verified engine is built from the Coq proofs with the Coq/OCaml "
                   "toolchain: run `make deps` (Debian/Ubuntu), or apt-get install coq "
-                  "ocaml-nox dune ocaml-findlib libctypes-ocaml-dev libffi-dev")
+                  "ocaml-nox ocaml-compiler-libs dune ocaml-findlib libctypes-ocaml-dev libffi-dev")
 
 
 def build_engine() -> None:

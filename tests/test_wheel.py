@@ -346,5 +346,5 @@ def test_wheel_build_without_the_toolchain_names_make_deps(clone, tmp_path):
               "--no-build-isolation"], clone, env=env)
     assert r.returncode != 0
     assert "missing: coqc coq_makefile coqchk dune ocamlfind" in r.stdout, r.stdout[-3000:]
-    assert "`make deps`" in r.stdout and "apt-get install coq ocaml-nox dune" in r.stdout
+    assert "`make deps`" in r.stdout and "apt-get install coq ocaml-nox ocaml-compiler-libs dune" in r.stdout
     assert not list((tmp_path / "dist").glob("*.whl"))
