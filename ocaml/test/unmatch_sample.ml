@@ -2,7 +2,8 @@
    the shape the extraction gives a case analysis on a number (the case
    functions of ExtrOcamlNatInt and ExtrOcamlZInt, verbatim), with the
    hazards a rewrite could get wrong: continuations that name an outer
-   variable spelled like the case function's own parameter, a scrutinee
+   variable spelled like the case function's own parameter, or one the
+   case function's body binds (that one must be left alone), a scrutinee
    with an effect (its order against the continuations' effects), nested
    cases, a recursion through a continuation. unmatch_sample.exe runs this
    file as written, unmatch_rewritten.exe runs what unmatch makes of it;
@@ -58,6 +59,14 @@ let nested a b =
           b))
      a)
 
+(* a case function whose body binds a name a continuation reads: left as
+   it is (inlining the continuation there would capture the outer [y]) *)
+let bind_hazard y m =
+  ((fun fO fS n -> let y = 0 in if n=0 then fO () else fS (n-1+y))
+     (fun _ -> y)
+     (fun k -> y * 10 + k)
+     m)
+
 (* the scrutinee's effect comes before the continuation's *)
 let effects k =
   let log = ref [] in
@@ -83,6 +92,7 @@ let () =
   for a = 0 to 2 do
     for b = 0 to 2 do Printf.printf "nested %d %d %d\n" a b (nested a b) done
   done;
+  for m = 0 to 2 do Printf.printf "bind_hazard 7 %d %d\n" m (bind_hazard 7 m) done;
   for k = 0 to 2 do
     let r, log = effects k in
     Printf.printf "effects %d %d %s\n" k r (ints log)

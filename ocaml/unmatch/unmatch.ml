@@ -23,7 +23,9 @@
    part a chain of [fun] over plain variables whose body calls each
    continuation parameter only as [f a] and never names it otherwise, the
    arguments as many as the parameters, every one but the last a
-   one-parameter [fun].  Anything else is printed as it was (Pprintast).
+   one-parameter [fun], the body binding no name (nothing in it can
+   capture a name of an inlined continuation).  Anything else is printed
+   as it was (Pprintast).
 
    Usage: unmatch IN.ml > OUT.ml *)
 
@@ -68,6 +70,17 @@ let uses e =
   it.expr it e;
   seen
 
+(* whether [e] binds a name anywhere (a pattern: let, fun, match, ...); a
+   case function's body that binds none cannot capture a name of a
+   continuation inlined into it *)
+let binds e =
+  let found = ref false in
+  let it =
+    { Ast_iterator.default_iterator with pat = (fun _ _ -> found := true) }
+  in
+  it.expr it e;
+  !found
+
 (* rename the scrutinee parameter [v] to [s] in the case function's body *)
 let rename v s body =
   let m =
@@ -107,7 +120,7 @@ let expr self e =
         let only_called k = try Hashtbl.find u k with Not_found -> true in
         let distinct = List.length (List.sort_uniq compare vs) = n in
         if List.exists (fun l -> l = None) lams || not (List.for_all only_called kvs)
-           || not distinct
+           || not distinct || binds body
         then Ast_mapper.default_mapper.expr self e
         else begin
           incr rewritten;
