@@ -45,6 +45,14 @@ let rec params e =
       (v.txt :: vs, b)
   | _ -> ([], e)
 
+(* [f a], a plain name called with one unlabelled argument: [Some (f, a)] *)
+let call1 e =
+  match e.pexp_desc with
+  | Pexp_apply ({ pexp_desc = Pexp_ident { txt = Longident.Lident f; _ }; _ },
+                [ (Asttypes.Nolabel, a) ]) ->
+      Some (f, a)
+  | _ -> None
+
 (* the names [e] mentions as identifiers, and whether each is only ever
    called with one argument *)
 let uses e =
@@ -58,13 +66,12 @@ let uses e =
       Ast_iterator.default_iterator with
       expr =
         (fun self e ->
-          match e.pexp_desc with
-          | Pexp_apply ({ pexp_desc = Pexp_ident { txt = Longident.Lident f; _ }; _ },
-                        [ (Asttypes.Nolabel, a) ]) ->
+          match (call1 e, e.pexp_desc) with
+          | Some (f, a), _ ->
               note f true;
               self.expr self a
-          | Pexp_ident { txt = Longident.Lident f; _ } -> note f false
-          | _ -> Ast_iterator.default_iterator.expr self e);
+          | None, Pexp_ident { txt = Longident.Lident f; _ } -> note f false
+          | None, _ -> Ast_iterator.default_iterator.expr self e);
     }
   in
   it.expr it e;
@@ -115,23 +122,18 @@ let expr self e =
           | Pexp_fun (Asttypes.Nolabel, None, p, b) -> Some (p, b)
           | _ -> None
         in
-        let lams = List.map lam conts in
+        let lams = List.filter_map lam conts in
         let u = uses body in
         let only_called k = try Hashtbl.find u k with Not_found -> true in
         let distinct = List.length (List.sort_uniq compare vs) = n in
-        if List.exists (fun l -> l = None) lams || not (List.for_all only_called kvs)
+        if List.length lams <> n - 1 || not (List.for_all only_called kvs)
            || not distinct || binds body
         then Ast_mapper.default_mapper.expr self e
         else begin
           incr rewritten;
           (* the continuations' bodies, rewritten themselves first *)
           let table =
-            List.map2
-              (fun k l ->
-                match l with
-                | Some (p, b) -> (k, (p, self.Ast_mapper.expr self b))
-                | None -> assert false)
-              kvs lams
+            List.map2 (fun k (p, b) -> (k, (p, self.Ast_mapper.expr self b))) kvs lams
           in
           let s = fresh () in
           let body = rename scrut_var s body in
@@ -140,10 +142,8 @@ let expr self e =
               Ast_mapper.default_mapper with
               expr =
                 (fun m e ->
-                  match e.pexp_desc with
-                  | Pexp_apply ({ pexp_desc = Pexp_ident { txt = Longident.Lident k; _ }; _ },
-                                [ (Asttypes.Nolabel, a) ])
-                    when List.mem_assoc k table ->
+                  match call1 e with
+                  | Some (k, a) when List.mem_assoc k table ->
                       let p, b = List.assoc k table in
                       let a = m.Ast_mapper.expr m a in
                       Ast_helper.Exp.let_ Asttypes.Nonrecursive
