@@ -152,6 +152,7 @@ bench: deps lib
 	$(BENCH_ENV) $(VPY) bench/bench_matchers.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_fxreader.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_validator.py $(if $(QUICK),--quick) --windows
+	$(BENCH_ENV) $(VPY) bench/bench_cli.py $(if $(QUICK),--quick)
 	$(BENCH_ENV) $(VPY) bench/bench_models.py $(if $(QUICK),--quick)
 	$(if $(QUICK),,$(BENCH_ENV) $(VPY) bench/bench_models.py --models bert --layers 12 \
 	  --threads 1,2 --no-sdpa --budget 60 --min-repeats 3 --max-repeats 10 \

@@ -131,6 +131,8 @@ def run(argv: Optional[Sequence[str]] = None) -> None:
     stdout and stderr, then ``os._exit``.
     A command that left a non-daemon thread running exits normally (Python
     waits for it); so does every command with ``PYPM_FAST_EXIT=0``."""
+    from . import heap
+    heap.enable()  # the process is the command's: long-lived objects frozen (heap.py)
     code = main(argv)
     if os.environ.get(FAST_EXIT_VAR, "1").strip().lower() in ("0", "false", "no", "off") or \
             any(t is not threading.main_thread() and not t.daemon and t.is_alive()
@@ -151,7 +153,9 @@ def exit_now(code: int) -> None:
     finally:
         logging.shutdown()
         # files still open (a rules module's, say) lose no buffered write:
-        # the teardown would have flushed them when it freed them
+        # the teardown would have flushed them when it freed them (the
+        # frozen objects too, heap.settle: get_objects lists the others)
+        gc.unfreeze()
         for obj in gc.get_objects():
             if issubclass(type(obj), io.IOBase) and obj is not sys.stdout \
                     and obj is not sys.stderr:

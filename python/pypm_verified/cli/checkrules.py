@@ -10,6 +10,7 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from .checks import (_same, check_engine_library, check_patterns, check_undefined_globals,
                      check_writable, load_rule_specs)
+from . import heap
 from .exitcodes import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RULE, EXIT_TERMINATED,
                         RuleFailure, UsageError, exit_code_table)
 from ..errors import first_line
@@ -258,11 +259,12 @@ def check_rules_main(args, state: dict) -> int:
             raise UsageError(f"--repro {args.repro}: cannot create it: "
                              f"{e.strerror or e}") from None
     check_engine_library(args.engine)
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise UsageError("PyTorch is not installed; pip install -e '.[torch]' "
-                         "-c requirements/constraints.txt") from None
+    with heap.importing():  # torch's objects live to the end
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            raise UsageError("PyTorch is not installed; pip install -e '.[torch]' "
+                             "-c requirements/constraints.txt") from None
     if not args.no_symbolic and not z3_installed():
         raise UsageError(Z3_MISSING)
     from ..checking import FAST, FULL, default_engine, markdown, summary_lines

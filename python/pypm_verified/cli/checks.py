@@ -12,6 +12,7 @@ import textwrap
 import types
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from . import heap
 from .exitcodes import RuleFailure, UsageError
 from .logs import log
 from ..errors import first_line
@@ -354,10 +355,12 @@ def load_program(args, example):
     try:
         # outputs of transformers' classes: stand-ins (the command only compares
         # and saves them), not an import of transformers (~0.5 s)
-        return load_model(args.model, example, imports=args.imports or (),
+        prog = load_model(args.model, example, imports=args.imports or (),
                           allow_pickle=args.allow_pickle, stand_in_outputs=True)
     except LoadError as e:
         raise UsageError(str(e)) from None
     except Exception as e:  # noqa: BLE001 -- anything torch raises
         raise UsageError(f"{args.model}: cannot load it: {type(e).__name__}: "
                          f"{first_line(e)}") from None
+    heap.settle()  # the program lives until the end
+    return prog

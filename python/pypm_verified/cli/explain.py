@@ -7,6 +7,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .checks import (check_engine_library, check_html, check_imports, check_model_path,
                      check_patterns, load_program, load_rule_spec, read_example_inputs)
+from . import heap
 from .exitcodes import EXIT_OK, RuleFailure, UsageError
 from ..errors import first_line
 from .output import say, write_html
@@ -105,16 +106,17 @@ def explain_main(args, state: dict) -> int:
     dot = check_html(args, (args.model, "input MODEL"))
     check_imports(args.imports)
     check_engine_library(args.engine)
-    try:
-        import torch
-    except ImportError:
-        raise UsageError("PyTorch is not installed; pip install -e '.[torch]' "
-                         "-c requirements/constraints.txt") from None
-    from ..engines.explain import explain, explain_all, node_desc
-    from ..engines.matching import match_all
-    from ..torch import kernels  # noqa: F401 -- programs may already use pypm ops
-    from ..torch.importer import TermGraph
-    patterns = _explain_patterns(args.rules)
+    with heap.importing():  # torch, the library, the rules: objects that live to the end
+        try:
+            import torch
+        except ImportError:
+            raise UsageError("PyTorch is not installed; pip install -e '.[torch]' "
+                             "-c requirements/constraints.txt") from None
+        from ..engines.explain import explain, explain_all, node_desc
+        from ..engines.matching import match_all
+        from ..torch import kernels  # noqa: F401 -- programs may already use pypm ops
+        from ..torch.importer import TermGraph
+        patterns = _explain_patterns(args.rules)
     hits = [p for p in patterns if p.name == args.pattern] or \
         [p for p in patterns if p.name.lower() == args.pattern.lower()]
     if not hits:

@@ -12,6 +12,7 @@ from typing import Dict, Optional, Tuple
 from .checks import (_same, check_engine_library, check_html, check_imports, check_model_path,
                      check_patterns, check_undefined_globals, check_writable, load_program,
                      load_rule_specs, read_example_inputs)
+from . import heap
 from .exitcodes import EXIT_NUMERICS, EXIT_OK, RuleFailure, UsageError, exit_code_table
 from .logs import log
 from ..errors import first_line
@@ -286,8 +287,9 @@ def _rewrite(args, state: dict) -> int:
     ``--html``) and the exit code."""
     t0 = time.perf_counter()
     out_path, dot = _check_paths(args)
-    torch = _require_torch()
-    patterns = _load_patterns(args)
+    with heap.importing():  # torch, the library, the rules: objects that live to the end
+        torch = _require_torch()
+        patterns = _load_patterns(args)
     _check_model_inputs(args)
     example = read_example_inputs(args, torch)
 
