@@ -1,12 +1,14 @@
 """The command line's use of Python's cyclic garbage collector.
 
-With torch imported, the process holds some 350,000 objects that live until
-it ends (modules, functions, torch's operator tables), and loading and
-exporting a model adds the program's. CPython's collector walks every one
-of them at each full (generation-2) collection, and the allocations of
-the load, the export, the rewrite and the numerics check set off several:
-on the 2-layer example BERT 0.5 s in all, half of it while torch is
-imported. :func:`settle` moves the objects alive at that point out of the
+With torch imported, the process holds some 350,000 objects that live
+until it ends (modules, functions, torch's operator tables), and loading
+and exporting a model adds the program's. CPython's collector walks every
+one of them at each full (generation-2) collection, and the allocations of
+the imports, the load, the rewrite and the numerics check set off several:
+on the 2-layer example BERT six, 0.5 s in all, four of them while torch
+is imported (bench/results/cli.md).
+
+:func:`settle` moves the objects alive at that point out of the
 collector's reach (:func:`gc.freeze`): objects made later are collected as
 before, and the frozen ones are still freed when their count drops to
 zero; only a cycle that was already garbage when frozen is kept until the
