@@ -4,12 +4,20 @@ newcomer runs it, beside ``python -c "import torch"``, side by side.
 Per model (``pypm-verified example bert``: the 2-layer small one, and with
 the full run the 12-layer base one, random weights, written once and not
 timed), three commands alternate for ``--rounds`` rounds, each a fresh
-process:
+process, after one untimed run of each:
 
 ``import torch``       ``python -c "import torch"``: the floor any command pays
 ``rewrite``            ``python -m pypm_verified rewrite MODEL -o OUT -q --force``
 ``rewrite, no freeze`` the same with ``PYPM_FREEZE_HEAP=0`` (the collector left as it
                        is: cli/heap.py)
+
+Python caches the package's bytecode as it does for any installed package
+(pip compiles it at install time; in a checkout, the first run writes
+``__pycache__``): the commands run with ``PYTHONDONTWRITEBYTECODE`` removed
+from the environment, and an untimed first run of each writes the cache.
+What a run pays without that cache (``PYTHONDONTWRITEBYTECODE=1`` in a
+checkout) is measured apart: the package's modules a rewrite imports,
+each compiled from its source, timed (:func:`compile_time`).
 
 Per process: wall time, and the maximum resident memory (``wait4``). The
 collector's own time is measured in separate runs of each rewrite (the
@@ -39,6 +47,7 @@ ROOT = str(common.ROOT)
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(
     [str(common.ROOT / "python")] + ([os.environ["PYTHONPATH"]] if os.environ.get(
         "PYTHONPATH") else [])))
+ENV.pop("PYTHONDONTWRITEBYTECODE", None)  # the bytecode cache on, as installed
 
 #: the collector's time in one command: run() after gc.callbacks that time
 #: every collection; the totals written by an atexit hook (run ends with
@@ -65,17 +74,18 @@ run(sys.argv[2:])
 
 
 def timed_process(argv, env) -> tuple:
-    """``(wall s, max RSS MiB, exit code)`` of ``argv`` run to its end."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
-    err = p.stderr.read().decode(errors="replace")
-    p.stderr.close()
-    if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} exited {p.returncode}: {err[-2000:]}")
+    """``(wall s, max RSS MiB, exit code)`` of ``argv`` run to its end (its
+    stderr in a file, so that a long message cannot block it)."""
+    with tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode != 0:
+            err.seek(0)
+            text = err.read().decode(errors="replace")
+            raise RuntimeError(f"{' '.join(argv)} exited {p.returncode}: {text[-2000:]}")
     return wall, usage.ru_maxrss / 1024, p.returncode
 
 
@@ -103,6 +113,44 @@ def gc_time(model: str, out: str, freeze: bool, runs: int) -> dict:
     return {k: statistics.median(g[k] for g in got) for k in got[0]}
 
 
+#: the package's modules a command imported, each compiled from its source
+#: (what a run pays without the bytecode cache): written by an atexit hook
+COMPILE_SNIPPET = r"""
+import atexit, json, sys, time
+out = sys.argv[1]
+def done():
+    files = sorted({m.__file__ for name, m in list(sys.modules.items())
+                    if name.split(".")[0] == "pypm_verified"
+                    and (getattr(m, "__file__", None) or "").endswith(".py")})
+    t0 = time.perf_counter()
+    lines = 0
+    for f in files:
+        with open(f, "rb") as fh:
+            src = fh.read()
+        lines += src.count(b"\n")
+        compile(src, f, "exec", dont_inherit=True)
+    json.dump({"modules": len(files), "lines": lines,
+               "compile_s": time.perf_counter() - t0}, open(out, "w"))
+atexit.register(done)
+from pypm_verified.cli.app import run
+run(sys.argv[2:])
+"""
+
+
+def compile_time(model: str, out: str, runs: int) -> dict:
+    """Medians over ``runs`` of the time to compile the package's modules a
+    rewrite of ``model`` imports, from their sources."""
+    got = []
+    with tempfile.TemporaryDirectory() as d:
+        for k in range(runs):
+            path = os.path.join(d, f"c{k}.json")
+            timed_process([PY, "-c", COMPILE_SNIPPET, path, "rewrite", model, "-o", out, "-q",
+                           "--force"], ENV)
+            with open(path) as f:
+                got.append(json.load(f))
+    return {k: statistics.median(g[k] for g in got) for k in got[0]}
+
+
 def bench_model(name: str, layers: int, size: str, rounds: int, work: str, log) -> dict:
     model = os.path.join(work, f"{name}{layers}_{size}.pt2")
     subprocess.run([PY, "-m", "pypm_verified", "example", name, "--layers", str(layers),
@@ -110,6 +158,8 @@ def bench_model(name: str, layers: int, size: str, rounds: int, work: str, log) 
     out = os.path.join(work, "out.pt2")
     cmds = systems(model, out)
     names = list(cmds)
+    for n in names:  # untimed: the bytecode cache written, the files in the page cache
+        timed_process(*cmds[n])
     runs = {n: [] for n in names}
     for r in range(rounds):
         order = names[r % len(names):] + names[:r % len(names)]  # rotated
@@ -125,12 +175,13 @@ def bench_model(name: str, layers: int, size: str, rounds: int, work: str, log) 
         row["systems"][n] = {"wall_s": statistics.median(walls), "runs_s": walls,
                              "max_rss_mib": statistics.median(m for _, m in runs[n])}
     base = row["systems"]["import torch"]["wall_s"]
-    for n in ("rewrite", "rewrite, no freeze"):
+    for n in names[1:]:
         row["systems"][n]["beyond_import_s"] = row["systems"][n]["wall_s"] - base
     gc_runs = max(3, rounds // 2)
     row["collector"] = {"rewrite": gc_time(model, out, True, gc_runs),
                         "rewrite, no freeze": gc_time(model, out, False, gc_runs),
                         "runs": gc_runs}
+    row["compile"] = compile_time(model, out, 3)
     return row
 
 
@@ -140,9 +191,10 @@ def write_markdown(res: dict, path) -> None:
          f"commit `{res['commit']}`{' (with changes)' if res['dirty'] else ''}, "
          f"{res['when']}; load average (1 min) {res['load_start']:.1f} at the start, "
          f"{res['load_end']:.1f} at the end. Each command a fresh process, the three "
-         "alternating (rotated order) for the rounds; medians of wall time and of the "
-         "maximum resident memory. *beyond import*: the rewrite's median minus `python -c "
-         "\"import torch\"`'s, same run. *no freeze*: `PYPM_FREEZE_HEAP=0` "
+         "alternating (rotated order) for the rounds after one untimed run of each; "
+         "medians of wall time and of the maximum resident memory. *beyond import*: the "
+         "rewrite's median minus `python -c \"import torch\"`'s, same run. *no freeze*: "
+         "`PYPM_FREEZE_HEAP=0` "
          "(python/pypm_verified/cli/heap.py: the command line freezes what is alive once "
          "torch, the library and the rules are imported and once the model is loaded, "
          "so that the collector's full collections no longer walk them).", "",
@@ -158,6 +210,13 @@ def write_markdown(res: dict, path) -> None:
                  f"{s['rewrite, no freeze']['beyond_import_s']:.2f} s | "
                  f"{s['rewrite']['max_rss_mib']:.0f} / "
                  f"{s['rewrite, no freeze']['max_rss_mib']:.0f} |")
+    c = res["rows"][0]["compile"]
+    L += ["", "The commands read the bytecode cache Python keeps for the package (pip "
+          "compiles it at install time; in a checkout the first run writes `__pycache__`; "
+          "an untimed first run of each command here). Without it "
+          "(`PYTHONDONTWRITEBYTECODE=1` in a checkout), every run also compiles the "
+          f"package's {c['modules']:.0f} modules it imports ({c['lines']:.0f} lines): "
+          f"{c['compile_s']:.2f} s (median of 3, timed in the process after a rewrite)."]
     L += ["", "The collector in one rewrite (separate runs, "
           "`gc.callbacks` timing every collection; medians):", "",
           "| model | runs | collections: rewrite / no freeze | collector ms: rewrite / no freeze "
