@@ -98,19 +98,26 @@ def systems(model: str, out: str) -> dict:
     }
 
 
-def gc_time(model: str, out: str, freeze: bool, runs: int) -> dict:
-    """Medians over ``runs`` of the collector's collections and time in one
-    rewrite of ``model``."""
+def probe(snippet: str, model: str, out: str, env: dict, runs: int) -> dict:
+    """Medians over ``runs`` of what ``snippet`` (one of the snippets above:
+    a rewrite of ``model`` through the console entry, then a JSON object of
+    numbers written to its first argument) records, key by key."""
     got = []
     with tempfile.TemporaryDirectory() as d:
         for k in range(runs):
-            path = os.path.join(d, f"gc{k}.json")
-            env = dict(ENV, PYPM_FREEZE_HEAP="1" if freeze else "0")
-            timed_process([PY, "-c", GC_SNIPPET, path, "rewrite", model, "-o", out, "-q",
+            path = os.path.join(d, f"probe{k}.json")
+            timed_process([PY, "-c", snippet, path, "rewrite", model, "-o", out, "-q",
                            "--force"], env)
             with open(path) as f:
                 got.append(json.load(f))
     return {k: statistics.median(g[k] for g in got) for k in got[0]}
+
+
+def gc_time(model: str, out: str, freeze: bool, runs: int) -> dict:
+    """Medians over ``runs`` of the collector's collections and time in one
+    rewrite of ``model``."""
+    return probe(GC_SNIPPET, model, out, dict(ENV, PYPM_FREEZE_HEAP="1" if freeze else "0"),
+                 runs)
 
 
 #: the package's modules a command imported, each compiled from its source
@@ -140,15 +147,7 @@ run(sys.argv[2:])
 def compile_time(model: str, out: str, runs: int) -> dict:
     """Medians over ``runs`` of the time to compile the package's modules a
     rewrite of ``model`` imports, from their sources."""
-    got = []
-    with tempfile.TemporaryDirectory() as d:
-        for k in range(runs):
-            path = os.path.join(d, f"c{k}.json")
-            timed_process([PY, "-c", COMPILE_SNIPPET, path, "rewrite", model, "-o", out, "-q",
-                           "--force"], ENV)
-            with open(path) as f:
-                got.append(json.load(f))
-    return {k: statistics.median(g[k] for g in got) for k in got[0]}
+    return probe(COMPILE_SNIPPET, model, out, ENV, runs)
 
 
 def bench_model(name: str, layers: int, size: str, rounds: int, work: str, log) -> dict:

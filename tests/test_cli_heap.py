@@ -72,14 +72,20 @@ def test_main_in_process_leaves_the_collector_alone():
     assert (code, enabled, frozen, on) == ("0", "False", "0", "True")
 
 
+def _mlp(tmp_path):
+    """The small example MLP, written by ``pypm-verified example``."""
+    model = tmp_path / "mlp.pt2"
+    r = subprocess.run([sys.executable, "-m", "pypm_verified", "example", "mlp", "-o",
+                        str(model), "-q"], capture_output=True, text=True, env=ENV,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    return model
+
+
 def _frozen_in_rewrite(tmp_path, env) -> dict:
     """A rewrite of the small example MLP through the console entry, with the
     freeze count and the collector's state recorded when it ends."""
-    model = tmp_path / "mlp.pt2"
-    r = subprocess.run([sys.executable, "-m", "pypm_verified", "example", "mlp", "-o",
-                        str(model), "-q"], capture_output=True, text=True, env=env,
-                       timeout=300)
-    assert r.returncode == 0, r.stderr
+    model = _mlp(tmp_path)
     probe = tmp_path / "probe.json"
     r = _py("import atexit, gc, json, sys\n"
             "from pypm_verified.cli import app\n"
@@ -122,11 +128,7 @@ def test_the_freeze_spares_full_collections(tmp_path):
         import bench_cli
     finally:
         sys.path.remove(os.path.join(ROOT, "bench"))
-    model = tmp_path / "mlp.pt2"
-    r = subprocess.run([sys.executable, "-m", "pypm_verified", "example", "mlp", "-o",
-                        str(model), "-q"], capture_output=True, text=True, env=ENV,
-                       timeout=300)
-    assert r.returncode == 0, r.stderr
+    model = _mlp(tmp_path)
     out = str(tmp_path / "out.pt2")
     on = bench_cli.gc_time(str(model), out, True, 1)
     off = bench_cli.gc_time(str(model), out, False, 1)
