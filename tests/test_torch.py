@@ -90,6 +90,37 @@ def test_decoder_rules(hf, lib):
     assert torch.ops.aten.rsqrt.default not in targets(r.ep)
 
 
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_walk_skips_only_nodes_no_pattern_roots_at(hf, lib, monkeypatch, name):
+    # Driver._root_labels lets the walk skip a node whose operator no
+    # pattern's root can have: the same rewrite as trying every node, with
+    # fewer tries
+    import copy
+    _, _, prog = hf(name)
+    tried = []
+    real_try = Driver._try
+
+    def counting_try(self, node):
+        tried[-1] += 1
+        return real_try(self, node)
+
+    monkeypatch.setattr(Driver, "_try", counting_try)
+    out = []
+    for every in (False, True):
+        if every:
+            monkeypatch.setattr(Driver, "_root_labels", lambda self: lambda label: True)
+        ep = copy.deepcopy(prog.ep)
+        tried.append(0)
+        d = Driver(ep.graph_module, default_patterns(), target="cuda")
+        rep = d.run()
+        v = rep.validation
+        out.append((dict(rep.firings), rep.iterations, rep.attempts,
+                    (v.validated, v.checks, v.certified, v.uncertified), ep.graph_module.code))
+    assert out[0] == out[1]
+    assert out[0][0]  # rules fired
+    assert 0 < tried[0] < tried[1] / 2, tried
+
+
 def test_cpu_target_guards_profitability(hf, lib):
     # on CPU, SDPA pays from sequence 512 on; the tests' sequence is 16
     _, _, prog = hf("bert")

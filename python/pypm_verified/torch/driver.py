@@ -2,8 +2,9 @@
 
 Walk the nodes in graph order; at each, try the patterns in the given order
 (on the term graph, either engine, skipping patterns whose root operator
-differs from the node's: :meth:`pypm_verified.engines.PatternSet.candidates`);
-on a match,
+differs from the node's: :meth:`pypm_verified.engines.PatternSet.candidates`,
+and a node whose operator no pattern's root can have without a try:
+:meth:`Driver._root_labels`); on a match,
 run the pattern's rules in order. The first rule whose assertions pass
 fires: it is called with the bindings as :class:`Value`\\ s (FX values with
 their shape, dtype, device and, for constants, ``.value``), and the
@@ -508,6 +509,33 @@ class Driver:
                     pending.add(n)
             n = n.next
 
+    def _root_labels(self):
+        """``may_root(label)``: False when no pattern can match at a term
+        labelled ``label``, whatever its arguments: no single-root pattern
+        is a candidate there (:meth:`PatternSet.candidates`, the proved
+        root index) and no multi-root pattern's first root admits the
+        operator (:func:`core.root_admits`'s index, conditions on a node's
+        attributes counted as admitting). Cached per label for the run; the
+        walk skips the nodes it says no to (their :meth:`_try` would find
+        nothing)."""
+        pset, graph, seen = self.pset, self.tg.graph, {}
+        firsts = []
+        if self.multis:
+            from ..engines import multi
+            for pattern in self.multis:
+                prog = multi.program(pattern)
+                firsts.append(core.root_symbols(prog.defs)[prog.roots[0]])
+
+        def may_root(label) -> bool:
+            hit = seen.get(label)
+            if hit is None:
+                hit = bool(pset.candidates(label, graph)) or any(
+                    rs is None or label in rs or any(type(x) is tuple for x in rs)
+                    for rs in firsts)
+                seen[label] = hit
+            return hit
+        return may_root
+
     def run(self) -> RewriteReport:
         """Rewrite to a fixpoint (or the iteration cap); returns the report."""
         with _native.paths(self.native):
@@ -523,6 +551,7 @@ class Driver:
         from . import validate_fx
         # each pass validated (None: turned off); its time in .validation.seconds
         self.validation = checker = validate_fx.fx_checker(self)
+        may_root = self._root_labels()
         while work and self.report.iterations < self.max_iterations:
             self.report.iterations += 1
             if checker is not None:
@@ -547,6 +576,10 @@ class Driver:
                 if node not in pending and node not in self._pending_extra:
                     continue
                 self._pending_extra.discard(node)
+                if not may_root(term[node].label):
+                    if self.progress is not None:
+                        self.progress()
+                    continue  # no pattern's root has its operator
                 changed = self._try(node)
                 if changed:
                     dirty.extend(changed)
