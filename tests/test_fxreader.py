@@ -433,6 +433,103 @@ def test_reimports_alike(native, seed, monkeypatch):
         assert snaps[1][k] == snaps[0][k], f"native and Python re-imports differ in {k}"
 
 
+def _walk_trace(g, seed, native_walk, monkeypatch):
+    """The rewrite driver's walk over ``g`` with rewires for firings: each
+    node the walk tries is recorded and, when it is the ``u`` of a rewire
+    (:func:`_rewires`), its uses go to ``v`` and its users become stale,
+    as a firing leaves them; which operators may root a pattern is drawn at
+    random per label. Returns the tries, the re-imports made in Python and
+    the term graph after the run."""
+    from pypm_verified.library import default_patterns
+    from pypm_verified.torch import driver as drv, validate_fx
+    g = copy.deepcopy(g)
+    byname = {n.name: n for n in g.nodes}
+    rewire = dict(_rewires(g))
+    rng = random.Random(seed)
+    tried, python_reimports = [], [0]
+
+    def fake_try(self, node):
+        tried.append(node.name)
+        v = byname.get(rewire.pop(node.name, None))
+        if v is None or v not in self.tg.term or node not in self.tg.term:
+            return None
+        users = list(node.users)
+        node.replace_all_uses_with(v)
+        self.stale.update(users)
+        return [v]  # matched again in the next pass
+
+    answers = {}
+
+    def root_labels(self):
+        def may_root(label):
+            if label not in answers:
+                answers[label] = rng.random() < 0.7
+            seen[label] = answers[label]
+            return answers[label]
+        seen = {}
+        may_root.seen = seen
+        return may_root
+
+    from pypm_verified.torch.importer import TermGraph
+    reimport = TermGraph.reimport
+
+    def counted(self, node, merge=True):
+        python_reimports[0] += 1
+        return reimport(self, node, merge)
+
+    monkeypatch.setattr(drv.Driver, "_try", fake_try)
+    monkeypatch.setattr(drv.Driver, "_root_labels", root_labels)
+    monkeypatch.setattr(TermGraph, "reimport", counted)
+    monkeypatch.setattr(validate_fx, "enabled", lambda: False)  # firings are fake
+    if not native_walk:
+        monkeypatch.setattr(drv.Driver, "_native_walk", lambda self: None)
+    root = torch.nn.Module()
+    for n in g.nodes:
+        if n.op == "get_attr":
+            v = n.meta.get("val")
+            root.register_buffer(n.target, torch.zeros(
+                tuple(v.shape), dtype=v.dtype) if isinstance(v, torch.Tensor) else torch.zeros(1))
+    gm = fx.GraphModule(root, g)
+    d = drv.Driver(gm, default_patterns(), target="cpu", recompile=False,
+                   check_profitability=False)
+    d.run()
+    monkeypatch.undo()
+    return tried, python_reimports[0], snapshot(d.tg)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_native_walk_is_the_python_walk(native, seed, monkeypatch):
+    """The driver's walk with the reader's ``walk`` (stale nodes re-imported
+    natively on the way to the next node to try) tries the same nodes in the
+    same order and leaves the same term graph as the Python walk, merges
+    and re-imports the method makes included."""
+    g = _random_program(seed)
+    monkeypatch.setenv(_native.ENV, "1")
+    py = _walk_trace(g, seed, False, monkeypatch)
+    monkeypatch.setenv(_native.ENV, "1")
+    nat = _walk_trace(g, seed, True, monkeypatch)
+    assert nat[0] == py[0]
+    for k in py[2]:
+        assert nat[2][k] == py[2][k], f"the walks leave different term graphs in {k}"
+    assert nat[1] <= py[1]
+
+
+def test_the_native_walk_reimports_itself(native, monkeypatch):
+    """Over the random programs the native walk re-imports most stale nodes
+    itself and hands the uncommon ones (a merge, a call off its recipe) to
+    the method."""
+    monkeypatch.setenv(_native.ENV, "1")
+    py = nat = tries = 0
+    for seed in range(30):
+        g = _random_program(seed)
+        a = _walk_trace(g, seed, False, monkeypatch)
+        monkeypatch.setenv(_native.ENV, "1")
+        b = _walk_trace(g, seed, True, monkeypatch)
+        monkeypatch.setenv(_native.ENV, "1")
+        py, nat, tries = py + a[1], nat + b[1], tries + len(a[0])
+    assert tries > 200 and py > 100 and 0 < nat < py / 2, (tries, py, nat)
+
+
 def test_reimports_cover_the_cases(native, monkeypatch):
     """The rewires above re-import calls from their recipes (term changed)
     and merge nodes, most of them through the native path."""

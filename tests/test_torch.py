@@ -91,34 +91,51 @@ def test_decoder_rules(hf, lib):
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
-def test_walk_skips_only_nodes_no_pattern_roots_at(hf, lib, monkeypatch, name):
-    # Driver._root_labels lets the walk skip a node whose operator no
-    # pattern's root can have: the same rewrite as trying every node, with
-    # fewer tries
+def test_walk_variants_rewrite_alike(hf, lib, monkeypatch, name):
+    # three walks of a pass, one result: every pending node tried (Python),
+    # only those some pattern may root at (Driver._root_labels, Python), and
+    # the native walk (the reader's walk re-imports stale nodes itself):
+    # same rewrite, validation and code; fewer tries, fewer Python re-imports
     import copy
+    from pypm_verified.torch.importer import TermGraph
     _, _, prog = hf(name)
-    tried = []
-    real_try = Driver._try
+    counts = []
+    real_try, real_reimport = Driver._try, TermGraph.reimport
+    real_walk = Driver._native_walk
 
     def counting_try(self, node):
-        tried[-1] += 1
+        counts[-1][0] += 1
         return real_try(self, node)
 
+    def counting_reimport(self, node, merge=True):
+        counts[-1][1] += 1
+        return real_reimport(self, node, merge)
+
     monkeypatch.setattr(Driver, "_try", counting_try)
+    monkeypatch.setattr(TermGraph, "reimport", counting_reimport)
+    every = lambda self: lambda label: True  # noqa: E731
+    every_labels = Driver._root_labels
     out = []
-    for every in (False, True):
-        if every:
-            monkeypatch.setattr(Driver, "_root_labels", lambda self: lambda label: True)
+    for variant in ("every node", "root labels", "native"):
+        monkeypatch.setattr(Driver, "_root_labels",
+                            every if variant == "every node" else every_labels)
+        monkeypatch.setattr(Driver, "_native_walk",
+                            real_walk if variant == "native" else lambda self: None)
         ep = copy.deepcopy(prog.ep)
-        tried.append(0)
+        counts.append([0, 0])
         d = Driver(ep.graph_module, default_patterns(), target="cuda")
         rep = d.run()
         v = rep.validation
-        out.append((dict(rep.firings), rep.iterations, rep.attempts,
+        out.append((dict(rep.firings), rep.iterations, rep.attempts, rep.merged,
                     (v.validated, v.checks, v.certified, v.uncertified), ep.graph_module.code))
-    assert out[0] == out[1]
+    assert out[0] == out[1] == out[2]
     assert out[0][0]  # rules fired
-    assert 0 < tried[0] < tried[1] / 2, tried
+    (every_try, every_re), (labels_try, labels_re), (native_try, native_re) = counts
+    assert 0 < labels_try < every_try / 2 and native_try == labels_try, counts
+    assert every_re == labels_re > 0, counts
+    from pypm_verified import _native
+    if _native.reader() is not None:  # built (tests/test_fxreader.py requires it)
+        assert native_re < labels_re / 4, counts  # the reader re-imported the rest
 
 
 def test_cpu_target_guards_profitability(hf, lib):

@@ -27,6 +27,10 @@
  * import_again(state, node) is TermGraph.import_node's re-import of a call
  * from its recipe (TermGraph.reimport, after a rewrite changed an argument).
  *
+ * walk(state, nodes, i, ...) is the rewrite driver's walk of a pass
+ * (Driver._walk) up to the next node it tries, stale nodes re-imported on
+ * the way as import_again does.
+ *
  * engine_graph(...) writes the engine's graph encoding of an FX graph's term
  * graph directly, hash-consing in C (no Python term graph): pm.match_fx.
  *
@@ -50,7 +54,8 @@ static PyObject *s_op, *s_target, *s_meta, *s_args, *s_kwargs, *s_name, *s_val, 
     *s_distinct, *s_kind_op, *s_input, *s_import_node, *s_call_args, *s_type, *s_arg,
     *s_replace_all_uses_with, *s_input_typed, *s_graph, *s_nodes, *s_labels, *s_children,
     *s_attrs, *s_index, *s_inputs, *s_term, *s_fx_of, *s_recipe, *s_calls, *s_targets,
-    *s_types, *s_consts, *s_target_m, *s_c, *s_neg_zero, *empty_tuple, *zero_long;
+    *s_types, *s_consts, *s_target_m, *s_c, *s_neg_zero, *s_users, *s_label, *empty_tuple,
+    *zero_long;
 
 /* importer._scalar_key: (type, value), the value of -0.0 written "-0.0"
  * (it equals 0.0 and hashes alike, but is another constant); new reference */
@@ -696,18 +701,16 @@ static int st_from_state(St *st, Ctx *c, PyObject *state) {
  * hash-consing index or appended, term and fx_of noted.  None when it is
  * not that case or not the common one (the method decides, and raises
  * what it raises). */
-static PyObject *fx_import_again(PyObject *self, PyObject *args) {
-    PyObject *state, *node;
-    if (!PyArg_ParseTuple(args, "O!O:import_again", &PyTuple_Type, &state, &node)) return NULL;
-    Ctx c;
-    St st;
-    if (st_from_state(&st, &c, state) < 0) return NULL;
-    PyObject *res = NULL, *rec = NULL, *val = NULL, *target = NULL, *tid = NULL, *pos = NULL,
-             *t = NULL;
-    if (node_layout(c.node_cls) < 0) goto done;
-    fx_layout(c.fx_node_type);
-    if ((PyObject *)Py_TYPE(node) != c.fx_node_type) goto none;
-    rec = PyDict_GetItemWithError(st.recipe, node);
+/* import_again's work on an unpacked state: 1 and *out (a new reference)
+ * when done natively, 0 when not the native case, -1 on error. */
+static int import_again_st(St *st, Ctx *c, PyObject *node, PyObject **out) {
+    int res = -1;
+    PyObject *rec = NULL, *val = NULL, *target = NULL, *tid = NULL, *pos = NULL, *t = NULL;
+    *out = NULL;
+    if (node_layout(c->node_cls) < 0) goto done;
+    fx_layout(c->fx_node_type);
+    if ((PyObject *)Py_TYPE(node) != c->fx_node_type) goto none;
+    rec = PyDict_GetItemWithError(st->recipe, node);
     if (rec == NULL) {
         if (PyErr_Occurred()) goto done;
         goto none;
@@ -722,19 +725,145 @@ static PyObject *fx_import_again(PyObject *self, PyObject *args) {
     int distinct = PyObject_IsTrue(PyTuple_GET_ITEM(rec, 5));
     if (distinct < 0) goto done;
     if (!(tid = PyLong_FromVoidPtr(target))) goto done;
-    if (!(pos = call_args(&st, &c, node, target, tid))) goto done;
+    if (!(pos = call_args(st, c, node, target, tid))) goto done;
     if (!PyList_Check(pos)) goto none; /* None: fits no schema */
-    int r = call_term(&st, &c, pos, op, label, typ, distinct, &t);
+    int r = call_term(st, c, pos, op, label, typ, distinct, &t);
     if (r < 0) goto done;
     if (r == 0) goto none; /* the method raises the arity error */
-    if (note_term(&st, node, t) < 0) goto done;
-    res = Py_NewRef(t);
+    if (note_term(st, node, t) < 0) goto done;
+    *out = t;
+    t = NULL;
+    res = 1;
     goto done;
 none:
-    res = Py_NewRef(Py_None);
+    res = 0;
 done:
     Py_XDECREF(rec); Py_XDECREF(val); Py_XDECREF(target); Py_XDECREF(tid); Py_XDECREF(pos);
     Py_XDECREF(t);
+    return res;
+}
+
+static PyObject *fx_import_again(PyObject *self, PyObject *args) {
+    PyObject *state, *node, *t = NULL;
+    if (!PyArg_ParseTuple(args, "O!O:import_again", &PyTuple_Type, &state, &node)) return NULL;
+    Ctx c;
+    St st;
+    if (st_from_state(&st, &c, state) < 0) return NULL;
+    int r = import_again_st(&st, &c, node, &t);
+    st_clear(&st);
+    if (r < 0) return NULL;
+    return r ? t : Py_NewRef(Py_None);
+}
+
+/* walk(state, nodes, i, stale, pending, extra, may_root) -> (i, node, what):
+ * the rewrite driver's walk of a pass (Driver._run), natively, from index i
+ * of the pass's node list up to the next node the driver acts on in Python:
+ * what 1: try ``node`` (pending; may_root, a dict label -> bool, does not
+ * say False for its term's label), what 2: re-import ``node`` (stale: not
+ * the native case of import_again, or its new term equals an earlier
+ * node's, to be merged; nothing of it was changed), what 0: the end (node
+ * None). On the way: a node without a term is passed; a stale node is
+ * re-imported natively (TermGraph.reimport: unchanged term, nothing more;
+ * a new one, noted in fx_of as the node's, its users made stale and the
+ * node pending); a node neither pending nor in ``extra`` is passed, else
+ * taken out of ``extra``. i is where the walk goes on. */
+static PyObject *fx_walk(PyObject *self, PyObject *args) {
+    PyObject *state, *nodes, *stale, *pending, *extra, *may_root;
+    Py_ssize_t i;
+    if (!PyArg_ParseTuple(args, "O!O!nO!O!O!O!:walk", &PyTuple_Type, &state, &PyList_Type, &nodes,
+                          &i, &PySet_Type, &stale, &PySet_Type, &pending, &PySet_Type, &extra,
+                          &PyDict_Type, &may_root))
+        return NULL;
+    Ctx c;
+    St st;
+    if (st_from_state(&st, &c, state) < 0) return NULL;
+    PyObject *res = NULL, *node = NULL, *old = NULL, *t = NULL, *users = NULL;
+    int what = 0;
+    if (i < 0) i = 0;
+    for (; i < PyList_GET_SIZE(nodes); i++) {
+        Py_XSETREF(node, Py_NewRef(PyList_GET_ITEM(nodes, i)));
+        Py_CLEAR(old);
+        old = PyDict_GetItemWithError(st.term, node);
+        if (old == NULL) {
+            if (PyErr_Occurred()) goto done;
+            continue; /* erased by an earlier firing */
+        }
+        Py_INCREF(old);
+        int s = PySet_Contains(stale, node);
+        if (s < 0) goto done;
+        if (s) {
+            int r = import_again_st(&st, &c, node, &t);
+            if (r < 0) goto done;
+            if (r == 0) { what = 2; break; }
+            if (t != old) {
+                PyObject *tid = PyObject_GetAttr(t, s_id);
+                if (tid == NULL) goto done;
+                PyObject *first = PyDict_GetItemWithError(st.fx_of, tid); /* borrowed */
+                int merge = 0;
+                if (first == NULL && PyErr_Occurred()) { Py_DECREF(tid); goto done; }
+                if (first != NULL && first != node) {
+                    PyObject *ft = PyDict_GetItemWithError(st.term, first);
+                    if (ft == NULL && PyErr_Occurred()) { Py_DECREF(tid); goto done; }
+                    if (ft == t) {
+                        int lt = PyObject_RichCompareBool(first, node, Py_LT);
+                        if (lt < 0) { Py_DECREF(tid); goto done; }
+                        merge = lt;
+                    }
+                }
+                if (merge) {
+                    /* left to the method, as it was: the merge erases the node */
+                    Py_DECREF(tid);
+                    if (PyDict_SetItem(st.term, node, old) < 0) goto done;
+                    what = 2;
+                    break;
+                }
+                int e = PyDict_SetItem(st.fx_of, tid, node);
+                Py_DECREF(tid);
+                if (e < 0 || PySet_Discard(stale, node) < 0) goto done;
+                if (!(users = PyObject_GetAttr(node, s_users))) goto done;
+                PyObject *it = PyObject_GetIter(users);
+                if (it == NULL) goto done;
+                PyObject *u;
+                while ((u = PyIter_Next(it)) != NULL) {
+                    int a = PySet_Add(stale, u);
+                    Py_DECREF(u);
+                    if (a < 0) { Py_DECREF(it); goto done; }
+                }
+                Py_DECREF(it);
+                if (PyErr_Occurred() || PySet_Add(pending, node) < 0) goto done;
+                Py_CLEAR(users);
+            } else if (PySet_Discard(stale, node) < 0) {
+                goto done;
+            }
+            Py_CLEAR(t);
+        }
+        int p = PySet_Contains(pending, node);
+        if (p < 0) goto done;
+        if (!p) {
+            p = PySet_Contains(extra, node);
+            if (p < 0) goto done;
+            if (!p) continue;
+        }
+        if (PySet_Discard(extra, node) < 0) goto done;
+        PyObject *tn = PyDict_GetItemWithError(st.term, node); /* borrowed */
+        if (tn == NULL) {
+            if (PyErr_Occurred()) goto done;
+            continue;
+        }
+        PyObject *label = PyObject_GetAttr(tn, s_label);
+        if (label == NULL) goto done;
+        PyObject *ok = PyDict_GetItemWithError(may_root, label);
+        Py_DECREF(label);
+        if (ok == NULL && PyErr_Occurred()) goto done;
+        if (ok == Py_False) continue; /* no pattern's root has its operator */
+        what = 1;
+        i++;
+        break;
+    }
+    if (what == 0) Py_CLEAR(node);
+    res = Py_BuildValue("(nOi)", i, node ? node : Py_None, what);
+done:
+    Py_XDECREF(node); Py_XDECREF(old); Py_XDECREF(t); Py_XDECREF(users);
     st_clear(&st);
     return res;
 }
@@ -2343,6 +2472,10 @@ static PyMethodDef methods[] = {
     {"import_again", fx_import_again, METH_VARARGS,
      "import_again(state, node) -> term or None: TermGraph.import_node's re-import of a call "
      "from its recipe (same metadata object and target), natively; None: the method decides."},
+    {"walk", fx_walk, METH_VARARGS,
+     "walk(state, nodes, i, stale, pending, extra, may_root) -> (i, node, what): the rewrite "
+     "driver's walk of a pass from index i to the next node it acts on in Python (1: try it, "
+     "2: re-import it; 0: the end), re-importing stale nodes natively on the way."},
     {"encode_columns", encode_columns, METH_VARARGS,
      "encode_columns(header, labels, children, attrs, tail) -> bytes: the int64 words of a "
      "graph encoding (native byte order)."},
@@ -2388,7 +2521,7 @@ PyMODINIT_FUNC PyInit__fxreader(void) {
     I(s_index, "_index"); I(s_inputs, "_inputs"); I(s_term, "term"); I(s_fx_of, "fx_of");
     I(s_recipe, "_recipe"); I(s_calls, "_calls"); I(s_targets, "_targets");
     I(s_types, "_types"); I(s_consts, "_consts"); I(s_target_m, "_target"); I(s_c, "c");
-    I(s_neg_zero, "-0.0");
+    I(s_neg_zero, "-0.0"); I(s_users, "users"); I(s_label, "label");
 #undef I
     if (!(empty_tuple = PyTuple_New(0)) || !(zero_long = PyLong_FromLong(0))) return NULL;
     return PyModule_Create(&moddef);

@@ -4,7 +4,8 @@ Walk the nodes in graph order; at each, try the patterns in the given order
 (on the term graph, either engine, skipping patterns whose root operator
 differs from the node's: :meth:`pypm_verified.engines.PatternSet.candidates`,
 and a node whose operator no pattern's root can have without a try:
-:meth:`Driver._root_labels`); on a match,
+:meth:`Driver._root_labels`; the native reader's ``walk`` passes over the
+other nodes and re-imports the stale ones); on a match,
 run the pattern's rules in order. The first rule whose assertions pass
 fires: it is called with the bindings as :class:`Value`\\ s (FX values with
 their shape, dtype, device and, for constants, ``.value``), and the
@@ -509,6 +510,83 @@ class Driver:
                     pending.add(n)
             n = n.next
 
+    def _walk(self, pending: set, dirty: list, may_root) -> None:
+        """The walk of a pass in Python: each node of the graph in order; a
+        stale one re-imported; a pending one some pattern may root at tried
+        (:meth:`_try`); what the firings changed added to ``dirty``."""
+        term = self.tg.term
+        for node in list(self.gm.graph.nodes):
+            if node not in term:
+                continue  # erased by an earlier firing
+            if node in self.stale:
+                # Lazy refresh: a firing replaced one of its arguments.
+                # Its arguments come earlier, so they are current now.
+                self.stale.discard(node)
+                kind, users = self.tg.reimport(node)
+                self.stale.update(users)
+                if kind == "merged":
+                    continue
+                if kind == "changed":  # a new term: match it in this pass
+                    pending.add(node)
+                    if self.lookahead and term[node].label not in self._match_labels:
+                        self._look_ahead(node, pending)
+            if node not in pending and node not in self._pending_extra:
+                continue
+            self._pending_extra.discard(node)
+            if not may_root(term[node].label):
+                if self.progress is not None:
+                    self.progress()
+                continue  # no pattern's root has its operator
+            changed = self._try(node)
+            if changed:
+                dirty.extend(changed)
+            if self.progress is not None:
+                self.progress()
+
+    def _native_walk(self):
+        """``(reader, state)`` for the native walk of a pass (the native
+        reader's ``walk``: :meth:`_walk_natively`), or None: the walk is
+        Python's (the reference engine, the look-ahead, a progress
+        callback, a reader built without it)."""
+        if self.lookahead or self.progress is not None:
+            return None
+        got = self.tg.native_state()
+        if not got or not hasattr(got[0], "walk"):
+            return None
+        return got
+
+    def _walk_natively(self, walk, pending: set, dirty: list, may_root) -> None:
+        """:meth:`_walk` with the native reader passing over the nodes that
+        need nothing and re-importing the stale ones up to each node to try
+        (or to re-import in Python: the uncommon cases, a merge); the same
+        steps in the same order (``tests/test_fxreader.py`` holds them
+        equal)."""
+        reader, state = walk
+        term, stale, extra = self.tg.term, self.stale, self._pending_extra
+        # the answers so far (none: the reader asks for every pending node)
+        nodes, i, labels = list(self.gm.graph.nodes), 0, getattr(may_root, "seen", {})
+        while True:
+            i, node, what = reader.walk(state, nodes, i, stale, pending, extra, labels)
+            if what == 0:
+                return
+            if what == 2:  # the body of the Python walk, for this node
+                i += 1
+                stale.discard(node)
+                kind, users = self.tg.reimport(node)
+                stale.update(users)
+                if kind == "merged":
+                    continue
+                if kind == "changed":  # a new term: match it in this pass
+                    pending.add(node)
+                if node not in pending and node not in extra:
+                    continue
+                extra.discard(node)
+            if not may_root(term[node].label):
+                continue
+            changed = self._try(node)
+            if changed:
+                dirty.extend(changed)
+
     def _root_labels(self):
         """``may_root(label)``: False when no pattern can match at a term
         labelled ``label``, whatever its arguments: no single-root pattern
@@ -534,6 +612,7 @@ class Driver:
                     for rs in firsts)
                 seen[label] = hit
             return hit
+        may_root.seen = seen  # the answers so far (the native walk reads them)
         return may_root
 
     def run(self) -> RewriteReport:
@@ -558,33 +637,11 @@ class Driver:
                 checker.begin()
             dirty: List[fx.Node] = []
             pending = set(work)
-            for node in list(g.nodes):
-                if node not in term:
-                    continue  # erased by an earlier firing
-                if node in self.stale:
-                    # Lazy refresh: a firing replaced one of its arguments.
-                    # Its arguments come earlier, so they are current now.
-                    self.stale.discard(node)
-                    kind, users = self.tg.reimport(node)
-                    self.stale.update(users)
-                    if kind == "merged":
-                        continue
-                    if kind == "changed":  # a new term: match it in this pass
-                        pending.add(node)
-                        if self.lookahead and term[node].label not in self._match_labels:
-                            self._look_ahead(node, pending)
-                if node not in pending and node not in self._pending_extra:
-                    continue
-                self._pending_extra.discard(node)
-                if not may_root(term[node].label):
-                    if self.progress is not None:
-                        self.progress()
-                    continue  # no pattern's root has its operator
-                changed = self._try(node)
-                if changed:
-                    dirty.extend(changed)
-                if self.progress is not None:
-                    self.progress()
+            walk = self._native_walk()
+            if walk is not None:
+                self._walk_natively(walk, pending, dirty, may_root)
+            else:
+                self._walk(pending, dirty, may_root)
             dirty.extend(self._pending_extra)
             self._pending_extra.clear()
             if self.stale:  # users of nodes created after the walk passed

@@ -446,6 +446,14 @@ class TermGraph:
                 dups.append(node)
         return dups
 
+    def native_state(self):
+        """``(reader, state)`` of the native reader for this term graph (what
+        its ``import_again`` and ``walk`` read), or False without it."""
+        native = self._native
+        if native is None:
+            native = self._native = _native_state(self)
+        return native
+
     def reimport(self, node: fx.Node, merge: bool = True
                  ) -> Tuple[Optional[str], List[fx.Node]]:
         """Re-import ``node`` from its current arguments. Returns ``(kind,
