@@ -27,6 +27,11 @@ import common  # noqa: F401 (sys.path)
 PHASES = (
     ("import (whole graph, once)", "pypm_verified.torch.importer", "TermGraph.build"),
     ("re-import after rewrites", "pypm_verified.torch.importer", "TermGraph.reimport"),
+    # the verified engine's walk is the native reader's: its re-imports are in it
+    ("walk: passing nodes (native: and re-importing)", "pypm_verified.torch.driver",
+     "Driver._walk_natively"),
+    ("walk: passing nodes (native: and re-importing)", "pypm_verified.torch.driver",
+     "Driver._walk"),
     ("import of created nodes", "pypm_verified.torch.importer", "TermGraph.add"),
     ("candidate selection (root index)", "pypm_verified.engines.matching",
      "PatternSet.candidates"),
@@ -44,6 +49,13 @@ PHASES = (
     ("pattern set preparation", "pypm_verified.engines.matching", "PatternSet.__init__"),
     ("rewrite validation: snapshot", "pypm_verified.torch.validate_fx", "FxChecker.begin"),
     ("rewrite validation: encode + check", "pypm_verified.torch.validate_fx", "FxChecker.end"),
+    ("rewrite validation: per firing (its match, its template)",
+     "pypm_verified.torch.validate_fx", "FxChecker.attempt"),
+    ("rewrite validation: per firing (its match, its template)",
+     "pypm_verified.torch.validate_fx", "FxChecker.fired"),
+    ("a firing's bookkeeping (builder, report, replacing)", "pypm_verified.torch.firing",
+     "Firing.fire_single"),
+    ("trying a node (matches, the rules' values)", "pypm_verified.torch.driver", "Driver._try"),
 )
 OTHER = "driver walk and the rest"
 

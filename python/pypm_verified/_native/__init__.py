@@ -4,7 +4,9 @@
 ``make venv`` runs) reads a torch FX graph into the term graph in one walk
 of its node list (:meth:`pypm_verified.torch.importer.TermGraph.build`),
 re-reads a call whose arguments a rewrite changed
-(:meth:`~pypm_verified.torch.importer.TermGraph.reimport`) and
+(:meth:`~pypm_verified.torch.importer.TermGraph.reimport`), walks a pass of
+the rewrite driver to its next node to try, re-reading on the way
+(:meth:`pypm_verified.torch.driver.Driver._walk_natively`), and
 writes the engine's int64 graph encoding of the term graph's columns
 (:func:`pypm_verified.core.encoding.encode_graph`), and makes the rewrite
 validator's encodings of the FX graph
