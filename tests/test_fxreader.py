@@ -615,6 +615,20 @@ def test_malformed_input_raises(native):
         native.import_again(state[:15] + ((1,) * 7,), g.placeholder("w"))
     assert native.import_again(state, g.placeholder("v")) is None
     assert native.import_again(state, "not a node") is None
+    # the walk: malformed arguments raise; nodes without a term are passed
+    walk = native.walk
+    with pytest.raises(TypeError):
+        walk(state[:15], [], 0, set(), set(), set(), {})
+    with pytest.raises(TypeError):
+        walk(state, (), 0, set(), set(), set(), {})  # not a list
+    with pytest.raises(TypeError):
+        walk(state, [], 0, [], set(), set(), {})  # stale not a set
+    with pytest.raises(TypeError):
+        walk(state, [], 0, set(), set(), set(), [])  # not a dict
+    with pytest.raises(TypeError):
+        walk(state, [[1]], 0, set(), set(), set(), {})  # unhashable
+    assert walk(state, [1, "x", None, g.placeholder("u")], -5, set(), set(), set(), {}) == \
+        (4, None, 0)
     enc = native.encode_columns
     assert array("q", enc([1, 2], [5], [(1, 2)], [((0, 3),)], [0])) == array(
         "q", [1, 2, 5, 2, 1, 2, 1, 0, 3, 0])
