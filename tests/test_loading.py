@@ -338,7 +338,12 @@ _SLOW_SAVE = """
     def slow_save(ep, f, **kw):  # starts writing, then takes its time
         f.write(b"x" * (1 << 20))
         print("SAVING", flush=True)
-        time.sleep(60)
+        # in slices, as a writer returns to Python between its writes: the
+        # kernel may deliver the signal to one of torch's threads, and then
+        # only the main thread's next return to Python runs the handler (a
+        # single 60 s sleep made the test wait out its timeout)
+        for _ in range(1200):
+            time.sleep(0.05)
     torch.export.save = slow_save
     save_atomic(None, sys.argv[1])
     print("DONE", flush=True)
