@@ -477,23 +477,22 @@ def _walk_trace(g, seed, native_walk, monkeypatch):
         python_reimports[0] += 1
         return reimport(self, node, merge)
 
-    monkeypatch.setattr(drv.Driver, "_try", fake_try)
-    monkeypatch.setattr(drv.Driver, "_root_labels", root_labels)
-    monkeypatch.setattr(TermGraph, "reimport", counted)
-    monkeypatch.setattr(validate_fx, "enabled", lambda: False)  # firings are fake
-    if not native_walk:
-        monkeypatch.setattr(drv.Driver, "_native_walk", lambda self: None)
     root = torch.nn.Module()
     for n in g.nodes:
         if n.op == "get_attr":
             v = n.meta.get("val")
             root.register_buffer(n.target, torch.zeros(
                 tuple(v.shape), dtype=v.dtype) if isinstance(v, torch.Tensor) else torch.zeros(1))
-    gm = fx.GraphModule(root, g)
-    d = drv.Driver(gm, default_patterns(), target="cpu", recompile=False,
-                   check_profitability=False)
-    d.run()
-    monkeypatch.undo()
+    with monkeypatch.context() as mp:
+        mp.setattr(drv.Driver, "_try", fake_try)
+        mp.setattr(drv.Driver, "_root_labels", root_labels)
+        mp.setattr(TermGraph, "reimport", counted)
+        mp.setattr(validate_fx, "enabled", lambda: False)  # firings are fake
+        if not native_walk:
+            mp.setattr(drv.Driver, "_native_walk", lambda self: None)
+        d = drv.Driver(fx.GraphModule(root, g), default_patterns(), target="cpu",
+                       recompile=False, check_profitability=False)
+        d.run()
     return tried, python_reimports[0], snapshot(d.tg)
 
 
@@ -506,7 +505,6 @@ def test_the_native_walk_is_the_python_walk(native, seed, monkeypatch):
     g = _random_program(seed)
     monkeypatch.setenv(_native.ENV, "1")
     py = _walk_trace(g, seed, False, monkeypatch)
-    monkeypatch.setenv(_native.ENV, "1")
     nat = _walk_trace(g, seed, True, monkeypatch)
     assert nat[0] == py[0]
     for k in py[2]:
@@ -523,9 +521,7 @@ def test_the_native_walk_reimports_itself(native, monkeypatch):
     for seed in range(30):
         g = _random_program(seed)
         a = _walk_trace(g, seed, False, monkeypatch)
-        monkeypatch.setenv(_native.ENV, "1")
         b = _walk_trace(g, seed, True, monkeypatch)
-        monkeypatch.setenv(_native.ENV, "1")
         py, nat, tries = py + a[1], nat + b[1], tries + len(a[0])
     assert tries > 200 and py > 100 and 0 < nat < py / 2, (tries, py, nat)
 

@@ -511,37 +511,43 @@ class Driver:
             n = n.next
 
     def _walk(self, pending: set, dirty: list, may_root) -> None:
-        """The walk of a pass in Python: each node of the graph in order; a
-        stale one re-imported; a pending one some pattern may root at tried
-        (:meth:`_try`); what the firings changed added to ``dirty``."""
+        """The walk of a pass in Python: each node of the graph in order
+        (:meth:`_reach`), tried (:meth:`_try`) when pending and some pattern
+        may root at it; what the firings changed added to ``dirty``."""
         term = self.tg.term
         for node in list(self.gm.graph.nodes):
             if node not in term:
                 continue  # erased by an earlier firing
-            if node in self.stale:
-                # Lazy refresh: a firing replaced one of its arguments.
-                # Its arguments come earlier, so they are current now.
-                self.stale.discard(node)
-                kind, users = self.tg.reimport(node)
-                self.stale.update(users)
-                if kind == "merged":
-                    continue
-                if kind == "changed":  # a new term: match it in this pass
-                    pending.add(node)
-                    if self.lookahead and term[node].label not in self._match_labels:
-                        self._look_ahead(node, pending)
-            if node not in pending and node not in self._pending_extra:
+            if not self._reach(node, pending):
                 continue
-            self._pending_extra.discard(node)
-            if not may_root(term[node].label):
-                if self.progress is not None:
-                    self.progress()
-                continue  # no pattern's root has its operator
-            changed = self._try(node)
-            if changed:
-                dirty.extend(changed)
+            if may_root(term[node].label):
+                changed = self._try(node)
+                if changed:
+                    dirty.extend(changed)
             if self.progress is not None:
                 self.progress()
+
+    def _reach(self, node: fx.Node, pending: set) -> bool:
+        """The walk reaching ``node`` (it has a term): if stale, re-imported
+        (lazily: a firing replaced one of its arguments, which come earlier,
+        so they are current now) and, when its term changed, pending (matched
+        in this pass); whether it is to be tried (pending, or refreshed by a
+        multi-root search: taken out of those)."""
+        stale, extra = self.stale, self._pending_extra
+        if node in stale:
+            stale.discard(node)
+            kind, users = self.tg.reimport(node)
+            stale.update(users)
+            if kind == "merged":
+                return False
+            if kind == "changed":
+                pending.add(node)
+                if self.lookahead and self.tg.term[node].label not in self._match_labels:
+                    self._look_ahead(node, pending)
+        if node not in pending and node not in extra:
+            return False
+        extra.discard(node)
+        return True
 
     def _native_walk(self):
         """``(reader, state)`` for the native walk of a pass (the native
@@ -562,25 +568,18 @@ class Driver:
         steps in the same order (``tests/test_fxreader.py`` holds them
         equal)."""
         reader, state = walk
-        term, stale, extra = self.tg.term, self.stale, self._pending_extra
+        term = self.tg.term
         # the answers so far (none: the reader asks for every pending node)
         nodes, i, labels = list(self.gm.graph.nodes), 0, getattr(may_root, "seen", {})
         while True:
-            i, node, what = reader.walk(state, nodes, i, stale, pending, extra, labels)
+            i, node, what = reader.walk(state, nodes, i, self.stale, pending,
+                                        self._pending_extra, labels)
             if what == 0:
                 return
-            if what == 2:  # the body of the Python walk, for this node
+            if what == 2:  # re-imported in Python
                 i += 1
-                stale.discard(node)
-                kind, users = self.tg.reimport(node)
-                stale.update(users)
-                if kind == "merged":
+                if not self._reach(node, pending):
                     continue
-                if kind == "changed":  # a new term: match it in this pass
-                    pending.add(node)
-                if node not in pending and node not in extra:
-                    continue
-                extra.discard(node)
             if not may_root(term[node].label):
                 continue
             changed = self._try(node)

@@ -467,9 +467,7 @@ class TermGraph:
         "would merge", users empty: the merge is decided when the walk
         reaches it, as without look-ahead."""
         old = self.term.get(node)
-        native = self._native
-        if native is None:
-            native = self._native = _native_state(self)
+        native = self.native_state()
         t = native[0].import_again(native[1], node) if native else None
         if t is None:
             t = self.import_node(node)
