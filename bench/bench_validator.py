@@ -50,7 +50,11 @@ frontier leaf under a label of its own, the same on both sides; constants
 and lists copies) and the window of the matcher's graph (its frontier
 nodes leaves with their operators and attributes), and the pass must be
 accepted there too (``theories/Window.v`` says that suffices); its time is
-set beside the whole check's, hot.
+set beside the whole check's, hot. And the end of a pass on its windows is
+built and measured (``window_end_parts``, ``window_end.py``): the windows
+read from a sweep of the node list, without the whole encoding of the graph
+after the pass; fixpoints alternate between it and the validator's end of
+pass on the whole graphs, each timed in place by part.
 
 Medians over the fixpoints (the first, warm-up, dropped), of fresh copies
 of the exported program, the cyclic GC off during each fixpoint as in
@@ -59,7 +63,7 @@ of the exported program, the cyclic GC off during each fixpoint as in
 
     python bench/bench_validator.py                  # bert, gpt2, llama, 12 layers
     python bench/bench_validator.py --quick          # bert only, fewer runs
-    python bench/bench_validator.py --windows        # and the changed region's size
+    python bench/bench_validator.py --windows        # and the changed region, its check
 """
 from __future__ import annotations
 
@@ -209,25 +213,6 @@ def window(p) -> dict:
             "frontier_after": {x for u in wa for x in a.args[u] if x not in wa}}
 
 
-class _WindowGraph:
-    """A window of the matcher's graph as the engine's encoding reads it
-    (``columns``, ``sym_attrs``), and its handle once loaded."""
-
-    def __init__(self, labels, kids, attrs, whole):
-        self._cols = (labels, kids, attrs)
-        self._whole = whole
-        self.engine_handle = None
-
-    def __len__(self):
-        return len(self._cols[0])
-
-    def columns(self, base=0):
-        return tuple(c[base:] for c in self._cols)
-
-    def sym_attrs(self, labels=None):
-        return self._whole.sym_attrs(self._cols[0] if labels is None else labels)
-
-
 def window_pass(p, graph, labels, images):
     """Pass ``p`` (checked on the whole graphs, after ``correspond``) as
     the region-only validator would check it (``theories/Window.v``): the
@@ -242,8 +227,6 @@ def window_pass(p, graph, labels, images):
     nodes or a graph output it cannot pair (left to the whole graphs). Built in Python from the whole
     encodings: a measurement of the checker on the region, not the
     validator's path."""
-    from pypm_verified.core.encoding import MAGIC_GRAPH, VERSION, _encode_nodes
-    from pypm_verified.engines import binding
     from pypm_verified.rewriting.validate import Encoding, Firing, Pass
     from pypm_verified.torch.validate_fx import _fx_resolve
     if any(f.rule is None for f in p.firings):
@@ -320,24 +303,9 @@ def window_pass(p, graph, labels, images):
                       f.certificate) for f in p.firings]
     pw = Pass("FX driver (window)", p.number, wb, wa, firings, identity, _fx_resolve)
     # the window of the matcher's graph: a frontier node is a leaf
-    gl, gc, ga = graph._labels, graph._children, graph._attrs
-    glabels, kids, attrs, gw, wimages = [], [], [], {}, []
-    for i in sorted(ib):
-        t = images[i]
-        j = -1
-        if t >= 0 and t not in gw:
-            leaf = i in fb
-            cs = () if leaf else tuple(gw.get(c, -1) for c in gc[t])
-            if -1 not in cs:
-                j = gw[t] = len(glabels)
-                glabels.append(gl[t])
-                kids.append(cs)
-                attrs.append(ga[t])
-        wimages.append(j)
-    wg = _WindowGraph(glabels, kids, attrs, graph)
-    lib = binding.open_engine_library()
-    wg.engine_handle = binding.load_graph(
-        lib, _encode_nodes(wg, [MAGIC_GRAPH, VERSION, len(glabels)], 0), key=len(glabels))
+    from window_end import load, matcher_window
+    wg, wimages = matcher_window(graph, images, sorted(ib), cb)
+    load(wg)
     return pw, wg, wimages
 
 
@@ -401,6 +369,69 @@ def window_sizes(ep) -> list:
     finally:
         V.Pass.check_certified = check
     return passes
+
+
+def window_end_parts(ep, runs: int) -> dict:
+    """The end of a pass on the whole graphs (the validator's) and on its
+    windows (``window_end.check_window``) side by side: fixpoints of fresh
+    copies of ``ep``, the two ways alternating, ``runs`` each after a
+    warm-up of each. Per way: medians of the fixpoint, the validator's
+    clock and the ends of its passes (``FxChecker.end``); for the windows,
+    the median of each part per fixpoint and the passes they covered."""
+    from bench_matchers import run_pypm
+    from pypm_verified.torch import validate_fx as VF
+    import window_end as W
+    orig_end = VF.FxChecker.end
+    state = {"window": False, "end_s": 0.0, "clock": {}, "covered": 0}
+
+    def end(self, number, final=True):
+        t0 = time.perf_counter()
+        try:
+            fired = self.driver.firings[self.start:]
+            if state["window"] and final and self.before is not None and fired:
+                self.in_pass = False
+                ok = W.check_window(self, number, fired, state["clock"])
+                self.seconds += time.perf_counter() - t0
+                if ok:
+                    self.certified += len(fired)
+                    self.before = None  # read at the next pass's first firing
+                    self.segments += 1
+                    self.passes += 1
+                    state["covered"] += 1
+                    return None
+            return orig_end(self, number, final)
+        finally:
+            state["end_s"] += time.perf_counter() - t0
+
+    rows = {False: [], True: []}
+    VF.FxChecker.end = end
+    try:
+        for k in range(2 * runs + 2):
+            state.update(window=bool(k % 2), end_s=0.0, clock={}, covered=0)
+            e = copy.deepcopy(ep)
+            gc.collect()
+            gc.disable()
+            try:
+                t0 = time.perf_counter()
+                _, info = run_pypm(e, "verified")
+                total = time.perf_counter() - t0
+            finally:
+                gc.enable()
+            if k >= 2:
+                rows[state["window"]].append((total, info["validate_s"], state["end_s"],
+                                              dict(state["clock"]), state["covered"]))
+    finally:
+        VF.FxChecker.end = orig_end
+    out = {}
+    for way, rs in rows.items():
+        med = lambda i: statistics.median(r[i] for r in rs) * 1e3  # noqa: E731
+        out["windows" if way else "whole"] = {
+            "fixpoint_ms": med(0), "validator_ms": med(1), "end_ms": med(2),
+            "validator_pct": statistics.median(100 * r[1] / r[0] for r in rs),
+            "covered": min(r[4] for r in rs),
+            "parts": {p: statistics.median(r[3].get(p, 0.0) for r in rs) * 1e3
+                      for p in (rs[0][3] if way else {})}}
+    return out
 
 
 def walk_ms(ep, runs: int) -> float:
@@ -500,6 +531,32 @@ def markdown(results, cmd, when):
                          f"{p['window_check_ms']:.2f} | "
                          f"{p['window_check_ms'] / p['check_ms']:.2f} |")
         L.append("")
+    if any("window_end" in r for *_x, r in results):
+        parts = ("sweep", "reading the region", "the windows", "the matcher's window",
+                 "loading it", "correspond", "check")
+        L += ["## The end of a pass on its windows, built and measured", "",
+              "`bench/window_end.py` builds the windows at the end of each pass without "
+              "the whole encoding of the graph after it (a sweep of the node list finds "
+              "the created and changed nodes; the rest of the graph before the pass is "
+              "kept) and checks the pass there; fixpoints alternate between it and the "
+              "validator's end of pass on the whole graphs (`FxChecker.end`), "
+              "in place, medians. End of pass: every `FxChecker.end` of the fixpoint; "
+              "the parts: the window way's, per fixpoint.", "",
+              "| model | passes on windows | end of pass ms: whole → windows | "
+              + " | ".join(parts) + " | validator ms: whole → windows | "
+              "share of the fixpoint: whole → windows |",
+              "|---|---:|---|" + "---:|" * len(parts) + "---|---|"]
+        for model, layers, _n, r in results:
+            we = r.get("window_end")
+            if we is None:
+                continue
+            a, b = we["whole"], we["windows"]
+            L.append(f"| {model}-{layers} | {b['covered']} | {a['end_ms']:.2f} → "
+                     f"{b['end_ms']:.2f} | "
+                     + " | ".join(f"{b['parts'].get(p, 0.0):.2f}" for p in parts)
+                     + f" | {a['validator_ms']:.2f} → {b['validator_ms']:.2f} | "
+                     f"{a['validator_pct']:.1f} % → {b['validator_pct']:.1f} % |")
+        L.append("")
     return L
 
 
@@ -524,6 +581,7 @@ def main(argv=None):
         if args.windows:
             r["windows"] = window_sizes(ep)
             r["walk_ms"] = walk_ms(ep, max(runs, 5))
+            r["window_end"] = window_end_parts(ep, runs)
         results.append((model, args.layers, C.count_nodes(ep.graph_module), r))
         print(f"{model}-{args.layers}: fixpoint {r['fixpoint_ms']:.1f} ms, validator "
               f"{r['validator_ms']:.2f} ms ({r['validator_pct']:.1f} %)", flush=True)

@@ -326,6 +326,120 @@ def test_validator_bench_times_every_part(bert2, lib):
     assert FxChecker.encode.__name__ == "encode" and FxChecker._template.__name__ == "_template"
 
 
+def _window_ends(monkeypatch, mutate=None):
+    """Make every end of an FX pass that fired the end on its windows
+    (``bench/window_end.py``), ``mutate(checker)`` first when given; returns
+    the list of ``(pass, matcher's window)`` checked."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import window_end as W
+    from pypm_verified.torch import validate_fx as VF
+    checked = []
+    build, orig_end = W._windows, VF.FxChecker.end
+
+    def windows(*a):
+        got = build(*a)
+        checked.append(got[:2])
+        return got
+
+    def end(self, number, final=True):
+        fired = self.driver.firings[self.start:]
+        if fired and self.before is not None and final:
+            self.in_pass = False
+            if mutate is not None:
+                mutate(self)
+            assert W.check_window(self, number, fired)  # covered (a rejection raises)
+            self.before = None
+            return None
+        return orig_end(self, number, final)
+
+    monkeypatch.setattr(W, "_windows", windows)
+    monkeypatch.setattr(VF.FxChecker, "end", end)
+    return checked
+
+
+def test_window_end_checks_the_pass_on_its_region(bert2, lib, monkeypatch):
+    """bench/window_end.py's end of pass (windows built from a sweep of the
+    node list, not from the whole graph after the pass) covers the library's
+    pass on BERT and accepts it, on windows smaller than the graphs; its
+    parts are timed side by side with the whole graphs'; and a change behind
+    the driver's back outside every firing (a kept node's arguments swapped)
+    is found by the sweep and refused on the windows."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    from bench_matchers import run_pypm
+    from pypm_verified.rewriting import validate as V
+    from pypm_verified.rewriting.validate import RewriteRejected
+    whole, check = [], V.Pass.check_certified
+
+    def whole_check(self, *a, **k):
+        whole.append(self)
+        return check(self, *a, **k)
+
+    monkeypatch.setattr(V.Pass, "check_certified", whole_check)
+    run_pypm(copy.deepcopy(bert2), "verified")
+    monkeypatch.undo()
+    assert len(whole) == 1
+    checked = _window_ends(monkeypatch)
+    run_pypm(copy.deepcopy(bert2), "verified")
+    assert len(checked) == 1
+    p, wg = checked[0]
+    rules = [f for f in p.firings if f.rule is not None]
+    assert len(rules) == 4 and all(f.certificate is not None for f in rules)
+    # the same merges as the whole graphs' (an erased node equal to a created one)
+    assert [(f.root_name, f.replacement_name) for f in p.firings] == \
+        [(f.root_name, f.replacement_name) for f in whole[0].firings]
+    assert 0 < len(p.before) < 200 and 0 < len(p.after) < 200 and 0 < len(wg) < 200
+    monkeypatch.undo()
+
+    def swap(ck):  # a kept node with two node arguments: its arguments swapped
+        kept = [n for n in ck.driver.gm.graph.nodes if n in ck.before.index
+                and ck.cache[n][0] is n.args and n.op == "call_function"
+                and len(n.args) == 2 and all(type(a) is type(n) for a in n.args)
+                and n.args[0] is not n.args[1]]
+        assert kept
+        n = kept[-1]
+        n.args = (n.args[1], n.args[0])
+
+    _window_ends(monkeypatch, swap)
+    with pytest.raises(RewriteRejected):
+        run_pypm(copy.deepcopy(bert2), "verified")
+    monkeypatch.undo()
+    import bench_validator as BV
+    r = BV.window_end_parts(bert2, runs=1)
+    assert r["windows"]["covered"] == 1 and r["whole"]["covered"] == 0
+    assert set(r["windows"]["parts"]) == {"sweep", "reading the region", "the windows",
+                                          "the matcher's window", "loading it",
+                                          "correspond", "check"}
+    assert all(v > 0 for v in r["windows"]["parts"].values())
+    for way in ("whole", "windows"):
+        assert 0 < r[way]["end_ms"] < r[way]["validator_ms"] < r[way]["fixpoint_ms"]
+    from pypm_verified.torch.validate_fx import FxChecker
+    assert FxChecker.end.__name__ == "end" and FxChecker.end.__module__.endswith("validate_fx")
+
+
+def test_checker_profile_sorts_the_library_samples(lib):
+    """bench/profile_checker.py: its recorded call is a certified pass the
+    checker accepts (the hot loop asserts it), and it sorts a perf listing
+    of the engine library's symbols into runtime, proved code, glue and the
+    standard library, in % of the listed samples."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import profile_checker as P
+    call = P.record("bert", 1)
+    assert call[0][3] and P.hot_loop(call, 2) > 0
+    listing = """# Samples
+     30.00%  [.] caml_oldify_one.localalias
+     10.00%  [.] mark_slice_darken.constprop.0
+     20.00%  [.] Matcher.find_519
+     15.00%  [.] Pypm_core.Decode_rewrite.fun_1529
+      5.00%  [.] Stdlib.List.rev_append_122
+     20.00%  [.] bf_allocate
+"""
+    got = P.shares(listing)
+    assert got["runtime (allocation, collector)"] == pytest.approx(60.0)
+    assert got["proved code (Matcher)"] == pytest.approx(20.0)
+    assert got["glue (decoding)"] == pytest.approx(15.0)
+    assert got["standard library"] == pytest.approx(5.0) and got["other"] == 0.0
+
+
 def test_validator_bench_window_is_the_changed_region(bert2, lib):
     """bench_validator.py's window (what a region-only validator would
     read) holds every firing's match and every node the pass created or
