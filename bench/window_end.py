@@ -315,7 +315,6 @@ def _windows(ck, number: int, fired: list, tick):
     # first user), frontier leaves before their first reader
     wa = Encoding()
     index = wa.index
-    list_label = ck._list_label
 
     def emit_leaf(a) -> int:
         j = index.get(a)
@@ -332,14 +331,7 @@ def _windows(ck, number: int, fired: list, tick):
         j = index.get(spec)
         if j is not None:
             return j
-        if spec[0] == "c":
-            lab, sym = ck._const_label(spec[1])
-            kids = ()
-            name = f"constant %{spec[1]}"
-        else:
-            kids = tuple([emit_spec(s) for s in spec[1]])
-            lab, sym = list_label(len(kids))
-            name = f"list of {len(kids)}"
+        lab, sym, kids, name = ck._spec_node(spec, emit_spec)
         j = wa.add(spec, lab, kids, name, True)
         wa.syms.append(sym)
         return j

@@ -317,7 +317,6 @@ class FxChecker:
         labels, args_of, names, keys, mergeable, syms = (enc.labels, enc.args, enc.names,
                                                          enc.keys, enc.mergeable, enc.syms)
         node_type = self.node_type
-        list_label = self._list_label
 
         def emit(spec, own: int) -> int:
             if type(spec) is node_type:
@@ -328,14 +327,7 @@ class FxChecker:
             j = index.get(spec)
             if j is not None:
                 return j
-            if spec[0] == "c":
-                lab, sym = self._const_label(spec[1])
-                kids = ()
-                name = f"constant %{spec[1]}"
-            else:
-                kids = tuple([emit(s, len(labels)) for s in spec[1]])
-                lab, sym = list_label(len(kids))
-                name = f"list of {len(kids)}"
+            lab, sym, kids, name = self._spec_node(spec, lambda s: emit(s, len(labels)))
             j = len(labels)
             labels.append(lab)
             args_of.append(kids)
@@ -407,6 +399,17 @@ class FxChecker:
                     enc.outputs.append(index[n])
         enc.anchors = len(enc.outputs) - n_real
         return enc
+
+    def _spec_node(self, spec, kid) -> tuple:
+        """``(label, operator, argument indices, name)`` of the node a
+        constant or list spec is (:meth:`_spec`), a list's element indices
+        from ``kid(element spec)``."""
+        if spec[0] == "c":
+            lab, sym = self._const_label(spec[1])
+            return lab, sym, (), f"constant %{spec[1]}"
+        kids = tuple([kid(s) for s in spec[1]])
+        lab, sym = self._list_label(len(kids))
+        return lab, sym, kids, f"list of {len(kids)}"
 
     def _list_label(self, k: int) -> Tuple[int, int]:
         sym = self.list_op(k).symbol
