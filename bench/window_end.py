@@ -38,9 +38,8 @@ Python costs more than it saves (``results/validator.md``), so it is a
 measurement of the design, not the validator's path."""
 from __future__ import annotations
 
-from typing import Dict, List
-
 import time
+from typing import Dict, List
 
 from pypm_verified.rewriting.validate import (Encoding, Firing, Pass, RewriteRejected,
                                               REJECT_FIRING)
@@ -211,6 +210,8 @@ def _windows(ck, number: int, fired: list, tick):
             if j is None:
                 raise _NotCovered
             bound.add(j)
+        if f.root in bound:  # the match binds its own root
+            raise _NotCovered
         stack, seen = [f.root], set()
         while stack:
             u = stack.pop()
@@ -224,28 +225,20 @@ def _windows(ck, number: int, fired: list, tick):
             if x not in cb and not kept(x):
                 cb.add(x)
                 stack.append(x)
-    # after: the region, and the kept nodes copied before (a node outside the
-    # windows may read them), and what they read that is copied before
+    # after: the region and the kept nodes copied before (a node outside the
+    # windows may read them); what they read is either of those or a kept
+    # node (a frontier leaf)
     infos = {n: ck._node(n) for n in region}
-    ca = set(region)
-    stack = list(region)
     for g in cb:
         if kept(g):
-            a = bkeys[g]
-            ca.add(a)
-            infos[a] = ck._node(a)
-            stack.append(a)
-    while stack:
-        for a in infos[stack.pop()][1]:  # its argument FX nodes
-            if a in ca:
-                continue
-            g = bi.get(a)
-            if g is None or not kept(g):
-                raise _NotCovered  # a node dead at the start, or erased, read
-            if g in cb:  # (not reached: the kept copies are in ca already)
-                ca.add(a)
-                infos[a] = ck._node(a)
-                stack.append(a)
+            infos[bkeys[g]] = ck._node(bkeys[g])
+    ca = set(infos)
+    for n in list(ca):
+        for a in infos[n][1]:  # its argument FX nodes
+            if a not in ca:
+                g = bi.get(a)
+                if g is None or not kept(g):
+                    raise _NotCovered  # a node dead at the start, or erased, read
 
     tick("reading the region")
 
@@ -283,6 +276,13 @@ def _windows(ck, number: int, fired: list, tick):
             fa.add(o)
         if go not in cb and not kept(go):
             raise _NotCovered
+    for f in firings:  # each replacement is in the window (a kept one a leaf)
+        r = f.replacement
+        if r not in ca:
+            g = bi.get(r)
+            if g is None or not kept(g):
+                raise _NotCovered
+            fa.add(r)
     fb = {x for g in cb for x in bargs[g] if x not in cb}
     fb |= {bi[a] for a in fa}
     fb |= {go for _o, go in touched if go not in cb}
@@ -345,16 +345,8 @@ def _windows(ck, number: int, fired: list, tick):
         wa.syms.append(sym)
     if len(wa) == 0:
         raise _NotCovered
-    for o, _go in touched:
-        if o not in index:
-            emit_leaf(o)
-    for f in firings:  # each replacement is in the window (a kept one a leaf)
-        r = f.replacement
-        if r not in index:
-            g = bi.get(r)
-            if g is None or not kept(g):
-                raise _NotCovered
-            emit_leaf(r)
+    for a in sorted(fa, key=bi.get):  # the frontier no copy reads (outputs, replacements)
+        emit_leaf(a)
     # the windows' outputs: each node on both sides (a changed node, a kept
     # copy: nodes outside the window may read it), then the graph's touched
     # outputs
