@@ -36,9 +36,10 @@ class _Slow(D.Driver):
 
 
 def _rewrite(ep, cls, grad=True, taken=None):
-    """Rewrite a copy of ``ep`` with grad mode ``grad`` (replacements' fake
-    values require grad when built with grad on from weights that do; the
-    programs' own values were made without grad)."""
+    """Rewrite a copy of ``ep`` with the caller's grad mode ``grad`` (the
+    programs' own values were traced below autograd: the weights' require
+    grad, no call's does; a replacement's fake run follows its root, not the
+    caller's mode)."""
     gm = copy.deepcopy(ep).graph_module
     d = cls(gm, default_patterns(), engine="verified", target="cpu", recompile=False,
             check_profitability=False)
@@ -73,8 +74,13 @@ def test_replacement_metadata_is_a_fake_runs(base_programs, model, grad):
     fast, d = _rewrite(base_programs[model], D.Driver, grad, taken)
     slow, _ = _rewrite(base_programs[model], _Slow, grad)
     assert d.report.firings, "no rule fired: the comparison would be empty"
-    if not grad:  # with grad on, linear_act's value requires grad, the root's not
-        assert taken, "no replacement took the root's value: the fast path was not exercised"
+    assert taken, "no replacement took the root's value: the fast path was not exercised"
+    # the export IR's convention kept whatever the caller's grad mode: no
+    # call's value requires grad, the replacements' included
+    rg = [n.name for n in fast.graph.nodes if n.op == "call_function"
+          and isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].requires_grad]
+    assert not rg, f"replacements whose value requires grad, unlike the export's: {rg}"
+    assert any(n.op == "placeholder" and n.meta["val"].requires_grad for n in fast.graph.nodes)
     a = [(n.name, n.op, str(n.target)) for n in fast.graph.nodes]
     b = [(n.name, n.op, str(n.target)) for n in slow.graph.nodes]
     assert a == b
@@ -208,3 +214,29 @@ def test_a_view_root_lends_no_value():
     assert metadata.ownable_val(r, mode) is None
     assert metadata.ownable_val(f, mode) is not None
     assert metadata.ownable_val(f, FakeTensorMode()) is None  # another fake mode's value
+
+
+def test_the_fake_runs_follow_the_roots_grad_mode_not_the_callers():
+    """A graph traced above autograd (a Dynamo graph: a value computed from
+    one that requires grad requires grad): rewritten under ``no_grad``, the
+    replacement of a root whose value requires grad requires grad too, and
+    takes the root's own value; in the export IR (no call's value requires
+    grad) it does not, under grad mode on."""
+    for traced_with_grad in (True, False):
+        gm = _tiny()
+        d, root = _builder(gm, aten.relu.default)
+        x = root.args[0]
+        if traced_with_grad:
+            with d.fake_mode:
+                for n in (x, root):
+                    n.meta["val"] = torch.empty_like(n.meta["val"]).requires_grad_(True)
+        else:
+            with d.fake_mode:
+                x.meta["val"] = torch.empty_like(x.meta["val"]).requires_grad_(True)
+        b = firing.Builder(d, root, rule=type("R", (), {"name": "r"})(), take_root_val=True)
+        with torch.set_grad_enabled(not traced_with_grad):
+            node = b.apply(_SIGMOID, d.value(x)).fx
+        assert node.meta["val"].requires_grad is traced_with_grad
+        assert node.meta["val"] is root.meta["val"], "the root's value was not taken"
+        b.settle(None)
+        assert node.meta["val"] is not root.meta["val"]

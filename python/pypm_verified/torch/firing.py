@@ -89,7 +89,13 @@ class Builder:
     (usually the replacement of the root: same output); :meth:`settle` then
     gives it a fresh one unless it replaced the root and the root is gone. A
     call that may return a view of that node gives it a fresh one first, so
-    that a view's value always views its argument's."""
+    that a view's value always views its argument's.
+
+    The fake runs follow the graph's convention for ``requires_grad``: they
+    run with grad mode on exactly when the root's value requires grad. In
+    the export IR every call's value is traced below autograd (none requires
+    grad, though the weights do); a fake run with grad mode on would give a
+    replacement that requires grad, unlike the node it replaces."""
 
     def __init__(self, driver, root: fx.Node, rule, take_root_val: bool = False):
         self.driver = driver
@@ -98,6 +104,9 @@ class Builder:
         self.created: List[fx.Node] = []
         # (root's fake tensor, its metadata) while not lent to a node yet
         self._lend = ownable_val(root, driver.fake_mode) if take_root_val else None
+        val = root.meta.get("val")
+        # the grad mode of the fake runs: None, the caller's (the root has no tensor value)
+        self._grad = val.requires_grad if isinstance(val, torch.Tensor) else None
         self._lent_meta = None
         self.holder: Optional[fx.Node] = None  # the node given the root's fake tensor
         # the rule's operator calls, (operator, arguments as given, result), when
@@ -132,7 +141,15 @@ class Builder:
                 self._take_back()
         like = self._lend
         try:
-            val = self.driver.meta_val(target, pos, kw, like)
+            mode = torch.is_grad_enabled()
+            if self._grad is None or self._grad == mode:
+                val = self.driver.meta_val(target, pos, kw, like)
+            else:  # (torch.set_grad_enabled's context costs ~20 us)
+                torch._C._set_grad_enabled(self._grad)
+                try:
+                    val = self.driver.meta_val(target, pos, kw, like)
+                finally:
+                    torch._C._set_grad_enabled(mode)
         except dynamic.GuardError:
             raise  # needs a size fact not statically known: the rule declines
         except Exception as e:

@@ -46,9 +46,10 @@ class MetaValues:
         fresh (non-aliasing) tensor of static sizes, the result's metadata is
         kept under the arguments' (:func:`meta_key`; one cache for the
         process, see ``_RESULTS``) and a later call with
-        the same key gets a new fake tensor of that metadata (~0.1 ms), or
-        ``like[0]`` itself if given (``(fake tensor, its metadata)``, the
-        metadata as the cache keeps it) and the metadata is the same
+        the same key gets a new fake tensor of that metadata (~0.1 ms). A
+        cached call gets ``like[0]`` itself instead, if given (``(fake
+        tensor, its metadata)``, the metadata as the cache keeps it) and the
+        metadata is the same, on a hit or after the run
         (:class:`.firing.Builder`: the matched root's value, for its
         replacement)."""
         key = meta_key(target, pos, kw)
@@ -71,6 +72,8 @@ class MetaValues:
                         del cache[next(iter(cache))]
                     except (RuntimeError, KeyError, StopIteration):
                         pass
+                if like is not None and like[1] == meta:
+                    return like[0]  # as on a hit: the run's own value is dropped
         return val
 
 
