@@ -510,18 +510,41 @@ def test_fx_multi_root_firing_is_checked_as_a_pass_and_reported(on, monkeypatch)
         "certificate: rule 'neg_abs' at " in line, line
 
 
+class _Pairs(list):
+    native = None  # the native reader's answers, when it is built
+
+
 def _reads_against_the_rematch(monkeypatch):
     """Wrap the FX checker's reading of a match whose root's term changed in
     the pass (:meth:`FxChecker._read_unchanged`, no engine call) so that each
     reading it makes is compared with the proved matcher's match at the
     root's term at the start of the pass (what the checker read before it):
-    ``(reading, re-match)`` pairs, as substitutions by before key."""
+    ``(reading, re-match)`` pairs, as substitutions by before key. Each
+    reading is also made by the Python code (``_native.paths(False)``),
+    which must answer alike, None included: with the native reader built,
+    it is the native one's reading that is compared with the re-match."""
+    from pypm_verified import _native
     from pypm_verified.torch import validate_fx
     real = validate_fx.FxChecker._read_unchanged
-    pairs = []
+    pairs = _Pairs()
+    native = _native.reader()
+    if native is not None:
+        ran = pairs.native = []  # the native reading's answers (not NotImplemented)
+        read_natively = native.read_unchanged
+
+        def counted(*a):
+            got = read_natively(*a)
+            if got is not NotImplemented:
+                ran.append(got)
+            return got
+
+        monkeypatch.setattr(native, "read_unchanged", counted)
 
     def read(self, i, m, root):
         got = real(self, i, m, root)
+        with _native.paths(False):
+            py = real(self, i, m, root)
+        assert (got is None) == (py is None) and (got is None or got[1] == py[1]), (got, py)
         if got is not None:
             b = self.before
             t0 = self.images[b.index[root]]
@@ -560,6 +583,8 @@ def test_fx_reading_without_rematch_is_the_rematch(on, monkeypatch, base_program
     # the layers above the first one are read so (BERT-3: 2 of 3 per rule)
     assert len(pairs) >= 2, pairs
     assert all(got == exact for got, exact in pairs), [p for p in pairs if p[0] != p[1]]
+    if pairs.native is not None:  # natively, each of them
+        assert len([g for g in pairs.native if g is not None]) == len(pairs)
 
 
 @pytest.mark.zoo
@@ -704,7 +729,8 @@ def test_fx_template_kept_per_rule_is_the_one_built(on, monkeypatch, base_progra
     """A firing's template is kept under its calls' shape (the bindings'
     variables, the calls, the constants): each kept template is, word for
     word, the one built from that firing's own calls, and the layers'
-    firings of a rule share one."""
+    firings of a rule share one; so do the firings of a second graph the
+    process rewrites (the templates are the process's, not an import's)."""
     import copy
     from pypm_verified.torch import validate_fx
     real = validate_fx.FxChecker._template
@@ -717,14 +743,22 @@ def test_fx_template_kept_per_rule_is_the_one_built(on, monkeypatch, base_progra
         built = self._build_template(out, trace, var_of)
         seen.append((validate._words_of_template(t, self.labels),
                      validate._words_of_template(built, self.labels), id(t)))
+        alive.append(t)  # no id reused by another template
         return t
 
+    alive = []
     monkeypatch.setattr(validate_fx.FxChecker, "_template", template)
     made = _fx_checker_of(monkeypatch)
     report = _rewrite_with_the_library(copy.deepcopy(base_programs[name]).graph_module)
     assert made[-1].certified == sum(report.firings.values()) == len(seen)
     assert all(kept == built for kept, built, _ in seen)
     assert len({i for _, _, i in seen}) < len(seen)  # shared across layers
+    first = {i for _, _, i in seen}
+    seen.clear()
+    report = _rewrite_with_the_library(copy.deepcopy(base_programs[name]).graph_module)
+    assert made[-1].certified == sum(report.firings.values()) == len(seen)
+    assert all(kept == built for kept, built, _ in seen)  # a new import, the same words
+    assert {i for _, _, i in seen} <= first  # the first graph's templates, kept
 
 
 def test_template_key_tells_constants_apart():

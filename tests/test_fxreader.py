@@ -701,7 +701,7 @@ def test_paths_context_turns_the_reader_off(native, monkeypatch):
 
 
 _ENTRY_POINTS = ("build", "import_again", "encode_fx", "images", "pass_words",
-                 "encode_columns", "first_match")
+                 "encode_columns", "first_match", "read_unchanged")
 
 
 def test_the_reference_engine_runs_the_python_paths(native, programs, monkeypatch):
@@ -726,7 +726,8 @@ def test_the_reference_engine_runs_the_python_paths(native, programs, monkeypatc
         assert rep.validation.validated and rep.validation.certified > 0, rep.validation
         out[engine] = (dict(rep.firings), str(gm.graph), set(called))
     assert out["reference"][2] == set()
-    assert {"build", "encode_fx", "pass_words", "first_match"} <= out["verified"][2]
+    assert {"build", "encode_fx", "pass_words", "first_match", "read_unchanged"} <= \
+        out["verified"][2]
     assert out["reference"][:2] == out["verified"][:2]
     assert sum(out["verified"][0].values()) >= 2
 

@@ -160,7 +160,10 @@ def test_validator_constant_specs_are_the_import_leaves_per_type_and_value():
     assert specs == [("c", tg.arg(k).id) for k in consts]
     # cached per type: the import decides whether 2 and 2.0 are one leaf
     assert {(int, 2), (float, 2.0), (bool, True), (int, 1)} <= set(checker._const_specs)
-    assert (float, 0.0) not in checker._const_specs  # zeros are the import's to tell apart
+    # zeros too, -0.0 apart from 0.0 (they are equal and hash alike)
+    assert {(float, 0.0), (float, "-0.0")} <= set(checker._const_specs)
+    assert specs[4] != specs[5]
+    assert [checker._spec(k, []) for k in consts] == specs  # read again from the cache
     assert specs[0] == specs[-2] and specs[1] == specs[-1]
 
 

@@ -12,7 +12,10 @@ writes the engine's int64 graph encoding of the term graph's columns
 validator's encodings of the FX graph
 (:meth:`pypm_verified.torch.validate_fx.FxChecker.encode`) and the
 correspondence of a pass's nodes before and after
-(:meth:`pypm_verified.rewriting.validate.Pass.correspond`), and calls the
+(:meth:`pypm_verified.rewriting.validate.Pass.correspond`), reads a firing's
+match in the graph before its pass where the root's term changed in the
+pass (:meth:`pypm_verified.torch.validate_fx.FxChecker._read_unchanged`),
+and calls the
 engine library's ``pypm_match`` for a run of patterns at a node without a
 Python frame per pattern (:meth:`pypm_verified.engines.binding.SetMatcher.first`,
 the driver's matching). It also writes the engine's encoding of an FX

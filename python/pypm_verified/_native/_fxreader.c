@@ -54,8 +54,7 @@ static PyObject *s_op, *s_target, *s_meta, *s_args, *s_kwargs, *s_name, *s_val, 
     *s_distinct, *s_kind_op, *s_input, *s_import_node, *s_call_args, *s_type, *s_arg,
     *s_replace_all_uses_with, *s_input_typed, *s_graph, *s_nodes, *s_labels, *s_children,
     *s_attrs, *s_index, *s_inputs, *s_term, *s_fx_of, *s_recipe, *s_calls, *s_targets,
-    *s_types, *s_consts, *s_target_m, *s_c, *s_neg_zero, *s_users, *s_label, *empty_tuple,
-    *zero_long;
+    *s_types, *s_consts, *s_target_m, *s_c, *s_neg_zero, *s_users, *s_label, *empty_tuple;
 
 /* importer._scalar_key: (type, value), the value of -0.0 written "-0.0"
  * (it equals 0.0 and hashes alike, but is another constant); new reference */
@@ -1416,12 +1415,11 @@ static PyObject *fast_spec(Fast *f, PyObject *a, PyObject *node_type) {
     /* a constant (the caller has checked a is not a node nor a list or tuple holding one) */
     PyObject *ck = NULL;
     if (PySet_Contains(f->scalars, (PyObject *)Py_TYPE(a)) == 1) {
-        int self_eq = rich_bool(a, a, Py_EQ); /* False for a NaN (no identity shortcut) */
+        /* validate_fx._const_key: False for a NaN (no identity shortcut) */
+        int self_eq = rich_bool(a, a, Py_EQ);
         if (self_eq < 0) return NULL;
-        int nonzero = self_eq ? rich_bool(a, zero_long, Py_NE) : 0;
-        if (nonzero < 0) return NULL;
-        if (self_eq && nonzero) {
-            ck = PyTuple_Pack(2, (PyObject *)Py_TYPE(a), a);
+        if (self_eq) {
+            ck = scalar_key((PyObject *)Py_TYPE(a), a);
             if (ck == NULL) return NULL;
             PyObject *hit = PyDict_GetItemWithError(f->const_specs, ck);
             if (hit != NULL) { Py_DECREF(ck); return Py_NewRef(hit); }
@@ -2465,6 +2463,264 @@ done:
     return res;
 }
 
+
+/* ---------------------------------------------------------------------------
+ * read_unchanged: FxChecker._read_unchanged (pypm_verified/torch/validate_fx.py),
+ * the per-firing reading of a match whose root's term changed in the pass,
+ * natively. Returns the substitution list [(variable, before key)], None
+ * where the Python method returns None, NotImplemented where an argument is
+ * not of the shape this code reads (the method then reads it). */
+
+#define RU_OTHER (-2) /* not this code's case: the caller reads it in Python */
+#define RU_DEPTH 200
+
+/* validate_fx._replaced_only(old, new, fired, key_of, node_type): 1, 0, -1
+ * (an error), RU_OTHER */
+static int replaced_only(PyObject *old, PyObject *new, PyObject *fired, PyObject *key_of,
+                         PyObject *node_type, int depth) {
+    if (old == new) return 1;
+    if (depth > RU_DEPTH) return RU_OTHER;
+    if ((PyObject *)Py_TYPE(old) == node_type) {
+        PyObject *s = old;
+        Py_ssize_t k = 0, nf = PyDict_GET_SIZE(fired);
+        for (;;) {
+            PyObject *r = PyDict_GetItemWithError(fired, s);
+            if (r == NULL) {
+                if (PyErr_Occurred()) return -1;
+                break;
+            }
+            if (k > nf) break;
+            s = r;
+            k++;
+        }
+        if (s != new) return 0;
+        PyObject *b = PyDict_GetItemWithError(key_of, new);
+        if (b == NULL && PyErr_Occurred()) return -1;
+        return b == old;
+    }
+    if (PyTuple_Check(old) || PyList_Check(old)) {
+        if (!(PyTuple_Check(new) || PyList_Check(new))) return 0;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(old);
+        if (PySequence_Fast_GET_SIZE(new) != n) return 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            /* a list may change under a comparison's Python code: read it again */
+            if (i >= PySequence_Fast_GET_SIZE(old) || i >= PySequence_Fast_GET_SIZE(new))
+                return RU_OTHER;
+            PyObject *a = PySequence_Fast_GET_ITEM(old, i), *b = PySequence_Fast_GET_ITEM(new, i);
+            Py_INCREF(a);
+            Py_INCREF(b);
+            int r = replaced_only(a, b, fired, key_of, node_type, depth + 1);
+            Py_DECREF(a);
+            Py_DECREF(b);
+            if (r != 1) return r;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* the node FX changed in the pass (args, kwargs other objects than at its
+ * reading): only arguments a firing replaced, each by a binding standing for
+ * it; 1, 0, -1, RU_OTHER */
+static int ru_changed_only(PyObject *hit, PyObject *u, PyObject *fired, PyObject *key_of,
+                           PyObject *node_type) {
+    PyObject *old = PyTuple_GET_ITEM(hit, 1), *args = fx_attr(u, FX_ARGS);
+    if (args == NULL) return -1;
+    PyObject *new = fx_attr(u, FX_KWARGS);
+    if (new == NULL) { Py_DECREF(args); return -1; }
+    int r = RU_OTHER;
+    if (!PyDict_Check(old) || !PyDict_Check(new)) goto done;
+    /* list(old) != list(new): the keys, in order */
+    r = 0;
+    if (PyDict_GET_SIZE(old) != PyDict_GET_SIZE(new)) goto done;
+    Py_ssize_t po = 0, pn = 0;
+    PyObject *ko, *vo, *kn, *vn;
+    while (PyDict_Next(old, &po, &ko, &vo)) {
+        if (!PyDict_Next(new, &pn, &kn, &vn)) { r = RU_OTHER; goto done; }
+        int eq = PyObject_RichCompareBool(ko, kn, Py_EQ);
+        if (eq <= 0) { r = eq; goto done; }
+        if (PyDict_GET_SIZE(old) != PyDict_GET_SIZE(new)) { r = RU_OTHER; goto done; }
+    }
+    r = replaced_only(PyTuple_GET_ITEM(hit, 0), args, fired, key_of, node_type, 0);
+    if (r != 1) goto done;
+    po = pn = 0;
+    while (PyDict_Next(old, &po, &ko, &vo)) {
+        if (!PyDict_Next(new, &pn, &kn, &vn)) { r = RU_OTHER; goto done; }
+        Py_INCREF(vo);
+        Py_INCREF(vn);
+        r = replaced_only(vo, vn, fired, key_of, node_type, 0);
+        Py_DECREF(vo);
+        Py_DECREF(vn);
+        if (r != 1) goto done;
+    }
+done:
+    Py_DECREF(args);
+    Py_DECREF(new);
+    return r;
+}
+
+static PyObject *read_unchanged(PyObject *self, PyObject *a) {
+    PyObject *subst, *fx_of, *inv, *keys, *back, *index, *images, *known, *cache, *root, *fired,
+        *node_type;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(a, "OOOOOOOOOOnOO:read_unchanged", &subst, &fx_of, &inv, &keys,
+                          &back, &index, &images, &known, &cache, &root, &limit, &fired,
+                          &node_type))
+        return NULL;
+    if (!PyDict_CheckExact(subst) || !PyDict_CheckExact(fx_of) || !PyDict_CheckExact(inv)
+        || !PyList_CheckExact(keys) || !PyDict_CheckExact(back) || !PyDict_CheckExact(index)
+        || !PyList_CheckExact(images) || !PySet_CheckExact(known) || !PyDict_CheckExact(cache)
+        || !PyDict_CheckExact(fired))
+        return Py_NewRef(Py_NotImplemented); /* not the tables this code reads */
+    PyObject *out = PyList_New(0), *key_of = PyDict_New(), *stack = NULL, *seen = NULL;
+    PyObject *res = NULL;
+    int r = 0; /* 1: done, 0: None, RU_OTHER: NotImplemented, -1: error */
+    if (out == NULL || key_of == NULL) goto end;
+    /* the bindings: each a key of the graph before the pass */
+    Py_ssize_t pos = 0;
+    PyObject *x, *n;
+    while (PyDict_Next(subst, &pos, &x, &n)) {
+        PyObject *tid = PyObject_GetAttr(n, s_id), *k, *pair;
+        if (tid == NULL) goto err;
+        PyObject *s = PyDict_GetItemWithError(fx_of, tid);
+        if (s == NULL) { /* a constant or a list: the same term */
+            PyObject *j = PyErr_Occurred() ? NULL : PyDict_GetItemWithError(inv, tid);
+            Py_DECREF(tid);
+            if (j == NULL) {
+                if (PyErr_Occurred()) goto err;
+                goto none;
+            }
+            Py_ssize_t jj = PyLong_Check(j) ? PyLong_AsSsize_t(j) : -1;
+            if (jj < 0 || jj >= PyList_GET_SIZE(keys)) {
+                if (PyErr_Occurred()) goto err;
+                goto other;
+            }
+            k = PyList_GET_ITEM(keys, jj);
+        } else {
+            Py_DECREF(tid);
+            k = PyDict_GetItemWithError(key_of, s);
+            if (k == NULL) {
+                if (PyErr_Occurred()) goto err;
+                Py_ssize_t steps = 0;
+                k = s;
+                for (;;) { /* a replacement stands for the node it replaced */
+                    PyObject *b = PyDict_GetItemWithError(back, k);
+                    if (b == NULL) {
+                        if (PyErr_Occurred()) goto err;
+                        break;
+                    }
+                    k = b;
+                    steps++;
+                    if (k == Py_None || steps > PyDict_GET_SIZE(back)) goto none;
+                }
+                if (k != s) {
+                    int in = PyDict_Contains(index, s);
+                    if (in < 0) goto err;
+                    if (in) goto none; /* a node of the pass start made another's replacement */
+                }
+                PyObject *j = PyDict_GetItemWithError(index, k);
+                if (j == NULL) {
+                    if (PyErr_Occurred()) goto err;
+                    goto none;
+                }
+                Py_ssize_t jj = PyLong_Check(j) ? PyLong_AsSsize_t(j) : -1;
+                if (jj < 0 || jj >= PyList_GET_SIZE(images)) {
+                    if (PyErr_Occurred()) goto err;
+                    goto other;
+                }
+                PyObject *im = PyList_GET_ITEM(images, jj);
+                if (!PyLong_Check(im)) goto other;
+                Py_ssize_t iv = PyLong_AsSsize_t(im);
+                if (iv == -1 && PyErr_Occurred()) goto err;
+                if (iv < 0) goto none;
+                if (PyDict_SetItem(key_of, s, k) < 0) goto err;
+            }
+        }
+        pair = PyTuple_Pack(2, x, k);
+        if (pair == NULL) goto err;
+        int ap = PyList_Append(out, pair);
+        Py_DECREF(pair);
+        if (ap < 0) goto err;
+    }
+    /* the FX nodes from the root down to the bindings: as at the pass start,
+     * or changed only where a firing's replacement stands for a binding */
+    if (!(stack = PyList_New(0)) || !(seen = PySet_New(NULL))) goto err;
+    if (PyList_Append(stack, root) < 0) goto err;
+    while (PyList_GET_SIZE(stack) > 0) {
+        Py_ssize_t top = PyList_GET_SIZE(stack) - 1;
+        PyObject *u = Py_NewRef(PyList_GET_ITEM(stack, top));
+        if (PyList_SetSlice(stack, top, top + 1, NULL) < 0) { Py_DECREF(u); goto err; }
+        int in = PyDict_Contains(key_of, u);
+        if (in == 0) in = PySet_Contains(seen, u);
+        if (in != 0) {
+            Py_DECREF(u);
+            if (in < 0) goto err;
+            continue;
+        }
+        if (PySet_Add(seen, u) < 0) { Py_DECREF(u); goto err; }
+        PyObject *hit = PyDict_GetItemWithError(cache, u);
+        if (hit == NULL && PyErr_Occurred()) { Py_DECREF(u); goto err; }
+        if (PySet_GET_SIZE(seen) > limit || hit == NULL) { Py_DECREF(u); goto none; }
+        int kn = PySet_Contains(known, u);
+        if (kn <= 0) { Py_DECREF(u); if (kn < 0) goto err; goto none; }
+        if (!PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) < 4) { Py_DECREF(u); goto other; }
+        Py_INCREF(hit);
+        PyObject *info = PyTuple_GET_ITEM(hit, 3), *t = fx_attr(u, FX_TARGET);
+        PyObject *kids = PyTuple_Check(info) && PyTuple_GET_SIZE(info) > 1
+                         ? PyTuple_GET_ITEM(info, 1) : NULL;
+        int st = 0; /* 0: push all the arguments; 1: push those not fired; else an exit */
+        if (t == NULL) st = -1;
+        else if (PyTuple_GET_ITEM(hit, 2) != t) st = 2;
+        else if (kids == NULL || !PyList_Check(kids)) st = 3;
+        else {
+            PyObject *ua = fx_attr(u, FX_ARGS), *uk = ua == NULL ? NULL : fx_attr(u, FX_KWARGS);
+            if (uk == NULL) st = -1;
+            else if (PyTuple_GET_ITEM(hit, 0) != ua || PyTuple_GET_ITEM(hit, 1) != uk) {
+                int c = ru_changed_only(hit, u, fired, key_of, node_type);
+                st = c == 1 ? 1 : c == 0 ? 2 : c == RU_OTHER ? 3 : -1;
+            }
+            Py_XDECREF(ua);
+            Py_XDECREF(uk);
+        }
+        Py_XDECREF(t);
+        if (st == 0 || st == 1) {
+            /* the list may change under a comparison's Python code: a copy */
+            PyObject *copy = PySequence_List(kids);
+            if (copy == NULL) st = -1;
+            for (Py_ssize_t i = 0; st >= 0 && i < PyList_GET_SIZE(copy); i++) {
+                PyObject *v = PyList_GET_ITEM(copy, i);
+                int f = st == 1 ? PyDict_Contains(fired, v) : 0;
+                if (f < 0 || (f == 0 && PyList_Append(stack, v) < 0)) st = -1;
+            }
+            Py_XDECREF(copy);
+        }
+        Py_DECREF(hit);
+        Py_DECREF(u);
+        if (st == -1) goto err;
+        if (st == 2) goto none;
+        if (st == 3) goto other;
+    }
+    r = 1;
+    goto end;
+none:
+    r = 0;
+    goto end;
+other:
+    r = RU_OTHER;
+    goto end;
+err:
+    r = -1;
+end:
+    if (r == 1) res = Py_NewRef(out);
+    else if (r == 0) res = Py_NewRef(Py_None);
+    else if (r == RU_OTHER) res = Py_NewRef(Py_NotImplemented);
+    Py_XDECREF(out);
+    Py_XDECREF(key_of);
+    Py_XDECREF(stack);
+    Py_XDECREF(seen);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"build", fx_build, METH_VARARGS,
      "build(tg, nodes, ctx) -> list of merged FX nodes: import every FX node of the list into "
@@ -2497,6 +2753,10 @@ static PyMethodDef methods[] = {
      "encode_fx(nodes, node_type, cache, node_info, assert_target, output_nodes, before_index, "
      "known, const_labels, const_label, list_label, fast) -> the columns of the rewrite validator's "
      "encoding of an FX graph, as FxChecker.encode computes them."},
+    {"read_unchanged", read_unchanged, METH_VARARGS,
+     "read_unchanged(substitution, fx_of, inverse, keys, back, index, images, known, cache, "
+     "root, limit, fired, node_type) -> [(variable, key)], None or NotImplemented: "
+     "FxChecker._read_unchanged's reading of a match in the graph before the pass."},
     {"engine_graph", engine_graph, METH_VARARGS,
      "engine_graph(nodes, ctx, tabs, helper, leaf_classes, sym_attr, magic, version, opclass) "
      "-> (words, term ids, origins) or None: the engine's encoding of the term graph of an FX "
@@ -2523,6 +2783,6 @@ PyMODINIT_FUNC PyInit__fxreader(void) {
     I(s_types, "_types"); I(s_consts, "_consts"); I(s_target_m, "_target"); I(s_c, "c");
     I(s_neg_zero, "-0.0"); I(s_users, "users"); I(s_label, "label");
 #undef I
-    if (!(empty_tuple = PyTuple_New(0)) || !(zero_long = PyLong_FromLong(0))) return NULL;
+    if (!(empty_tuple = PyTuple_New(0))) return NULL;
     return PyModule_Create(&moddef);
 }

@@ -7,6 +7,7 @@ pass agrees with the matcher's term graph."""
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 import time
 from typing import Dict, List, Optional, Tuple
@@ -20,6 +21,12 @@ _NODE = ("node",)  # marks a node argument in a label key
 # are op overloads, getitem and strings: few, and kept alive by torch)
 _TARGETS: Dict[int, tuple] = {}
 _TARGET_NUMBERS = itertools.count()
+# _template's tables, shared by the process's checkers: trace key ->
+# template, constant key -> its template node (labelled by symbols, which
+# are the process's); cleared when they grow past the limit
+_TEMPLATES: Dict[tuple, object] = {}
+_CONST_NODES: Dict[tuple, "TNode"] = {}
+_TEMPLATE_LIMIT = 1 << 12
 _NAN = ("nan",)
 _PLAIN = frozenset((int, float, bool, str, type(None)))  # arguments _template keeps as they are
 _TORCH_VALUES = ("dtype", "device", "layout", "memory_format")
@@ -54,6 +61,17 @@ def normalize(v, nodes: list, node_type: type):
     if t.__name__ in _TORCH_VALUES and (t.__module__ or "").startswith("torch"):
         return ("torch", v)
     return ("object", t.__name__, id(v))
+
+
+def _const_key(a, scalars) -> Optional[tuple]:
+    """The key of scalar constant ``a`` in the checker's tables of constants:
+    by type and value (``2`` and ``2.0``, ``True`` and ``1`` apart), ``-0.0``
+    apart from ``0.0`` (the importer's key, ``_const_cache_key``); None for a
+    NaN or what is not a scalar."""
+    t = type(a)
+    if t not in scalars or not a == a:  # noqa: SIM201 (as the native reader: a NaN)
+        return None
+    return (t, "-0.0") if t is float and a == 0 and math.copysign(1.0, a) < 0 else (t, a)
 
 
 class _NoTemplate(Exception):
@@ -118,9 +136,9 @@ class FxChecker:
         self.labels = Labels()
         self._label_ids = self.labels.table  # read inline on the hot path
         self._const_specs: Dict[tuple, tuple] = {}  # (type, value) -> ("c", term id)
-        # (type, value) -> a constant's template node (_template; by term id, so per import)
-        self._const_nodes: Dict[tuple, TNode] = {}
-        self._templates: Dict[tuple, object] = {}  # _template's, per import
+        # the templates and their constants' nodes (_template): the process's
+        self._const_nodes: Dict[tuple, TNode] = _CONST_NODES
+        self._templates: Dict[tuple, object] = _TEMPLATES
         self._tg = None  # the term graph the caches read
         self.cache: Dict[object, tuple] = {}  # fx node -> (args, kwargs, node info)
         # id(target) -> (target, its stand-in in label keys, operator symbol):
@@ -176,8 +194,8 @@ class FxChecker:
         if isinstance(a, (list, tuple)) and _has_node(a, self.node_type):
             return ("l", tuple([self._spec(e, fxkids) for e in a]))
         # a scalar constant's spec, by type and value (2 and 2.0, True and 1
-        # are different leaves; -0.0 and nan are left to the importer)
-        ck = (type(a), a) if type(a) in self._scalars and a == a and a != 0 else None
+        # are different leaves, -0.0 is keyed apart; a NaN is left to the importer)
+        ck = _const_key(a, self._scalars)
         if ck is not None:
             hit = self._const_specs.get(ck)
             if hit is not None:
@@ -481,8 +499,6 @@ class FxChecker:
             self._tg = self.driver.tg
             self.cache.clear()
             self._const_specs.clear()
-            self._const_nodes.clear()
-            self._templates.clear()
             self._const_labels.clear()
             self.before = None
         if self.before is not None:
@@ -712,6 +728,13 @@ class FxChecker:
         index, fx_of = b.index, self.driver.tg.fx_of
         fired = self._pass_firings()
         back = self._back  # replacement -> the node it replaced, in the pass so far
+        native = _native.reader()
+        if native is not None:  # the same reading, natively
+            got = native.read_unchanged(m.substitution, fx_of, inv, keys, back, index, images,
+                                        self.known, self.cache, root, self.INTERIOR_LIMIT,
+                                        fired, self.node_type)
+            if got is not NotImplemented:
+                return None if got is None else (i, got, m)
         subst, key_of = [], {}
         for x, n in m.substitution.items():
             s = fx_of.get(n.id)
@@ -815,10 +838,13 @@ class FxChecker:
         """The replacement ``out`` as a template: the rule's operator calls
         (``trace``: ``(operator, arguments, result)``, the arguments as the
         rule passed them) over the match's bindings (the Values in
-        ``values``, by identity) and constants. Kept per import under the
-        calls' shape (:func:`_trace_key`: each argument a binding's variable,
-        an earlier call, or a constant by type and value), which is all the
-        template is made of: every layer's firing of a rule shares one."""
+        ``values``, by identity) and constants. Kept for the process under
+        the calls' shape (:func:`_trace_key`: each operator, each argument a
+        binding's variable, an earlier call, or a constant by type and
+        value), which is all the template is made of (its nodes are labelled
+        by operator symbols and targets, the process's, not by a term
+        graph's ids): every layer's firing of a rule shares one, and so do
+        the graphs a process rewrites."""
         var_of = {}
         for x, name in zip(m.substitution, m.bindings):
             v = values.get(name)
@@ -829,6 +855,9 @@ class FxChecker:
             return self._build_template(out, trace, var_of)
         t = self._templates.get(key)
         if t is None:
+            if len(self._templates) >= _TEMPLATE_LIMIT:
+                self._templates.clear()
+                self._const_nodes.clear()
             t = self._templates[key] = self._build_template(out, trace, var_of)
         return t
 
@@ -844,8 +873,7 @@ class FxChecker:
         const_nodes = self._const_nodes
 
         def const(v):
-            # as _spec's: no key for a zero (-0.0 is another constant) or a NaN
-            key = (type(v), v) if type(v) in self._scalars and v == v and v != 0 else None
+            key = _const_key(v, self._scalars)  # as _spec's
             t = const_nodes.get(key) if key is not None else None
             if t is not None:
                 return t
