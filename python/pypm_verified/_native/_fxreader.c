@@ -2559,6 +2559,16 @@ done:
     return r;
 }
 
+/* the position dict[key] names in list (*at): 1; 0 when key is not in dict;
+ * RU_OTHER when it is not an index of list; -1 on an error */
+static int ru_position(PyObject *dict, PyObject *key, PyObject *list, Py_ssize_t *at) {
+    PyObject *j = PyDict_GetItemWithError(dict, key);
+    if (j == NULL) return PyErr_Occurred() ? -1 : 0;
+    *at = PyLong_Check(j) ? PyLong_AsSsize_t(j) : -1;
+    if (*at < 0 || *at >= PyList_GET_SIZE(list)) return PyErr_Occurred() ? -1 : RU_OTHER;
+    return 1;
+}
+
 static PyObject *read_unchanged(PyObject *self, PyObject *a) {
     PyObject *subst, *fx_of, *inv, *keys, *back, *index, *images, *known, *cache, *root, *fired,
         *node_type;
@@ -2575,7 +2585,7 @@ static PyObject *read_unchanged(PyObject *self, PyObject *a) {
     PyObject *out = PyList_New(0), *key_of = PyDict_New(), *stack = NULL, *seen = NULL;
     PyObject *res = NULL;
     int r = 0; /* 1: done, 0: None, RU_OTHER: NotImplemented, -1: error */
-    if (out == NULL || key_of == NULL) goto end;
+    if (out == NULL || key_of == NULL) goto err;
     /* the bindings: each a key of the graph before the pass */
     Py_ssize_t pos = 0;
     PyObject *x, *n;
@@ -2584,17 +2594,10 @@ static PyObject *read_unchanged(PyObject *self, PyObject *a) {
         if (tid == NULL) goto err;
         PyObject *s = PyDict_GetItemWithError(fx_of, tid);
         if (s == NULL) { /* a constant or a list: the same term */
-            PyObject *j = PyErr_Occurred() ? NULL : PyDict_GetItemWithError(inv, tid);
+            Py_ssize_t jj;
+            int at = PyErr_Occurred() ? -1 : ru_position(inv, tid, keys, &jj);
             Py_DECREF(tid);
-            if (j == NULL) {
-                if (PyErr_Occurred()) goto err;
-                goto none;
-            }
-            Py_ssize_t jj = PyLong_Check(j) ? PyLong_AsSsize_t(j) : -1;
-            if (jj < 0 || jj >= PyList_GET_SIZE(keys)) {
-                if (PyErr_Occurred()) goto err;
-                goto other;
-            }
+            if (at != 1) { r = at; goto end; } /* None, another case, an error */
             k = PyList_GET_ITEM(keys, jj);
         } else {
             Py_DECREF(tid);
@@ -2618,16 +2621,9 @@ static PyObject *read_unchanged(PyObject *self, PyObject *a) {
                     if (in < 0) goto err;
                     if (in) goto none; /* a node of the pass start made another's replacement */
                 }
-                PyObject *j = PyDict_GetItemWithError(index, k);
-                if (j == NULL) {
-                    if (PyErr_Occurred()) goto err;
-                    goto none;
-                }
-                Py_ssize_t jj = PyLong_Check(j) ? PyLong_AsSsize_t(j) : -1;
-                if (jj < 0 || jj >= PyList_GET_SIZE(images)) {
-                    if (PyErr_Occurred()) goto err;
-                    goto other;
-                }
+                Py_ssize_t jj;
+                int at = ru_position(index, k, images, &jj);
+                if (at != 1) { r = at; goto end; } /* None, another case, an error */
                 PyObject *im = PyList_GET_ITEM(images, jj);
                 if (!PyLong_Check(im)) goto other;
                 Py_ssize_t iv = PyLong_AsSsize_t(im);

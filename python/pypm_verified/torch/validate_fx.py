@@ -7,7 +7,6 @@ pass agrees with the matcher's term graph."""
 from __future__ import annotations
 
 import itertools
-import math
 import operator
 import time
 from typing import Dict, List, Optional, Tuple
@@ -63,17 +62,6 @@ def normalize(v, nodes: list, node_type: type):
     return ("object", t.__name__, id(v))
 
 
-def _const_key(a, scalars) -> Optional[tuple]:
-    """The key of scalar constant ``a`` in the checker's tables of constants:
-    by type and value (``2`` and ``2.0``, ``True`` and ``1`` apart), ``-0.0``
-    apart from ``0.0`` (the importer's key, ``_const_cache_key``); None for a
-    NaN or what is not a scalar."""
-    t = type(a)
-    if t not in scalars or not a == a:  # noqa: SIM201 (as the native reader: a NaN)
-        return None
-    return (t, "-0.0") if t is float and a == 0 and math.copysign(1.0, a) < 0 else (t, a)
-
-
 class _NoTemplate(Exception):
     """A rule's replacement that a template cannot express (why, as text)."""
 
@@ -122,8 +110,9 @@ class FxChecker:
         import torch.fx as fx
 
         from ..torch.firing import schema_call
-        from ..torch.importer import (_SCALAR_TYPES, _opaque_op, _positional, is_pure, list_op,
-                                      op_for, positional_args)
+        from ..torch.importer import (_SCALAR_TYPES, _const_cache_key, _opaque_op, _positional,
+                                      is_pure, list_op, op_for, positional_args)
+        self._scalar_key = _const_cache_key
         self._schema_call, self._positional = schema_call, _positional  # for _template
         self._scalars = _SCALAR_TYPES
         self.op_overload = torch._ops.OpOverload
@@ -184,6 +173,14 @@ class FxChecker:
                                          else ("target", next(_TARGET_NUMBERS)), sym)
         return tk
 
+    def _const_key(self, a) -> Optional[tuple]:
+        """The key of scalar constant ``a`` in the checker's tables of
+        constants: the importer's (by type and value, ``-0.0`` apart from
+        ``0.0``); None for a NaN (as the native reader) or a non-scalar."""
+        if type(a) not in self._scalars or not a == a:  # noqa: SIM201
+            return None
+        return self._scalar_key(a)
+
     def _spec(self, a, fxkids: list):
         """An argument as the importer reads it (``TermGraph.arg``): the FX
         node; ``("l", specs)`` for a list holding nodes; ``("c", term id)``
@@ -195,7 +192,7 @@ class FxChecker:
             return ("l", tuple([self._spec(e, fxkids) for e in a]))
         # a scalar constant's spec, by type and value (2 and 2.0, True and 1
         # are different leaves, -0.0 is keyed apart; a NaN is left to the importer)
-        ck = _const_key(a, self._scalars)
+        ck = self._const_key(a)
         if ck is not None:
             hit = self._const_specs.get(ck)
             if hit is not None:
@@ -873,7 +870,7 @@ class FxChecker:
         const_nodes = self._const_nodes
 
         def const(v):
-            key = _const_key(v, self._scalars)  # as _spec's
+            key = self._const_key(v)  # as _spec's
             t = const_nodes.get(key) if key is not None else None
             if t is not None:
                 return t
